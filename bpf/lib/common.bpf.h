@@ -1,0 +1,131 @@
+/* Shared by every flightrec BPF object: the maps they all use (defined once,
+ * in maps.bpf.c, and declared extern here so the static linker joins them),
+ * the session filter, and the read -> fill -> emit helpers. */
+#ifndef FLIGHTREC_BPF_COMMON_H
+#define FLIGHTREC_BPF_COMMON_H
+
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_tracing.h>
+#include "flightrec/abi/events.h"
+
+/* maps.bpf.c defines FR_SHARED as empty to turn these declarations into
+ * the one definition; everywhere else they are extern. */
+#ifndef FR_SHARED
+#define FR_SHARED extern
+#endif
+
+/* Set by userspace before load (initial values in maps.bpf.c). */
+extern const volatile __u32 fr_cgroup_count;
+extern const volatile __u64 fr_wakeup_bytes;
+
+struct fr_task_state {
+	__u64 enter_ns;
+	__s64 args[6];
+	__u32 nr;
+	__u32 active;
+	__u32 exec_path_len;     /* filename of a successful exec, set by process.bpf.c */
+	__u32 exec_flags;
+	char exec_path[FR_STR_MAX];
+};
+
+FR_SHARED struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 16 * 1024 * 1024);  /* resized by userspace */
+} fr_events SEC(".maps");
+
+FR_SHARED struct {
+	__uint(type, BPF_MAP_TYPE_CGROUP_ARRAY);
+	__uint(max_entries, FR_MAX_CGROUPS);
+	__type(key, __u32);
+	__type(value, __u32);
+} fr_cgroups SEC(".maps");
+
+FR_SHARED struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} fr_drops SEC(".maps");
+
+FR_SHARED struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct fr_task_state);
+} fr_tasks SEC(".maps");
+
+FR_SHARED struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, FR_SYSCALL_TABLE_SIZE);
+	__type(key, __u32);
+	__type(value, struct fr_syscall_spec);
+} fr_syscall_specs SEC(".maps");
+
+/* Is the current task inside one of the session's cgroups (or below)? */
+static __always_inline bool fr_in_session(void)
+{
+	for (__u32 i = 0; i < FR_MAX_CGROUPS; i++) {
+		if (i >= fr_cgroup_count)
+			return false;
+		if (bpf_current_task_under_cgroup(&fr_cgroups, i) == 1)
+			return true;
+	}
+	return false;
+}
+
+static __always_inline void fr_count_drop(void)
+{
+	__u32 zero = 0;
+	__u64 *n = bpf_map_lookup_elem(&fr_drops, &zero);
+	if (n)
+		*n += 1;  /* per-CPU slot: no other writer */
+}
+
+static __always_inline void fr_fill_header(struct fr_header *h, __u32 type, __u32 size)
+{
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task_btf();
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u64 uid_gid = bpf_get_current_uid_gid();
+
+	h->type = type;
+	h->size = size;
+	h->ts_mono_ns = bpf_ktime_get_ns();
+	h->cgroup_id = bpf_get_current_cgroup_id();
+	h->pid = pid_tgid >> 32;
+	h->tid = (__u32)pid_tgid;
+	h->ppid = BPF_CORE_READ(task, real_parent, tgid);
+	h->uid = (__u32)uid_gid;
+	h->gid = uid_gid >> 32;
+	h->cpu = bpf_get_smp_processor_id();
+	bpf_get_current_comm(h->comm, sizeof(h->comm));
+}
+
+/* Wake the collector only once enough data waits: a wake-up per record
+ * costs more than the record itself (see DESIGN.md). The collector also
+ * polls on a short timer, so nothing waits long. */
+static __always_inline __u64 fr_wakeup_flag(void)
+{
+	if (bpf_ringbuf_query(&fr_events, BPF_RB_AVAIL_DATA) >= fr_wakeup_bytes)
+		return BPF_RB_FORCE_WAKEUP;
+	return BPF_RB_NO_WAKEUP;
+}
+
+/* Tasks get state on their first syscall inside the session, so a task
+ * with state is in the session; the cgroup walk is for the others. */
+static __always_inline bool fr_task_tracked(struct task_struct *task)
+{
+	return bpf_task_storage_get(&fr_tasks, task, 0, 0) || fr_in_session();
+}
+
+/* Copy a record built in scratch space to the ring buffer. Scratch space
+ * is per CPU and per program: the kernel never runs one program nested
+ * on the same CPU, so no one else writes it meanwhile. */
+static __always_inline void fr_output(void *rec, __u64 size)
+{
+	if (bpf_ringbuf_output(&fr_events, rec, size, fr_wakeup_flag()) != 0)
+		fr_count_drop();
+}
+
+#endif

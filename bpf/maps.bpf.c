@@ -1,0 +1,9 @@
+/* The one definition of the maps and settings all flightrec BPF programs
+ * share (declared in lib/common.bpf.h); bpftool links the objects. */
+#define FR_SHARED
+#include "lib/common.bpf.h"
+
+const volatile __u32 fr_cgroup_count = 0;
+const volatile __u64 fr_wakeup_bytes = 256 * 1024;
+
+char LICENSE[] SEC("license") = "GPL";

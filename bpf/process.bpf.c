@@ -1,0 +1,110 @@
+/* Process lifecycle of the session's tasks from the sched tracepoints:
+ * fork/clone (the child's ids), exec (the file and the new argv) and exit
+ * (wait status, and whether the whole process is gone). */
+#include "lib/common.bpf.h"
+
+#define STR_MASK (FR_STR_MAX - 1)
+#define ARGV_MASK (FR_ARGV_MAX - 1)
+
+struct exec_scratch {
+	__u8 buf[sizeof(struct fr_exec) + FR_STR_MAX + FR_ARGV_MAX];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct exec_scratch);
+} exec_scratch_map SEC(".maps");
+
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(fr_fork, struct task_struct *parent, struct task_struct *child)
+{
+	if (!fr_task_tracked(parent))
+		return 0;
+	struct fr_fork *r = bpf_ringbuf_reserve(&fr_events, sizeof(*r), 0);
+	if (!r) {
+		fr_count_drop();
+		return 0;
+	}
+	fr_fill_header(&r->h, FR_REC_FORK, sizeof(*r));
+	r->child_pid = BPF_CORE_READ(child, tgid);
+	r->child_tid = BPF_CORE_READ(child, pid);
+	r->flags = r->child_pid == BPF_CORE_READ(parent, tgid) ? FR_FORK_THREAD : 0;
+	r->pad = 0;
+	bpf_ringbuf_submit(r, fr_wakeup_flag());
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(fr_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
+{
+	if (!fr_task_tracked(p))
+		return 0;
+	__u32 zero = 0;
+	struct exec_scratch *s = bpf_map_lookup_elem(&exec_scratch_map, &zero);
+	if (!s)
+		return 0;
+	struct fr_exec *r = (struct fr_exec *)s->buf;
+	char *filename = (char *)s->buf + sizeof(*r);
+	__u32 flags = 0;
+
+	const char *kname = BPF_CORE_READ(bprm, filename);
+	long n = bpf_probe_read_kernel_str(filename, FR_STR_MAX, kname);
+	__u32 flen = n > 0 ? (__u32)(n - 1) & STR_MASK : 0;
+	if (n == FR_STR_MAX)
+		flags |= FR_EXEC_FILENAME_TRUNC;
+
+	/* argv of the new image lives on its stack, NUL-separated. */
+	struct mm_struct *mm = BPF_CORE_READ(p, mm);
+	__u64 arg_start = BPF_CORE_READ(mm, arg_start);
+	__u64 arg_end = BPF_CORE_READ(mm, arg_end);
+	__u64 total = arg_end > arg_start ? arg_end - arg_start : 0;
+	__u64 alen = total;
+	if (alen > FR_ARGV_MAX) {
+		alen = FR_ARGV_MAX;
+		flags |= FR_EXEC_ARGV_TRUNC;
+	}
+	char *argv = filename + flen;
+	if (alen && bpf_probe_read_user(argv, alen,
+					(const void *)arg_start)) {
+		flags |= FR_EXEC_ARGV_FAULT;
+		alen = 0;
+	}
+
+	__u32 size = sizeof(*r) + flen + (__u32)alen;
+	fr_fill_header(&r->h, FR_REC_EXEC, size);
+	r->old_pid = old_pid;
+	r->flags = flags;
+	r->filename_len = flen;
+	r->argv_len = alen;
+	r->argv_total = total > 0xffffffffULL ? 0xffffffffU : (__u32)total;
+	if (size <= sizeof(s->buf))
+		fr_output(r, size);
+
+	/* Hand the filename to the execve syscall record (syscalls.bpf.c). */
+	struct fr_task_state *st = bpf_task_storage_get(&fr_tasks, p, 0, 0);
+	if (st && flen) {
+		bpf_probe_read_kernel(st->exec_path, flen, filename);
+		st->exec_path_len = flen;
+		st->exec_flags = (flags & FR_EXEC_FILENAME_TRUNC) ? FR_SC_STR0_TRUNC : 0;
+	}
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(fr_exit, struct task_struct *p)
+{
+	if (!fr_task_tracked(p))
+		return 0;
+	struct fr_exit *r = bpf_ringbuf_reserve(&fr_events, sizeof(*r), 0);
+	if (!r) {
+		fr_count_drop();
+		return 0;
+	}
+	fr_fill_header(&r->h, FR_REC_EXIT, sizeof(*r));
+	r->exit_code = BPF_CORE_READ(p, exit_code);
+	r->flags = BPF_CORE_READ(p, signal, live.counter) == 0 ? FR_EXIT_GROUP_DEAD : 0;
+	bpf_ringbuf_submit(r, fr_wakeup_flag());
+	return 0;
+}

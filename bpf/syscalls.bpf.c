@@ -1,0 +1,205 @@
+/* Every syscall of the session's tasks, entry and exit joined into one
+ * record: sys_enter keeps the arguments in task storage, sys_exit adds the
+ * return value, reads string and socket-address arguments (the kernel has
+ * faulted those pages in by then) and emits one record. */
+#include "lib/common.bpf.h"
+
+#define NR_EXIT 60
+#define NR_EXIT_GROUP 231
+#define NR_EXECVE 59
+#define NR_EXECVEAT 322
+
+#define STR_MASK (FR_STR_MAX - 1)
+
+struct sys_scratch {
+	__u8 buf[sizeof(struct fr_syscall) + sizeof(struct fr_syscall_data) + 2 * FR_STR_MAX];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct sys_scratch);
+} sys_scratch_map SEC(".maps");
+
+static __always_inline void fill_syscall(struct fr_syscall *r, struct fr_task_state *st,
+					 __u32 size, __s64 ret, __u32 flags)
+{
+	fr_fill_header(&r->h, FR_REC_SYSCALL, size);
+	r->enter_ns = st->enter_ns;
+	for (int i = 0; i < 6; i++)
+		r->args[i] = st->args[i];
+	r->ret = ret;
+	r->nr = st->nr;
+	r->flags = flags;
+	r->str_len[0] = 0;
+	r->str_len[1] = 0;
+	r->sockaddr_len = 0;
+	r->pad = 0;
+}
+
+static __always_inline void emit_plain(struct fr_task_state *st, __s64 ret, __u32 flags)
+{
+	struct fr_syscall *r = bpf_ringbuf_reserve(&fr_events, sizeof(*r), 0);
+	if (!r) {
+		fr_count_drop();
+		return;
+	}
+	fill_syscall(r, st, sizeof(*r), ret, flags);
+	bpf_ringbuf_submit(r, fr_wakeup_flag());
+}
+
+/* Reads one user string into dst; returns its length without the NUL. */
+static __always_inline __u32 read_str(char *dst, __s64 uptr, __u32 *flags,
+				      __u32 trunc_flag, __u32 fault_flag)
+{
+	long n = bpf_probe_read_user_str(dst, FR_STR_MAX, (const void *)uptr);
+	if (n <= 0) {
+		*flags |= fault_flag;
+		return 0;
+	}
+	if (n == FR_STR_MAX)
+		*flags |= trunc_flag;
+	return (__u32)(n - 1) & STR_MASK;
+}
+
+static __always_inline __u32 read_sockaddr(__u8 *dst, struct fr_syscall_spec *spec,
+					   struct fr_task_state *st, __s64 ret, __u32 *flags)
+{
+	if (spec->sockaddr_arg >= 6 || spec->sockaddr_len_arg >= 6)
+		return 0;
+	__s64 uptr = st->args[spec->sockaddr_arg & 7];
+	__s64 lenarg = st->args[spec->sockaddr_len_arg & 7];
+	__u64 len;
+
+	if (!uptr)
+		return 0;
+	if (spec->sockaddr_mode == FR_SA_IN) {
+		len = (__u64)lenarg;
+	} else if (spec->sockaddr_mode == FR_SA_OUT) {
+		__u32 outlen = 0;
+		if (ret < 0 || !lenarg)
+			return 0;
+		if (bpf_probe_read_user(&outlen, sizeof(outlen), (const void *)lenarg)) {
+			*flags |= FR_SC_SOCKADDR_FAULT;
+			return 0;
+		}
+		len = outlen;
+	} else {
+		return 0;
+	}
+	if (len > FR_SOCKADDR_MAX)
+		len = FR_SOCKADDR_MAX;
+	if (len == 0)
+		return 0;
+	if (bpf_probe_read_user(dst, len & 0xff, (const void *)uptr)) {
+		*flags |= FR_SC_SOCKADDR_FAULT;
+		return 0;
+	}
+	return (__u32)len;
+}
+
+static __always_inline void emit_with_data(struct fr_task_state *st, struct fr_syscall_spec *spec,
+					   __s64 ret)
+{
+	__u32 zero = 0;
+	struct sys_scratch *s = bpf_map_lookup_elem(&sys_scratch_map, &zero);
+	if (!s)
+		return;
+	struct fr_syscall *r = (struct fr_syscall *)s->buf;
+	struct fr_syscall_data *d = (struct fr_syscall_data *)(s->buf + sizeof(*r));
+	char *strings = (char *)s->buf + sizeof(*r) + sizeof(*d);
+	__u32 flags = FR_SC_HAS_DATA;
+	__u32 len0 = 0, len1 = 0, salen = 0;
+
+	if (st->exec_path_len) {
+		/* A successful exec replaced the memory the path was in; the
+		 * kernel's copy of the filename was kept at sched_process_exec. */
+		len0 = st->exec_path_len & STR_MASK;
+		bpf_probe_read_kernel(strings, len0, st->exec_path);
+		flags |= FR_SC_EXEC_PATH | st->exec_flags;
+		st->exec_path_len = 0;
+		st->exec_flags = 0;
+	} else if (spec->str_arg[0] < 6) {
+		len0 = read_str(strings, st->args[spec->str_arg[0] & 7], &flags,
+				FR_SC_STR0_TRUNC, FR_SC_STR0_FAULT);
+	}
+	if (spec->str_arg[1] < 6 && !(flags & FR_SC_EXEC_PATH))
+		len1 = read_str(strings + (len0 & STR_MASK), st->args[spec->str_arg[1] & 7],
+				&flags, FR_SC_STR1_TRUNC, FR_SC_STR1_FAULT);
+	if (spec->sockaddr_mode != FR_SA_NONE)
+		salen = read_sockaddr(d->sockaddr, spec, st, ret, &flags);
+
+	__u32 size = sizeof(*r) + sizeof(*d) + (len0 & STR_MASK) + (len1 & STR_MASK);
+	fill_syscall(r, st, size, ret, flags);
+	r->str_len[0] = len0;
+	r->str_len[1] = len1;
+	r->sockaddr_len = salen;
+	if (size > sizeof(s->buf))
+		return;
+	fr_output(r, size);
+}
+
+SEC("tp_btf/sys_enter")
+int BPF_PROG(fr_sys_enter, struct pt_regs *regs, long id)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct fr_task_state *st = bpf_task_storage_get(&fr_tasks, task, 0, 0);
+
+	if (!st) {
+		if (!fr_in_session())
+			return 0;
+		st = bpf_task_storage_get(&fr_tasks, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+		if (!st) {
+			fr_count_drop();
+			return 0;
+		}
+	}
+	st->enter_ns = bpf_ktime_get_ns();
+	st->nr = (__u32)id;
+	st->args[0] = regs->di;
+	st->args[1] = regs->si;
+	st->args[2] = regs->dx;
+	st->args[3] = regs->r10;
+	st->args[4] = regs->r8;
+	st->args[5] = regs->r9;
+	st->exec_path_len = 0;
+	st->exec_flags = 0;
+	if (id == NR_EXIT || id == NR_EXIT_GROUP) {
+		/* These never reach sys_exit. */
+		st->active = 0;
+		emit_plain(st, 0, FR_SC_NORETURN);
+		return 0;
+	}
+	st->active = 1;
+	return 0;
+}
+
+SEC("tp_btf/sys_exit")
+int BPF_PROG(fr_sys_exit, struct pt_regs *regs, long ret)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct fr_task_state *st = bpf_task_storage_get(&fr_tasks, task, 0, 0);
+
+	if (!st || !st->active)
+		return 0;
+	st->active = 0;
+
+	__u32 nr = st->nr;
+	struct fr_syscall_spec *spec = bpf_map_lookup_elem(&fr_syscall_specs, &nr);
+	bool wants_data = spec && (spec->str_arg[0] < 6 || spec->str_arg[1] < 6 ||
+				   spec->sockaddr_mode != FR_SA_NONE);
+	if (st->exec_path_len && (nr == NR_EXECVE || nr == NR_EXECVEAT))
+		wants_data = true;
+	if (!wants_data) {
+		emit_plain(st, ret, 0);
+		return 0;
+	}
+	struct fr_syscall_spec none = {
+		.str_arg = { FR_ARG_NONE, FR_ARG_NONE },
+		.sockaddr_arg = FR_ARG_NONE,
+		.sockaddr_len_arg = FR_ARG_NONE,
+	};
+	emit_with_data(st, spec ? spec : &none, ret);
+	return 0;
+}

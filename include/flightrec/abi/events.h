@@ -1,0 +1,138 @@
+/* The kernel <-> userspace contract: records the BPF programs write into the
+ * ring buffer, and the tables userspace writes into BPF maps.
+ *
+ * C only, fixed-width types, no libc: included by bpf/ (with vmlinux.h) and by
+ * userspace/ (with <linux/types.h>). Every struct has its size pinned by a
+ * static assertion so both sides agree byte for byte; FR_ABI_VERSION changes
+ * whenever any layout here does, and userspace checks it at load time. */
+#ifndef FLIGHTREC_ABI_EVENTS_H
+#define FLIGHTREC_ABI_EVENTS_H
+
+#ifndef __VMLINUX_H__
+#include <linux/types.h>
+#endif
+
+#ifdef __cplusplus
+#define FR_STATIC_ASSERT static_assert
+#else
+#define FR_STATIC_ASSERT _Static_assert
+#endif
+
+#define FR_ABI_VERSION 1
+
+#define FR_COMM_LEN 16
+#define FR_MAX_CGROUPS 8        /* cgroups one session can observe */
+#define FR_STR_MAX 4096         /* PATH_MAX: paths are never cut short */
+#define FR_SOCKADDR_MAX 128     /* sizeof(struct sockaddr_storage) */
+#define FR_ARGV_MAX 4096        /* bytes of argv kept per exec */
+#define FR_SYSCALL_TABLE_SIZE 512
+
+enum fr_record_type {
+	FR_REC_SYSCALL = 1,
+	FR_REC_EXEC = 2,
+	FR_REC_FORK = 3,
+	FR_REC_EXIT = 4,
+};
+
+/* Common to every record. pid is the thread-group id, tid the thread id,
+ * both as seen from the initial pid namespace. */
+struct fr_header {
+	__u32 type;              /* enum fr_record_type */
+	__u32 size;              /* bytes of the whole record */
+	__u64 ts_mono_ns;        /* CLOCK_MONOTONIC when the event completed */
+	__u64 cgroup_id;         /* cgroup v2 id of the task */
+	__u32 pid, tid, ppid;
+	__u32 uid, gid;
+	__u32 cpu;
+	char comm[FR_COMM_LEN];
+};
+FR_STATIC_ASSERT(sizeof(struct fr_header) == 64, "fr_header layout");
+
+/* fr_syscall.flags */
+#define FR_SC_NORETURN      (1u << 0)  /* exit/exit_group: no return value */
+#define FR_SC_STR0_TRUNC    (1u << 1)
+#define FR_SC_STR1_TRUNC    (1u << 2)
+#define FR_SC_STR0_FAULT    (1u << 3)  /* the string could not be read */
+#define FR_SC_STR1_FAULT    (1u << 4)
+#define FR_SC_SOCKADDR_FAULT (1u << 5)
+#define FR_SC_HAS_DATA      (1u << 6)  /* struct fr_syscall_data follows */
+#define FR_SC_EXEC_PATH     (1u << 7)  /* str0 is the exec'd file (from the kernel) */
+
+/* One syscall, entry and exit joined. */
+struct fr_syscall {
+	struct fr_header h;
+	__u64 enter_ns;          /* CLOCK_MONOTONIC at sys_enter */
+	__s64 args[6];
+	__s64 ret;
+	__u32 nr;
+	__u32 flags;
+	__u16 str_len[2];        /* bytes stored in data[], without the NUL */
+	__u16 sockaddr_len;      /* bytes stored in sockaddr */
+	__u16 pad;
+};
+FR_STATIC_ASSERT(sizeof(struct fr_syscall) == 144, "fr_syscall layout");
+
+/* Follows struct fr_syscall when FR_SC_HAS_DATA is set: a socket address
+ * and then str_len[0] + str_len[1] bytes of string arguments, packed. */
+struct fr_syscall_data {
+	__u8 sockaddr[FR_SOCKADDR_MAX];
+	char strings[];
+};
+FR_STATIC_ASSERT(sizeof(struct fr_syscall_data) == 128, "fr_syscall_data layout");
+
+/* fr_exec.flags */
+#define FR_EXEC_FILENAME_TRUNC (1u << 0)
+#define FR_EXEC_ARGV_TRUNC     (1u << 1)
+#define FR_EXEC_ARGV_FAULT     (1u << 2)
+
+/* A successful exec: the file and the new argv (NUL-separated). Followed by
+ * filename_len bytes of filename and then argv_len bytes of argv. */
+struct fr_exec {
+	struct fr_header h;
+	__u32 old_pid;
+	__u32 flags;
+	__u16 filename_len;
+	__u16 argv_len;
+	__u32 argv_total;        /* bytes of argv in the process, kept or not */
+	char data[];
+};
+FR_STATIC_ASSERT(sizeof(struct fr_exec) == 80, "fr_exec layout");
+
+#define FR_FORK_THREAD (1u << 0)  /* clone(CLONE_THREAD): a new thread */
+
+struct fr_fork {
+	struct fr_header h;
+	__u32 child_pid;
+	__u32 child_tid;
+	__u32 flags;
+	__u32 pad;
+};
+FR_STATIC_ASSERT(sizeof(struct fr_fork) == 80, "fr_fork layout");
+
+#define FR_EXIT_GROUP_DEAD (1u << 0)  /* last thread: the process is gone */
+
+struct fr_exit {
+	struct fr_header h;
+	__u32 exit_code;         /* raw wait status: code << 8 | signal */
+	__u32 flags;
+};
+FR_STATIC_ASSERT(sizeof(struct fr_exit) == 72, "fr_exit layout");
+
+/* Which arguments of a syscall to read, indexed by syscall number.
+ * FR_ARG_NONE marks an unused slot. */
+#define FR_ARG_NONE 0xff
+enum fr_sockaddr_mode {
+	FR_SA_NONE = 0,
+	FR_SA_IN = 1,    /* sockaddr is an input; its length is an argument */
+	FR_SA_OUT = 2,   /* sockaddr is an output; its length is *argument */
+};
+struct fr_syscall_spec {
+	__u8 str_arg[2];         /* argument index of a path/string, or NONE */
+	__u8 sockaddr_arg;
+	__u8 sockaddr_len_arg;
+	__u8 sockaddr_mode;      /* enum fr_sockaddr_mode */
+	__u8 pad[3];
+};
+FR_STATIC_ASSERT(sizeof(struct fr_syscall_spec) == 8, "fr_syscall_spec layout");
+
+#endif

@@ -1,0 +1,147 @@
+#include "runtime/harness.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sqlite3.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <doctest/doctest.h>
+
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+namespace rt {
+
+Proc start(const std::vector<std::string>& argv) {
+  int out[2], err[2];
+  if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) throw std::runtime_error("pipe");
+  pid_t pid = fork();
+  if (pid < 0) throw std::runtime_error("fork");
+  if (pid == 0) {
+    dup2(out[1], 1);
+    dup2(err[1], 2);
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execvp(args[0], args.data());
+    _exit(127);
+  }
+  close(out[1]);
+  close(err[1]);
+  return Proc{pid, out[0], err[0]};
+}
+
+Result wait(Proc& p) {
+  Result r;
+  pollfd fds[2] = {{p.out_fd, POLLIN, 0}, {p.err_fd, POLLIN, 0}};
+  int open_fds = 2;
+  char buf[65536];
+  while (open_fds > 0) {
+    if (poll(fds, 2, -1) < 0) break;
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      ssize_t n = read(fds[i].fd, buf, sizeof(buf));
+      if (n <= 0) {
+        close(fds[i].fd);
+        fds[i].fd = -1;
+        --open_fds;
+      } else {
+        (i == 0 ? r.out : r.err).append(buf, size_t(n));
+      }
+    }
+  }
+  int status = 0;
+  waitpid(p.pid, &status, 0);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return r;
+}
+
+Result run(const std::vector<std::string>& argv) {
+  Proc p = start(argv);
+  return wait(p);
+}
+
+Result flightrec(const std::vector<std::string>& args) {
+  std::vector<std::string> argv{FLIGHTREC_BIN};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return run(argv);
+}
+
+TempDir::TempDir() {
+  char tmpl[] = "/tmp/flightrec-rt-XXXXXX";
+  path = mkdtemp(tmpl);
+}
+TempDir::~TempDir() { std::filesystem::remove_all(path); }
+
+std::vector<nlohmann::json> entries(const std::string& db) {
+  Result r = flightrec({"query", "--db", db, "--json"});
+  REQUIRE_MESSAGE(r.code == 0, r.err);
+  std::vector<nlohmann::json> out;
+  std::istringstream in(r.out);
+  std::string line;
+  while (std::getline(in, line)) out.push_back(nlohmann::json::parse(line));
+  return out;
+}
+
+std::vector<nlohmann::json> of_type(const std::vector<nlohmann::json>& all, const std::string& type) {
+  std::vector<nlohmann::json> out;
+  for (const auto& e : all)
+    if (e.value("type", "") == type) out.push_back(e);
+  return out;
+}
+
+Listener::Listener() {
+  fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+  socklen_t len = sizeof(a);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 || listen(fd, 16) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0)
+    throw std::runtime_error("listener");
+  port = ntohs(a.sin_port);
+}
+Listener::~Listener() { close(fd); }
+
+bool is_root() { return geteuid() == 0; }
+
+std::string sqlite(const std::string& db, const std::string& sql) {
+  sqlite3* h = nullptr;
+  if (sqlite3_open(db.c_str(), &h) != SQLITE_OK) throw std::runtime_error("sqlite open");
+  std::string out;
+  char* err = nullptr;
+  int rc = sqlite3_exec(
+      h, sql.c_str(),
+      [](void* o, int n, char** vals, char**) {
+        auto* s = static_cast<std::string*>(o);
+        for (int i = 0; i < n; ++i) *s += (i ? "|" : "") + std::string(vals[i] ? vals[i] : "");
+        *s += "\n";
+        return 0;
+      },
+      &out, &err);
+  std::string msg = err ? err : "";
+  sqlite3_free(err);
+  sqlite3_close(h);
+  if (rc != SQLITE_OK) throw std::runtime_error("sqlite: " + msg);
+  return out;
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+int count_lines(const std::string& s) {
+  int n = 0;
+  for (char c : s) n += c == '\n';
+  return n;
+}
+
+}  // namespace rt

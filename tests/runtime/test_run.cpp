@@ -1,0 +1,173 @@
+// flightrec run on the real kernel: exact syscalls, processes and
+// addresses of known programs, and nothing from outside the session.
+#include <doctest/doctest.h>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <thread>
+
+#include "runtime/harness.h"
+
+using nlohmann::json;
+using namespace rt;
+
+namespace {
+
+const json* find(const std::vector<json>& all, const std::function<bool(const json&)>& pred) {
+  for (const auto& e : all)
+    if (pred(e)) return &e;
+  return nullptr;
+}
+
+}  // namespace
+
+TEST_CASE("run records the known program's open, connect, forks, exec and exits") {
+  REQUIRE_MESSAGE(is_root(), "runtime tests need root");
+  TempDir dir;
+  std::string db = dir.file("s.db"), marker = dir.file("marker-file");
+  Listener listener;
+  Result r = flightrec({"run", "--db", db, "--", KNOWN_SYSCALLS_BIN, std::to_string(listener.port),
+                        marker});
+  INFO(r.err);
+  CHECK(r.code == 7);
+
+  auto all = entries(db);
+  REQUIRE(all.size() > 20);
+  CHECK(all.front()["type"] == "session_start");
+  CHECK(all.back()["type"] == "session_end");
+  CHECK(all.back()["exit_code"] == 7);
+  for (size_t i = 0; i < all.size(); ++i) {
+    CHECK(all[i]["seq"] == i + 1);
+    CHECK(all[i]["session"] == 1);
+    for (const char* k : {"pid", "tid", "ppid", "uid", "comm", "ts_mono_ns", "ts_real_ns"})
+      CHECK_MESSAGE(all[i].contains(k), all[i].dump() << " lacks " << k);
+  }
+
+  const json* exec_main = find(all, [](const json& e) {
+    return e["type"] == "exec" && e["filename"] == KNOWN_SYSCALLS_BIN;
+  });
+  REQUIRE(exec_main);
+  int main_pid = (*exec_main)["pid"];
+
+  const json* open = find(all, [&](const json& e) {
+    return e["type"] == "file_open" && e.value("path", "") == marker;
+  });
+  REQUIRE(open);
+  CHECK((*open)["name"] == "openat");
+  CHECK((*open)["pid"] == main_pid);
+  CHECK((*open)["flags"] == (O_RDONLY | O_CLOEXEC));
+  CHECK((*open)["ret"] == -2);
+  CHECK((*open)["err"] == "ENOENT");
+  CHECK((*open)["args"].size() == 6);
+
+  const json* conn = find(all, [](const json& e) { return e["type"] == "connect"; });
+  REQUIRE(conn);
+  CHECK((*conn)["family"] == "AF_INET");
+  CHECK((*conn)["addr"] == "127.0.0.1");
+  CHECK((*conn)["port"] == listener.port);
+  CHECK((*conn)["ret"] == 0);
+  CHECK((*conn)["pid"] == main_pid);
+
+  // main -> child -> grandchild, which execs true with our marker argument.
+  auto forks = of_type(all, "fork");
+  const json* f1 = find(forks, [&](const json& e) { return e["pid"] == main_pid; });
+  REQUIRE(f1);
+  int child = (*f1)["child_pid"];
+  const json* f2 = find(forks, [&](const json& e) { return e["pid"] == child; });
+  REQUIRE(f2);
+  int grandchild = (*f2)["child_pid"];
+  const json* exec_true = find(all, [&](const json& e) {
+    return e["type"] == "exec" && e["pid"] == grandchild;
+  });
+  REQUIRE(exec_true);
+  CHECK((*exec_true)["argv"] == json::array({"true", "grandchild-marker"}));
+  CHECK((*exec_true)["ppid"] == child);
+
+  auto exits = of_type(all, "exit");
+  auto exit_of = [&](int pid) {
+    return find(exits, [&](const json& e) { return e["pid"] == pid && e["process_exit"] == 1; });
+  };
+  REQUIRE(exit_of(main_pid));
+  CHECK((*exit_of(main_pid))["code"] == 7);
+  REQUIRE(exit_of(child));
+  CHECK((*exit_of(child))["code"] == 5);
+  REQUIRE(exit_of(grandchild));
+  CHECK((*exit_of(grandchild))["code"] == 0);
+
+  // The execve of the grandchild carries the path from the kernel, and
+  // getppid shows up as a plain syscall with its return value.
+  CHECK(find(all, [&](const json& e) {
+    return e["type"] == "syscall" && e["name"] == "execve" && e["pid"] == grandchild &&
+           e["ret"] == 0 && e.value("path", "") == "/bin/true";
+  }));
+  CHECK(find(all, [&](const json& e) {
+    return e["name"] == "getppid" && e["pid"] == main_pid && e["nr"] == 110;
+  }));
+
+  Result v = flightrec({"verify", "--db", db});
+  CHECK(v.code == 0);
+  CHECK(v.out.rfind("OK: 1 session, " + std::to_string(all.size()) + " entries", 0) == 0);
+}
+
+TEST_CASE("the README example: shell, redirect, cat, exit code") {
+  REQUIRE(is_root());
+  TempDir dir;
+  std::string db = dir.file("s.db"), out = dir.file("x");
+  Result r = flightrec({"run", "--db", db, "--", "sh", "-c",
+                        "echo hi > " + out + "; cat /etc/hostname; exit 3"});
+  CHECK(r.code == 3);
+  CHECK(slurp(out) == "hi\n");
+  auto all = entries(db);
+  CHECK(find(all, [&](const json& e) {
+    return e["type"] == "file_open" && e.value("path", "") == out && (e["flags"].get<int>() & O_CREAT);
+  }));
+  CHECK(find(all, [](const json& e) {
+    return e["type"] == "exec" && e["argv"] == json::array({"cat", "/etc/hostname"});
+  }));
+  CHECK(find(all, [](const json& e) {
+    return e["type"] == "file_open" && e.value("path", "") == "/etc/hostname" && e["comm"] == "cat";
+  }));
+}
+
+TEST_CASE("a process outside the session's cgroup never reaches the record") {
+  REQUIRE(is_root());
+  TempDir dir;
+  std::string marker = dir.file("outsider-marker");
+  std::string loop = "while :; do test -e " + marker + "; done";
+  Proc outsider = start({"sh", "-c", loop});
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+
+  std::string db = dir.file("s.db");
+  // The same loop inside the session for a moment: it is recorded, so the
+  // absence of the outsider below means the filter, not blindness.
+  Result r = flightrec({"run", "--db", db, "--", "timeout", "0.5", "sh", "-c", loop});
+  CHECK(r.code == 124);  // timeout's "timed out"
+  kill(outsider.pid, SIGKILL);
+  wait(outsider);
+
+  auto all = entries(db);
+  int inside = 0, outside = 0;
+  for (const auto& e : all) {
+    if (e.value("path", "") != marker) continue;
+    (e["pid"] == outsider.pid ? outside : inside)++;
+  }
+  CHECK(inside > 10);
+  CHECK(outside == 0);
+  CHECK_FALSE(find(all, [&](const json& e) { return e["pid"] == outsider.pid; }));
+}
+
+TEST_CASE("processes left behind are killed and recorded when the command exits") {
+  REQUIRE(is_root());
+  TempDir dir;
+  std::string db = dir.file("s.db");
+  Result r = flightrec({"run", "--db", db, "--", "sh", "-c", "sleep 60 & exit 0"});
+  CHECK(r.code == 0);
+  auto all = entries(db);
+  const json* sleep_exit = find(all, [](const json& e) {
+    return e["type"] == "exit" && e["comm"] == "sleep" && e["signal"] == SIGKILL;
+  });
+  CHECK(sleep_exit);
+  CHECK(all.back()["reason"] == "command exited; remaining processes killed");
+}

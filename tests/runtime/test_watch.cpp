@@ -1,0 +1,119 @@
+// flightrec watch on real cgroups: what runs inside is recorded; a cgroup
+// that goes away ends its part of the session with an entry.
+#include <doctest/doctest.h>
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "runtime/harness.h"
+
+using nlohmann::json;
+using namespace rt;
+
+namespace {
+
+std::string cgroup2_root() {
+  std::ifstream in("/proc/self/mountinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    auto dash = line.find(" - cgroup2 ");
+    if (dash == std::string::npos) continue;
+    std::istringstream head(line);
+    std::string id, parent, dev, root, mountpoint;
+    head >> id >> parent >> dev >> root >> mountpoint;
+    return mountpoint;
+  }
+  return "";
+}
+
+// A cgroup with one shell loop in it that keeps testing for `marker`.
+struct Workload {
+  std::string path;
+  pid_t pid = -1;
+  Workload(const std::string& name, const std::string& marker) {
+    path = cgroup2_root() + "/" + name;
+    REQUIRE(mkdir(path.c_str(), 0755) == 0);
+    pid = fork();
+    if (pid == 0) {
+      std::ofstream(path + "/cgroup.procs") << getpid() << std::endl;
+      execlp("sh", "sh", "-c", ("while :; do test -e " + marker + "; sleep 0.02; done").c_str(),
+             (char*)nullptr);
+      _exit(127);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  void stop() {
+    if (pid > 0) {
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+      pid = -1;
+    }
+    for (int i = 0; i < 100 && rmdir(path.c_str()) != 0 && errno == EBUSY; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ~Workload() { stop(); }
+};
+
+}  // namespace
+
+TEST_CASE("watch records an existing cgroup's processes for --duration") {
+  REQUIRE(is_root());
+  TempDir dir;
+  std::string marker = dir.file("watch-marker"), db = dir.file("w.db");
+  Workload w("flightrec-test-watch-" + std::to_string(getpid()), marker);
+  Result r = flightrec({"watch", "--cgroup", w.path, "--db", db, "--duration", "1.5"});
+  INFO(r.err);
+  CHECK(r.code == 0);
+  auto all = entries(db);
+  REQUIRE(all.size() > 3);
+  CHECK(all.front()["mode"] == "watch");
+  CHECK(all.front()["cgroups"] == json::array({w.path}));
+  CHECK(all.back()["reason"] == "duration elapsed");
+  int tests = 0, sleeps = 0;
+  for (const auto& e : all) {
+    if (e.value("path", "") == marker) ++tests;
+    if (e["type"] == "exec" && e["argv"][0] == "sleep") ++sleeps;
+  }
+  CHECK(tests > 5);
+  CHECK(sleeps > 5);
+  CHECK(flightrec({"verify", "--db", db}).code == 0);
+}
+
+TEST_CASE("a watched cgroup that disappears ends the session with an entry") {
+  REQUIRE(is_root());
+  TempDir dir;
+  std::string db = dir.file("w.db");
+  Workload w("flightrec-test-gone-" + std::to_string(getpid()), dir.file("m"));
+  Proc watch = start({FLIGHTREC_BIN, "watch", "--cgroup", w.path, "--db", db, "--duration", "60"});
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  w.stop();
+  Result r = wait(watch);  // ends by itself long before 60 s
+  CHECK(r.code == 0);
+  auto all = entries(db);
+  auto gone = of_type(all, "cgroup_gone");
+  REQUIRE(gone.size() == 1);
+  CHECK(gone[0]["cgroup"] == w.path);
+  CHECK(all.back()["reason"] == "every watched cgroup is gone");
+  CHECK(flightrec({"verify", "--db", db}).code == 0);
+}
+
+TEST_CASE("watch stops cleanly on SIGINT") {
+  REQUIRE(is_root());
+  TempDir dir;
+  std::string db = dir.file("w.db");
+  Workload w("flightrec-test-int-" + std::to_string(getpid()), dir.file("m"));
+  Proc watch = start({FLIGHTREC_BIN, "watch", "--cgroup", w.path, "--db", db});
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  kill(watch.pid, SIGINT);
+  Result r = wait(watch);
+  CHECK(r.code == 0);
+  auto all = entries(db);
+  CHECK(all.back()["reason"] == "stopped by signal INT");
+  CHECK(flightrec({"verify", "--db", db}).out.find("OK: 1 session") == 0);
+}

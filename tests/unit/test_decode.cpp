@@ -1,0 +1,167 @@
+// Decoding ring-buffer records, including records a hostile or buggy
+// kernel side could produce.
+#include <doctest/doctest.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "events/decode.h"
+#include "events/syscall_table.h"
+
+using namespace flightrec::events;
+using nlohmann::json;
+
+namespace {
+
+fr_header header(uint32_t type, uint32_t size) {
+  fr_header h{};
+  h.type = type;
+  h.size = size;
+  h.ts_mono_ns = 1000;
+  h.pid = 10;
+  h.tid = 11;
+  h.ppid = 1;
+  h.uid = 1000;
+  h.gid = 100;
+  std::memcpy(h.comm, "tool", 4);
+  return h;
+}
+
+json decode(const std::vector<uint8_t>& rec) {
+  DecodeContext ctx;
+  ctx.real_minus_mono_ns = 5;
+  return json::parse(decode_record(rec.data(), rec.size(), ctx).canonical());
+}
+
+std::vector<uint8_t> syscall_record(uint32_t nr, int64_t ret, const std::vector<std::string>& strs,
+                                    const void* sa = nullptr, uint16_t salen = 0) {
+  size_t total = sizeof(fr_syscall) + sizeof(fr_syscall_data);
+  for (auto& s : strs) total += s.size();
+  std::vector<uint8_t> buf(total, 0);
+  fr_syscall r{};
+  r.h = header(FR_REC_SYSCALL, uint32_t(total));
+  r.nr = nr;
+  r.ret = ret;
+  r.flags = FR_SC_HAS_DATA;
+  r.sockaddr_len = salen;
+  for (size_t i = 0; i < strs.size(); ++i) r.str_len[i] = uint16_t(strs[i].size());
+  std::memcpy(buf.data(), &r, sizeof(r));
+  if (sa) std::memcpy(buf.data() + sizeof(r), sa, salen);
+  size_t off = sizeof(r) + sizeof(fr_syscall_data);
+  for (auto& s : strs) {
+    std::memcpy(buf.data() + off, s.data(), s.size());
+    off += s.size();
+  }
+  return buf;
+}
+
+}  // namespace
+
+TEST_CASE("openat decodes to a file_open entry with path and flags") {
+  auto rec = syscall_record(257, 3, {"/etc/hostname"});
+  fr_syscall r;
+  std::memcpy(&r, rec.data(), sizeof(r));
+  r.args[2] = 0x80000;  // O_CLOEXEC
+  std::memcpy(rec.data(), &r, sizeof(r));
+  json j = decode(rec);
+  CHECK(j["type"] == "file_open");
+  CHECK(j["name"] == "openat");
+  CHECK(j["path"] == "/etc/hostname");
+  CHECK(j["flags"] == 0x80000);
+  CHECK(j["ret"] == 3);
+  CHECK(j["pid"] == 10);
+  CHECK(j["tid"] == 11);
+  CHECK(j["comm"] == "tool");
+  CHECK(j["ts_real_ns"] == 1005);
+}
+
+TEST_CASE("renameat2 has both paths; failures carry the errno name") {
+  json j = decode(syscall_record(316, -2, {"/a", "/b"}));
+  CHECK(j["type"] == "syscall");
+  CHECK(j["oldpath"] == "/a");
+  CHECK(j["newpath"] == "/b");
+  CHECK(j["ret"] == -2);
+  CHECK(j["err"] == "ENOENT");
+}
+
+TEST_CASE("connect decodes IPv4 and IPv6 socket addresses") {
+  sockaddr_in in{};
+  in.sin_family = AF_INET;
+  in.sin_port = htons(8443);
+  inet_pton(AF_INET, "127.0.0.1", &in.sin_addr);
+  json j = decode(syscall_record(42, 0, {}, &in, sizeof(in)));
+  CHECK(j["type"] == "connect");
+  CHECK(j["family"] == "AF_INET");
+  CHECK(j["addr"] == "127.0.0.1");
+  CHECK(j["port"] == 8443);
+
+  sockaddr_in6 in6{};
+  in6.sin6_family = AF_INET6;
+  in6.sin6_port = htons(53);
+  inet_pton(AF_INET6, "::1", &in6.sin6_addr);
+  j = decode(syscall_record(42, -111, {}, &in6, sizeof(in6)));
+  CHECK(j["addr"] == "::1");
+  CHECK(j["port"] == 53);
+  CHECK(j["err"] == "ECONNREFUSED");
+}
+
+TEST_CASE("exec splits argv and keeps non-UTF-8 bytes as base64") {
+  std::string filename = "/usr/bin/true", argv("true\0x\0", 7);
+  std::vector<uint8_t> buf(sizeof(fr_exec) + filename.size() + argv.size());
+  fr_exec r{};
+  r.h = header(FR_REC_EXEC, uint32_t(buf.size()));
+  r.filename_len = uint16_t(filename.size());
+  r.argv_len = uint16_t(argv.size());
+  r.argv_total = uint32_t(argv.size());
+  std::memcpy(buf.data(), &r, sizeof(r));
+  std::memcpy(buf.data() + sizeof(r), filename.data(), filename.size());
+  std::memcpy(buf.data() + sizeof(r) + filename.size(), argv.data(), argv.size());
+  json j = decode(buf);
+  CHECK(j["type"] == "exec");
+  CHECK(j["filename"] == "/usr/bin/true");
+  CHECK(j["argv"] == json::array({"true", "x"}));
+
+  buf[sizeof(r) + filename.size()] = 0xff;
+  j = decode(buf);
+  CHECK_FALSE(j.contains("argv"));
+  CHECK(j.contains("argv_b64"));
+}
+
+TEST_CASE("records with lying sizes become malformed entries, never crashes") {
+  auto rec = syscall_record(257, 3, {"/etc/hostname"});
+  // Header size disagrees with the record.
+  auto bad = rec;
+  bad[4] ^= 1;
+  CHECK(decode(bad)["type"] == "malformed");
+  // A string length past the end of the record.
+  fr_syscall r;
+  std::memcpy(&r, rec.data(), sizeof(r));
+  r.str_len[0] = 4000;
+  std::memcpy(rec.data(), &r, sizeof(r));
+  CHECK(decode(rec)["type"] == "malformed");
+  // Truncated below any header, and an unknown type.
+  std::vector<uint8_t> tiny(10, 0);
+  CHECK(decode(tiny)["type"] == "malformed");
+  fr_header h = header(99, sizeof(fr_header));
+  std::vector<uint8_t> unknown(sizeof(h));
+  std::memcpy(unknown.data(), &h, sizeof(h));
+  CHECK(decode(unknown)["reason"] == "unknown record type");
+}
+
+TEST_CASE("syscall table knows x86_64 numbers and path arguments") {
+  CHECK(std::string(syscall_info(0)->name) == "read");
+  CHECK(std::string(syscall_info(59)->name) == "execve");
+  CHECK(std::string(syscall_info(257)->name) == "openat");
+  CHECK(std::string(syscall_info(435)->name) == "clone3");
+  CHECK(syscall_info(257)->spec.str_arg[0] == 1);
+  CHECK(syscall_info(316)->spec.str_arg[1] == 3);
+  CHECK(syscall_info(42)->spec.sockaddr_mode == FR_SA_IN);
+  CHECK(syscall_info(288)->spec.sockaddr_mode == FR_SA_OUT);
+  CHECK(syscall_info(0)->spec.str_arg[0] == FR_ARG_NONE);
+  CHECK(syscall_number("getppid") == 110u);
+  CHECK(syscall_info(FR_SYSCALL_TABLE_SIZE) == nullptr);
+}

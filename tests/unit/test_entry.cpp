@@ -1,0 +1,75 @@
+#include <doctest/doctest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "common/text.h"
+#include "events/entry.h"
+#include "ledger/verify.h"
+
+using flightrec::events::Entry;
+
+TEST_CASE("canonical form sorts keys by bytes and has no whitespace") {
+  Entry e;
+  e.set("type", "exec");
+  e.set("b", int64_t(-5));
+  e.set("a", uint64_t(18446744073709551615ull));
+  e.set("args", std::vector<int64_t>{1, -2, 3});
+  e.set("Z", std::vector<std::string>{"x", "y"});
+  CHECK(e.canonical() ==
+        R"({"Z":["x","y"],"a":18446744073709551615,"args":[1,-2,3],"b":-5,"type":"exec"})");
+}
+
+TEST_CASE("canonical strings escape exactly as RFC 8785") {
+  Entry e;
+  e.set("s", std::string("q\"b\\s/\b\f\n\r\t\x01\x1f\x7f\xc3\xa9", 16));
+  CHECK(e.canonical() == "{\"s\":\"q\\\"b\\\\s/\\b\\f\\n\\r\\t\\u0001\\u001f\x7f\xc3\xa9\"}");
+  // Our verifier's canonical check agrees with the writer.
+  CHECK(flightrec::ledger::canonical_problem(e.canonical()).empty());
+}
+
+TEST_CASE("bytes that are not UTF-8 go to a _b64 field") {
+  Entry e;
+  e.set_bytes("path", std::string("/tmp/\xff\xfe", 7));
+  e.set_bytes("ok", "/tmp/é");
+  CHECK(e.canonical() == R"({"ok":"/tmp/é","path_b64":"L3RtcC///g=="})");
+}
+
+TEST_CASE("duplicate keys are a bug, not a record") {
+  Entry e;
+  e.set("a", 1);
+  e.set("a", 2);
+  CHECK_THROWS_AS(e.canonical(), std::logic_error);
+}
+
+TEST_CASE("UTF-8 validation rejects overlong, surrogate and truncated forms") {
+  using flightrec::is_valid_utf8;
+  CHECK(is_valid_utf8("plain"));
+  CHECK(is_valid_utf8("\xe2\x82\xac"));           // euro sign
+  CHECK(is_valid_utf8("\xf0\x9f\x98\x80"));       // emoji
+  CHECK_FALSE(is_valid_utf8("\xc0\xaf"));         // overlong '/'
+  CHECK_FALSE(is_valid_utf8("\xed\xa0\x80"));     // surrogate
+  CHECK_FALSE(is_valid_utf8("\xe2\x82"));         // truncated
+  CHECK_FALSE(is_valid_utf8("\xf4\x90\x80\x80")); // > U+10FFFF
+}
+
+TEST_CASE("base64 matches RFC 4648 test vectors") {
+  using flightrec::base64_encode;
+  CHECK(base64_encode("") == "");
+  CHECK(base64_encode("f") == "Zg==");
+  CHECK(base64_encode("fo") == "Zm8=");
+  CHECK(base64_encode("foo") == "Zm9v");
+  CHECK(base64_encode("foob") == "Zm9vYg==");
+  CHECK(base64_encode("fooba") == "Zm9vYmE=");
+  CHECK(base64_encode("foobar") == "Zm9vYmFy");
+}
+
+TEST_CASE("canonical check rejects non-canonical bodies") {
+  using flightrec::ledger::canonical_problem;
+  CHECK(canonical_problem(R"({"a":1,"b":2})").empty());
+  CHECK_FALSE(canonical_problem(R"({"b":2,"a":1})").empty());
+  CHECK_FALSE(canonical_problem(R"({"a": 1})").empty());
+  CHECK_FALSE(canonical_problem(R"({"a":1.5})").empty());
+  CHECK_FALSE(canonical_problem(R"({"a":1,"a":1})").empty());
+  CHECK_FALSE(canonical_problem(R"([1])").empty());
+  CHECK_FALSE(canonical_problem("{\"a\":\"\\u0041\"}").empty());
+}

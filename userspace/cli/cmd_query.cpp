@@ -1,0 +1,85 @@
+// flightrec query: print recorded entries, as stored (JSON Lines) or as
+// one readable line each.
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "cli/options.h"
+#include "ledger/store.h"
+
+namespace flightrec::cli {
+namespace {
+
+const char* kQueryUsage =
+    "usage: flightrec query --db FILE [--json] [--session N] [--type T]... [--pid P]\n\n"
+    "Prints entries in record order. --json prints each entry's canonical JSON, one per\n"
+    "line. --type syscall also matches the syscall entries that have a more specific\n"
+    "type (file_open, connect).";
+
+std::string summary(const nlohmann::json& j) {
+  const std::string type = j.value("type", "");
+  auto str = [&](const char* k) { return j.contains(k) ? j[k].dump() : std::string(); };
+  if (j.contains("nr")) {
+    std::string s = j.value("name", "?");
+    for (const char* k : {"path", "oldpath", "newpath", "target", "linkpath", "source", "addr"})
+      if (j.contains(k)) s += " " + std::string(k) + "=" + str(k);
+    if (j.contains("port")) s += " port=" + str("port");
+    if (j.contains("ret")) s += " = " + str("ret");
+    if (j.contains("err")) s += " " + j["err"].get<std::string>();
+    return s;
+  }
+  if (type == "exec") return str("filename") + " " + str("argv");
+  if (type == "fork") return "child " + str("child_pid") + (j.value("thread", 0) ? " (thread)" : "");
+  if (type == "exit") return "code " + str("code") + " signal " + str("signal");
+  if (type == "lost") return str("lost") + " events lost";
+  if (type == "session_start") return str("mode") + " " + str("command") + " " + str("cgroups");
+  if (type == "session_end") return str("reason");
+  return j.dump();
+}
+
+}  // namespace
+
+int cmd_query(const Args& args) {
+  po::options_description desc("options");
+  std::string db;
+  int64_t session = 0, pid = 0;
+  std::vector<std::string> types;
+  desc.add_options()("help,h", "show this help")("db", po::value(&db)->required(),
+                                                 "SQLite record to read")(
+      "json", po::bool_switch(), "one canonical JSON entry per line")(
+      "session", po::value(&session), "only this session")(
+      "type", po::value(&types), "only entries of this type (repeatable): syscall, file_open, "
+                                 "connect, exec, fork, exit, lost, session_start, session_end, "
+                                 "cgroup_gone, malformed")(
+      "pid", po::value(&pid), "only entries of this process id");
+  po::variables_map vm;
+  if (!parse_options(args, desc, kQueryUsage, vm)) return 0;
+
+  ledger::Store store(db, ledger::Store::Mode::Read);
+  ledger::EntryFilter f;
+  if (vm.count("session")) f.session = session;
+  if (vm.count("pid")) f.pid = pid;
+  for (const auto& t : types) {
+    f.types.push_back(t);
+    if (t == "syscall") {
+      f.types.push_back("file_open");
+      f.types.push_back("connect");
+    }
+  }
+  bool json = vm["json"].as<bool>();
+  std::ios::sync_with_stdio(false);
+  store.for_each_entry(f, [&](const ledger::EntryRow& e) {
+    if (json) {
+      std::cout << e.body << '\n';
+    } else {
+      auto j = nlohmann::json::parse(e.body, nullptr, false);
+      std::cout << e.session << ":" << e.seq << " " << e.type << " " << e.pid << "/" << e.tid << " "
+                << (j.is_object() ? j.value("comm", "") : "") << " "
+                << (j.is_object() ? summary(j) : "(unparsable entry)") << '\n';
+    }
+    return bool(std::cout);
+  });
+  return 0;
+}
+
+}  // namespace flightrec::cli

@@ -1,0 +1,209 @@
+// flightrec run: the command runs in a fresh cgroup that the BPF programs
+// already watch before the command execs, so nothing it does is unseen.
+#include <fcntl.h>
+#include <sys/signalfd.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <iostream>
+
+#include "cli/commands.h"
+#include "cli/options.h"
+#include "cli/session_common.h"
+#include "common/error.h"
+#include "common/system.h"
+#include "ledger/store.h"
+#include "probe/capture.h"
+#include "probe/features.h"
+#include "recorder/event_loop.h"
+#include "recorder/recorder.h"
+#include "sandbox/cgroup.h"
+
+namespace flightrec::cli {
+
+int block_termination_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaddset(&set, sig);
+  if (sigprocmask(SIG_BLOCK, &set, nullptr) != 0) throw Error(errno_message("sigprocmask", errno));
+  int fd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (fd < 0) throw Error(errno_message("signalfd", errno));
+  return fd;
+}
+
+int read_signal(int sigfd) {
+  signalfd_siginfo info{};
+  if (read(sigfd, &info, sizeof(info)) != sizeof(info)) return 0;
+  return int(info.ssi_signo);
+}
+
+namespace {
+
+const char* kRunUsage =
+    "usage: flightrec run --db FILE [OPTIONS] -- COMMAND [ARGS...]\n\n"
+    "Runs COMMAND in a new cgroup and records every syscall, exec, fork, exit and\n"
+    "connect of it and its descendants into FILE (SQLite; created if missing, appended\n"
+    "to if it is a flightrec record). Exits with COMMAND's exit code (128+N if killed\n"
+    "by signal N); 125 if flightrec itself failed, 126 if COMMAND cannot be executed,\n"
+    "127 if it is not found, 2 for usage errors. Processes COMMAND leaves behind are\n"
+    "killed when it exits. Needs root.";
+
+struct Child {
+  pid_t pid = -1;
+  int go_fd = -1;    // write end: one byte lets the child exec
+  int err_fd = -1;   // read end: errno if exec failed, EOF if it worked
+};
+
+// The child waits until it is in the session's cgroup, then execs the
+// program found on PATH beforehand (so the record does not start with a
+// PATH search's failed execs).
+Child spawn_waiting(const std::string& program, const std::vector<std::string>& command) {
+  int go[2], err[2];
+  if (pipe2(go, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0)
+    throw Error(errno_message("pipe", errno));
+  std::vector<char*> argv;
+  for (const auto& a : command) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+
+  pid_t pid = fork();
+  if (pid < 0) throw Error(errno_message("fork", errno));
+  if (pid == 0) {
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    close(go[1]);
+    close(err[0]);
+    char byte;
+    if (read(go[0], &byte, 1) != 1) _exit(125);  // flightrec went away
+    execv(program.c_str(), argv.data());
+    int e = errno;
+    (void)!write(err[1], &e, sizeof(e));
+    _exit(e == ENOENT ? 127 : 126);
+  }
+  close(go[0]);
+  close(err[1]);
+  return Child{pid, go[1], err[0]};
+}
+
+int exit_code_of(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return 125;
+}
+
+}  // namespace
+
+int cmd_run(const Args& all) {
+  // Everything after the first "--" is the command, untouched.
+  Args args, command;
+  bool in_command = false;
+  for (const auto& a : all) {
+    if (!in_command && a == "--") in_command = true;
+    else (in_command ? command : args).push_back(a);
+  }
+
+  po::options_description desc("options");
+  std::string db, ring = "16M";
+  desc.add_options()("help,h", "show this help")(
+      "db", po::value(&db)->required(), "SQLite record to write (created if missing)")(
+      "ring-size", po::value(&ring)->default_value(ring),
+      "BPF ring buffer size: a power of two from 64K to 1G")(
+      "verbose,v", po::bool_switch(), "print libbpf's messages (verifier log on failure)");
+  po::variables_map vm;
+  if (!parse_options(args, desc, kRunUsage, vm)) return 0;
+  if (command.empty())
+    throw UsageError("missing command: flightrec run --db FILE -- COMMAND [ARGS...]");
+  size_t ring_bytes = parse_size(ring, "--ring-size");
+  if (!probe::valid_ring_size(ring_bytes))
+    throw UsageError("--ring-size must be a power of two from 64K to 1G");
+
+  auto program = find_executable(command[0]);
+  if (!program) {
+    std::cerr << "flightrec: command not found or not executable: " << command[0] << "\n";
+    return 127;
+  }
+  probe::require_recording_features();
+  ledger::Store store(db, ledger::Store::Mode::Write);
+  sandbox::Cgroup cgroup = sandbox::Cgroup::create("run-" + std::to_string(getpid()) + "-" +
+                                                   std::to_string(mono_ns()));
+
+  recorder::Recorder* rec_ptr = nullptr;
+  probe::CaptureOptions copts;
+  copts.cgroup_fds = {cgroup.fd()};
+  copts.ring_bytes = ring_bytes;
+  copts.verbose = vm["verbose"].as<bool>();
+  std::unique_ptr<probe::Capture> capture;
+  try {
+    capture = std::make_unique<probe::Capture>(
+        copts, [&](const void* d, size_t n) { rec_ptr->on_record(d, n); });
+  } catch (...) {
+    cgroup.remove_if_owned();
+    throw;
+  }
+
+  recorder::SessionMeta meta{"run", command, {cgroup.path()}, ring_bytes};
+  recorder::Recorder rec(store, meta);
+  rec_ptr = &rec;
+  recorder::EventLoop loop(*capture, rec);
+
+  int sigfd = block_termination_signals();
+  Child child = spawn_waiting(*program, command);
+  int status = 0;
+  std::string reason = "command exited";
+  int pidfd = -1;
+  try {
+    cgroup.add_process(child.pid);
+    if (write(child.go_fd, "g", 1) != 1) throw Error(errno_message("starting the command", errno));
+    close(child.go_fd);
+    pidfd = int(syscall(SYS_pidfd_open, child.pid, 0));
+    if (pidfd < 0) throw Error(errno_message("pidfd_open", errno));
+    loop.watch_fd(pidfd, [&] {
+      if (waitpid(child.pid, &status, WNOHANG) == child.pid) loop.stop();
+    });
+    loop.watch_fd(sigfd, [&] {
+      // Pass termination requests on; the session ends when the command does.
+      if (int sig = read_signal(sigfd)) kill(child.pid, sig);
+    });
+    loop.run([] {});
+  } catch (...) {
+    // Never leave the command running unrecorded.
+    kill(child.pid, SIGKILL);
+    cgroup.kill_all();
+    waitpid(child.pid, nullptr, 0);
+    throw;
+  }
+
+  // Leftovers (daemons, background jobs) die with the session.
+  if (cgroup.populated()) {
+    reason = "command exited; remaining processes killed";
+    cgroup.kill_all();
+    uint64_t deadline = mono_ns() + 5'000'000'000ull;
+    loop.run([&] {
+      if (!cgroup.populated() || mono_ns() > deadline) loop.stop();
+    });
+  }
+  loop.drain();
+  capture->detach();
+  loop.drain();
+
+  int exec_errno = 0;
+  bool exec_failed = read(child.err_fd, &exec_errno, sizeof(exec_errno)) == sizeof(exec_errno);
+  close(child.err_fd);
+  if (exec_failed) reason = std::string("command could not be executed: ") + strerror(exec_errno);
+  rec.finish(status, reason);
+  capture.reset();
+  cgroup.remove_if_owned();
+  close(pidfd);
+  close(sigfd);
+
+  if (exec_failed) {
+    std::cerr << "flightrec: cannot execute " << command[0] << ": " << strerror(exec_errno) << "\n";
+    return exec_errno == ENOENT ? 127 : 126;
+  }
+  return exit_code_of(status);
+}
+
+}  // namespace flightrec::cli

@@ -1,0 +1,111 @@
+// flightrec watch: record the processes of cgroups that already exist,
+// without confining them, until a signal, --duration, or every cgroup is gone.
+#include <unistd.h>
+
+#include <iostream>
+#include <memory>
+
+#include "cli/commands.h"
+#include "cli/options.h"
+#include "cli/session_common.h"
+#include "common/error.h"
+#include "common/system.h"
+#include "ledger/store.h"
+#include "probe/capture.h"
+#include "probe/features.h"
+#include "recorder/event_loop.h"
+#include "recorder/recorder.h"
+#include "sandbox/cgroup.h"
+
+extern "C" {
+#include "flightrec/abi/events.h"
+}
+
+namespace flightrec::cli {
+namespace {
+
+const char* kWatchUsage =
+    "usage: flightrec watch --cgroup PATH [--cgroup PATH...] --db FILE [--duration SECONDS]\n\n"
+    "Records every syscall, exec, fork and exit of the processes in the given cgroup v2\n"
+    "directories and below (e.g. a pod's cgroup) into FILE, without confining them.\n"
+    "Stops on SIGINT/SIGTERM, after --duration seconds, or when every cgroup is gone;\n"
+    "a cgroup that disappears is noted in the record. Needs root.";
+
+}  // namespace
+
+int cmd_watch(const Args& args) {
+  po::options_description desc("options");
+  std::string db, ring = "16M";
+  std::vector<std::string> paths;
+  double duration = 0;
+  desc.add_options()("help,h", "show this help")(
+      "cgroup", po::value(&paths)->required(), "cgroup v2 directory to watch (repeatable, up to 8)")(
+      "db", po::value(&db)->required(), "SQLite record to write (created if missing)")(
+      "duration", po::value(&duration)->default_value(0),
+      "stop after this many seconds (0: until SIGINT/SIGTERM)")(
+      "ring-size", po::value(&ring)->default_value(ring),
+      "BPF ring buffer size: a power of two from 64K to 1G")(
+      "verbose,v", po::bool_switch(), "print libbpf's messages");
+  po::variables_map vm;
+  if (!parse_options(args, desc, kWatchUsage, vm)) return 0;
+  if (paths.size() > FR_MAX_CGROUPS)
+    throw UsageError("at most " + std::to_string(FR_MAX_CGROUPS) + " --cgroup paths");
+  if (!(duration >= 0) || duration > 1e9) throw UsageError("--duration must be >= 0 seconds");
+  size_t ring_bytes = parse_size(ring, "--ring-size");
+  if (!probe::valid_ring_size(ring_bytes))
+    throw UsageError("--ring-size must be a power of two from 64K to 1G");
+
+  probe::require_recording_features();
+  std::vector<sandbox::Cgroup> cgroups;
+  for (const auto& p : paths) cgroups.push_back(sandbox::Cgroup::open(p));
+  ledger::Store store(db, ledger::Store::Mode::Write);
+
+  recorder::Recorder* rec_ptr = nullptr;
+  probe::CaptureOptions copts;
+  for (const auto& cg : cgroups) copts.cgroup_fds.push_back(cg.fd());
+  copts.ring_bytes = ring_bytes;
+  copts.verbose = vm["verbose"].as<bool>();
+  probe::Capture capture(copts, [&](const void* d, size_t n) { rec_ptr->on_record(d, n); });
+  recorder::Recorder rec(store, {"watch", {}, paths, ring_bytes});
+  rec_ptr = &rec;
+  recorder::EventLoop loop(capture, rec);
+
+  int sigfd = block_termination_signals();
+  std::string reason = "stopped by signal";
+  loop.watch_fd(sigfd, [&] {
+    if (int sig = read_signal(sigfd)) {
+      reason = std::string("stopped by signal ") + sigabbrev_np(sig);
+      loop.stop();
+    }
+  });
+  std::vector<bool> gone(cgroups.size(), false);
+  uint64_t end = duration > 0 ? mono_ns() + uint64_t(duration * 1e9) : 0;
+  std::cerr << "flightrec: watching " << paths.size() << " cgroup(s), session " << rec.session()
+            << (duration > 0 ? "" : "; stop with Ctrl-C") << "\n";
+  loop.run([&] {
+    size_t alive = 0;
+    for (size_t i = 0; i < cgroups.size(); ++i) {
+      if (!gone[i] && !cgroups[i].exists()) {
+        gone[i] = true;
+        rec.note_cgroup_gone(cgroups[i].path());
+      }
+      alive += !gone[i];
+    }
+    if (alive == 0) {
+      reason = "every watched cgroup is gone";
+      loop.stop();
+    } else if (end && mono_ns() >= end) {
+      reason = "duration elapsed";
+      loop.stop();
+    }
+  });
+  capture.detach();
+  loop.drain();
+  rec.finish(0, reason);
+  std::cerr << "flightrec: session " << rec.session() << " recorded " << rec.entries()
+            << " entries (" << reason << ")\n";
+  close(sigfd);
+  return 0;
+}
+
+}  // namespace flightrec::cli

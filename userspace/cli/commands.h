@@ -1,0 +1,22 @@
+#pragma once
+// Each subcommand takes its own arguments (after the subcommand name) and
+// returns the process exit code. Usage errors throw UsageError (exit 2).
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace flightrec::cli {
+
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+using Args = std::vector<std::string>;
+
+int cmd_run(const Args& args);
+int cmd_watch(const Args& args);
+int cmd_query(const Args& args);
+int cmd_verify(const Args& args);
+int cmd_probe(const Args& args);
+
+}  // namespace flightrec::cli

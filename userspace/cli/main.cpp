@@ -1,0 +1,60 @@
+// flightrec: the flight recorder for AI agents.
+#include <iostream>
+#include <string>
+
+#include "cli/commands.h"
+#include "common/error.h"
+
+namespace {
+
+const char* kUsage = R"(flightrec - records what a command does at the kernel boundary, tamper-evidently
+
+usage: flightrec COMMAND [OPTIONS]
+
+commands:
+  run      run a command in its own cgroup and record everything it does
+  watch    record what the processes of existing cgroups do (e.g. a pod)
+  query    print recorded entries (JSON Lines with --json)
+  verify   recompute a record's hashes and chain; exit 0 OK, 1 bad, 2 usage
+  probe    show which kernel features load on this machine
+
+'flightrec COMMAND --help' explains each command.)";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace flightrec::cli;
+  if (argc < 2) {
+    std::cerr << kUsage << "\n";
+    return 2;
+  }
+  std::string command = argv[1];
+  Args args(argv + 2, argv + argc);
+  try {
+    if (command == "run") return cmd_run(args);
+    if (command == "watch") return cmd_watch(args);
+    if (command == "query") return cmd_query(args);
+    if (command == "verify") return cmd_verify(args);
+    if (command == "probe") return cmd_probe(args);
+    if (command == "--help" || command == "-h" || command == "help") {
+      std::cout << kUsage << "\n";
+      return 0;
+    }
+    if (command == "--version") {
+      std::cout << "flightrec " << FLIGHTREC_VERSION << "\n";
+      return 0;
+    }
+    std::cerr << "flightrec: unknown command '" << command << "' (see flightrec --help)\n";
+    return 2;
+  } catch (const UsageError& e) {
+    std::cerr << "flightrec " << command << ": " << e.what() << " (see flightrec " << command
+              << " --help)\n";
+    return 2;
+  } catch (const flightrec::Error& e) {
+    std::cerr << "flightrec: " << e.what() << "\n";
+    return command == "run" ? 125 : 1;
+  } catch (const std::exception& e) {
+    std::cerr << "flightrec: internal error: " << e.what() << "\n";
+    return command == "run" ? 125 : 1;
+  }
+}

@@ -1,0 +1,20 @@
+#pragma once
+// Shared option parsing on top of Boost.Program_options.
+#include <boost/program_options.hpp>
+#include <cstddef>
+#include <string>
+
+#include "cli/commands.h"
+
+namespace flightrec::cli {
+
+namespace po = boost::program_options;
+
+// Parses args against desc; --help prints `usage` and desc and returns false.
+bool parse_options(const Args& args, const po::options_description& desc, const std::string& usage,
+                   po::variables_map& vm, const po::positional_options_description* pos = nullptr);
+
+// "16M", "64K", "1G" or plain bytes.
+size_t parse_size(const std::string& text, const std::string& option);
+
+}  // namespace flightrec::cli

@@ -1,0 +1,108 @@
+#include "common/system.h"
+
+#include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+namespace flightrec {
+
+std::string errno_message(const std::string& what, int err) {
+  return what + ": " + std::strerror(err);
+}
+
+std::optional<std::string> try_read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
+  std::ostringstream out;
+  out << in.rdbuf();
+  if (in.bad()) return std::nullopt;
+  return out.str();
+}
+
+std::string read_file(const std::string& path) {
+  auto data = try_read_file(path);
+  if (!data) throw Error(errno_message("cannot read " + path, errno));
+  return *data;
+}
+
+void write_file(const std::string& path, const std::string& data) {
+  FILE* f = std::fopen(path.c_str(), "we");
+  if (!f) throw Error(errno_message("cannot open " + path, errno));
+  size_t n = std::fwrite(data.data(), 1, data.size(), f);
+  int err = errno;
+  if (std::fclose(f) != 0 || n != data.size()) {
+    if (n == data.size()) err = errno;
+    throw Error(errno_message("cannot write " + path, err));
+  }
+}
+
+static std::string trimmed(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+std::string host_name() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof(buf) - 1) != 0) return "unknown";
+  return buf;
+}
+
+std::string kernel_release() {
+  struct utsname u {};
+  if (uname(&u) != 0) return "unknown";
+  return u.release;
+}
+
+std::string boot_id() {
+  auto id = try_read_file("/proc/sys/kernel/random/boot_id");
+  return id ? trimmed(*id) : "unknown";
+}
+
+static uint64_t clock_ns(clockid_t clock) {
+  struct timespec ts {};
+  clock_gettime(clock, &ts);
+  return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
+}
+uint64_t mono_ns() { return clock_ns(CLOCK_MONOTONIC); }
+uint64_t real_ns() { return clock_ns(CLOCK_REALTIME); }
+
+std::optional<std::string> find_mount(const std::string& fstype) {
+  // mountinfo: id parent major:minor root mountpoint opts [optional...] - fstype source superopts
+  std::ifstream in("/proc/self/mountinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    auto dash = line.find(" - ");
+    if (dash == std::string::npos) continue;
+    std::istringstream tail(line.substr(dash + 3));
+    std::string type;
+    tail >> type;
+    if (type != fstype) continue;
+    std::istringstream head(line.substr(0, dash));
+    std::string id, parent, dev, root, mountpoint;
+    head >> id >> parent >> dev >> root >> mountpoint;
+    return mountpoint;
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> find_executable(const std::string& name) {
+  if (name.empty()) return std::nullopt;
+  if (name.find('/') != std::string::npos)
+    return access(name.c_str(), X_OK) == 0 ? std::optional(name) : std::nullopt;
+  const char* path = getenv("PATH");
+  std::string dirs = path ? path : "/usr/local/bin:/usr/bin:/bin";
+  std::istringstream in(dirs);
+  std::string dir;
+  while (std::getline(in, dir, ':')) {
+    std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
+    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  return std::nullopt;
+}
+
+}  // namespace flightrec

@@ -1,0 +1,29 @@
+#pragma once
+// Small facts about the host and thin, checked wrappers over files.
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "common/error.h"
+
+namespace flightrec {
+
+std::string read_file(const std::string& path);            // throws Error
+std::optional<std::string> try_read_file(const std::string& path);
+void write_file(const std::string& path, const std::string& data);  // throws Error
+
+std::string host_name();
+std::string kernel_release();
+std::string boot_id();
+
+uint64_t mono_ns();   // CLOCK_MONOTONIC, the clock bpf_ktime_get_ns() reads
+uint64_t real_ns();   // CLOCK_REALTIME
+
+// Mount point of the first filesystem of this type in /proc/self/mountinfo.
+std::optional<std::string> find_mount(const std::string& fstype);
+
+// Where `name` would be executed from (PATH search as execvp does), or
+// nullopt if nothing executable is there.
+std::optional<std::string> find_executable(const std::string& name);
+
+}  // namespace flightrec

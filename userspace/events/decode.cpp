@@ -1,0 +1,222 @@
+#include "events/decode.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include <cstring>
+#include <string>
+#include <string_view>
+
+#include "common/text.h"
+#include "events/syscall_table.h"
+
+extern "C" {
+#include "flightrec/abi/events.h"
+}
+
+namespace flightrec::events {
+namespace {
+
+std::string_view bounded(const char* p, size_t max) { return {p, strnlen(p, max)}; }
+
+void add_header(Entry& e, const fr_header& h, const DecodeContext& ctx) {
+  e.set("pid", h.pid);
+  e.set("tid", h.tid);
+  e.set("ppid", h.ppid);
+  e.set("uid", h.uid);
+  e.set("gid", h.gid);
+  e.set("cpu", h.cpu);
+  e.set("cgroup_id", uint64_t(h.cgroup_id));
+  e.set_bytes("comm", bounded(h.comm, sizeof(h.comm)));
+  e.set("ts_mono_ns", uint64_t(h.ts_mono_ns));
+  e.set("ts_real_ns", int64_t(h.ts_mono_ns) + ctx.real_minus_mono_ns);
+}
+
+Entry malformed(const char* why, size_t size) {
+  Entry e;
+  e.set("type", "malformed");
+  e.set("reason", why);
+  e.set("size", uint64_t(size));
+  return e;
+}
+
+void add_sockaddr(Entry& e, const uint8_t* sa, size_t len) {
+  if (len < sizeof(sa_family_t)) return;
+  sa_family_t family;
+  std::memcpy(&family, sa, sizeof(family));
+  char text[INET6_ADDRSTRLEN] = {};
+  if (family == AF_INET && len >= sizeof(sockaddr_in)) {
+    sockaddr_in in;
+    std::memcpy(&in, sa, sizeof(in));
+    inet_ntop(AF_INET, &in.sin_addr, text, sizeof(text));
+    e.set("family", "AF_INET");
+    e.set("addr", text);
+    e.set("port", int(ntohs(in.sin_port)));
+  } else if (family == AF_INET6 && len >= sizeof(sockaddr_in6)) {
+    sockaddr_in6 in6;
+    std::memcpy(&in6, sa, sizeof(in6));
+    inet_ntop(AF_INET6, &in6.sin6_addr, text, sizeof(text));
+    e.set("family", "AF_INET6");
+    e.set("addr", text);
+    e.set("port", int(ntohs(in6.sin6_port)));
+  } else if (family == AF_UNIX) {
+    e.set("family", "AF_UNIX");
+    const char* path = reinterpret_cast<const char*>(sa) + sizeof(sa_family_t);
+    size_t max = len - sizeof(sa_family_t);
+    if (max > 0 && path[0] == '\0')  // abstract socket: name is all bytes after the NUL
+      e.set_bytes("addr", "@" + std::string(path + 1, max - 1));
+    else if (max > 0)
+      e.set_bytes("addr", bounded(path, max));
+  } else {
+    e.set("family", "AF_" + std::to_string(family));
+    e.set("sockaddr_b64", base64_encode({reinterpret_cast<const char*>(sa), len}));
+  }
+}
+
+
+bool is_open(uint32_t nr) { return nr == 2 || nr == 85 || nr == 257 || nr == 437; }
+
+Entry decode_syscall(const uint8_t* p, size_t size, const DecodeContext& ctx) {
+  if (size < sizeof(fr_syscall)) return malformed("short syscall record", size);
+  fr_syscall r;
+  std::memcpy(&r, p, sizeof(r));
+  const SyscallInfo* info = syscall_info(r.nr);
+  const char* name = info && info->name ? info->name : nullptr;
+
+  Entry e;
+  e.set("type", is_open(r.nr) ? "file_open" : r.nr == 42 ? "connect" : "syscall");
+  add_header(e, r.h, ctx);
+  e.set("nr", r.nr);
+  e.set("name", name ? std::string(name) : "syscall_" + std::to_string(r.nr));
+  e.set("args", std::vector<int64_t>(r.args, r.args + 6));
+  e.set("ts_enter_mono_ns", uint64_t(r.enter_ns));
+  if (r.flags & FR_SC_NORETURN) {
+    e.set("noreturn", 1);
+  } else {
+    e.set("ret", int64_t(r.ret));
+    if (r.ret < 0 && r.ret >= -4095) {
+      std::string err = errno_name(-r.ret);
+      if (!err.empty()) e.set("err", err);
+    }
+  }
+
+  if (r.flags & FR_SC_HAS_DATA) {
+    size_t need = sizeof(fr_syscall) + sizeof(fr_syscall_data) + size_t(r.str_len[0]) +
+                  size_t(r.str_len[1]);
+    if (size < need || r.sockaddr_len > FR_SOCKADDR_MAX || r.str_len[0] >= FR_STR_MAX ||
+        r.str_len[1] >= FR_STR_MAX)
+      return malformed("syscall record lengths out of bounds", size);
+    const uint8_t* sa = p + sizeof(fr_syscall);
+    const char* strings = reinterpret_cast<const char*>(sa + sizeof(fr_syscall_data));
+    const char* names[2] = {info ? info->str_name[0] : nullptr, info ? info->str_name[1] : nullptr};
+    if (r.flags & FR_SC_EXEC_PATH) names[0] = "path";
+    const uint32_t trunc[2] = {FR_SC_STR0_TRUNC, FR_SC_STR1_TRUNC};
+    const uint32_t fault[2] = {FR_SC_STR0_FAULT, FR_SC_STR1_FAULT};
+    size_t off = 0;
+    for (int i = 0; i < 2; ++i) {
+      std::string key = names[i] ? names[i] : "str" + std::to_string(i);
+      if (r.flags & fault[i]) {
+        e.set(key + "_error", "unreadable");
+      } else if (r.str_len[i] || (names[i] && info && info->spec.str_arg[i] < 6)) {
+        e.set_bytes(key, {strings + off, r.str_len[i]});
+        if (r.flags & trunc[i]) e.set(key + "_truncated", 1);
+      }
+      off += r.str_len[i];
+    }
+    if (r.flags & FR_SC_SOCKADDR_FAULT) e.set("sockaddr_error", "unreadable");
+    add_sockaddr(e, sa, r.sockaddr_len);
+  }
+
+  if (r.nr == 2) e.set("flags", int64_t(r.args[1]));
+  else if (r.nr == 257) e.set("flags", int64_t(r.args[2]));
+  else if (r.nr == 85) e.set("flags", int64_t(O_CREAT | O_WRONLY | O_TRUNC));
+  return e;
+}
+
+Entry decode_exec(const uint8_t* p, size_t size, const DecodeContext& ctx) {
+  if (size < sizeof(fr_exec)) return malformed("short exec record", size);
+  fr_exec r;
+  std::memcpy(&r, p, sizeof(r));
+  if (size < sizeof(fr_exec) + size_t(r.filename_len) + size_t(r.argv_len))
+    return malformed("exec record lengths out of bounds", size);
+  const char* data = reinterpret_cast<const char*>(p + sizeof(fr_exec));
+  Entry e;
+  e.set("type", "exec");
+  add_header(e, r.h, ctx);
+  e.set_bytes("filename", {data, r.filename_len});
+  if (r.flags & FR_EXEC_FILENAME_TRUNC) e.set("filename_truncated", 1);
+  e.set("old_pid", r.old_pid);
+
+  std::string_view block(data + r.filename_len, r.argv_len);
+  if (r.flags & FR_EXEC_ARGV_FAULT) e.set("argv_error", "unreadable");
+  std::vector<std::string> argv;
+  bool utf8 = is_valid_utf8(block);
+  while (!block.empty()) {
+    size_t nul = block.find('\0');
+    argv.emplace_back(block.substr(0, nul));
+    if (nul == std::string_view::npos) break;
+    block.remove_prefix(nul + 1);
+  }
+  if (utf8)
+    e.set("argv", std::move(argv));
+  else
+    e.set("argv_b64", base64_encode({data + r.filename_len, r.argv_len}));
+  e.set("argv_bytes", r.argv_total);
+  if (r.flags & FR_EXEC_ARGV_TRUNC) e.set("argv_truncated", 1);
+  return e;
+}
+
+Entry decode_fork(const uint8_t* p, size_t size, const DecodeContext& ctx) {
+  if (size < sizeof(fr_fork)) return malformed("short fork record", size);
+  fr_fork r;
+  std::memcpy(&r, p, sizeof(r));
+  Entry e;
+  e.set("type", "fork");
+  add_header(e, r.h, ctx);
+  e.set("child_pid", r.child_pid);
+  e.set("child_tid", r.child_tid);
+  e.set("thread", (r.flags & FR_FORK_THREAD) ? 1 : 0);
+  return e;
+}
+
+Entry decode_exit(const uint8_t* p, size_t size, const DecodeContext& ctx) {
+  if (size < sizeof(fr_exit)) return malformed("short exit record", size);
+  fr_exit r;
+  std::memcpy(&r, p, sizeof(r));
+  Entry e;
+  e.set("type", "exit");
+  add_header(e, r.h, ctx);
+  e.set("code", int((r.exit_code >> 8) & 0xff));
+  e.set("signal", int(r.exit_code & 0x7f));
+  if (r.exit_code & 0x80) e.set("core_dumped", 1);
+  e.set("process_exit", (r.flags & FR_EXIT_GROUP_DEAD) ? 1 : 0);
+  return e;
+}
+
+}  // namespace
+
+std::string errno_name(int64_t err) {
+  if (err <= 0 || err > 4095) return {};
+  const char* n = strerrorname_np(int(err));
+  return n ? n : "";
+}
+
+Entry decode_record(const void* data, size_t size, const DecodeContext& ctx) {
+  auto p = static_cast<const uint8_t*>(data);
+  if (size < sizeof(fr_header)) return malformed("record shorter than its header", size);
+  fr_header h;
+  std::memcpy(&h, p, sizeof(h));
+  if (h.size != size) return malformed("record size disagrees with its header", size);
+  switch (h.type) {
+    case FR_REC_SYSCALL: return decode_syscall(p, size, ctx);
+    case FR_REC_EXEC: return decode_exec(p, size, ctx);
+    case FR_REC_FORK: return decode_fork(p, size, ctx);
+    case FR_REC_EXIT: return decode_exit(p, size, ctx);
+    default: return malformed("unknown record type", size);
+  }
+}
+
+}  // namespace flightrec::events

@@ -1,0 +1,21 @@
+#pragma once
+// Turns one ring-buffer record (bytes from the kernel, checked as if
+// hostile) into an Entry. A record that does not parse becomes a
+// "malformed" entry: nothing is dropped silently.
+#include <cstddef>
+#include <cstdint>
+
+#include "events/entry.h"
+
+namespace flightrec::events {
+
+struct DecodeContext {
+  int64_t real_minus_mono_ns = 0;  // added to CLOCK_MONOTONIC for wall-clock time
+};
+
+Entry decode_record(const void* data, size_t size, const DecodeContext& ctx);
+
+// "ENOENT" for 2; empty for numbers with no name.
+std::string errno_name(int64_t err);
+
+}  // namespace flightrec::events

@@ -1,0 +1,114 @@
+#include "events/entry.h"
+
+#include <algorithm>
+#include <charconv>
+#include <stdexcept>
+
+#include "common/text.h"
+
+namespace flightrec::events {
+
+void Entry::set_bytes(const std::string& key, std::string_view bytes) {
+  if (is_valid_utf8(bytes))
+    set(key, std::string(bytes));
+  else
+    set(key + "_b64", base64_encode(bytes));
+}
+
+const Value* Entry::get(std::string_view key) const {
+  for (const auto& [k, v] : fields_)
+    if (k == key) return &v;
+  return nullptr;
+}
+
+std::string Entry::type() const {
+  const Value* v = get("type");
+  return v && std::holds_alternative<std::string>(*v) ? std::get<std::string>(*v) : "";
+}
+
+void append_json_string(std::string& out, std::string_view s) {
+  static const char hex[] = "0123456789abcdef";
+  out += '"';
+  for (char ch : s) {
+    auto c = static_cast<unsigned char>(ch);
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\b': out += "\\b"; break;
+      case '\f': out += "\\f"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (c < 0x20) {
+          out += "\\u00";
+          out += hex[c >> 4];
+          out += hex[c & 15];
+        } else {
+          out += ch;
+        }
+    }
+  }
+  out += '"';
+}
+
+namespace {
+
+template <typename T>
+void append_int(std::string& out, T v) {
+  char buf[24];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), v);
+  out.append(buf, end);
+}
+
+void append_value(std::string& out, const Value& v) {
+  if (auto* i = std::get_if<int64_t>(&v)) {
+    append_int(out, *i);
+  } else if (auto* u = std::get_if<uint64_t>(&v)) {
+    append_int(out, *u);
+  } else if (auto* s = std::get_if<std::string>(&v)) {
+    if (!is_valid_utf8(*s)) throw std::logic_error("entry text is not UTF-8");
+    append_json_string(out, *s);
+  } else if (auto* ints = std::get_if<std::vector<int64_t>>(&v)) {
+    out += '[';
+    for (size_t i = 0; i < ints->size(); ++i) {
+      if (i) out += ',';
+      append_int(out, (*ints)[i]);
+    }
+    out += ']';
+  } else {
+    const auto& strs = std::get<std::vector<std::string>>(v);
+    out += '[';
+    for (size_t i = 0; i < strs.size(); ++i) {
+      if (i) out += ',';
+      if (!is_valid_utf8(strs[i])) throw std::logic_error("entry text is not UTF-8");
+      append_json_string(out, strs[i]);
+    }
+    out += ']';
+  }
+}
+
+}  // namespace
+
+std::string Entry::canonical() const {
+  std::vector<const std::pair<std::string, Value>*> sorted;
+  sorted.reserve(fields_.size());
+  for (const auto& f : fields_) sorted.push_back(&f);
+  // Keys are ASCII, so byte order equals RFC 8785's UTF-16 code unit order.
+  std::sort(sorted.begin(), sorted.end(), [](auto* a, auto* b) { return a->first < b->first; });
+  std::string out;
+  out.reserve(64 + fields_.size() * 24);
+  out += '{';
+  for (size_t i = 0; i < sorted.size(); ++i) {
+    if (i && sorted[i - 1]->first == sorted[i]->first)
+      throw std::logic_error("duplicate entry key: " + sorted[i]->first);
+    if (i) out += ',';
+    append_json_string(out, sorted[i]->first);
+    out += ':';
+    append_value(out, sorted[i]->second);
+  }
+  out += '}';
+  return out;
+}
+
+}  // namespace flightrec::events

@@ -1,0 +1,22 @@
+#pragma once
+// The hashes of the record (docs/FORMAT.md):
+//   leaf_i  = SHA-256(0x00 || canonical_i)          (RFC 9162 leaf hash)
+//   chain_i = SHA-256(chain_{i-1} || leaf_i), chain_0's predecessor = 32 zero bytes
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace flightrec::ledger {
+
+using Hash = std::array<uint8_t, 32>;
+
+Hash sha256(std::string_view data);
+Hash leaf_hash(std::string_view canonical);
+Hash chain_next(const Hash& prev, const Hash& leaf);
+constexpr Hash kChainStart{};  // all zeros
+
+std::string to_hex(const Hash& h);
+std::string_view as_bytes(const Hash& h);
+
+}  // namespace flightrec::ledger

@@ -1,0 +1,246 @@
+#include "ledger/store.h"
+
+#include <sys/stat.h>
+
+#include "common/error.h"
+
+namespace flightrec::ledger {
+namespace {
+
+struct Stmt {
+  sqlite3_stmt* s = nullptr;
+  Stmt(sqlite3* db, const std::string& sql) {
+    if (sqlite3_prepare_v2(db, sql.c_str(), -1, &s, nullptr) != SQLITE_OK)
+      throw Error(std::string("database error: ") + sqlite3_errmsg(db));
+  }
+  ~Stmt() { sqlite3_finalize(s); }
+  std::optional<int64_t> opt_int(int col) {
+    if (sqlite3_column_type(s, col) == SQLITE_NULL) return std::nullopt;
+    return sqlite3_column_int64(s, col);
+  }
+  std::string text(int col) {
+    auto p = reinterpret_cast<const char*>(sqlite3_column_blob(s, col));
+    return p ? std::string(p, sqlite3_column_bytes(s, col)) : std::string();
+  }
+};
+
+const char* kSchema = R"sql(
+CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+INSERT INTO meta VALUES ('format', 'flightrec-record'), ('format_version', '1');
+CREATE TABLE sessions(
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  mode TEXT NOT NULL,
+  command TEXT NOT NULL,
+  host TEXT NOT NULL,
+  start_real_ns INTEGER NOT NULL,
+  end_real_ns INTEGER,
+  exit_status INTEGER,
+  entry_count INTEGER,
+  chain_head TEXT);
+CREATE TABLE entries(
+  session INTEGER NOT NULL,
+  seq INTEGER NOT NULL,
+  type TEXT NOT NULL,
+  pid INTEGER NOT NULL,
+  tid INTEGER NOT NULL,
+  ts_mono_ns INTEGER NOT NULL,
+  body TEXT NOT NULL,
+  leaf BLOB NOT NULL,
+  chain BLOB NOT NULL,
+  PRIMARY KEY(session, seq)) WITHOUT ROWID;
+)sql";
+
+}  // namespace
+
+Store::Store(const std::string& path, Mode mode) : path_(path) {
+  if (mode == Mode::Read) {
+    struct stat st {};
+    if (stat(path.c_str(), &st) != 0) throw Error(errno_message("cannot open " + path, errno));
+  }
+  int flags = mode == Mode::Read ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
+  if (sqlite3_open_v2(path.c_str(), &db_, flags | SQLITE_OPEN_NOMUTEX, nullptr) != SQLITE_OK) {
+    std::string msg = db_ ? sqlite3_errmsg(db_) : "out of memory";
+    sqlite3_close(db_);
+    db_ = nullptr;
+    throw Error("cannot open database " + path + ": " + msg);
+  }
+  sqlite3_busy_timeout(db_, 5000);
+  try {
+    check_or_create_schema();
+    if (mode == Mode::Write) {
+      // WAL: readers (query, verify) never block the recorder. NORMAL: a
+      // commit is durable once the WAL is checkpointed; a crash of the
+      // process loses nothing committed, a power loss the last commits.
+      exec("PRAGMA journal_mode=WAL");
+      exec("PRAGMA synchronous=NORMAL");
+    }
+  } catch (...) {
+    sqlite3_close(db_);
+    db_ = nullptr;
+    throw;
+  }
+}
+
+Store::~Store() {
+  sqlite3_finalize(insert_);
+  if (db_) sqlite3_close(db_);
+}
+
+void Store::fail(const std::string& what) {
+  throw Error(path_ + ": " + what + ": " + sqlite3_errmsg(db_));
+}
+
+void Store::exec(const char* sql) {
+  char* err = nullptr;
+  if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
+    std::string msg = err ? err : "unknown error";
+    sqlite3_free(err);
+    throw Error(path_ + ": database error: " + msg);
+  }
+}
+
+void Store::check_or_create_schema() {
+  // Reading sqlite_master is the first access to the file: a file that is
+  // not SQLite fails here, before anything is written.
+  sqlite3_stmt* raw = nullptr;
+  if (sqlite3_prepare_v2(db_, "SELECT count(*) FROM sqlite_master", -1, &raw, nullptr) != SQLITE_OK ||
+      sqlite3_step(raw) != SQLITE_ROW) {
+    int code = sqlite3_errcode(db_);
+    sqlite3_finalize(raw);
+    if (code == SQLITE_NOTADB) throw Error(path_ + " is not a SQLite database");
+    fail("cannot read database");
+  }
+  int64_t objects = sqlite3_column_int64(raw, 0);
+  sqlite3_finalize(raw);
+  if (objects == 0) {
+    if (sqlite3_db_readonly(db_, "main") == 1)
+      throw Error(path_ + " is empty: not a flightrec record");
+    exec("BEGIN IMMEDIATE");
+    try {
+      exec(kSchema);
+      exec("COMMIT");
+    } catch (...) {
+      sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+      throw;
+    }
+    return;
+  }
+  std::optional<std::string> format, version;
+  try {
+    Stmt s(db_, "SELECT key, value FROM meta");
+    while (sqlite3_step(s.s) == SQLITE_ROW) {
+      if (s.text(0) == "format") format = s.text(1);
+      if (s.text(0) == "format_version") version = s.text(1);
+    }
+  } catch (const Error&) {
+  }
+  if (format != "flightrec-record")
+    throw Error(path_ + " is a SQLite database but not a flightrec record; refusing to use it");
+  if (version != std::to_string(kFormatVersion))
+    throw Error(path_ + " has record format version " + version.value_or("?") +
+                ", this flightrec reads version " + std::to_string(kFormatVersion));
+}
+
+int64_t Store::begin_session(const SessionRow& s) {
+  Stmt st(db_, "INSERT INTO sessions(mode, command, host, start_real_ns) VALUES (?,?,?,?)");
+  sqlite3_bind_text(st.s, 1, s.mode.c_str(), -1, SQLITE_TRANSIENT);
+  sqlite3_bind_text(st.s, 2, s.command.c_str(), -1, SQLITE_TRANSIENT);
+  sqlite3_bind_text(st.s, 3, s.host.c_str(), -1, SQLITE_TRANSIENT);
+  sqlite3_bind_int64(st.s, 4, s.start_real_ns);
+  if (sqlite3_step(st.s) != SQLITE_DONE) fail("cannot create session");
+  return sqlite3_last_insert_rowid(db_);
+}
+
+void Store::end_session(int64_t id, int64_t end_real_ns, int64_t exit_status, int64_t entry_count,
+                        const std::string& chain_head_hex) {
+  Stmt st(db_,
+          "UPDATE sessions SET end_real_ns=?, exit_status=?, entry_count=?, chain_head=? WHERE id=?");
+  sqlite3_bind_int64(st.s, 1, end_real_ns);
+  sqlite3_bind_int64(st.s, 2, exit_status);
+  sqlite3_bind_int64(st.s, 3, entry_count);
+  sqlite3_bind_text(st.s, 4, chain_head_hex.c_str(), -1, SQLITE_TRANSIENT);
+  sqlite3_bind_int64(st.s, 5, id);
+  if (sqlite3_step(st.s) != SQLITE_DONE) fail("cannot end session");
+}
+
+void Store::begin() { exec("BEGIN"); }
+void Store::commit() { exec("COMMIT"); }
+
+void Store::insert_entry(const EntryRow& e) {
+  if (!insert_ &&
+      sqlite3_prepare_v2(db_,
+                         "INSERT INTO entries(session, seq, type, pid, tid, ts_mono_ns, body, leaf, chain)"
+                         " VALUES (?,?,?,?,?,?,?,?,?)",
+                         -1, &insert_, nullptr) != SQLITE_OK)
+    fail("cannot prepare insert");
+  sqlite3_bind_int64(insert_, 1, e.session);
+  sqlite3_bind_int64(insert_, 2, e.seq);
+  sqlite3_bind_text(insert_, 3, e.type.data(), int(e.type.size()), SQLITE_STATIC);
+  sqlite3_bind_int64(insert_, 4, e.pid);
+  sqlite3_bind_int64(insert_, 5, e.tid);
+  sqlite3_bind_int64(insert_, 6, e.ts_mono_ns);
+  sqlite3_bind_text(insert_, 7, e.body.data(), int(e.body.size()), SQLITE_STATIC);
+  sqlite3_bind_blob(insert_, 8, e.leaf.data(), int(e.leaf.size()), SQLITE_STATIC);
+  sqlite3_bind_blob(insert_, 9, e.chain.data(), int(e.chain.size()), SQLITE_STATIC);
+  int rc = sqlite3_step(insert_);
+  sqlite3_reset(insert_);
+  if (rc != SQLITE_DONE) fail("cannot insert entry");
+}
+
+std::vector<SessionRow> Store::sessions() {
+  std::vector<SessionRow> out;
+  Stmt s(db_,
+         "SELECT id, mode, command, host, start_real_ns, end_real_ns, exit_status, entry_count,"
+         " chain_head FROM sessions ORDER BY id");
+  int rc;
+  while ((rc = sqlite3_step(s.s)) == SQLITE_ROW) {
+    SessionRow r;
+    r.id = sqlite3_column_int64(s.s, 0);
+    r.mode = s.text(1);
+    r.command = s.text(2);
+    r.host = s.text(3);
+    r.start_real_ns = sqlite3_column_int64(s.s, 4);
+    r.end_real_ns = s.opt_int(5);
+    r.exit_status = s.opt_int(6);
+    r.entry_count = s.opt_int(7);
+    if (sqlite3_column_type(s.s, 8) != SQLITE_NULL) r.chain_head = s.text(8);
+    out.push_back(std::move(r));
+  }
+  if (rc != SQLITE_DONE) fail("cannot read sessions");
+  return out;
+}
+
+void Store::for_each_entry(const EntryFilter& f, const std::function<bool(const EntryRow&)>& fn) {
+  std::string sql =
+      "SELECT session, seq, type, pid, tid, ts_mono_ns, body, leaf, chain FROM entries WHERE 1";
+  if (f.session) sql += " AND session=?";
+  if (f.pid) sql += " AND pid=?";
+  if (!f.types.empty()) {
+    sql += " AND type IN (";
+    for (size_t i = 0; i < f.types.size(); ++i) sql += i ? ",?" : "?";
+    sql += ")";
+  }
+  sql += " ORDER BY session, seq";
+  Stmt s(db_, sql);
+  int i = 1;
+  if (f.session) sqlite3_bind_int64(s.s, i++, *f.session);
+  if (f.pid) sqlite3_bind_int64(s.s, i++, *f.pid);
+  for (const auto& t : f.types) sqlite3_bind_text(s.s, i++, t.c_str(), -1, SQLITE_TRANSIENT);
+  int rc;
+  EntryRow r;
+  while ((rc = sqlite3_step(s.s)) == SQLITE_ROW) {
+    r.session = sqlite3_column_int64(s.s, 0);
+    r.seq = sqlite3_column_int64(s.s, 1);
+    r.type = s.text(2);
+    r.pid = sqlite3_column_int64(s.s, 3);
+    r.tid = sqlite3_column_int64(s.s, 4);
+    r.ts_mono_ns = sqlite3_column_int64(s.s, 5);
+    r.body = s.text(6);
+    r.leaf = s.text(7);
+    r.chain = s.text(8);
+    if (!fn(r)) return;
+  }
+  if (rc != SQLITE_DONE) fail("cannot read entries");
+}
+
+}  // namespace flightrec::ledger

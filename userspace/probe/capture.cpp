@@ -1,0 +1,111 @@
+#include "probe/capture.h"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+
+#include "common/error.h"
+#include "events/syscall_table.h"
+#include "flightrec.skel.h"
+
+namespace flightrec::probe {
+namespace {
+
+bool g_verbose = false;
+
+int print_libbpf(enum libbpf_print_level level, const char* fmt, va_list args) {
+  if (!g_verbose && level != LIBBPF_WARN) return 0;
+  if (!g_verbose) return 0;
+  return vfprintf(stderr, fmt, args);
+}
+
+}  // namespace
+
+bool valid_ring_size(size_t bytes) {
+  return bytes >= (64u << 10) && bytes <= (1u << 30) && (bytes & (bytes - 1)) == 0;
+}
+
+Capture::Capture(const CaptureOptions& opts, Handler handler) : handler_(std::move(handler)) {
+  g_verbose = opts.verbose;
+  libbpf_set_print(print_libbpf);
+  if (opts.cgroup_fds.empty() || opts.cgroup_fds.size() > FR_MAX_CGROUPS)
+    throw Error("a session observes 1 to " + std::to_string(FR_MAX_CGROUPS) + " cgroups");
+  if (!valid_ring_size(opts.ring_bytes))
+    throw Error("ring buffer size must be a power of two from 64 KiB to 1 GiB");
+
+  skel_ = flightrec_bpf__open();
+  if (!skel_) throw Error(errno_message("cannot open the BPF object", errno));
+  skel_->rodata->fr_cgroup_count = uint32_t(opts.cgroup_fds.size());
+  skel_->rodata->fr_wakeup_bytes = opts.wakeup_bytes ? opts.wakeup_bytes : opts.ring_bytes / 8;
+  bpf_map__set_max_entries(skel_->maps.fr_events, uint32_t(opts.ring_bytes));
+
+  if (int err = flightrec_bpf__load(skel_)) {
+    flightrec_bpf__destroy(skel_);
+    skel_ = nullptr;
+    throw Error(errno_message("the kernel refused flightrec's BPF programs (run with --verbose for "
+                              "the verifier log)",
+                              -err));
+  }
+  try {
+    int specs = bpf_map__fd(skel_->maps.fr_syscall_specs);
+    for (uint32_t nr = 0; nr < FR_SYSCALL_TABLE_SIZE; ++nr) {
+      const auto* info = events::syscall_info(nr);
+      if (bpf_map_update_elem(specs, &nr, &info->spec, BPF_ANY) != 0)
+        throw Error(errno_message("cannot fill the syscall table map", errno));
+    }
+    int cgroups = bpf_map__fd(skel_->maps.fr_cgroups);
+    for (uint32_t i = 0; i < opts.cgroup_fds.size(); ++i) {
+      uint32_t fd = uint32_t(opts.cgroup_fds[i]);
+      if (bpf_map_update_elem(cgroups, &i, &fd, BPF_ANY) != 0)
+        throw Error(errno_message("cannot register the cgroup to observe", errno));
+    }
+    ring_ = ring_buffer__new(bpf_map__fd(skel_->maps.fr_events), on_record, this, nullptr);
+    if (!ring_) throw Error(errno_message("cannot map the ring buffer", errno));
+    if (int err = flightrec_bpf__attach(skel_))
+      throw Error(errno_message("cannot attach flightrec's BPF programs", -err));
+  } catch (...) {
+    ring_buffer__free(ring_);
+    flightrec_bpf__destroy(skel_);
+    throw;
+  }
+}
+
+Capture::~Capture() {
+  ring_buffer__free(ring_);
+  flightrec_bpf__destroy(skel_);
+}
+
+int Capture::on_record(void* ctx, void* data, size_t size) {
+  auto* self = static_cast<Capture*>(ctx);
+  self->handler_(data, size);
+  ++self->handled_;
+  return 0;
+}
+
+int Capture::poll_fd() const { return ring_buffer__epoll_fd(ring_); }
+
+int Capture::consume() {
+  handled_ = 0;
+  int n = ring_buffer__consume(ring_);
+  if (n < 0) throw Error(errno_message("reading the ring buffer failed", -n));
+  return handled_;
+}
+
+std::vector<uint64_t> Capture::drops_per_cpu() const {
+  int ncpu = libbpf_num_possible_cpus();
+  if (ncpu <= 0) return {};
+  std::vector<uint64_t> values(size_t(ncpu), 0);
+  uint32_t zero = 0;
+  if (bpf_map_lookup_elem(bpf_map__fd(skel_->maps.fr_drops), &zero, values.data()) != 0)
+    throw Error(errno_message("cannot read the drop counters", errno));
+  return values;
+}
+
+void Capture::detach() { flightrec_bpf__detach(skel_); }
+
+}  // namespace flightrec::probe

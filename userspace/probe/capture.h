@@ -1,0 +1,50 @@
+#pragma once
+// The loaded and attached BPF programs of one session, and the ring buffer
+// they fill. Destroying it detaches everything.
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+struct flightrec_bpf;
+struct ring_buffer;
+
+namespace flightrec::probe {
+
+struct CaptureOptions {
+  std::vector<int> cgroup_fds;            // observe these cgroups and below (max FR_MAX_CGROUPS)
+  size_t ring_bytes = 16u << 20;          // power of two, >= 64 KiB
+  size_t wakeup_bytes = 0;                // 0: ring_bytes / 8
+  bool verbose = false;                   // libbpf's own messages to stderr
+};
+
+class Capture {
+ public:
+  // Called for every record, in ring-buffer order.
+  using Handler = std::function<void(const void* data, size_t size)>;
+
+  Capture(const CaptureOptions& opts, Handler handler);  // throws Error
+  ~Capture();
+  Capture(const Capture&) = delete;
+  Capture& operator=(const Capture&) = delete;
+
+  int poll_fd() const;     // readable when the kernel forced a wake-up
+  int consume();           // handles everything waiting; returns records
+  // Records the kernel could not put in the ring buffer, per CPU, since load.
+  std::vector<uint64_t> drops_per_cpu() const;
+  void detach();           // stop producing; consume() still drains
+
+ private:
+  static int on_record(void* ctx, void* data, size_t size);
+  flightrec_bpf* skel_ = nullptr;
+  ring_buffer* ring_ = nullptr;
+  Handler handler_;
+  int handled_ = 0;
+};
+
+// Ring sizes the kernel accepts: a power of two, at least 64 KiB, at most 1 GiB.
+bool valid_ring_size(size_t bytes);
+
+}  // namespace flightrec::probe

@@ -1,0 +1,135 @@
+#include "probe/features.h"
+
+#include <bpf/bpf.h>
+#include <bpf/btf.h>
+#include <bpf/libbpf.h>
+#include <linux/bpf.h>
+#include <linux/landlock.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "common/error.h"
+#include "common/system.h"
+
+namespace flightrec::probe {
+namespace {
+
+// "r0 = 0; exit"
+const bpf_insn kReturnZero[] = {
+    {BPF_ALU64 | BPF_MOV | BPF_K, BPF_REG_0, 0, 0, 0},
+    {BPF_JMP | BPF_EXIT, 0, 0, 0, 0},
+};
+
+struct Btf {
+  struct btf* btf = btf__load_vmlinux_btf();
+  ~Btf() { btf__free(btf); }
+  int id(const char* name, int kind) const {
+    return btf ? btf__find_by_name_kind(btf, name, kind) : -1;
+  }
+};
+
+std::string err_text(int err) { return err == 0 ? "" : strerror(err); }
+
+// Loads a BTF-attached program and tries to attach it; returns "" on
+// success or the reason it failed.
+std::string try_btf_program(const Btf& btf, bpf_prog_type type, bpf_attach_type attach,
+                            const char* target, int kind) {
+  int btf_id = btf.id(target, kind);
+  if (btf_id < 0) return std::string("no BTF for ") + target;
+  LIBBPF_OPTS(bpf_prog_load_opts, opts, .expected_attach_type = attach,
+              .attach_btf_id = __u32(btf_id));
+  int fd = bpf_prog_load(type, nullptr, "GPL", kReturnZero, 2, &opts);
+  if (fd < 0) return "load: " + err_text(errno);
+  int link = bpf_link_create(fd, 0, attach, nullptr);
+  int err = errno;
+  close(fd);
+  if (link < 0) return "attach: " + err_text(err);
+  close(link);
+  return "";
+}
+
+std::string try_prog_type(bpf_prog_type type, bpf_attach_type attach) {
+  LIBBPF_OPTS(bpf_prog_load_opts, opts, .expected_attach_type = attach);
+  int fd = bpf_prog_load(type, nullptr, "GPL", kReturnZero, 2, &opts);
+  if (fd < 0) return "load: " + err_text(errno);
+  close(fd);
+  return "";
+}
+
+std::string try_map(bpf_map_type type, __u32 key, __u32 value, __u32 entries, __u32 flags,
+                    int btf_fd = 0) {
+  LIBBPF_OPTS(bpf_map_create_opts, opts, .map_flags = flags);
+  (void)btf_fd;
+  int fd = bpf_map_create(type, nullptr, key, value, entries, &opts);
+  if (fd < 0) return err_text(errno);
+  close(fd);
+  return "";
+}
+
+Feature make(std::string name, const std::string& failure, bool required, std::string ok_detail = "") {
+  return Feature{std::move(name), failure.empty(), required, failure.empty() ? ok_detail : failure};
+}
+
+}  // namespace
+
+std::vector<Feature> probe_features() {
+  std::vector<Feature> out;
+  bool root = geteuid() == 0;
+  out.push_back(make("root", root ? "" : "not running as root", true));
+  bool btf_file = access("/sys/kernel/btf/vmlinux", R_OK) == 0;
+  out.push_back(make("kernel BTF", btf_file ? "" : "/sys/kernel/btf/vmlinux is missing", true,
+                     "/sys/kernel/btf/vmlinux"));
+  auto cg2 = find_mount("cgroup2");
+  out.push_back(make("cgroup v2", cg2 ? "" : "not mounted", true, cg2.value_or("")));
+  auto tracefs = find_mount("tracefs");
+  out.push_back(make("tracefs mounted", tracefs ? "" : "not mounted (not needed for tp_btf)", false,
+                     tracefs.value_or("")));
+  auto bpffs = find_mount("bpf");
+  out.push_back(make("bpffs mounted", bpffs ? "" : "not mounted (not needed: nothing is pinned)",
+                     false, bpffs.value_or("")));
+  if (!root) return out;
+
+  Btf btf;
+  out.push_back(make("tp_btf raw tracepoints (sys_enter/exit, sched)",
+                     try_btf_program(btf, BPF_PROG_TYPE_TRACING, BPF_TRACE_RAW_TP,
+                                     "btf_trace_sys_enter", BTF_KIND_TYPEDEF),
+                     true));
+  out.push_back(make("fentry", try_btf_program(btf, BPF_PROG_TYPE_TRACING, BPF_TRACE_FENTRY,
+                                               "security_file_open", BTF_KIND_FUNC),
+                     false));
+  out.push_back(make("BPF-LSM", try_btf_program(btf, BPF_PROG_TYPE_LSM, BPF_LSM_MAC,
+                                                "bpf_lsm_file_open", BTF_KIND_FUNC),
+                     false));
+  bool kprobe = access("/sys/bus/event_source/devices/kprobe/type", R_OK) == 0;
+  out.push_back(make("kprobes", kprobe ? "" : "no kprobe PMU in this kernel", false));
+  bool uprobe = access("/sys/bus/event_source/devices/uprobe/type", R_OK) == 0;
+  out.push_back(make("uprobes", uprobe ? "" : "no uprobe PMU in this kernel", false));
+  out.push_back(make("ring buffer", try_map(BPF_MAP_TYPE_RINGBUF, 0, 0, 4096 * 16, 0), true));
+  out.push_back(make("cgroup connect4 programs",
+                     try_prog_type(BPF_PROG_TYPE_CGROUP_SOCK_ADDR, BPF_CGROUP_INET4_CONNECT), false));
+
+  long landlock = syscall(SYS_landlock_create_ruleset, nullptr, 0, LANDLOCK_CREATE_RULESET_VERSION);
+  out.push_back(make("Landlock", landlock > 0 ? "" : err_text(errno), false,
+                     landlock > 0 ? "ABI " + std::to_string(landlock) : ""));
+  bool seccomp = prctl(PR_GET_SECCOMP, 0, 0, 0, 0) >= 0;
+  out.push_back(make("seccomp", seccomp ? "" : err_text(errno), false));
+  return out;
+}
+
+void require_recording_features() {
+  if (geteuid() != 0)
+    throw Error("flightrec must run as root: loading BPF programs needs CAP_BPF, CAP_PERFMON and "
+                "CAP_SYS_ADMIN");
+  if (access("/sys/kernel/btf/vmlinux", R_OK) != 0)
+    throw Error("this kernel has no BTF (/sys/kernel/btf/vmlinux is missing); flightrec needs a "
+                "kernel built with CONFIG_DEBUG_INFO_BTF=y");
+  if (!find_mount("cgroup2"))
+    throw Error("no cgroup v2 hierarchy is mounted; mount one, e.g. "
+                "mount -t cgroup2 none /sys/fs/cgroup/unified");
+}
+
+}  // namespace flightrec::probe

@@ -1,0 +1,22 @@
+#pragma once
+// What this kernel really lets us do, found by trying: each probe loads
+// (and where it matters attaches) a tiny program or creates a map.
+#include <string>
+#include <vector>
+
+namespace flightrec::probe {
+
+struct Feature {
+  std::string name;
+  bool available = false;
+  bool required = false;   // flightrec cannot record without it
+  std::string detail;      // why not, or where
+};
+
+std::vector<Feature> probe_features();
+
+// Throws Error with one clear sentence if something recording needs is
+// missing: not root, no BTF, no cgroup v2, tp_btf refused.
+void require_recording_features();
+
+}  // namespace flightrec::probe
