@@ -32,7 +32,7 @@ int BPF_PROG(fr_fork, struct task_struct *parent, struct task_struct *child)
 	r->child_tid = BPF_CORE_READ(child, pid);
 	r->flags = r->child_pid == BPF_CORE_READ(parent, tgid) ? FR_FORK_THREAD : 0;
 	r->pad = 0;
-	bpf_ringbuf_submit(r, fr_wakeup_flag());
+	bpf_ringbuf_submit(r, fr_wakeup_flag(sizeof(*r)));
 	return 0;
 }
 
@@ -105,6 +105,6 @@ int BPF_PROG(fr_exit, struct task_struct *p)
 	fr_fill_header(&r->h, FR_REC_EXIT, sizeof(*r));
 	r->exit_code = BPF_CORE_READ(p, exit_code);
 	r->flags = BPF_CORE_READ(p, signal, live.counter) == 0 ? FR_EXIT_GROUP_DEAD : 0;
-	bpf_ringbuf_submit(r, fr_wakeup_flag());
+	bpf_ringbuf_submit(r, fr_wakeup_flag(sizeof(*r)));
 	return 0;
 }

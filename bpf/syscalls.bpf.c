@@ -46,7 +46,7 @@ static __always_inline void emit_plain(struct fr_task_state *st, __s64 ret, __u3
 		return;
 	}
 	fill_syscall(r, st, sizeof(*r), ret, flags);
-	bpf_ringbuf_submit(r, fr_wakeup_flag());
+	bpf_ringbuf_submit(r, fr_wakeup_flag(sizeof(*r)));
 }
 
 /* Reads one user string into dst; returns its length without the NUL. */

@@ -102,14 +102,22 @@ static __always_inline void fr_fill_header(struct fr_header *h, __u32 type, __u3
 	bpf_get_current_comm(h->comm, sizeof(h->comm));
 }
 
-/* Wake the collector only once enough data waits: a wake-up per record
- * costs more than the record itself (see DESIGN.md). The collector also
- * polls on a short timer, so nothing waits long. */
-static __always_inline __u64 fr_wakeup_flag(void)
+/* Wake the collector only when this record makes the unread data cross
+ * the threshold: a wake-up per record costs more than the record itself
+ * (see DESIGN.md), and waking on every record while the ring stays above
+ * the threshold would make a busy ring slower still. The collector also
+ * polls on a short timer, so a missed crossing only delays it a tick. */
+static __always_inline __u64 fr_wakeup_flag_after(__u64 avail_after, __u64 size)
 {
-	if (bpf_ringbuf_query(&fr_events, BPF_RB_AVAIL_DATA) >= fr_wakeup_bytes)
+	if (avail_after >= fr_wakeup_bytes && avail_after < fr_wakeup_bytes + size)
 		return BPF_RB_FORCE_WAKEUP;
 	return BPF_RB_NO_WAKEUP;
+}
+
+/* For bpf_ringbuf_submit: the reserved record already counts as unread. */
+static __always_inline __u64 fr_wakeup_flag(__u64 size)
+{
+	return fr_wakeup_flag_after(bpf_ringbuf_query(&fr_events, BPF_RB_AVAIL_DATA), size);
 }
 
 /* Tasks get state on their first syscall inside the session, so a task
@@ -124,7 +132,8 @@ static __always_inline bool fr_task_tracked(struct task_struct *task)
  * on the same CPU, so no one else writes it meanwhile. */
 static __always_inline void fr_output(void *rec, __u64 size)
 {
-	if (bpf_ringbuf_output(&fr_events, rec, size, fr_wakeup_flag()) != 0)
+	if (bpf_ringbuf_output(&fr_events, rec, size,
+			       fr_wakeup_flag_after(bpf_ringbuf_query(&fr_events, BPF_RB_AVAIL_DATA) + size, size)) != 0)
 		fr_count_drop();
 }
 

@@ -57,8 +57,8 @@ TEST_CASE("tampering with a recorded session is caught at the right entry") {
   }
   SUBCASE("two entries swapped") {
     std::string c = copy(dir, db, "swap.db");
-    sqlite(c, "UPDATE entries SET seq=-1 WHERE seq=" + seq + "; UPDATE entries SET seq=" + seq +
-                  " WHERE seq=" + seq + "+1; UPDATE entries SET seq=" + seq + "+1 WHERE seq=-1;");
+    sqlite(c, "UPDATE entries SET id=-1 WHERE seq=" + seq + "; UPDATE entries SET id=(1<<40)+" + seq +
+                  " WHERE seq=" + seq + "+1; UPDATE entries SET id=(1<<40)+" + seq + "+1 WHERE id=-1;");
     Result r = flightrec({"verify", "--db", c});
     CHECK(r.code == 1);
     CHECK(r.out.find("FAIL: session 1 entry " + seq + ":") == 0);
@@ -67,7 +67,7 @@ TEST_CASE("tampering with a recorded session is caught at the right entry") {
     std::string c = copy(dir, db, "tail.db");
     std::string n = sqlite(c, "SELECT max(seq) FROM entries");
     n.pop_back();
-    sqlite(c, "DELETE FROM entries WHERE seq>=" + n + "-2");
+    sqlite(c, "DELETE FROM entries WHERE seq>=" + n + "-2");  // seq is a generated column
     Result r = flightrec({"verify", "--db", c});
     CHECK(r.code == 1);
     CHECK(r.out.find("FAIL: session 1 entry " + std::to_string(std::stoi(n) - 2) + ":") == 0);

@@ -43,7 +43,7 @@ void write_session(Store& store, int n, bool end = true) {
   for (int i = 0; i < n; ++i) {
     nlohmann::json j = {{"type", "syscall"}, {"seq", w.next_seq()}, {"session", id},
                         {"pid", 42},         {"nr", i}};
-    w.append(j.dump(), "syscall", 42, 42, i);
+    w.append(j.dump(), "syscall", 42);
   }
   w.flush();
   if (end) store.end_session(id, 2, 0, w.count(), to_hex(w.head()));
@@ -113,8 +113,8 @@ TEST_CASE("edits, deletions, swaps and tail cuts are caught at the right entry")
   SUBCASE("two entries swapped") {
     std::string c = fresh("swap.db");
     sql(c,
-        "UPDATE entries SET seq=-1 WHERE seq=3; UPDATE entries SET seq=3 WHERE seq=4;"
-        "UPDATE entries SET seq=4 WHERE seq=-1;");
+        "UPDATE entries SET id=-1 WHERE seq=3; UPDATE entries SET id=(1<<40)+3 WHERE seq=4;"
+        "UPDATE entries SET id=(1<<40)+4 WHERE id=-1;");
     auto r = verify_file(c);
     CHECK_FALSE(r.ok);
     CHECK(r.bad_seq == 3);

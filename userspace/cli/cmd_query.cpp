@@ -73,7 +73,7 @@ int cmd_query(const Args& args) {
       std::cout << e.body << '\n';
     } else {
       auto j = nlohmann::json::parse(e.body, nullptr, false);
-      std::cout << e.session << ":" << e.seq << " " << e.type << " " << e.pid << "/" << e.tid << " "
+      std::cout << e.session << ":" << e.seq << " " << e.type << " " << e.pid << " "
                 << (j.is_object() ? j.value("comm", "") : "") << " "
                 << (j.is_object() ? summary(j) : "(unparsable entry)") << '\n';
     }

@@ -125,6 +125,9 @@ int cmd_run(const Args& all) {
     std::cerr << "flightrec: command not found or not executable: " << command[0] << "\n";
     return 127;
   }
+  // Before any thread exists, so that every thread inherits the mask and
+  // SIGINT/SIGTERM arrive only through the signalfd.
+  int sigfd = block_termination_signals();
   probe::require_recording_features();
   ledger::Store store(db, ledger::Store::Mode::Write);
   sandbox::Cgroup cgroup = sandbox::Cgroup::create("run-" + std::to_string(getpid()) + "-" +
@@ -149,7 +152,6 @@ int cmd_run(const Args& all) {
   rec_ptr = &rec;
   recorder::EventLoop loop(*capture, rec);
 
-  int sigfd = block_termination_signals();
   Child child = spawn_waiting(*program, command);
   int status = 0;
   std::string reason = "command exited";

@@ -55,6 +55,9 @@ int cmd_watch(const Args& args) {
   if (!probe::valid_ring_size(ring_bytes))
     throw UsageError("--ring-size must be a power of two from 64K to 1G");
 
+  // Before any thread exists, so that every thread inherits the mask and
+  // SIGINT/SIGTERM arrive only through the signalfd.
+  int sigfd = block_termination_signals();
   probe::require_recording_features();
   std::vector<sandbox::Cgroup> cgroups;
   for (const auto& p : paths) cgroups.push_back(sandbox::Cgroup::open(p));
@@ -70,7 +73,6 @@ int cmd_watch(const Args& args) {
   rec_ptr = &rec;
   recorder::EventLoop loop(capture, rec);
 
-  int sigfd = block_termination_signals();
   std::string reason = "stopped by signal";
   loop.watch_fd(sigfd, [&] {
     if (int sig = read_signal(sigfd)) {

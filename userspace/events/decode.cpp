@@ -71,7 +71,7 @@ void add_sockaddr(Entry& e, const uint8_t* sa, size_t len) {
     else if (max > 0)
       e.set_bytes("addr", bounded(path, max));
   } else {
-    e.set("family", "AF_" + std::to_string(family));
+    e.set("family", std::string("AF_") + std::to_string(family));
     e.set("sockaddr_b64", base64_encode({reinterpret_cast<const char*>(sa), len}));
   }
 }
@@ -117,12 +117,12 @@ Entry decode_syscall(const uint8_t* p, size_t size, const DecodeContext& ctx) {
     const uint32_t fault[2] = {FR_SC_STR0_FAULT, FR_SC_STR1_FAULT};
     size_t off = 0;
     for (int i = 0; i < 2; ++i) {
-      std::string key = names[i] ? names[i] : "str" + std::to_string(i);
+      std::string_view key = names[i] ? names[i] : i == 0 ? "str0" : "str1";
       if (r.flags & fault[i]) {
-        e.set(key + "_error", "unreadable");
+        e.set(e.key(key, "_error"), "unreadable");
       } else if (r.str_len[i] || (names[i] && info && info->spec.str_arg[i] < 6)) {
         e.set_bytes(key, {strings + off, r.str_len[i]});
-        if (r.flags & trunc[i]) e.set(key + "_truncated", 1);
+        if (r.flags & trunc[i]) e.set(e.key(key, "_truncated"), 1);
       }
       off += r.str_len[i];
     }

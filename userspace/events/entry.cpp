@@ -8,11 +8,11 @@
 
 namespace flightrec::events {
 
-void Entry::set_bytes(const std::string& key, std::string_view bytes) {
+void Entry::set_bytes(std::string_view k, std::string_view bytes) {
   if (is_valid_utf8(bytes))
-    set(key, std::string(bytes));
+    set(k, std::string(bytes));
   else
-    set(key + "_b64", base64_encode(bytes));
+    set(key(k, "_b64"), base64_encode(bytes));
 }
 
 const Value* Entry::get(std::string_view key) const {
@@ -29,7 +29,14 @@ std::string Entry::type() const {
 void append_json_string(std::string& out, std::string_view s) {
   static const char hex[] = "0123456789abcdef";
   out += '"';
-  for (char ch : s) {
+  size_t plain = 0;  // most strings need no escape: copy runs in one go
+  while (plain < s.size()) {
+    auto c = static_cast<unsigned char>(s[plain]);
+    if (c < 0x20 || c == '"' || c == '\\') break;
+    ++plain;
+  }
+  out.append(s.data(), plain);
+  for (char ch : s.substr(plain)) {
     auto c = static_cast<unsigned char>(ch);
     switch (c) {
       case '"': out += "\\\""; break;
@@ -91,17 +98,17 @@ void append_value(std::string& out, const Value& v) {
 }  // namespace
 
 std::string Entry::canonical() const {
-  std::vector<const std::pair<std::string, Value>*> sorted;
+  std::vector<const std::pair<std::string_view, Value>*> sorted;
   sorted.reserve(fields_.size());
   for (const auto& f : fields_) sorted.push_back(&f);
   // Keys are ASCII, so byte order equals RFC 8785's UTF-16 code unit order.
   std::sort(sorted.begin(), sorted.end(), [](auto* a, auto* b) { return a->first < b->first; });
   std::string out;
-  out.reserve(64 + fields_.size() * 24);
+  out.reserve(128 + fields_.size() * 24);
   out += '{';
   for (size_t i = 0; i < sorted.size(); ++i) {
     if (i && sorted[i - 1]->first == sorted[i]->first)
-      throw std::logic_error("duplicate entry key: " + sorted[i]->first);
+      throw std::logic_error("duplicate entry key: " + std::string(sorted[i]->first));
     if (i) out += ',';
     append_json_string(out, sorted[i]->first);
     out += ':';

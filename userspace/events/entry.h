@@ -4,6 +4,7 @@
 // subset without floats). The entry's hash covers exactly these bytes; see
 // docs/FORMAT.md.
 #include <cstdint>
+#include <deque>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -15,22 +16,32 @@ namespace flightrec::events {
 using Value = std::variant<int64_t, uint64_t, std::string, std::vector<int64_t>,
                            std::vector<std::string>>;
 
+// Keys are string literals (or made by key()), so an entry is built
+// without allocating per key: it is built once per kernel event.
 class Entry {
  public:
-  void set(std::string key, int64_t v) { fields_.emplace_back(std::move(key), v); }
-  void set(std::string key, uint64_t v) { fields_.emplace_back(std::move(key), v); }
-  void set(std::string key, uint32_t v) { set(std::move(key), uint64_t(v)); }
-  void set(std::string key, int v) { set(std::move(key), int64_t(v)); }
+  Entry() { fields_.reserve(32); }
+  Entry(const Entry&) = delete;
+  Entry& operator=(const Entry&) = delete;
+  Entry(Entry&&) = default;
+  Entry& operator=(Entry&&) = default;
+
+  void set(std::string_view key, int64_t v) { fields_.emplace_back(key, v); }
+  void set(std::string_view key, uint64_t v) { fields_.emplace_back(key, v); }
+  void set(std::string_view key, uint32_t v) { set(key, uint64_t(v)); }
+  void set(std::string_view key, int v) { set(key, int64_t(v)); }
   // Text must be valid UTF-8; use set_bytes for data from the kernel.
-  void set(std::string key, std::string v) { fields_.emplace_back(std::move(key), std::move(v)); }
-  void set(std::string key, const char* v) { set(std::move(key), std::string(v)); }
-  void set(std::string key, std::vector<int64_t> v) { fields_.emplace_back(std::move(key), std::move(v)); }
-  void set(std::string key, std::vector<std::string> v) {
-    fields_.emplace_back(std::move(key), std::move(v));
-  }
+  void set(std::string_view key, std::string v) { fields_.emplace_back(key, std::move(v)); }
+  void set(std::string_view key, const char* v) { set(key, std::string(v)); }
+  void set(std::string_view key, std::vector<int64_t> v) { fields_.emplace_back(key, std::move(v)); }
+  void set(std::string_view key, std::vector<std::string> v) { fields_.emplace_back(key, std::move(v)); }
   // Bytes of unknown encoding: a string under `key` when valid UTF-8,
   // otherwise base64 under `key` + "_b64".
-  void set_bytes(const std::string& key, std::string_view bytes);
+  void set_bytes(std::string_view key, std::string_view bytes);
+  // A key that is not a literal (e.g. "path" + "_truncated"), owned here.
+  std::string_view key(std::string_view a, std::string_view b) {
+    return keys_.emplace_back(std::string(a) + std::string(b));
+  }
 
   const Value* get(std::string_view key) const;
   std::string type() const;  // the "type" field, or ""
@@ -39,7 +50,8 @@ class Entry {
   std::string canonical() const;
 
  private:
-  std::vector<std::pair<std::string, Value>> fields_;
+  std::vector<std::pair<std::string_view, Value>> fields_;
+  std::deque<std::string> keys_;  // stable storage for made keys
 };
 
 // Appends s as a JSON string in canonical form (RFC 8785 escaping).

@@ -30,8 +30,6 @@ struct EntryRow {
   int64_t seq = 0;
   std::string type;
   int64_t pid = 0;
-  int64_t tid = 0;
-  int64_t ts_mono_ns = 0;
   std::string body;      // canonical JSON
   std::string leaf;      // 32 raw bytes as stored
   std::string chain;     // 32 raw bytes as stored
@@ -79,5 +77,9 @@ class Store {
 };
 
 constexpr int kFormatVersion = 1;
+// An entry's row id is session << kSeqBits | seq.
+constexpr int kSeqBits = 40;
+constexpr int64_t kMaxSeq = int64_t(1) << kSeqBits;
+constexpr int64_t kMaxSessions = int64_t(1) << (62 - kSeqBits);
 
 }  // namespace flightrec::ledger

@@ -2,37 +2,82 @@
 
 namespace flightrec::ledger {
 
+SessionWriter::SessionWriter(Store& store, int64_t session)
+    : store_(store), session_(session), thread_([this] { run(); }) {
+  batch_.reserve(kBatch);
+}
+
 SessionWriter::~SessionWriter() {
   try {
     flush();
   } catch (...) {
   }
+  {
+    std::lock_guard lock(mu_);
+    closing_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
 }
 
-void SessionWriter::append(const std::string& canonical, const std::string& type, int64_t pid,
-                           int64_t tid, int64_t ts_mono_ns) {
-  if (pending_ == 0) store_.begin();
+void SessionWriter::append(std::string canonical, const std::string& type, int64_t pid) {
   Hash leaf = leaf_hash(canonical);
-  Hash chain = chain_next(head_, leaf);
-  row_.session = session_;
-  row_.seq = count_ + 1;
-  row_.type = type;
-  row_.pid = pid;
-  row_.tid = tid;
-  row_.ts_mono_ns = ts_mono_ns;
-  row_.body = canonical;
-  row_.leaf.assign(as_bytes(leaf));
-  row_.chain.assign(as_bytes(chain));
-  store_.insert_entry(row_);
-  head_ = chain;
-  ++count_;
-  ++pending_;
+  head_ = chain_next(head_, leaf);
+  EntryRow& row = batch_.emplace_back();
+  row.session = session_;
+  row.seq = ++count_;
+  row.type = type;
+  row.pid = pid;
+  row.body = std::move(canonical);
+  row.leaf.assign(as_bytes(leaf));
+  row.chain.assign(as_bytes(head_));
+  if (batch_.size() >= kBatch) submit();
+}
+
+void SessionWriter::rethrow_failure() {
+  if (failure_) std::rethrow_exception(failure_);
+}
+
+void SessionWriter::submit() {
+  if (batch_.empty()) return;
+  std::unique_lock lock(mu_);
+  cv_.wait(lock, [&] { return queue_.size() < kMaxQueued || failure_; });
+  rethrow_failure();
+  queue_.push_back(std::move(batch_));
+  batch_ = {};
+  batch_.reserve(kBatch);
+  cv_.notify_all();
 }
 
 void SessionWriter::flush() {
-  if (pending_ == 0) return;
-  store_.commit();
-  pending_ = 0;
+  submit();
+  std::unique_lock lock(mu_);
+  cv_.wait(lock, [&] { return (queue_.empty() && !busy_) || failure_; });
+  rethrow_failure();
+}
+
+void SessionWriter::run() {
+  std::unique_lock lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [&] { return !queue_.empty() || closing_; });
+    if (queue_.empty()) return;  // closing and drained
+    std::vector<EntryRow> batch = std::move(queue_.front());
+    queue_.pop_front();
+    busy_ = true;
+    lock.unlock();
+    std::exception_ptr failure;
+    try {
+      store_.begin();
+      for (const EntryRow& row : batch) store_.insert_entry(row);
+      store_.commit();
+    } catch (...) {
+      failure = std::current_exception();
+    }
+    lock.lock();
+    busy_ = false;
+    if (failure && !failure_) failure_ = failure;
+    cv_.notify_all();
+  }
 }
 
 }  // namespace flightrec::ledger

@@ -1,9 +1,16 @@
 #pragma once
-// Appends one session's entries: assigns nothing (the caller put seq and
-// session into the canonical bytes), hashes, chains, and stores them in
-// batched transactions.
+// Appends one session's entries. The caller's thread hashes and chains
+// (the chain is sequential by nature); a writer thread of its own stores
+// full batches in one transaction each, so a slow disk (a WAL checkpoint's
+// fsync) never stalls the thread that drains the kernel's ring buffer.
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
+#include <exception>
+#include <mutex>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "ledger/hash.h"
 #include "ledger/store.h"
@@ -12,27 +19,45 @@ namespace flightrec::ledger {
 
 class SessionWriter {
  public:
-  SessionWriter(Store& store, int64_t session) : store_(store), session_(session) {}
+  // At most this many entries per transaction, and this many full batches
+  // waiting; past that append() waits for the disk (the ring buffer then
+  // fills and the kernel's drop counters say so).
+  static constexpr size_t kBatch = 4096;
+  static constexpr size_t kMaxQueued = 8;
+
+  SessionWriter(Store& store, int64_t session);
   ~SessionWriter();
+  SessionWriter(const SessionWriter&) = delete;
+  SessionWriter& operator=(const SessionWriter&) = delete;
 
   int64_t session() const { return session_; }
   int64_t next_seq() const { return count_ + 1; }
   int64_t count() const { return count_; }
   const Hash& head() const { return head_; }
-  size_t pending() const { return pending_; }
+  size_t pending() const { return batch_.size(); }
 
   // `canonical` must carry "seq": next_seq() and "session": session().
-  void append(const std::string& canonical, const std::string& type, int64_t pid, int64_t tid,
-              int64_t ts_mono_ns);
-  void flush();  // commit the open batch
+  void append(std::string canonical, const std::string& type, int64_t pid);
+  void submit();  // hand the open batch to the writer thread
+  void flush();   // submit and wait until everything is committed; rethrows its errors
 
  private:
+  void run();
+  void rethrow_failure();
+
   Store& store_;
   int64_t session_;
   int64_t count_ = 0;
   Hash head_ = kChainStart;
-  size_t pending_ = 0;
-  EntryRow row_;
+  std::vector<EntryRow> batch_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::vector<EntryRow>> queue_;
+  bool busy_ = false;
+  bool closing_ = false;
+  std::exception_ptr failure_;
+  std::thread thread_;
 };
 
 }  // namespace flightrec::ledger

@@ -62,7 +62,7 @@ Recorder::Recorder(ledger::Store& store, const SessionMeta& meta)
                                             "tp_btf:sched_process_fork",
                                             "tp_btf:sched_process_exec",
                                             "tp_btf:sched_process_exit"});
-  append(e, getpid(), gettid(), field_int(e, "ts_mono_ns"));
+  append(e, getpid());
   writer_.flush();
 }
 
@@ -81,15 +81,15 @@ events::Entry Recorder::own_entry(const char* type) {
   return e;
 }
 
-void Recorder::append(events::Entry& e, int64_t pid, int64_t tid, int64_t ts_mono) {
+void Recorder::append(events::Entry& e, int64_t pid) {
   e.set("seq", writer_.next_seq());
   e.set("session", writer_.session());
-  writer_.append(e.canonical(), e.type(), pid, tid, ts_mono);
+  writer_.append(e.canonical(), e.type(), pid);
 }
 
 void Recorder::on_record(const void* data, size_t size) {
   events::Entry e = events::decode_record(data, size, ctx_);
-  append(e, field_int(e, "pid"), field_int(e, "tid"), field_int(e, "ts_mono_ns"));
+  append(e, field_int(e, "pid"));
 }
 
 void Recorder::note_drops(const std::vector<uint64_t>& per_cpu) {
@@ -107,7 +107,7 @@ void Recorder::note_drops(const std::vector<uint64_t>& per_cpu) {
     e.set("cpu_lost", delta);
     e.set("since_mono_ns", drops_checked_ns_);
     e.set("until_mono_ns", now);
-    append(e, getpid(), gettid(), int64_t(now));
+    append(e, getpid());
     lost_total_ += total;
     drops_seen_ = per_cpu;
   }
@@ -117,13 +117,15 @@ void Recorder::note_drops(const std::vector<uint64_t>& per_cpu) {
 void Recorder::note_cgroup_gone(const std::string& path) {
   events::Entry e = own_entry("cgroup_gone");
   e.set_bytes("cgroup", path);
-  append(e, getpid(), gettid(), field_int(e, "ts_mono_ns"));
+  append(e, getpid());
 }
 
-void Recorder::flush_if_due(size_t max_pending) {
+void Recorder::flush_if_due() {
+  // Full batches go to the writer thread by themselves; a partial one
+  // waits at most 100 ms.
   uint64_t now = mono_ns();
-  if (writer_.pending() >= max_pending || now - last_flush_ns_ >= 100'000'000ull) {
-    writer_.flush();
+  if (now - last_flush_ns_ >= 100'000'000ull) {
+    writer_.submit();
     last_flush_ns_ = now;
   }
 }
@@ -135,7 +137,7 @@ void Recorder::finish(int64_t exit_status, const std::string& reason) {
   if (WIFSIGNALED(exit_status)) e.set("exit_signal", WTERMSIG(exit_status));
   e.set("lost_total", lost_total_);
   e.set("entries_before", writer_.count());
-  append(e, getpid(), gettid(), field_int(e, "ts_mono_ns"));
+  append(e, getpid());
   writer_.flush();
   store_.end_session(writer_.session(), int64_t(real_ns()), exit_status, writer_.count(),
                      ledger::to_hex(writer_.head()));

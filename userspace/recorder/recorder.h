@@ -31,13 +31,13 @@ class Recorder {
   // records a "lost" entry when any grew.
   void note_drops(const std::vector<uint64_t>& per_cpu);
   void note_cgroup_gone(const std::string& path);
-  void flush_if_due(size_t max_pending = 4096);
+  void flush_if_due();
   void flush() { writer_.flush(); }
   // Writes session_end and closes the session row.
   void finish(int64_t exit_status, const std::string& reason);
 
  private:
-  void append(events::Entry& e, int64_t pid, int64_t tid, int64_t ts_mono);
+  void append(events::Entry& e, int64_t pid);
   events::Entry own_entry(const char* type);  // an entry flightrec itself writes
 
   ledger::Store& store_;
