@@ -4,6 +4,7 @@
 #include "lib/common.bpf.h"
 
 const volatile __u32 fr_cgroup_count = 0;
+const volatile __u32 fr_self_tgid = 0;
 const volatile __u64 fr_wakeup_bytes = 256 * 1024;
 
 char LICENSE[] SEC("license") = "GPL";

@@ -18,6 +18,7 @@
 
 /* Set by userspace before load (initial values in maps.bpf.c). */
 extern const volatile __u32 fr_cgroup_count;
+extern const volatile __u32 fr_self_tgid;  /* flightrec itself: never recorded */
 extern const volatile __u64 fr_wakeup_bytes;
 
 struct fr_task_state {
@@ -66,6 +67,10 @@ FR_SHARED struct {
 /* Is the current task inside one of the session's cgroups (or below)? */
 static __always_inline bool fr_in_session(void)
 {
+	/* Watching a cgroup that holds flightrec must not record the
+	 * recorder's own writes: that would feed on itself. */
+	if ((bpf_get_current_pid_tgid() >> 32) == fr_self_tgid)
+		return false;
 	for (__u32 i = 0; i < FR_MAX_CGROUPS; i++) {
 		if (i >= fr_cgroup_count)
 			return false;

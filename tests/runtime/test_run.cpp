@@ -171,3 +171,55 @@ TEST_CASE("processes left behind are killed and recorded when the command exits"
   CHECK(sleep_exit);
   CHECK(all.back()["reason"] == "command exited; remaining processes killed");
 }
+
+TEST_CASE("a ring buffer too small for a syscall storm yields explicit lost entries") {
+  REQUIRE(is_root());
+  TempDir dir;
+  std::string db = dir.file("s.db");
+  // 64 KiB holds ~400 records; a million getppid() calls overflow it.
+  Result r = flightrec({"run", "--db", db, "--ring-size", "64K", "--", BENCH_SYSCALLS_BIN, "getppid",
+                        "1000000"});
+  CHECK(r.code == 0);
+  auto all = entries(db);
+  auto lost = of_type(all, "lost");
+  REQUIRE(!lost.empty());
+  uint64_t sum = 0;
+  for (const auto& e : lost) {
+    uint64_t per_cpu = 0;
+    for (const auto& n : e["cpu_lost"]) per_cpu += n.get<uint64_t>();
+    CHECK(e["lost"].get<uint64_t>() == per_cpu + e["program_misses"].get<uint64_t>());
+    CHECK(e["since_mono_ns"].get<uint64_t>() < e["until_mono_ns"].get<uint64_t>());
+    sum += e["lost"].get<uint64_t>();
+  }
+  CHECK(all.back()["lost_total"] == sum);
+  // Every getppid is either recorded or counted as lost.
+  uint64_t recorded = 0;
+  for (const auto& e : all) recorded += e.value("name", "") == "getppid";
+  CHECK(recorded + sum >= 1000000);
+  CHECK(recorded < 1000000);
+  CHECK(flightrec({"verify", "--db", db}).code == 0);
+}
+
+TEST_CASE("a shell pipeline: both sides, the pipe, and the redirect are recorded") {
+  REQUIRE(is_root());
+  TempDir dir;
+  std::string db = dir.file("s.db"), out = dir.file("upper");
+  Result r = flightrec({"run", "--db", db, "--", "sh", "-c",
+                        "cat /etc/hostname | tr a-z A-Z > " + out});
+  REQUIRE(r.code == 0);
+  auto all = entries(db);
+  const json* cat = find(all, [](const json& e) { return e["type"] == "exec" && e["comm"] == "cat"; });
+  const json* tr = find(all, [](const json& e) { return e["type"] == "exec" && e["comm"] == "tr"; });
+  REQUIRE(cat);
+  REQUIRE(tr);
+  CHECK((*tr)["argv"] == json::array({"tr", "a-z", "A-Z"}));
+  CHECK((*cat)["ppid"] == (*tr)["ppid"]);  // both children of the shell
+  CHECK(find(all, [](const json& e) { return e["name"] == "pipe2" && e["comm"] == "sh"; }));
+  CHECK(find(all, [&](const json& e) {
+    return e["type"] == "file_open" && e.value("path", "") == out && e["pid"] == (*tr)["pid"];
+  }));
+  // cat's read of the file and tr's write of the result both happened.
+  CHECK(find(all, [&](const json& e) {
+    return e["name"] == "write" && e["pid"] == (*tr)["pid"] && e["ret"].get<int64_t>() > 0;
+  }));
+}

@@ -117,3 +117,23 @@ TEST_CASE("watch stops cleanly on SIGINT") {
   CHECK(all.back()["reason"] == "stopped by signal INT");
   CHECK(flightrec({"verify", "--db", db}).out.find("OK: 1 session") == 0);
 }
+
+TEST_CASE("watching the cgroup flightrec itself runs in does not record the recorder") {
+  REQUIRE(is_root());
+  TempDir dir;
+  std::string db = dir.file("w.db");
+  Workload w("flightrec-test-self-" + std::to_string(getpid()), dir.file("m"));
+  Proc watch = start({"sh", "-c", "echo $$ > " + w.path + "/cgroup.procs && exec " FLIGHTREC_BIN
+                      " watch --cgroup " + w.path + " --db " + db + " --duration 1.5"});
+  Result r = wait(watch);
+  REQUIRE(r.code == 0);
+  auto all = entries(db);
+  int recorder_pid = all.front()["pid"];
+  int own_syscalls = 0, workload = 0;
+  for (const auto& e : all) {
+    if (e.contains("nr") && e["pid"] == recorder_pid) ++own_syscalls;
+    if (e.contains("nr") && e["pid"] == w.pid) ++workload;
+  }
+  CHECK(own_syscalls == 0);
+  CHECK(workload > 10);
+}

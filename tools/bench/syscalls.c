@@ -1,8 +1,8 @@
 /* Syscall workloads for tools/bench/run.sh:
  *   bench_syscalls getppid N        N getppid() calls; prints ns per call
  *   bench_syscalls rate R SECONDS   getppid() at R calls/s for SECONDS (paced)
- *   bench_syscalls forkexec N       N fork + exec of /bin/true, waited for
- *   bench_syscalls write MB PATH    write MB MiB to PATH in 64 KiB writes, fsync */
+ *   bench_syscalls forkexec N       N fork + exec of /bin/true, waited for; prints ms
+ *   bench_syscalls write MB PATH    write MB MiB to PATH in 64 KiB writes + fsync; prints ms */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,6 +49,7 @@ int main(int argc, char **argv)
 		printf("%ld\n", done);
 	} else if (!strcmp(argv[1], "forkexec")) {
 		long n = atol(argv[2]);
+		double t = now();
 		for (long i = 0; i < n; i++) {
 			pid_t p = fork();
 			if (p == 0) {
@@ -57,10 +58,12 @@ int main(int argc, char **argv)
 			}
 			waitpid(p, NULL, 0);
 		}
+		printf("%.3f\n", (now() - t) * 1e3);
 	} else if (!strcmp(argv[1], "write") && argc == 4) {
 		long mb = atol(argv[2]);
 		static char buf[65536];
 		memset(buf, 'x', sizeof(buf));
+		double t = now();
 		int fd = open(argv[3], O_WRONLY | O_CREAT | O_TRUNC, 0600);
 		if (fd < 0)
 			return 1;
@@ -69,6 +72,7 @@ int main(int argc, char **argv)
 				return 1;
 		fsync(fd);
 		close(fd);
+		printf("%.3f\n", (now() - t) * 1e3);
 	} else {
 		fprintf(stderr, "unknown workload %s\n", argv[1]);
 		return 2;

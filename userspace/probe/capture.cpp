@@ -41,6 +41,7 @@ Capture::Capture(const CaptureOptions& opts, Handler handler) : handler_(std::mo
   skel_ = flightrec_bpf__open();
   if (!skel_) throw Error(errno_message("cannot open the BPF object", errno));
   skel_->rodata->fr_cgroup_count = uint32_t(opts.cgroup_fds.size());
+  skel_->rodata->fr_self_tgid = uint32_t(getpid());
   skel_->rodata->fr_wakeup_bytes = opts.wakeup_bytes ? opts.wakeup_bytes : opts.ring_bytes / 8;
   bpf_map__set_max_entries(skel_->maps.fr_events, uint32_t(opts.ring_bytes));
 
@@ -104,6 +105,21 @@ std::vector<uint64_t> Capture::drops_per_cpu() const {
   if (bpf_map_lookup_elem(bpf_map__fd(skel_->maps.fr_drops), &zero, values.data()) != 0)
     throw Error(errno_message("cannot read the drop counters", errno));
   return values;
+}
+
+uint64_t Capture::program_misses() const {
+  // The kernel skips a program rather than nest it on one CPU (a task
+  // preempted inside sys_exit, another entering it): those events are lost
+  // too, and counted only here.
+  uint64_t total = 0;
+  bpf_program* prog;
+  bpf_object__for_each_program(prog, skel_->obj) {
+    bpf_prog_info info{};
+    uint32_t len = sizeof(info);
+    if (bpf_obj_get_info_by_fd(bpf_program__fd(prog), &info, &len) == 0)
+      total += info.recursion_misses;
+  }
+  return total;
 }
 
 void Capture::detach() { flightrec_bpf__detach(skel_); }

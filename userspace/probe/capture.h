@@ -34,6 +34,8 @@ class Capture {
   int consume();           // handles everything waiting; returns records
   // Records the kernel could not put in the ring buffer, per CPU, since load.
   std::vector<uint64_t> drops_per_cpu() const;
+  // Runs of our programs the kernel skipped to avoid nesting, since load.
+  uint64_t program_misses() const;
   void detach();           // stop producing; consume() still drains
 
  private:

@@ -30,7 +30,7 @@ void EventLoop::watch_fd(int fd, std::function<void()> on_ready) {
 
 void EventLoop::drain() {
   while (capture_.consume() > 0) recorder_.flush_if_due();
-  recorder_.note_drops(capture_.drops_per_cpu());
+  recorder_.note_drops(capture_.drops_per_cpu(), capture_.program_misses());
   recorder_.flush();
 }
 
@@ -48,7 +48,7 @@ void EventLoop::run(const std::function<void()>& tick, int tick_ms) {
     uint64_t now = mono_ns();
     if (now >= next_tick) {
       next_tick = now + uint64_t(tick_ms) * 1'000'000ull;
-      recorder_.note_drops(capture_.drops_per_cpu());
+      recorder_.note_drops(capture_.drops_per_cpu(), capture_.program_misses());
       tick();
     }
     recorder_.flush_if_due();

@@ -92,24 +92,27 @@ void Recorder::on_record(const void* data, size_t size) {
   append(e, field_int(e, "pid"));
 }
 
-void Recorder::note_drops(const std::vector<uint64_t>& per_cpu) {
+void Recorder::note_drops(const std::vector<uint64_t>& per_cpu, uint64_t program_misses) {
   uint64_t now = mono_ns();
   if (drops_seen_.size() < per_cpu.size()) drops_seen_.resize(per_cpu.size(), 0);
   std::vector<int64_t> delta(per_cpu.size(), 0);
-  uint64_t total = 0;
+  uint64_t dropped = 0;
   for (size_t i = 0; i < per_cpu.size(); ++i) {
     delta[i] = int64_t(per_cpu[i] - drops_seen_[i]);
-    total += uint64_t(delta[i]);
+    dropped += uint64_t(delta[i]);
   }
-  if (total > 0) {
+  uint64_t missed = program_misses - misses_seen_;
+  if (dropped + missed > 0) {
     events::Entry e = own_entry("lost");
-    e.set("lost", total);
+    e.set("lost", dropped + missed);
     e.set("cpu_lost", delta);
+    e.set("program_misses", missed);
     e.set("since_mono_ns", drops_checked_ns_);
     e.set("until_mono_ns", now);
     append(e, getpid());
-    lost_total_ += total;
+    lost_total_ += dropped + missed;
     drops_seen_ = per_cpu;
+    misses_seen_ = program_misses;
   }
   drops_checked_ns_ = now;
 }

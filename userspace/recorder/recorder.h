@@ -29,7 +29,7 @@ class Recorder {
   void on_record(const void* data, size_t size);   // one ring-buffer record
   // Compares the kernel's per-CPU drop counters with the last look and
   // records a "lost" entry when any grew.
-  void note_drops(const std::vector<uint64_t>& per_cpu);
+  void note_drops(const std::vector<uint64_t>& per_cpu, uint64_t program_misses);
   void note_cgroup_gone(const std::string& path);
   void flush_if_due();
   void flush() { writer_.flush(); }
@@ -44,6 +44,7 @@ class Recorder {
   ledger::SessionWriter writer_;
   events::DecodeContext ctx_;
   std::vector<uint64_t> drops_seen_;
+  uint64_t misses_seen_ = 0;
   uint64_t drops_checked_ns_ = 0;
   uint64_t lost_total_ = 0;
   uint64_t last_flush_ns_ = 0;

@@ -1,0 +1,292 @@
+#!/usr/bin/env python3
+"""flightrec benchmarks (not tests).
+
+Runs the source documents' workloads bare, under `flightrec run` and under
+`strace -f` (the ptrace approach of the sandboxes we replace), alternating
+runner by runner in one run, and prints medians and ratios to bare. Each
+workload times itself from inside the process, so a runner's start-up is not
+counted there; the start-up is measured on its own. Also measures the
+collector's ingest rate. Writes the tables to docs/BENCHMARKS.md.
+
+usage: tools/bench/run.py [--build build] [--reps 5] [--out docs/BENCHMARKS.md]
+Needs root, a built tree, strace and curl (apt-get install strace curl).
+"""
+import argparse
+import datetime
+import http.server
+import json
+import os
+import platform
+import re
+import shutil
+import socketserver
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+PY = "/usr/bin/python3"
+
+
+def sh(cmd, **kw):
+    return subprocess.run(cmd, capture_output=True, text=True, **kw)
+
+
+class Runners:
+    def __init__(self, flightrec, tmp):
+        self.flightrec = flightrec
+        self.tmp = tmp
+        self.n = 0
+
+    def wrap(self, runner, cmd):
+        if runner == "bare":
+            return cmd
+        if runner == "strace":
+            return ["strace", "-f", "-qq", "-o", "/dev/null"] + cmd
+        self.n += 1
+        db = os.path.join(self.tmp, f"bench-{self.n}.db")
+        return [self.flightrec, "run", "--db", db, "--"] + cmd
+
+    def cleanup(self):
+        for f in os.listdir(self.tmp):
+            if f.startswith("bench-"):
+                os.unlink(os.path.join(self.tmp, f))
+
+
+def last_float(out):
+    return float(out.strip().splitlines()[-1])
+
+
+def median_of_lines(out):
+    return statistics.median(float(x) * 1e3 for x in out.split())
+
+
+class QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+def start_http_server(directory):
+    with open(os.path.join(directory, "index.html"), "w") as f:
+        f.write("<html><body>" + "x" * 1024 + "</body></html>\n")
+    handler = lambda *a, **kw: QuietHandler(*a, directory=directory, **kw)
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def rss_kb(pid):
+    """(total RSS, RSS of BPF map mappings) in KiB. The ring buffer is kernel
+    memory mapped into the collector (its data pages twice, for wrap-around),
+    so it shows in RSS although --ring-size, not the collector, sets it."""
+    total = bpf = 0
+    name = ""
+    try:
+        with open(f"/proc/{pid}/smaps") as f:
+            for line in f:
+                if re.match(r"^[0-9a-f]+-[0-9a-f]+ ", line):
+                    parts = line.split()
+                    name = parts[5] if len(parts) > 5 else ""
+                elif line.startswith("Rss:"):
+                    kb = int(line.split()[1])
+                    total += kb
+                    if name == "anon_inode:bpf-map":
+                        bpf += kb
+    except OSError:
+        pass
+    return total, bpf
+
+
+def find_child(pid, comm):
+    """A descendant of pid whose comm is `comm` (the agent under a runner)."""
+    out = sh(["ps", "-e", "-o", "pid=,ppid=,comm="]).stdout.split("\n")
+    children = {}
+    for line in out:
+        parts = line.split(None, 2)
+        if len(parts) == 3:
+            children.setdefault(int(parts[1]), []).append((int(parts[0]), parts[2]))
+    todo = [pid]
+    while todo:
+        p = todo.pop()
+        for c, name in children.get(p, []):
+            if name == comm:
+                return c
+            todo.append(c)
+    return None
+
+
+def idle_rss(runners, runner):
+    """RSS of an idle python3 agent and of the runner process watching it."""
+    cmd = runners.wrap(runner, [PY, "-c", "import time; time.sleep(2.5)"])
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(1.5)
+    agent = proc.pid if runner == "bare" else find_child(proc.pid, "python3")
+    agent_kb = rss_kb(agent)[0] if agent else 0
+    runner_kb = (0, 0) if runner == "bare" else rss_kb(proc.pid)
+    proc.wait()
+    return agent_kb, runner_kb
+
+
+def ingest_rate(flightrec, bench_syscalls, tmp, seconds=5):
+    """Highest paced getppid() rate the whole pipeline records with zero drops."""
+    best = None
+    for rate in range(100_000, 450_001, 50_000):
+        db = os.path.join(tmp, "ingest.db")
+        for suffix in ("", "-wal", "-shm"):
+            if os.path.exists(db + suffix):
+                os.unlink(db + suffix)
+        sh([flightrec, "run", "--db", db, "--", bench_syscalls, "rate", str(rate), str(seconds)])
+        end = sh([flightrec, "query", "--db", db, "--json", "--type", "session_end"]).stdout
+        e = json.loads(end)
+        print(f"  ingest {rate}/s for {seconds}s: {e['entries_before']} entries, {e['lost_total']} lost",
+              flush=True)
+        if e["lost_total"] == 0:
+            best = (rate, e["entries_before"])
+        else:
+            break
+    return best
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--reps", type=int, default=9)
+    ap.add_argument("--out", default="docs/BENCHMARKS.md")
+    args = ap.parse_args()
+
+    if os.geteuid() != 0:
+        sys.exit("run.py: needs root (flightrec loads BPF programs)")
+    for tool in ("strace", "curl"):
+        if not shutil.which(tool):
+            sys.exit(f"run.py: {tool} is missing: apt-get install -y {tool}")
+    flightrec = os.path.abspath(os.path.join(args.build, "flightrec"))
+    bench_syscalls = os.path.abspath(os.path.join(args.build, "tools/bench/bench_syscalls"))
+    bench_ingest = os.path.abspath(os.path.join(args.build, "tools/bench/bench_ingest"))
+    for f in (flightrec, bench_syscalls, bench_ingest):
+        if not os.access(f, os.X_OK):
+            sys.exit(f"run.py: {f} is missing: build first (cmake --build {args.build})")
+
+    tmp = tempfile.mkdtemp(prefix="flightrec-bench-")
+    runners = Runners(flightrec, tmp)
+    www = tempfile.mkdtemp(prefix="flightrec-www-")
+    server = start_http_server(www)
+    url = f"http://127.0.0.1:{server.server_address[1]}/index.html"
+    out_file = os.path.join(tmp, "write.out")
+
+    workloads = [
+        ("Python loop of 1M iterations", "ms",
+         [PY, "-c", "import time\nt=time.perf_counter()\ns=0\nfor i in range(1000000): s += i * i\n"
+                    "print((time.perf_counter()-t)*1e3)"], last_float),
+        ("HTTP GET to a localhost server (median of 30)", "ms",
+         ["sh", "-c", f"for i in $(seq 30); do curl -s -o /dev/null -w '%{{time_total}}\\n' {url}; done"],
+         median_of_lines),
+        ("10 MB file write + fsync", "ms", [bench_syscalls, "write", "10", out_file], last_float),
+        ("getppid() latency (200k calls)", "ns", [bench_syscalls, "getppid", "200000"], last_float),
+        ("1000 fork+exec of /bin/true", "ms", [bench_syscalls, "forkexec", "1000"], last_float),
+        ("start-up + tear-down: run /bin/true", "ms", None, None),
+    ]
+    runner_names = ["bare", "flightrec", "strace"]
+    results = {w[0]: {r: [] for r in runner_names} for w in workloads}
+
+    for rep in range(args.reps):
+        print(f"round {rep + 1}/{args.reps}", flush=True)
+        for name, unit, cmd, parse in workloads:
+            for runner in runner_names:
+                if cmd is None:  # whole-command wall time
+                    t = time.perf_counter()
+                    p = sh(runners.wrap(runner, ["/bin/true"]))
+                    value = (time.perf_counter() - t) * 1e3
+                else:
+                    p = sh(runners.wrap(runner, cmd))
+                    if p.returncode != 0:
+                        sys.exit(f"run.py: {name} under {runner} failed: {p.stderr.strip()[:300]}")
+                    value = parse(p.stdout)
+                results[name][runner].append(value)
+            runners.cleanup()
+
+    rss = {r: idle_rss(runners, r) for r in runner_names}
+    runners.cleanup()
+    print("ingest pipeline (synthetic records, one core):", flush=True)
+    ingest_out = sh([bench_ingest, "1000000"]).stdout.strip()
+    print(ingest_out)
+    print("ingest end to end (paced getppid storm, zero drops):", flush=True)
+    best = ingest_rate(flightrec, bench_syscalls, tmp)
+    server.shutdown()
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.rmtree(www, ignore_errors=True)
+
+    cpu = "unknown"
+    with open("/proc/cpuinfo") as f:
+        m = re.search(r"model name\s*:\s*(.*)", f.read())
+        if m:
+            cpu = m.group(1)
+    lines = []
+    lines.append("| workload | unit | bare | flightrec | strace -f | flightrec vs bare | "
+                 "strace vs bare |")
+    lines.append("|---|---|---|---|---|---|---|")
+
+    def versus(a, b, unit):
+        return f"+{a - b:.0f} ns" if unit == "ns" else f"{(a / b - 1) * 100:+.1f}%"
+
+    for name, unit, _, _ in workloads:
+        med = {r: statistics.median(results[name][r]) for r in runner_names}
+        low = {r: min(results[name][r]) for r in runner_names}
+        fr = f"{versus(med['flightrec'], med['bare'], unit)} (min {versus(low['flightrec'], low['bare'], unit)})"
+        st = f"{versus(med['strace'], med['bare'], unit)} (min {versus(low['strace'], low['bare'], unit)})"
+        lines.append(f"| {name} | {unit} | {med['bare']:.2f} | {med['flightrec']:.2f} | {med['strace']:.2f} "
+                     f"| {fr} | {st} |")
+    lines.append(f"| idle python3 agent RSS | MB | {rss['bare'][0] / 1024:.1f} | {rss['flightrec'][0] / 1024:.1f} "
+                 f"| {rss['strace'][0] / 1024:.1f} | | |")
+    fr_total, fr_ring = rss["flightrec"][1]
+    lines.append(f"| the recorder's own RSS (agent idle) | MB | - | {fr_total / 1024:.1f} "
+                 f"| {rss['strace'][1][0] / 1024:.1f} | | |")
+    lines.append(f"| ... of which the mapped ring buffer | MB | - | {fr_ring / 1024:.1f} | - | | |")
+    lines.append(f"| ... the rest (code, heap, SQLite cache) | MB | - | {(fr_total - fr_ring) / 1024:.1f} | - | | |")
+    table = "\n".join(lines)
+    ingest = "\n".join("    " + l for l in ingest_out.splitlines())
+    e2e = (f"{best[0]:,} getppid()/s for 5 s ({best[1]:,} entries) with zero drops"
+           if best else "below 100,000/s")
+
+    print()
+    print(table)
+    print()
+    print("end to end:", e2e)
+
+    stamp = datetime.date.today().isoformat()
+    doc = f"""# Benchmarks
+
+Produced by `tools/bench/run.py` on {stamp}: {platform.node()}, kernel {platform.release()},
+{os.cpu_count()} CPUs ({cpu}). Medians of {args.reps} rounds; in every round each workload
+runs bare, under `flightrec run` (full capture: every syscall entry+exit joined,
+process events, hash chain, SQLite) and under `strace -f -o /dev/null`, one
+after the other. Workloads time themselves from inside, so a runner's own
+start-up is only in the start-up row. Ratios compare medians, and in
+brackets the fastest runs (this VM has noisy neighbours; the minimum is the
+cost without them). Re-run the script to refresh this file;
+numbers from one machine only compare within one run.
+
+{table}
+
+## Ingest
+
+Pipeline alone (`bench_ingest`: records in the ring-buffer layout through
+decode, canonical JSON, SHA-256 leaf + chain and SQLite on the writer thread):
+
+{ingest}
+
+End to end (`flightrec run` of a paced getppid() storm, 16 MiB ring, raising
+the rate by 50k/s until the kernel reports drops): {e2e}.
+"""
+    notes_path = os.path.join(os.path.dirname(args.out), "BENCHMARKS.notes.md")
+    if os.path.exists(notes_path):
+        with open(notes_path) as f:
+            doc += "\n" + f.read()
+    with open(args.out, "w") as f:
+        f.write(doc)
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
