@@ -35,7 +35,7 @@ TEST_CASE("run records the known program's open, connect, forks, exec and exits"
 
   auto all = entries(db);
   REQUIRE(all.size() > 20);
-  CHECK(all.front()["type"] == "session_start");
+  CHECK(all.front()["type"] == "genesis");
   CHECK(all.back()["type"] == "session_end");
   CHECK(all.back()["exit_code"] == 7);
   for (size_t i = 0; i < all.size(); ++i) {

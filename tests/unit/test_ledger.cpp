@@ -1,17 +1,17 @@
-// The SQLite record with real files: writing, verifying, refusing files
-// that are not ours, and catching edits.
+// The record with real SQLite files and a real Ed25519 key: written through
+// the real writer, then attacked the ways docs/FORMAT.md says verify catches.
 #include <doctest/doctest.h>
 
 #include <sqlite3.h>
 #include <unistd.h>
 
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
 #include "common/system.h"
+#include "ledger/checkpoint.h"
 #include "ledger/store.h"
 #include "ledger/verify.h"
 #include "ledger/writer.h"
@@ -19,6 +19,7 @@
 using namespace flightrec;
 using namespace flightrec::ledger;
 namespace fs = std::filesystem;
+using nlohmann::json;
 
 namespace {
 
@@ -29,10 +30,19 @@ struct TempDir {
     path = mkdtemp(tmpl);
   }
   ~TempDir() { fs::remove_all(path); }
+  std::string file(const char* name) const { return (path / name).string(); }
 };
 
-// A session of n entries written through the real writer.
-void write_session(Store& store, int n, bool end = true) {
+const SigningKey& test_key() {
+  static SigningKey k = SigningKey::generate("test-key");
+  return k;
+}
+
+std::string origin_of(int64_t id) { return "test/origin/" + std::to_string(id); }
+
+// A session of n entries (genesis, syscalls, session_end) with a checkpoint
+// every 5 entries and at the end, through the real writer.
+int64_t write_session(Store& store, int n, const SigningKey* key, bool end = true) {
   SessionRow row;
   row.mode = "run";
   row.command = "[\"x\"]";
@@ -40,13 +50,20 @@ void write_session(Store& store, int n, bool end = true) {
   row.start_real_ns = 1;
   int64_t id = store.begin_session(row);
   SessionWriter w(store, id);
-  for (int i = 0; i < n; ++i) {
-    nlohmann::json j = {{"type", "syscall"}, {"seq", w.next_seq()}, {"session", id},
-                        {"pid", 42},         {"nr", i}};
-    w.append(j.dump(), "syscall", 42);
+  json g = {{"type", "genesis"}, {"seq", 1}, {"session", id}, {"origin", origin_of(id)}};
+  if (key) g["public_key"] = key->verifier().vkey();
+  w.append(g.dump(), "genesis", 1);
+  for (int i = 2; i <= n; ++i) {
+    bool last = end && i == n;
+    json j = {{"type", last ? "session_end" : "syscall"}, {"seq", i}, {"session", id}, {"pid", 42}, {"nr", i}};
+    if (i == 7) j = {{"type", "lost"}, {"seq", i}, {"session", id}, {"lost", 12}};
+    w.append(j.dump(), j["type"], 42);
+    if (i % 5 == 0) w.checkpoint(origin_of(id), key);
   }
+  if (end) w.checkpoint(origin_of(id), key);
   w.flush();
   if (end) store.end_session(id, 2, 0, w.count(), to_hex(w.head()));
+  return id;
 }
 
 void sql(const std::string& path, const std::string& statement) {
@@ -60,125 +77,222 @@ void sql(const std::string& path, const std::string& statement) {
   REQUIRE(rc == SQLITE_OK);
 }
 
-VerifyResult verify_file(const std::string& path) {
+// Session 1's verdict (or the first failure).
+SessionVerdict verify_file(const std::string& path, const VerifierKey* pinned = nullptr,
+                           std::optional<std::string> external = std::nullopt) {
   Store s(path, Store::Mode::Read);
-  return verify_store(s);
+  auto r = verify_store(s, std::nullopt, pinned, external);
+  for (auto& [id, v] : r.sessions)
+    if (!v.ok) return v;
+  REQUIRE(!r.sessions.empty());
+  return r.sessions.front().second;
+}
+
+std::vector<std::string> bodies(const std::string& path, int64_t session) {
+  Store s(path, Store::Mode::Read);
+  std::vector<std::string> out;
+  EntryFilter f;
+  f.session = session;
+  s.for_each_entry(f, [&](const EntryRow& e) {
+    out.push_back(e.body);
+    return true;
+  });
+  return out;
+}
+
+// The strongest attacker without the key: rewrites a session's entries
+// with every seq, leaf and chain recomputed, and leaves the checkpoints.
+void rewrite_session(const std::string& path, int64_t session, std::vector<json> entries) {
+  sql(path, "DELETE FROM entries WHERE session=" + std::to_string(session));
+  Store s(path, Store::Mode::Write);
+  Hash head = kChainStart;
+  s.begin();
+  for (size_t i = 0; i < entries.size(); ++i) {
+    entries[i]["seq"] = i + 1;
+    EntryRow r;
+    r.session = session;
+    r.seq = int64_t(i + 1);
+    r.type = entries[i]["type"];
+    r.body = entries[i].dump();
+    Hash leaf = leaf_hash(r.body);
+    head = chain_next(head, leaf);
+    r.leaf = std::string(as_bytes(leaf));
+    r.chain = std::string(as_bytes(head));
+    s.insert_entry(r);
+  }
+  s.commit();
+}
+
+std::vector<json> parsed(const std::vector<std::string>& bs) {
+  std::vector<json> out;
+  for (const auto& b : bs) out.push_back(json::parse(b));
+  return out;
 }
 
 }  // namespace
 
-TEST_CASE("a written session verifies") {
+TEST_CASE("a signed session verifies, counting checkpoints and gaps") {
   TempDir dir;
-  std::string db = dir.path / "r.db";
+  std::string db = dir.file("r.db");
   {
     Store s(db, Store::Mode::Write);
-    write_session(s, 50);
-    write_session(s, 3);
+    write_session(s, 23, &test_key());
   }
-  auto r = verify_file(db);
-  CHECK(r.ok);
-  CHECK(r.sessions == 2);
-  CHECK(r.entries == 53);
-  CHECK(r.unterminated == 0);
+  auto v = verify_file(db, &test_key().verifier());
+  CHECK(v.ok);
+  CHECK(v.entries == 23);
+  CHECK(v.checkpoints == 5);  // 5, 10, 15, 20, 23
+  CHECK(v.signed_checkpoints == 5);
+  CHECK(v.terminated);
+  CHECK(v.gaps == 1);
+  CHECK(v.lost == 12);
+  CHECK_FALSE(v.key_from_record);
+  CHECK(verify_file(db).key_from_record);
 }
 
-TEST_CASE("edits, deletions, swaps and tail cuts are caught at the right entry") {
+TEST_CASE("tampering is caught, each with its reason") {
   TempDir dir;
-  std::string db = dir.path / "r.db";
+  std::string db = dir.file("r.db");
+  int64_t id;
   {
     Store s(db, Store::Mode::Write);
-    write_session(s, 20);
+    id = write_session(s, 23, &test_key());
+    write_session(s, 12, &test_key());
   }
-  auto fresh = [&](const char* name) {
-    std::string copy = dir.path / name;
+  const VerifierKey& pub = test_key().verifier();
+  int n = 0;
+  auto fresh = [&] {
+    std::string copy = dir.file(("c" + std::to_string(n++) + ".db").c_str());
     fs::copy_file(db, copy);
     return copy;
   };
-  SUBCASE("field edited") {
-    std::string c = fresh("edit.db");
-    sql(c, "UPDATE entries SET body=replace(body,'\"pid\":42','\"pid\":43') WHERE seq=5");
-    auto r = verify_file(c);
-    CHECK_FALSE(r.ok);
-    CHECK(r.bad_seq == 5);
-    CHECK(r.reason.find("altered") != std::string::npos);
+  SUBCASE("a field edited") {
+    std::string c = fresh();
+    sql(c, "UPDATE entries SET body=replace(body,'\"pid\":42','\"pid\":43') WHERE seq=9 AND session=1");
+    auto v = verify_file(c, &pub);
+    CHECK(v.where == "entry 9");
+    CHECK(v.reason.find("altered") != std::string::npos);
   }
-  SUBCASE("entry deleted") {
-    std::string c = fresh("del.db");
-    sql(c, "DELETE FROM entries WHERE seq=7");
-    auto r = verify_file(c);
-    CHECK_FALSE(r.ok);
-    CHECK(r.bad_seq == 7);
-    CHECK(r.reason.find("missing") != std::string::npos);
+  SUBCASE("a field edited, every hash recomputed: the checkpoint root disagrees") {
+    std::string c = fresh();
+    auto es = parsed(bodies(c, id));
+    es[8]["pid"] = 43;
+    rewrite_session(c, id, es);
+    auto v = verify_file(c, &pub);
+    CHECK(v.where == "checkpoint at size 10");
+    CHECK(v.reason.find("root hash") != std::string::npos);
   }
-  SUBCASE("two entries swapped") {
-    std::string c = fresh("swap.db");
-    sql(c,
-        "UPDATE entries SET id=-1 WHERE seq=3; UPDATE entries SET id=(1<<40)+3 WHERE seq=4;"
-        "UPDATE entries SET id=(1<<40)+4 WHERE id=-1;");
-    auto r = verify_file(c);
-    CHECK_FALSE(r.ok);
-    CHECK(r.bad_seq == 3);
+  SUBCASE("an entry deleted") {
+    std::string c = fresh();
+    sql(c, "DELETE FROM entries WHERE seq=7 AND session=1");
+    auto v = verify_file(c, &pub);
+    CHECK(v.where == "entry 7");
+    CHECK(v.reason.find("missing") != std::string::npos);
   }
-  SUBCASE("tail cut") {
-    std::string c = fresh("tail.db");
-    sql(c, "DELETE FROM entries WHERE seq>=18");
-    auto r = verify_file(c);
-    CHECK_FALSE(r.ok);
-    CHECK(r.bad_seq == 18);
+  SUBCASE("an entry inserted, everything after renumbered and rehashed") {
+    std::string c = fresh();
+    auto es = parsed(bodies(c, id));
+    es.insert(es.begin() + 3, json{{"type", "syscall"}, {"session", id}, {"pid", 1}, {"nr", 59}});
+    rewrite_session(c, id, es);
+    auto v = verify_file(c, &pub);
+    CHECK(v.where == "checkpoint at size 5");
+    CHECK_FALSE(v.ok);
   }
-  SUBCASE("edit with recomputed leaf still breaks the chain") {
-    std::string c = fresh("releaf.db");
+  SUBCASE("two entries reordered and rehashed") {
+    std::string c = fresh();
+    auto es = parsed(bodies(c, id));
+    std::swap(es[11], es[12]);
+    rewrite_session(c, id, es);
+    auto v = verify_file(c, &pub);
+    CHECK(v.where == "checkpoint at size 15");
+  }
+  SUBCASE("the tail truncated, checkpoints kept") {
+    std::string c = fresh();
+    sql(c, "DELETE FROM entries WHERE session=1 AND seq>20");
+    auto v = verify_file(c, &pub);
+    CHECK(v.where == "checkpoint at size 23");
+    CHECK(v.reason.find("removed from the end") != std::string::npos);
+  }
+  SUBCASE("the tail and its checkpoints removed: only a checkpoint saved elsewhere tells") {
+    std::string c = fresh();
+    std::string saved;
     {
       Store s(c, Store::Mode::Read);
-      std::string body;
-      EntryFilter f;
-      s.for_each_entry(f, [&](const EntryRow& e) {
-        if (e.seq == 9) body = e.body;
-        return true;
-      });
-      auto j = nlohmann::json::parse(body);
-      j["nr"] = 999;
-      std::string forged = j.dump();
-      std::string leaf = to_hex(leaf_hash(forged));
-      sql(c, "UPDATE entries SET body='" + forged + "', leaf=x'" + leaf + "' WHERE seq=9");
+      saved = s.checkpoints(id).back().note;  // the end checkpoint, kept off the host
     }
-    auto r = verify_file(c);
-    CHECK_FALSE(r.ok);
-    CHECK(r.bad_seq == 9);
-    CHECK(r.reason.find("chain") != std::string::npos);
+    sql(c, "DELETE FROM entries WHERE session=1 AND seq>20;"
+           "DELETE FROM checkpoints WHERE session=1 AND tree_size>20");
+    auto v = verify_file(c, &pub);
+    CHECK(v.ok);  // indistinguishable from a crash on its own
+    CHECK_FALSE(v.terminated);
+    v = verify_file(c, &pub, saved);
+    CHECK(v.where == "saved checkpoint");
+    CHECK(v.reason.find("truncated or rolled back") != std::string::npos);
   }
-}
-
-TEST_CASE("a session that never ended is reported, not failed") {
-  TempDir dir;
-  std::string db = dir.path / "r.db";
-  {
-    Store s(db, Store::Mode::Write);
-    write_session(s, 4, false);
+  SUBCASE("history rewritten under a checkpoint saved elsewhere") {
+    std::string c = fresh();
+    std::string saved;
+    {
+      Store s(c, Store::Mode::Read);
+      saved = s.checkpoints(id)[0].note;  // size 5
+    }
+    auto es = parsed(bodies(c, id));
+    es[2]["nr"] = 1000;
+    rewrite_session(c, id, es);
+    sql(c, "DELETE FROM checkpoints WHERE session=1");  // hide the evidence
+    auto v = verify_file(c, &pub, saved);
+    CHECK(v.where == "saved checkpoint");
+    CHECK(v.reason.find("history was rewritten") != std::string::npos);
   }
-  auto r = verify_file(db);
-  CHECK(r.ok);
-  CHECK(r.unterminated == 1);
-}
-
-TEST_CASE("files that are not flightrec records are refused and left untouched") {
-  TempDir dir;
-  std::string text = dir.path / "notes.txt";
-  {
-    std::ofstream(text) << "this is not a database, it is a text file of some length\n";
+  SUBCASE("the last checkpoint dropped") {
+    std::string c = fresh();
+    sql(c, "DELETE FROM checkpoints WHERE session=1 AND tree_size=23");
+    auto v = verify_file(c, &pub);
+    CHECK(v.where == "entry 23");
+    CHECK(v.reason.find("not covered by a checkpoint") != std::string::npos);
   }
-  std::string before = read_file(text);
-  CHECK_THROWS_WITH_AS(Store(text, Store::Mode::Write), doctest::Contains("not a SQLite database"),
-                       Error);
-  CHECK(read_file(text) == before);
-
-  std::string other = dir.path / "other.db";
-  sql(other, "CREATE TABLE t(x); INSERT INTO t VALUES (1);");
-  std::string other_before = read_file(other);
-  CHECK_THROWS_WITH_AS(Store(other, Store::Mode::Write), doctest::Contains("not a flightrec record"),
-                       Error);
-  CHECK(read_file(other) == other_before);
-
-  CHECK_THROWS_AS(Store((dir.path / "no/such/dir/x.db").string(), Store::Mode::Write), Error);
-  CHECK_THROWS_AS(Store((dir.path / "missing.db").string(), Store::Mode::Read), Error);
+  SUBCASE("checkpoints re-signed with another key") {
+    std::string c = fresh();
+    auto other = SigningKey::generate("test-key");  // same name, other key
+    Store s(c, Store::Mode::Read);
+    auto cps = s.checkpoints(id);
+    for (auto& cp : cps) {
+      std::string why;
+      auto note = parse_note(cp.note, &why);
+      auto parsed_cp = parse_checkpoint(note->text, &why);
+      std::string resigned = sign_checkpoint(*parsed_cp, &other);
+      sql(c, "UPDATE checkpoints SET note='" + resigned + "' WHERE session=1 AND tree_size=" +
+                 std::to_string(cp.tree_size));
+    }
+    auto v = verify_file(c, &pub);
+    CHECK(v.where == "checkpoint at size 5");
+    CHECK(v.reason.find("not signed by the expected key") != std::string::npos);
+    // And with the genesis entry rewritten to name the other key: pinning catches it.
+    auto es = parsed(bodies(c, id));
+    es[0]["public_key"] = other.verifier().vkey();
+    rewrite_session(c, id, es);
+    v = verify_file(c, &pub);
+    CHECK(v.where == "entry 1");
+    CHECK(v.reason.find("names another signing key") != std::string::npos);
+  }
+  SUBCASE("two sessions spliced") {
+    std::string c = fresh();
+    sql(c, "DELETE FROM entries WHERE session=1 AND seq BETWEEN 4 AND 6;"
+           "UPDATE entries SET id=(1<<40)+seq WHERE session=2 AND seq BETWEEN 4 AND 6;");
+    auto v = verify_file(c, &pub);
+    CHECK(v.where == "entry 4");
+    CHECK(v.reason.find("spliced") != std::string::npos);
+  }
+  SUBCASE("a checkpoint forged with a wrong size") {
+    std::string c = fresh();
+    Store s(c, Store::Mode::Read);
+    auto cps = s.checkpoints(id);
+    std::string forged = cps[1].note;  // size 10
+    forged.replace(forged.find("\n10\n"), 4, "\n11\n");
+    sql(c, "DELETE FROM checkpoints WHERE session=1 AND tree_size=10;"
+           "INSERT INTO checkpoints VALUES (1, 11, '" + forged + "')");
+    auto v = verify_file(c, &pub);
+    CHECK(v.where == "checkpoint at size 11");
+    CHECK(v.reason.find("does not verify") != std::string::npos);
+  }
 }

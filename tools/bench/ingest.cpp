@@ -105,7 +105,10 @@ int main(int argc, char** argv) {
   double all_s;
   {
     ledger::Store store(db, ledger::Store::Mode::Write);
-    recorder::Recorder rec(store, {"run", {"bench"}, {"/bench"}, 0});
+    recorder::SessionMeta meta;
+    meta.mode = "run";
+    meta.command = {"bench"};
+    recorder::Recorder rec(store, meta);
     t = Clock::now();
     for (const auto& r : records) {
       rec.on_record(r.data(), r.size());

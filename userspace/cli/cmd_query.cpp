@@ -32,7 +32,7 @@ std::string summary(const nlohmann::json& j) {
   if (type == "fork") return "child " + str("child_pid") + (j.value("thread", 0) ? " (thread)" : "");
   if (type == "exit") return "code " + str("code") + " signal " + str("signal");
   if (type == "lost") return str("lost") + " events lost";
-  if (type == "session_start") return str("mode") + " " + str("command") + " " + str("cgroups");
+  if (type == "genesis") return str("mode") + " " + str("command") + " " + str("cgroups");
   if (type == "session_end") return str("reason");
   return j.dump();
 }
@@ -49,7 +49,7 @@ int cmd_query(const Args& args) {
       "json", po::bool_switch(), "one canonical JSON entry per line")(
       "session", po::value(&session), "only this session")(
       "type", po::value(&types), "only entries of this type (repeatable): syscall, file_open, "
-                                 "connect, exec, fork, exit, lost, session_start, session_end, "
+                                 "connect, exec, fork, exit, lost, genesis, session_end, "
                                  "cgroup_gone, malformed")(
       "pid", po::value(&pid), "only entries of this process id");
   po::variables_map vm;

@@ -1,6 +1,7 @@
 // flightrec run: the command runs in a fresh cgroup that the BPF programs
 // already watch before the command execs, so nothing it does is unseen.
 #include <fcntl.h>
+#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -11,8 +12,10 @@
 #include <iostream>
 
 #include "cli/commands.h"
+#include "cli/loss_policy.h"
 #include "cli/options.h"
 #include "cli/session_common.h"
+#include "cli/session_options.h"
 #include "common/error.h"
 #include "common/system.h"
 #include "ledger/store.h"
@@ -46,7 +49,8 @@ const char* kRunUsage =
     "usage: flightrec run --db FILE [OPTIONS] -- COMMAND [ARGS...]\n\n"
     "Runs COMMAND in a new cgroup and records every syscall, exec, fork, exit and\n"
     "connect of it and its descendants into FILE (SQLite; created if missing, appended\n"
-    "to if it is a flightrec record). Exits with COMMAND's exit code (128+N if killed\n"
+    "to if it is a flightrec record), sealed by a hash chain and Merkle tree\n"
+    "checkpoints (signed with --key). Exits with COMMAND's exit code (128+N if killed\n"
     "by signal N); 125 if flightrec itself failed, 126 if COMMAND cannot be executed,\n"
     "127 if it is not found, 2 for usage errors. Processes COMMAND leaves behind are\n"
     "killed when it exits. Needs root.";
@@ -77,6 +81,9 @@ Child spawn_waiting(const std::string& program, const std::vector<std::string>& 
     close(go[1]);
     close(err[0]);
     char byte;
+    // If flightrec dies (even by SIGKILL), the command dies with it rather
+    // than run on unrecorded.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (read(go[0], &byte, 1) != 1) _exit(125);  // flightrec went away
     execv(program.c_str(), argv.data());
     int e = errno;
@@ -106,38 +113,34 @@ int cmd_run(const Args& all) {
   }
 
   po::options_description desc("options");
-  std::string db, ring = "16M";
-  desc.add_options()("help,h", "show this help")(
-      "db", po::value(&db)->required(), "SQLite record to write (created if missing)")(
-      "ring-size", po::value(&ring)->default_value(ring),
-      "BPF ring buffer size: a power of two from 64K to 1G")(
-      "verbose,v", po::bool_switch(), "print libbpf's messages (verifier log on failure)");
+  SessionOptions so;
+  desc.add_options()("help,h", "show this help");
+  so.add_to(desc);
   po::variables_map vm;
   if (!parse_options(args, desc, kRunUsage, vm)) return 0;
   if (command.empty())
     throw UsageError("missing command: flightrec run --db FILE -- COMMAND [ARGS...]");
-  size_t ring_bytes = parse_size(ring, "--ring-size");
-  if (!probe::valid_ring_size(ring_bytes))
-    throw UsageError("--ring-size must be a power of two from 64K to 1G");
+  so.validate(vm);
 
   auto program = find_executable(command[0]);
   if (!program) {
     std::cerr << "flightrec: command not found or not executable: " << command[0] << "\n";
     return 127;
   }
+  probe::require_recording_features();
+  auto key = so.load_key();
   // Before any thread exists, so that every thread inherits the mask and
   // SIGINT/SIGTERM arrive only through the signalfd.
   int sigfd = block_termination_signals();
-  probe::require_recording_features();
-  ledger::Store store(db, ledger::Store::Mode::Write);
+  ledger::Store store(so.db, ledger::Store::Mode::Write);
   sandbox::Cgroup cgroup = sandbox::Cgroup::create("run-" + std::to_string(getpid()) + "-" +
                                                    std::to_string(mono_ns()));
 
   recorder::Recorder* rec_ptr = nullptr;
   probe::CaptureOptions copts;
   copts.cgroup_fds = {cgroup.fd()};
-  copts.ring_bytes = ring_bytes;
-  copts.verbose = vm["verbose"].as<bool>();
+  copts.ring_bytes = so.ring_bytes();
+  copts.verbose = so.verbose;
   std::unique_ptr<probe::Capture> capture;
   try {
     capture = std::make_unique<probe::Capture>(
@@ -147,10 +150,20 @@ int cmd_run(const Args& all) {
     throw;
   }
 
-  recorder::SessionMeta meta{"run", command, {cgroup.path()}, ring_bytes};
+  recorder::SessionMeta meta;
+  meta.mode = "run";
+  meta.command = command;
+  meta.cgroups = {cgroup.path()};
+  so.fill(meta);
+  meta.capture = capture->attached();
+  meta.key = key.get();
   recorder::Recorder rec(store, meta);
   rec_ptr = &rec;
   recorder::EventLoop loop(*capture, rec);
+  LossPolicy loss(so.on_loss, *capture, rec, {&cgroup});
+  loop.after_consume([&] {
+    if (loss.check()) loop.stop();
+  });
 
   Child child = spawn_waiting(*program, command);
   int status = 0;
@@ -178,15 +191,17 @@ int cmd_run(const Args& all) {
     throw;
   }
 
+  if (loss.killed()) reason = "events were lost and --on-loss kill ended the session";
   // Leftovers (daemons, background jobs) die with the session.
   if (cgroup.populated()) {
-    reason = "command exited; remaining processes killed";
+    if (!loss.killed()) reason = "command exited; remaining processes killed";
     cgroup.kill_all();
     uint64_t deadline = mono_ns() + 5'000'000'000ull;
     loop.run([&] {
       if (!cgroup.populated() || mono_ns() > deadline) loop.stop();
     });
   }
+  if (loss.killed() && waitpid(child.pid, &status, 0) < 0 && errno != ECHILD) status = 0;
   loop.drain();
   capture->detach();
   loop.drain();

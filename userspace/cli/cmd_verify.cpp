@@ -1,46 +1,92 @@
-// flightrec verify: recompute a record and say whether it is intact.
+// flightrec verify: recompute a record (database or bundle) and say
+// whether it is intact, complete and signed.
 #include <iostream>
 
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "common/error.h"
+#include "common/system.h"
+#include "ledger/bundle.h"
 #include "ledger/store.h"
 #include "ledger/verify.h"
 
 namespace flightrec::cli {
+namespace {
+
+std::string describe(const ledger::SessionVerdict& v) {
+  std::string s = std::to_string(v.checkpoints) + " checkpoints";
+  if (v.signed_checkpoints)
+    s += " signed by " + v.key + (v.key_from_record ? " (the key the record names; pin it with --pubkey)" : "");
+  else
+    s += ", unsigned";
+  if (!v.terminated)
+    s += "; unterminated session (no end checkpoint): " +
+         std::to_string(v.entries - int64_t(v.last_checkpoint)) + " entries after the last checkpoint";
+  s += v.gaps ? "; complete with " + std::to_string(v.gaps) + " gaps (" + std::to_string(v.lost) +
+                    " events lost)"
+              : "; complete, no gaps";
+  return s;
+}
+
+}  // namespace
 
 int cmd_verify(const Args& args) {
   po::options_description desc("options");
-  std::string db;
+  std::string db, bundle, pubkey_file, checkpoint_file;
   int64_t session = 0;
-  desc.add_options()("help,h", "show this help")("db", po::value(&db)->required(),
-                                                 "SQLite record to verify")(
-      "session", po::value(&session), "verify only this session");
+  desc.add_options()("help,h", "show this help")("db", po::value(&db), "SQLite record to verify")(
+      "bundle", po::value(&bundle), "bundle to verify (also the first plain argument)")(
+      "session", po::value(&session), "with --db: only this session")(
+      "pubkey", po::value(&pubkey_file), "verifier key file (flightrec.pub) the checkpoints must be signed with")(
+      "checkpoint", po::value(&checkpoint_file),
+      "a checkpoint of this session kept elsewhere: proves the record was not truncated or rewritten since");
+  po::positional_options_description pos;
+  pos.add("bundle", 1);
   po::variables_map vm;
   const char* usage =
-      "usage: flightrec verify --db FILE [--session N]\n\n"
-      "Recomputes every entry's canonical form, leaf hash and chain hash, checks that\n"
-      "sequence numbers are complete and that each ended session's closing chain head\n"
-      "and entry count match. Exit 0: intact; 1: the first bad entry is named; 2: usage.";
-  if (!parse_options(args, desc, usage, vm)) return 0;
+      "usage: flightrec verify BUNDLE [--pubkey KEY] [--checkpoint SAVED]\n"
+      "       flightrec verify --db FILE [--session N] [--pubkey KEY] [--checkpoint SAVED]\n\n"
+      "Recomputes every entry's canonical form, leaf hash and chain hash, the Merkle root\n"
+      "of every checkpoint and its Ed25519 signature, and checks that the last checkpoint\n"
+      "covers the whole session. Exit 0: intact (an unterminated session, e.g. after a\n"
+      "crash, is reported but is not a failure); 1: the first bad entry or checkpoint is\n"
+      "named with the reason; 2: usage.";
+  if (!parse_options(args, desc, usage, vm, &pos)) return 0;
+  if (db.empty() == bundle.empty()) throw UsageError("give a bundle or --db, not both");
 
-  ledger::Store store(db, ledger::Store::Mode::Read);
-  auto only = vm.count("session") ? std::optional<int64_t>(session) : std::nullopt;
-  ledger::VerifyResult r = ledger::verify_store(store, only);
-  if (!r.ok) {
-    std::cout << "FAIL: session " << r.bad_session << " entry " << r.bad_seq << ": " << r.reason
-              << "\n";
-    return 1;
+  std::optional<ledger::VerifierKey> pinned;
+  if (!pubkey_file.empty()) {
+    pinned = ledger::VerifierKey::parse(read_file(pubkey_file));
+    if (!pinned) throw Error(pubkey_file + " is not a verifier key (the flightrec.pub that keygen writes)");
   }
-  if (only && r.sessions == 0) {
-    std::cout << "FAIL: no session " << *only << " in " << db << "\n";
-    return 1;
+  std::optional<std::string> external;
+  if (!checkpoint_file.empty()) external = read_file(checkpoint_file);
+
+  std::vector<std::pair<int64_t, ledger::SessionVerdict>> verdicts;
+  if (!bundle.empty()) {
+    auto r = ledger::verify_bundle(bundle, pinned ? &*pinned : nullptr, external);
+    verdicts.emplace_back(r.session, r.verdict);
+  } else {
+    ledger::Store store(db, ledger::Store::Mode::Read);
+    auto only = vm.count("session") ? std::optional<int64_t>(session) : std::nullopt;
+    verdicts = ledger::verify_store(store, only, pinned ? &*pinned : nullptr, external).sessions;
+    if (verdicts.empty()) {
+      std::cout << "FAIL: " << (only ? "no session " + std::to_string(*only) : "no sessions") << " in " << db
+                << "\n";
+      return 1;
+    }
   }
-  std::cout << "OK: " << r.sessions << (r.sessions == 1 ? " session, " : " sessions, ")
-            << r.entries << " entries";
-  if (r.unterminated)
-    std::cout << " (" << r.unterminated << " unterminated: no session end recorded)";
-  std::cout << "\n";
+  int64_t entries = 0;
+  for (const auto& [id, v] : verdicts) {
+    if (!v.ok) {
+      std::cout << "FAIL: session " << id << (v.where.empty() ? "" : " " + v.where) << ": " << v.reason << "\n";
+      return 1;
+    }
+    entries += v.entries;
+  }
+  std::cout << "OK: " << verdicts.size() << (verdicts.size() == 1 ? " session, " : " sessions, ") << entries
+            << " entries\n";
+  for (const auto& [id, v] : verdicts) std::cout << "  session " << id << ": " << v.entries << " entries, " << describe(v) << "\n";
   return 0;
 }
 

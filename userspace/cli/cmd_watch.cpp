@@ -6,8 +6,10 @@
 #include <memory>
 
 #include "cli/commands.h"
+#include "cli/loss_policy.h"
 #include "cli/options.h"
 #include "cli/session_common.h"
+#include "cli/session_options.h"
 #include "common/error.h"
 #include "common/system.h"
 #include "ledger/store.h"
@@ -35,45 +37,56 @@ const char* kWatchUsage =
 
 int cmd_watch(const Args& args) {
   po::options_description desc("options");
-  std::string db, ring = "16M";
+  SessionOptions so;
   std::vector<std::string> paths;
   double duration = 0;
   desc.add_options()("help,h", "show this help")(
       "cgroup", po::value(&paths)->required(), "cgroup v2 directory to watch (repeatable, up to 8)")(
-      "db", po::value(&db)->required(), "SQLite record to write (created if missing)")(
       "duration", po::value(&duration)->default_value(0),
-      "stop after this many seconds (0: until SIGINT/SIGTERM)")(
-      "ring-size", po::value(&ring)->default_value(ring),
-      "BPF ring buffer size: a power of two from 64K to 1G")(
-      "verbose,v", po::bool_switch(), "print libbpf's messages");
+      "stop after this many seconds (0: until SIGINT/SIGTERM)");
+  so.add_to(desc);
   po::variables_map vm;
   if (!parse_options(args, desc, kWatchUsage, vm)) return 0;
   if (paths.size() > FR_MAX_CGROUPS)
     throw UsageError("at most " + std::to_string(FR_MAX_CGROUPS) + " --cgroup paths");
   if (!(duration >= 0) || duration > 1e9) throw UsageError("--duration must be >= 0 seconds");
-  size_t ring_bytes = parse_size(ring, "--ring-size");
-  if (!probe::valid_ring_size(ring_bytes))
-    throw UsageError("--ring-size must be a power of two from 64K to 1G");
+  so.validate(vm);
 
+  probe::require_recording_features();
+  auto key = so.load_key();
+  std::vector<sandbox::Cgroup> cgroups;
+  for (const auto& p : paths) cgroups.push_back(sandbox::Cgroup::open(p));
   // Before any thread exists, so that every thread inherits the mask and
   // SIGINT/SIGTERM arrive only through the signalfd.
   int sigfd = block_termination_signals();
-  probe::require_recording_features();
-  std::vector<sandbox::Cgroup> cgroups;
-  for (const auto& p : paths) cgroups.push_back(sandbox::Cgroup::open(p));
-  ledger::Store store(db, ledger::Store::Mode::Write);
+  ledger::Store store(so.db, ledger::Store::Mode::Write);
 
   recorder::Recorder* rec_ptr = nullptr;
   probe::CaptureOptions copts;
   for (const auto& cg : cgroups) copts.cgroup_fds.push_back(cg.fd());
-  copts.ring_bytes = ring_bytes;
-  copts.verbose = vm["verbose"].as<bool>();
+  copts.ring_bytes = so.ring_bytes();
+  copts.verbose = so.verbose;
   probe::Capture capture(copts, [&](const void* d, size_t n) { rec_ptr->on_record(d, n); });
-  recorder::Recorder rec(store, {"watch", {}, paths, ring_bytes});
+  recorder::SessionMeta meta;
+  meta.mode = "watch";
+  meta.cgroups = paths;
+  so.fill(meta);
+  meta.capture = capture.attached();
+  meta.key = key.get();
+  recorder::Recorder rec(store, meta);
   rec_ptr = &rec;
   recorder::EventLoop loop(capture, rec);
-
+  std::vector<sandbox::Cgroup*> watched;
+  for (auto& cg : cgroups) watched.push_back(&cg);
+  LossPolicy loss(so.on_loss, capture, rec, watched);
   std::string reason = "stopped by signal";
+  loop.after_consume([&] {
+    if (loss.check()) {
+      reason = "events were lost and --on-loss kill ended the session";
+      loop.stop();
+    }
+  });
+
   loop.watch_fd(sigfd, [&] {
     if (int sig = read_signal(sigfd)) {
       reason = std::string("stopped by signal ") + sigabbrev_np(sig);

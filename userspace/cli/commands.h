@@ -18,5 +18,8 @@ int cmd_watch(const Args& args);
 int cmd_query(const Args& args);
 int cmd_verify(const Args& args);
 int cmd_probe(const Args& args);
+int cmd_keygen(const Args& args);
+int cmd_export(const Args& args);
+int cmd_prove(const Args& args);
 
 }  // namespace flightrec::cli

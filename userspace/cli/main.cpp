@@ -15,7 +15,10 @@ commands:
   run      run a command in its own cgroup and record everything it does
   watch    record what the processes of existing cgroups do (e.g. a pod)
   query    print recorded entries (JSON Lines with --json)
-  verify   recompute a record's hashes and chain; exit 0 OK, 1 bad, 2 usage
+  verify   check a record or bundle: hashes, chain, Merkle roots, signatures
+  export   write one session as a signed bundle (JSON or JSON Lines)
+  prove    print an RFC 9162 inclusion or consistency proof
+  keygen   create the Ed25519 key that signs checkpoints
   probe    show which kernel features load on this machine
 
 'flightrec COMMAND --help' explains each command.)";
@@ -36,6 +39,9 @@ int main(int argc, char** argv) {
     if (command == "query") return cmd_query(args);
     if (command == "verify") return cmd_verify(args);
     if (command == "probe") return cmd_probe(args);
+    if (command == "keygen") return cmd_keygen(args);
+    if (command == "export") return cmd_export(args);
+    if (command == "prove") return cmd_prove(args);
     if (command == "--help" || command == "-h" || command == "help") {
       std::cout << kUsage << "\n";
       return 0;

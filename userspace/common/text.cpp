@@ -55,6 +55,53 @@ std::string base64_encode(std::string_view bytes) {
   return out;
 }
 
+std::optional<std::string> base64_decode(std::string_view text) {
+  auto value = [](char c) -> int {
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    if (c == '+') return 62;
+    if (c == '/') return 63;
+    return -1;
+  };
+  if (text.size() % 4 != 0) return std::nullopt;
+  std::string out;
+  out.reserve(text.size() / 4 * 3);
+  for (size_t i = 0; i < text.size(); i += 4) {
+    bool last = i + 4 == text.size();
+    int pad = last ? (text[i + 3] == '=') + (text[i + 2] == '=') : 0;
+    if (pad == 1 && text[i + 2] == '=') return std::nullopt;  // "x=x=" is not padding
+    uint32_t v = 0;
+    for (int k = 0; k < 4 - pad; ++k) {
+      int d = value(text[i + k]);
+      if (d < 0) return std::nullopt;
+      v |= uint32_t(d) << (18 - 6 * k);
+    }
+    out += char(v >> 16);
+    if (pad < 2) out += char((v >> 8) & 0xff);
+    if (pad < 1) out += char(v & 0xff);
+    // Canonical encodings only: the bits the padding drops must be zero.
+    if ((pad == 1 && (v & 0xff)) || (pad == 2 && (v & 0xffff))) return std::nullopt;
+  }
+  return out;
+}
+
+std::optional<std::string> hex_decode(std::string_view text) {
+  auto value = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return -1;
+  };
+  if (text.size() % 2) return std::nullopt;
+  std::string out;
+  for (size_t i = 0; i < text.size(); i += 2) {
+    int hi = value(text[i]), lo = value(text[i + 1]);
+    if (hi < 0 || lo < 0) return std::nullopt;
+    out += char(hi << 4 | lo);
+  }
+  return out;
+}
+
 std::string hex_encode(std::string_view bytes) {
   static const char digits[] = "0123456789abcdef";
   std::string out;
@@ -64,6 +111,39 @@ std::string hex_encode(std::string_view bytes) {
     out += digits[uint8_t(c) & 15];
   }
   return out;
+}
+
+void append_json_string(std::string& out, std::string_view s) {
+  static const char hex[] = "0123456789abcdef";
+  out += '"';
+  size_t plain = 0;  // most strings need no escape: copy runs in one go
+  while (plain < s.size()) {
+    auto c = static_cast<unsigned char>(s[plain]);
+    if (c < 0x20 || c == '"' || c == '\\') break;
+    ++plain;
+  }
+  out.append(s.data(), plain);
+  for (char ch : s.substr(plain)) {
+    auto c = static_cast<unsigned char>(ch);
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\b': out += "\\b"; break;
+      case '\f': out += "\\f"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (c < 0x20) {
+          out += "\\u00";
+          out += hex[c >> 4];
+          out += hex[c & 15];
+        } else {
+          out += ch;
+        }
+    }
+  }
+  out += '"';
 }
 
 }  // namespace flightrec

@@ -26,39 +26,6 @@ std::string Entry::type() const {
   return v && std::holds_alternative<std::string>(*v) ? std::get<std::string>(*v) : "";
 }
 
-void append_json_string(std::string& out, std::string_view s) {
-  static const char hex[] = "0123456789abcdef";
-  out += '"';
-  size_t plain = 0;  // most strings need no escape: copy runs in one go
-  while (plain < s.size()) {
-    auto c = static_cast<unsigned char>(s[plain]);
-    if (c < 0x20 || c == '"' || c == '\\') break;
-    ++plain;
-  }
-  out.append(s.data(), plain);
-  for (char ch : s.substr(plain)) {
-    auto c = static_cast<unsigned char>(ch);
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20) {
-          out += "\\u00";
-          out += hex[c >> 4];
-          out += hex[c & 15];
-        } else {
-          out += ch;
-        }
-    }
-  }
-  out += '"';
-}
-
 namespace {
 
 template <typename T>

@@ -54,7 +54,5 @@ class Entry {
   std::deque<std::string> keys_;  // stable storage for made keys
 };
 
-// Appends s as a JSON string in canonical form (RFC 8785 escaping).
-void append_json_string(std::string& out, std::string_view s);
 
 }  // namespace flightrec::events

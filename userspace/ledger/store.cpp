@@ -26,7 +26,7 @@ struct Stmt {
 
 const char* kSchema = R"sql(
 CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
-INSERT INTO meta VALUES ('format', 'flightrec-record'), ('format_version', '1');
+INSERT INTO meta VALUES ('format', 'flightrec-record'), ('format_version', '2');
 CREATE TABLE sessions(
   id INTEGER PRIMARY KEY AUTOINCREMENT,
   mode TEXT NOT NULL,
@@ -46,6 +46,11 @@ CREATE TABLE entries(
   chain BLOB NOT NULL,
   session INTEGER GENERATED ALWAYS AS (id >> 40) VIRTUAL,
   seq INTEGER GENERATED ALWAYS AS (id & 1099511627775) VIRTUAL);
+CREATE TABLE checkpoints(
+  session INTEGER NOT NULL,
+  tree_size INTEGER NOT NULL,
+  note TEXT NOT NULL,
+  PRIMARY KEY(session, tree_size));
 )sql";
 
 }  // namespace
@@ -85,6 +90,7 @@ Store::Store(const std::string& path, Mode mode) : path_(path) {
 
 Store::~Store() {
   sqlite3_finalize(insert_);
+  sqlite3_finalize(insert_checkpoint_);
   if (db_) sqlite3_close(db_);
 }
 
@@ -185,6 +191,30 @@ void Store::insert_entry(const EntryRow& e) {
   int rc = sqlite3_step(insert_);
   sqlite3_reset(insert_);
   if (rc != SQLITE_DONE) fail("cannot insert entry");
+}
+
+void Store::insert_checkpoint(int64_t session, uint64_t tree_size, const std::string& note) {
+  if (!insert_checkpoint_ &&
+      sqlite3_prepare_v2(db_, "INSERT INTO checkpoints(session, tree_size, note) VALUES (?,?,?)", -1,
+                         &insert_checkpoint_, nullptr) != SQLITE_OK)
+    fail("cannot prepare insert");
+  sqlite3_bind_int64(insert_checkpoint_, 1, session);
+  sqlite3_bind_int64(insert_checkpoint_, 2, int64_t(tree_size));
+  sqlite3_bind_text(insert_checkpoint_, 3, note.data(), int(note.size()), SQLITE_STATIC);
+  int rc = sqlite3_step(insert_checkpoint_);
+  sqlite3_reset(insert_checkpoint_);
+  if (rc != SQLITE_DONE) fail("cannot insert checkpoint");
+}
+
+std::vector<CheckpointRow> Store::checkpoints(int64_t session) {
+  std::vector<CheckpointRow> out;
+  Stmt s(db_, "SELECT tree_size, note FROM checkpoints WHERE session=? ORDER BY tree_size");
+  sqlite3_bind_int64(s.s, 1, session);
+  int rc;
+  while ((rc = sqlite3_step(s.s)) == SQLITE_ROW)
+    out.push_back({sqlite3_column_int64(s.s, 0), s.text(1)});
+  if (rc != SQLITE_DONE) fail("cannot read checkpoints");
+  return out;
 }
 
 std::vector<SessionRow> Store::sessions() {

@@ -35,6 +35,11 @@ struct EntryRow {
   std::string chain;     // 32 raw bytes as stored
 };
 
+struct CheckpointRow {
+  int64_t tree_size = 0;
+  std::string note;  // signed note text
+};
+
 struct EntryFilter {
   std::optional<int64_t> session;
   std::vector<std::string> types;  // any of these; empty: all
@@ -59,6 +64,9 @@ class Store {
   void commit();
   void insert_entry(const EntryRow& e);
 
+  void insert_checkpoint(int64_t session, uint64_t tree_size, const std::string& note);
+  std::vector<CheckpointRow> checkpoints(int64_t session);  // by tree size
+
   std::vector<SessionRow> sessions();
   // Entries in (session, seq) order; stops when fn returns false.
   void for_each_entry(const EntryFilter& filter, const std::function<bool(const EntryRow&)>& fn);
@@ -74,9 +82,10 @@ class Store {
   std::string path_;
   sqlite3* db_ = nullptr;
   sqlite3_stmt* insert_ = nullptr;
+  sqlite3_stmt* insert_checkpoint_ = nullptr;
 };
 
-constexpr int kFormatVersion = 1;
+constexpr int kFormatVersion = 2;
 // An entry's row id is session << kSeqBits | seq.
 constexpr int kSeqBits = 40;
 constexpr int64_t kMaxSeq = int64_t(1) << kSeqBits;

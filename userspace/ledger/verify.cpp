@@ -1,123 +1,208 @@
 #include "ledger/verify.h"
 
-#include <nlohmann/json.hpp>
-
-#include "ledger/hash.h"
+#include "common/text.h"
 
 namespace flightrec::ledger {
-namespace {
 
-bool has_float(const nlohmann::json& j) {
-  if (j.is_number_float()) return true;
-  if (j.is_structured())
-    for (const auto& v : j)
-      if (has_float(v)) return true;
+std::string canonical_problem(const std::string& body) { return check_canonical(body, nullptr); }
+
+SessionVerifier::SessionVerifier(int64_t session, const VerifierKey* pinned,
+                                 std::optional<std::string> external)
+    : session_(session), pinned_(pinned), external_text_(std::move(external)) {}
+
+bool SessionVerifier::fail(std::string where, int64_t seq, std::string reason) {
+  if (v_.ok) {
+    v_.ok = false;
+    v_.where = std::move(where);
+    v_.bad_seq = seq;
+    v_.reason = std::move(reason);
+  }
   return false;
 }
 
-bool field_is(const nlohmann::json& j, const char* key, int64_t want) {
-  auto it = j.find(key);
-  return it != j.end() && it->is_number_integer() && it->get<int64_t>() == want;
+bool SessionVerifier::add_entry(std::string_view body, const std::string* stored_leaf,
+                                const std::string* stored_chain) {
+  if (!v_.ok) return false;
+  int64_t seq = count_ + 1;
+  std::string at = entry_name(seq);
+  Hash leaf = leaf_hash(body);
+  if (stored_leaf && *stored_leaf != as_bytes(leaf))
+    return fail(at, seq, "content does not match its stored leaf hash (entry was altered)");
+  if (std::string why = check_canonical(body, &top_); !why.empty()) return fail(at, seq, why);
+  if (top_.integer("seq") != seq || top_.integer("session") != session_)
+    return fail(at, seq,
+                "entry says it is session " + std::string(top_.raw("session").value_or("?")) +
+                    " entry " + std::string(top_.raw("seq").value_or("?")) +
+                    " (entries were removed, inserted, reordered or spliced in)");
+  auto type = top_.string("type");
+  if (!type) return fail(at, seq, "entry has no type");
+  if (ended_) return fail(at, seq, "entry after the session's end");
+  if (seq == 1) {
+    if (*type != "genesis") return fail(at, seq, "the first entry is not the genesis entry");
+    auto origin = top_.string("origin");
+    if (!origin || origin->empty()) return fail(at, seq, "genesis entry has no origin");
+    v_.origin = *origin;
+    if (auto vkey = top_.string("public_key")) {
+      record_key_ = VerifierKey::parse(*vkey);
+      if (!record_key_) return fail(at, seq, "genesis entry's public key is malformed");
+    }
+    if (pinned_ && (!record_key_ || record_key_->vkey() != pinned_->vkey()))
+      return fail(at, seq, "the record names another signing key (" +
+                               (record_key_ ? record_key_->vkey() : std::string("none")) +
+                               ") than the one given (" + pinned_->vkey() + ")");
+    if (external_text_) {
+      std::string why;
+      auto note = parse_note(*external_text_, &why);
+      if (!note) return fail("saved checkpoint", 0, why);
+      const VerifierKey* key = pinned_ ? pinned_ : record_key_ ? &*record_key_ : nullptr;
+      if (!key) return fail("saved checkpoint", 0, "the record is unsigned, so a saved checkpoint cannot be checked");
+      if (std::string bad = check_signature(*note, *key); !bad.empty()) return fail("saved checkpoint", 0, bad);
+      external_ = parse_checkpoint(note->text, &why);
+      if (!external_) return fail("saved checkpoint", 0, why);
+      if (external_->origin != v_.origin) external_.reset();  // another session's
+      else v_.external_matched = true;
+    }
+  } else if (*type == "genesis") {
+    return fail(at, seq, "a second genesis entry");
+  }
+  Hash chain = chain_next(head_, leaf);
+  if (stored_chain && *stored_chain != as_bytes(chain))
+    return fail(at, seq, "chain hash does not follow from the previous entry");
+  head_ = chain;
+  if (*type == "lost") {
+    ++v_.gaps;
+    v_.lost += top_.unsigned_integer("lost").value_or(0);
+  }
+  if (*type == "session_end") ended_ = true;
+  tree_.append(leaf);
+  count_ = seq;
+  v_.entries = seq;
+  if (external_ && external_->size == uint64_t(seq)) {
+    external_root_seen_ = tree_.root();
+    external_chain_seen_ = head_;
+  }
+  return true;
 }
 
-}  // namespace
-
-std::string canonical_problem(const std::string& body) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(body);
-  } catch (const std::exception&) {
-    return "entry is not valid JSON";
+bool SessionVerifier::add_checkpoint(std::string_view text) {
+  if (!v_.ok) return false;
+  std::string at = "checkpoint at size " + std::to_string(count_);
+  std::string why;
+  auto note = parse_note(text, &why);
+  if (!note) return fail(at, 0, why);
+  auto c = parse_checkpoint(note->text, &why);
+  if (!c) return fail(at, 0, why);
+  at = "checkpoint at size " + std::to_string(c->size);
+  if (c->size != uint64_t(count_))
+    return fail(at, 0, "it claims " + std::to_string(c->size) + " entries where " +
+                           std::to_string(count_) + " precede it");
+  if (c->origin != v_.origin) return fail(at, 0, "it is for another log (" + c->origin + ")");
+  const VerifierKey* key = pinned_ ? pinned_ : record_key_ ? &*record_key_ : nullptr;
+  if (key) {
+    if (std::string bad = check_signature(*note, *key); !bad.empty()) return fail(at, 0, bad);
+    ++v_.signed_checkpoints;
+  } else if (!note->signatures.empty()) {
+    return fail(at, 0, "signed, but the record names no key to check it with");
   }
-  if (!j.is_object()) return "entry is not a JSON object";
-  if (has_float(j)) return "entry holds a non-integer number";
-  // nlohmann keeps keys sorted by bytes and escapes as RFC 8785 does, so
-  // a canonical body survives a round trip unchanged.
-  try {
-    if (j.dump() != body) return "entry is not in canonical form";
-  } catch (const std::exception&) {
-    return "entry is not valid UTF-8";
-  }
-  return "";
+  if (c->root != tree_.root())
+    return fail(at, 0, "its root hash is not the root of the entries it covers");
+  if (!c->chain || *c->chain != head_) return fail(at, 0, "its chain head is not the chain of the entries it covers");
+  ++v_.checkpoints;
+  v_.last_checkpoint = c->size;
+  return true;
 }
 
-VerifyResult verify_store(Store& store, std::optional<int64_t> only_session) {
-  VerifyResult res;
-  auto fail = [&](int64_t session, int64_t seq, std::string why) {
-    if (!res.ok) return;
-    res.ok = false;
-    res.bad_session = session;
-    res.bad_seq = seq;
-    res.reason = std::move(why);
-  };
+void SessionVerifier::missing_entry(int64_t next_stored) {
+  fail(entry_name(count_ + 1), count_ + 1,
+       "entry is missing (the next stored entry is " + std::to_string(next_stored) + ")");
+}
 
+void SessionVerifier::checkpoint_beyond_end(uint64_t tree_size) {
+  fail("checkpoint at size " + std::to_string(tree_size), 0,
+       "it covers more entries than the record holds (" + std::to_string(count_) +
+           "): entries were removed from the end");
+}
+
+const SessionVerdict& SessionVerifier::finish() {
+  if (finished_) return v_;
+  finished_ = true;
+  if (!v_.ok) return v_;
+  const VerifierKey* key = pinned_ ? pinned_ : record_key_ ? &*record_key_ : nullptr;
+  if (key) {
+    v_.key = key->vkey();
+    v_.key_from_record = !pinned_;
+  }
+  if (count_ == 0) {
+    fail("", 0, "session has no entries");
+    return v_;
+  }
+  if (external_) {
+    if (external_->size > uint64_t(count_)) {
+      fail("saved checkpoint", 0,
+           "the record holds " + std::to_string(count_) + " entries but a checkpoint saved elsewhere covers " +
+               std::to_string(external_->size) + ": the record was truncated or rolled back");
+    } else if (external_->size > 0 &&
+               (external_root_seen_ != external_->root ||
+                (external_->chain && external_chain_seen_ != external_->chain))) {
+      fail("saved checkpoint", 0,
+           "the first " + std::to_string(external_->size) +
+               " entries differ from what the checkpoint saved elsewhere signed: history was rewritten");
+    }
+  }
+  if (!v_.ok) return v_;
+  if (ended_ && v_.last_checkpoint != uint64_t(count_)) {
+    fail("entry " + std::to_string(count_), count_,
+         "the session's end is not covered by a checkpoint (the last covers " +
+             std::to_string(v_.last_checkpoint) + " of " + std::to_string(count_) +
+             " entries): its end checkpoint was removed or entries were added");
+    return v_;
+  }
+  v_.terminated = ended_;
+  return v_;
+}
+
+StoreVerdict verify_store(Store& store, std::optional<int64_t> only_session, const VerifierKey* pinned,
+                          std::optional<std::string> external) {
+  StoreVerdict out;
+  bool external_matched = false;
   for (const SessionRow& s : store.sessions()) {
     if (only_session && s.id != *only_session) continue;
-    ++res.sessions;
-    int64_t expected = 1;
-    Hash head = kChainStart;
+    SessionVerifier v(s.id, pinned, external);
+    auto checkpoints = store.checkpoints(s.id);
+    size_t next_cp = 0;
+    auto feed_checkpoints = [&] {
+      while (next_cp < checkpoints.size() && checkpoints[next_cp].tree_size == v.entries())
+        v.add_checkpoint(checkpoints[next_cp++].note);
+    };
     EntryFilter f;
     f.session = s.id;
+    feed_checkpoints();
     store.for_each_entry(f, [&](const EntryRow& e) {
-      if (e.seq != expected) {
-        if (e.seq > expected)
-          fail(s.id, expected, "entry is missing (the next stored entry is " +
-                                   std::to_string(e.seq) + ")");
-        else
-          fail(s.id, e.seq, "entry is out of order");
+      if (e.seq != v.entries() + 1) {
+        v.missing_entry(e.seq);
         return false;
       }
-      Hash leaf = leaf_hash(e.body);
-      if (e.leaf != as_bytes(leaf)) {
-        fail(s.id, e.seq, "content does not match its stored leaf hash (entry was altered)");
-        return false;
-      }
-      if (std::string why = canonical_problem(e.body); !why.empty()) {
-        fail(s.id, e.seq, why);
-        return false;
-      }
-      auto j = nlohmann::json::parse(e.body);
-      if (!field_is(j, "seq", e.seq) || !field_is(j, "session", s.id)) {
-        fail(s.id, e.seq, "entry names another position (seq/session fields disagree; moved or spliced)");
-        return false;
-      }
-      auto type = j.find("type");
-      if (type == j.end() || !type->is_string() || type->get<std::string>() != e.type) {
-        fail(s.id, e.seq, "type column disagrees with the entry");
-        return false;
-      }
-      Hash chain = chain_next(head, leaf);
-      if (e.chain != as_bytes(chain)) {
-        fail(s.id, e.seq, "chain hash does not follow from the previous entry");
-        return false;
-      }
-      head = chain;
-      ++expected;
-      ++res.entries;
+      if (!v.add_entry(e.body, &e.leaf, &e.chain)) return false;
+      feed_checkpoints();
       return true;
     });
-    if (!res.ok) return res;
-    int64_t count = expected - 1;
-    if (count == 0) {
-      fail(s.id, 0, "session has no entries");
-      return res;
-    }
-    if (!s.end_real_ns) {
-      ++res.unterminated;
-      continue;
-    }
-    if (s.entry_count && *s.entry_count != count) {
-      fail(s.id, count + 1,
-           "session closed with " + std::to_string(*s.entry_count) + " entries but " +
-               std::to_string(count) + " are stored (tail removed or added)");
-      return res;
-    }
-    if (s.chain_head && *s.chain_head != to_hex(head)) {
-      fail(s.id, count, "last chain hash differs from the session's closing chain head");
-      return res;
+    if (v.verdict().ok && next_cp < checkpoints.size()) v.checkpoint_beyond_end(uint64_t(checkpoints[next_cp].tree_size));
+    out.sessions.emplace_back(s.id, v.finish());
+    external_matched = external_matched || v.verdict().external_matched;
+    if (!out.sessions.back().second.ok) {
+      out.ok = false;
+      out.bad_session = s.id;
+      return out;
     }
   }
-  return res;
+  if (external && !external_matched && !out.sessions.empty()) {
+    auto& last = out.sessions.back().second;
+    last.ok = out.ok = false;
+    last.where = "saved checkpoint";
+    last.reason = "it belongs to none of the sessions verified (another origin)";
+    out.bad_session = out.sessions.back().first;
+  }
+  return out;
 }
 
 }  // namespace flightrec::ledger

@@ -1,29 +1,89 @@
 #pragma once
-// Recomputes a record from its stored bytes: canonical form, leaf hashes,
-// the hash chain, sequence numbers and each session's closing summary.
+// Verification of one session's record, fed entry by entry (from SQLite or
+// from a bundle): canonical form, leaf hashes, the hash chain, the Merkle
+// tree, every checkpoint's signature, root and size, and the end.
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
+#include "ledger/canonical.h"
+#include "ledger/checkpoint.h"
+#include "ledger/keys.h"
+#include "ledger/merkle.h"
 #include "ledger/store.h"
 
 namespace flightrec::ledger {
 
-struct VerifyResult {
+struct SessionVerdict {
   bool ok = true;
-  int64_t sessions = 0;
-  int64_t entries = 0;
-  int64_t unterminated = 0;     // sessions without a clean end
-  // The first failure: which entry (seq 0 for the session as a whole) and why.
-  int64_t bad_session = 0;
-  int64_t bad_seq = 0;
+  std::string where;      // "entry 812" or "checkpoint at size 3000"; empty for the session
+  int64_t bad_seq = 0;    // the entry named, if any
   std::string reason;
+
+  int64_t entries = 0;
+  int64_t checkpoints = 0;
+  int64_t signed_checkpoints = 0;
+  int64_t gaps = 0;       // "lost" entries
+  uint64_t lost = 0;      // events they count
+  bool terminated = false;           // ends with session_end covered by a checkpoint
+  uint64_t last_checkpoint = 0;      // tree size
+  std::string key;                   // vkey the signatures were checked with
+  bool key_from_record = false;      // no --pubkey: the key named in the genesis entry
+  std::string origin;
+  bool external_matched = false;     // a saved checkpoint of this session was checked
 };
 
-VerifyResult verify_store(Store& store, std::optional<int64_t> only_session = std::nullopt);
+class SessionVerifier {
+ public:
+  // `pinned`: the key the checkpoints must be signed with (nullptr: the key
+  // the genesis entry names). `external`: a checkpoint kept elsewhere.
+  SessionVerifier(int64_t session, const VerifierKey* pinned, std::optional<std::string> external);
 
-// Checks that `body` is canonical JSON per docs/FORMAT.md; returns the
-// problem, or "" when it is.
+  // Entry seq = entries()+1. stored_leaf/stored_chain: what the database
+  // holds next to the entry (nullptr for bundles). Returns false once failed.
+  bool add_entry(std::string_view body, const std::string* stored_leaf = nullptr,
+                 const std::string* stored_chain = nullptr);
+  // A checkpoint that covers exactly the entries added so far.
+  bool add_checkpoint(std::string_view note);
+  // The database skips from entries()+1 to next_stored.
+  void missing_entry(int64_t next_stored);
+  // A checkpoint that claims more entries than the record holds.
+  void checkpoint_beyond_end(uint64_t tree_size);
+  const SessionVerdict& finish();
+
+  int64_t entries() const { return count_; }
+  const SessionVerdict& verdict() const { return v_; }
+
+ private:
+  bool fail(std::string where, int64_t seq, std::string reason);
+  std::string entry_name(int64_t seq) const { return "entry " + std::to_string(seq); }
+
+  int64_t session_;
+  const VerifierKey* pinned_;
+  std::optional<VerifierKey> record_key_;
+  std::optional<std::string> external_text_;
+  std::optional<Checkpoint> external_;
+  std::optional<Hash> external_root_seen_, external_chain_seen_;
+  SessionVerdict v_;
+  int64_t count_ = 0;
+  Hash head_ = kChainStart;
+  CompactTree tree_;
+  bool ended_ = false;  // session_end seen
+  bool finished_ = false;
+  TopLevel top_;
+};
+
+// Every session in a database (or one). Stops at the first failure.
+struct StoreVerdict {
+  bool ok = true;
+  int64_t bad_session = 0;
+  std::vector<std::pair<int64_t, SessionVerdict>> sessions;
+};
+StoreVerdict verify_store(Store& store, std::optional<int64_t> only_session,
+                          const VerifierKey* pinned, std::optional<std::string> external);
+
+// "" when `body` is canonical JSON per docs/FORMAT.md, else why not.
 std::string canonical_problem(const std::string& body);
 
 }  // namespace flightrec::ledger

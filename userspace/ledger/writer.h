@@ -12,7 +12,9 @@
 #include <thread>
 #include <vector>
 
+#include "ledger/checkpoint.h"
 #include "ledger/hash.h"
+#include "ledger/merkle.h"
 #include "ledger/store.h"
 
 namespace flightrec::ledger {
@@ -34,10 +36,15 @@ class SessionWriter {
   int64_t next_seq() const { return count_ + 1; }
   int64_t count() const { return count_; }
   const Hash& head() const { return head_; }
-  size_t pending() const { return batch_.size(); }
+  size_t pending() const { return batch_.entries.size(); }
+
+  uint64_t checkpointed() const { return checkpointed_; }  // tree size of the last checkpoint
 
   // `canonical` must carry "seq": next_seq() and "session": session().
   void append(std::string canonical, const std::string& type, int64_t pid);
+  // Signs (if key) a checkpoint of everything appended so far; it is stored
+  // in the same transaction as the entries it covers.
+  void checkpoint(const std::string& origin, const SigningKey* key);
   void submit();  // hand the open batch to the writer thread
   void flush();   // submit and wait until everything is committed; rethrows its errors
 
@@ -49,11 +56,17 @@ class SessionWriter {
   int64_t session_;
   int64_t count_ = 0;
   Hash head_ = kChainStart;
-  std::vector<EntryRow> batch_;
+  CompactTree tree_;
+  uint64_t checkpointed_ = 0;
+  struct Batch {
+    std::vector<EntryRow> entries;
+    std::vector<CheckpointRow> checkpoints;
+  };
+  Batch batch_;
 
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::vector<EntryRow>> queue_;
+  std::deque<Batch> queue_;
   bool busy_ = false;
   bool closing_ = false;
   std::exception_ptr failure_;

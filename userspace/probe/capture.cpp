@@ -2,6 +2,7 @@
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -67,6 +68,15 @@ Capture::Capture(const CaptureOptions& opts, Handler handler) : handler_(std::mo
     }
     ring_ = ring_buffer__new(bpf_map__fd(skel_->maps.fr_events), on_record, this, nullptr);
     if (!ring_) throw Error(errno_message("cannot map the ring buffer", errno));
+    long page = sysconf(_SC_PAGESIZE);
+    int ring_fd = bpf_map__fd(skel_->maps.fr_events);
+    void* cons = mmap(nullptr, size_t(page), PROT_READ, MAP_SHARED, ring_fd, 0);
+    void* prod = mmap(nullptr, size_t(page), PROT_READ, MAP_SHARED, ring_fd, page);
+    if (cons == MAP_FAILED || prod == MAP_FAILED)
+      throw Error(errno_message("cannot map the ring buffer positions", errno));
+    consumer_pos_ = static_cast<const volatile unsigned long*>(cons);
+    producer_pos_ = static_cast<const volatile unsigned long*>(prod);
+    ring_bytes_ = opts.ring_bytes;
     if (int err = flightrec_bpf__attach(skel_))
       throw Error(errno_message("cannot attach flightrec's BPF programs", -err));
   } catch (...) {
@@ -77,6 +87,9 @@ Capture::Capture(const CaptureOptions& opts, Handler handler) : handler_(std::mo
 }
 
 Capture::~Capture() {
+  long page = sysconf(_SC_PAGESIZE);
+  if (consumer_pos_) munmap(const_cast<unsigned long*>(consumer_pos_), size_t(page));
+  if (producer_pos_) munmap(const_cast<unsigned long*>(producer_pos_), size_t(page));
   ring_buffer__free(ring_);
   flightrec_bpf__destroy(skel_);
 }
@@ -123,5 +136,19 @@ uint64_t Capture::program_misses() const {
 }
 
 void Capture::detach() { flightrec_bpf__detach(skel_); }
+
+double Capture::ring_fill() const {
+  if (!consumer_pos_ || !producer_pos_ || !ring_bytes_) return 0;
+  unsigned long prod = __atomic_load_n(producer_pos_, __ATOMIC_ACQUIRE);
+  unsigned long cons = __atomic_load_n(consumer_pos_, __ATOMIC_ACQUIRE);
+  return prod > cons ? double(prod - cons) / double(ring_bytes_) : 0.0;
+}
+
+std::vector<std::string> Capture::attached() const {
+  std::vector<std::string> out;
+  bpf_program* prog;
+  bpf_object__for_each_program(prog, skel_->obj) out.push_back(bpf_program__section_name(prog));
+  return out;
+}
 
 }  // namespace flightrec::probe

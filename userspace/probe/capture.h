@@ -37,11 +37,19 @@ class Capture {
   // Runs of our programs the kernel skipped to avoid nesting, since load.
   uint64_t program_misses() const;
   void detach();           // stop producing; consume() still drains
+  // Unread bytes in the ring buffer as a fraction of its size (0..1).
+  double ring_fill() const;
+  // "tp_btf/sys_enter", ...: what is attached, for the genesis entry.
+  std::vector<std::string> attached() const;
 
  private:
   static int on_record(void* ctx, void* data, size_t size);
   flightrec_bpf* skel_ = nullptr;
   ring_buffer* ring_ = nullptr;
+  // Read-only views of the ring's consumer and producer positions.
+  const volatile unsigned long* consumer_pos_ = nullptr;
+  const volatile unsigned long* producer_pos_ = nullptr;
+  size_t ring_bytes_ = 0;
   Handler handler_;
   int handled_ = 0;
 };

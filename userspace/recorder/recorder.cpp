@@ -1,10 +1,12 @@
 #include "recorder/recorder.h"
 
+#include <sys/random.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
+#include "common/error.h"
 #include "common/system.h"
 #include "common/text.h"
 
@@ -35,12 +37,30 @@ int64_t field_int(const events::Entry& e, const char* key) {
 
 }  // namespace
 
-Recorder::Recorder(ledger::Store& store, const SessionMeta& meta)
-    : store_(store), writer_(store, begin_session(store, meta)) {
-  ctx_.real_minus_mono_ns = int64_t(real_ns()) - int64_t(mono_ns());
-  drops_checked_ns_ = last_flush_ns_ = mono_ns();
+static std::string random_hex(size_t bytes) {
+  std::string raw(bytes, '\0');
+  if (getrandom(raw.data(), raw.size(), 0) != ssize_t(raw.size()))
+    throw Error(errno_message("getrandom", errno));
+  return hex_encode(raw);
+}
 
-  events::Entry e = own_entry("session_start");
+Recorder::Recorder(ledger::Store& store, const SessionMeta& meta)
+    : store_(store),
+      writer_(store, begin_session(store, meta)),
+      key_(meta.key),
+      checkpoint_entries_(meta.checkpoint_entries ? meta.checkpoint_entries : 1000),
+      checkpoint_ns_(meta.checkpoint_ms * 1'000'000ull) {
+  ctx_.real_minus_mono_ns = int64_t(real_ns()) - int64_t(mono_ns());
+  drops_checked_ns_ = last_flush_ns_ = last_checkpoint_ns_ = mono_ns();
+  // The log's name in every checkpoint: unique per session, so a checkpoint
+  // of one session can never pass for another's.
+  std::string host = host_name();
+  for (char& c : host)
+    if (!isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-' && c != '_') c = '_';
+  origin_ = "flightrec/" + host + "/" + random_hex(16);
+
+  events::Entry e = own_entry("genesis");
+  e.set("origin", origin_);
   e.set("mode", meta.mode);
   e.set_bytes("host", host_name());
   e.set_bytes("kernel", kernel_release());
@@ -58,12 +78,36 @@ Recorder::Recorder(ledger::Store& store, const SessionMeta& meta)
   }
   e.set("cgroups", meta.cgroups);
   e.set("ring_bytes", uint64_t(meta.ring_bytes));
-  e.set("capture", std::vector<std::string>{"tp_btf:sys_enter", "tp_btf:sys_exit",
-                                            "tp_btf:sched_process_fork",
-                                            "tp_btf:sched_process_exec",
-                                            "tp_btf:sched_process_exit"});
+  e.set("capture", meta.capture);
+  e.set("policy_name", meta.policy_name);
+  e.set_bytes("policy", meta.policy_text);
+  e.set("policy_sha256", ledger::to_hex(ledger::sha256(meta.policy_text)));
+  e.set("on_loss", meta.on_loss);
+  e.set("checkpoint_every_entries", checkpoint_entries_);
+  e.set("checkpoint_every_ms", uint64_t(meta.checkpoint_ms));
+  if (key_) {
+    e.set("public_key", key_->verifier().vkey());
+    e.set("key_id", key_->verifier().key_id_hex());
+  }
   append(e, getpid());
+  writer_.checkpoint(origin_, key_);
   writer_.flush();
+}
+
+void Recorder::checkpoint_if_due() {
+  uint64_t now = mono_ns();
+  uint64_t since = uint64_t(writer_.count()) - writer_.checkpointed();
+  if (since == 0) return;
+  if (since >= checkpoint_entries_ || (checkpoint_ns_ && now - last_checkpoint_ns_ >= checkpoint_ns_)) {
+    writer_.checkpoint(origin_, key_);
+    last_checkpoint_ns_ = now;
+  }
+}
+
+void Recorder::note(const char* type, const std::string& detail) {
+  events::Entry e = own_entry(type);
+  e.set("detail", detail);
+  append(e, getpid());
 }
 
 events::Entry Recorder::own_entry(const char* type) {
@@ -85,6 +129,7 @@ void Recorder::append(events::Entry& e, int64_t pid) {
   e.set("seq", writer_.next_seq());
   e.set("session", writer_.session());
   writer_.append(e.canonical(), e.type(), pid);
+  if (uint64_t(writer_.count()) - writer_.checkpointed() >= checkpoint_entries_) checkpoint_if_due();
 }
 
 void Recorder::on_record(const void* data, size_t size) {
@@ -141,6 +186,7 @@ void Recorder::finish(int64_t exit_status, const std::string& reason) {
   e.set("lost_total", lost_total_);
   e.set("entries_before", writer_.count());
   append(e, getpid());
+  writer_.checkpoint(origin_, key_);  // the end checkpoint covers session_end
   writer_.flush();
   store_.end_session(writer_.session(), int64_t(real_ns()), exit_status, writer_.count(),
                      ledger::to_hex(writer_.head()));

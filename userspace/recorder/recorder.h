@@ -5,6 +5,7 @@
 
 #include "events/decode.h"
 #include "events/entry.h"
+#include "ledger/keys.h"
 #include "ledger/store.h"
 #include "ledger/writer.h"
 
@@ -15,6 +16,13 @@ struct SessionMeta {
   std::vector<std::string> command;    // run: argv; watch: empty
   std::vector<std::string> cgroups;    // observed cgroup paths
   size_t ring_bytes = 0;
+  std::vector<std::string> capture;    // hooks actually attached
+  std::string policy_name = "none";
+  std::string policy_text;             // bound into the genesis entry with its SHA-256
+  std::string on_loss = "continue";
+  const ledger::SigningKey* key = nullptr;  // signs checkpoints; nullptr: unsigned
+  uint64_t checkpoint_entries = 1000;  // a checkpoint every this many entries...
+  uint64_t checkpoint_ms = 1000;       // ...or this often, whichever comes first
 };
 
 class Recorder {
@@ -31,6 +39,10 @@ class Recorder {
   // records a "lost" entry when any grew.
   void note_drops(const std::vector<uint64_t>& per_cpu, uint64_t program_misses);
   void note_cgroup_gone(const std::string& path);
+  // An entry flightrec writes about the session itself (freeze, thaw, ...).
+  void note(const char* type, const std::string& detail);
+  // Checkpoint now if entries or time since the last one call for it.
+  void checkpoint_if_due();
   void flush_if_due();
   void flush() { writer_.flush(); }
   // Writes session_end and closes the session row.
@@ -42,6 +54,10 @@ class Recorder {
 
   ledger::Store& store_;
   ledger::SessionWriter writer_;
+  const ledger::SigningKey* key_;
+  std::string origin_;
+  uint64_t checkpoint_entries_, checkpoint_ns_;
+  uint64_t last_checkpoint_ns_ = 0;
   events::DecodeContext ctx_;
   std::vector<uint64_t> drops_seen_;
   uint64_t misses_seen_ = 0;

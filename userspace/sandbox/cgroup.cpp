@@ -120,6 +120,15 @@ void Cgroup::kill_all() {
   }
 }
 
+void Cgroup::freeze(bool frozen) {
+  int fd = openat(fd_, "cgroup.freeze", O_WRONLY | O_CLOEXEC);
+  if (fd < 0) throw Error(errno_message("cannot open " + path_ + "/cgroup.freeze", errno));
+  bool ok = write(fd, frozen ? "1" : "0", 1) == 1;
+  int err = errno;
+  close(fd);
+  if (!ok) throw Error(errno_message(std::string("cannot ") + (frozen ? "freeze " : "thaw ") + path_, err));
+}
+
 void Cgroup::remove_if_owned() {
   if (!owned_) return;
   for (int i = 0; i < 200 && rmdir(path_.c_str()) != 0 && errno == EBUSY; ++i) usleep(5000);

@@ -30,6 +30,8 @@ class Cgroup {
   // Kills every process in it and below (cgroup.kill, or SIGKILL each
   // member until it is empty on kernels without cgroup.kill).
   void kill_all();
+  // Pauses (true) or resumes every process in it and below (cgroup.freeze).
+  void freeze(bool frozen);
   // Removes the directory if we created it (and it is empty).
   void remove_if_owned();
 

@@ -1,0 +1,64 @@
+#include "cli/loss_policy.h"
+
+#include <cstdio>
+
+namespace flightrec::cli {
+namespace {
+constexpr double kFreezeAbove = 0.5;
+constexpr double kThawBelow = 0.1;
+
+std::string percent(double fill) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.0f%%", fill * 100);
+  return buf;
+}
+}  // namespace
+
+LossPolicy::LossPolicy(std::string mode, probe::Capture& capture, recorder::Recorder& recorder,
+                       std::vector<sandbox::Cgroup*> cgroups)
+    : mode_(std::move(mode)), capture_(capture), recorder_(recorder), cgroups_(std::move(cgroups)) {}
+
+LossPolicy::~LossPolicy() {
+  if (!frozen_) return;
+  for (auto* cg : cgroups_) {
+    try {
+      cg->freeze(false);
+    } catch (...) {
+    }
+  }
+}
+
+void LossPolicy::set_frozen(bool frozen, const std::string& why) {
+  for (auto* cg : cgroups_) {
+    try {
+      cg->freeze(frozen);
+    } catch (const std::exception& e) {
+      recorder_.note("error", e.what());  // e.g. a watched cgroup that is gone
+    }
+  }
+  frozen_ = frozen;
+  recorder_.note(frozen ? "freeze" : "thaw", why);
+}
+
+bool LossPolicy::check() {
+  if (mode_ == "continue" || killed_) return killed_;
+  uint64_t lost = recorder_.lost_total();
+  bool new_loss = lost > lost_seen_;
+  lost_seen_ = lost;
+  if (mode_ == "kill") {
+    if (new_loss) {
+      killed_ = true;
+      for (auto* cg : cgroups_) cg->kill_all();
+    }
+    return killed_;
+  }
+  double fill = capture_.ring_fill();
+  if (!frozen_ && (fill >= kFreezeAbove || new_loss))
+    set_frozen(true, new_loss ? "events were lost; ring buffer " + percent(fill) + " full"
+                              : "ring buffer " + percent(fill) + " full");
+  else if (frozen_ && fill <= kThawBelow && !new_loss)
+    set_frozen(false, "ring buffer drained to " + percent(fill));
+  return false;
+}
+
+}  // namespace flightrec::cli

@@ -1,0 +1,176 @@
+#include "ledger/bundle.h"
+
+#include <algorithm>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "common/error.h"
+#include "common/text.h"
+
+namespace flightrec::ledger {
+namespace {
+
+constexpr int kBundleVersion = 1;
+
+std::string public_key_of(Store& store, int64_t session) {
+  EntryFilter f;
+  f.session = session;
+  std::string key;
+  store.for_each_entry(f, [&](const EntryRow& e) {
+    TopLevel top;
+    if (check_canonical(e.body, &top).empty()) key = top.string("public_key").value_or("");
+    return false;  // only the genesis entry
+  });
+  return key;
+}
+
+}  // namespace
+
+BundleVerdict verify_bundle_inner(const std::string& path, const VerifierKey* pinned,
+                                  std::optional<std::string> external);
+
+int64_t export_bundle(Store& store, int64_t session, std::ostream& out, BundleFormat format) {
+  bool found = false;
+  for (const auto& s : store.sessions()) found = found || s.id == session;
+  if (!found) throw Error("no session " + std::to_string(session) + " in " + store.path());
+  auto checkpoints = store.checkpoints(session);
+  std::string key = public_key_of(store, session);
+  EntryFilter f;
+  f.session = session;
+  int64_t n = 0;
+  std::string buf;
+  if (format == BundleFormat::Json) {
+    buf = "{\"checkpoints\":[";
+    for (size_t i = 0; i < checkpoints.size(); ++i) {
+      if (i) buf += ',';
+      append_json_string(buf, checkpoints[i].note);
+    }
+    buf += "],\"entries\":[";
+    out << buf;
+    store.for_each_entry(f, [&](const EntryRow& e) {
+      buf.clear();
+      if (n++) buf += ',';
+      append_json_string(buf, e.body);
+      out << buf;
+      return bool(out);
+    });
+    buf = "],\"format\":\"flightrec-bundle\",\"format_version\":" + std::to_string(kBundleVersion) +
+          ",\"public_key\":";
+    append_json_string(buf, key);
+    buf += ",\"session\":" + std::to_string(session) + "}\n";
+    out << buf;
+  } else {
+    buf = "{\"format\":\"flightrec-bundle-lines\",\"format_version\":" + std::to_string(kBundleVersion) +
+          ",\"public_key\":";
+    append_json_string(buf, key);
+    buf += ",\"session\":" + std::to_string(session) + "}\n";
+    out << buf;
+    size_t next_cp = 0;
+    auto put_checkpoints = [&] {
+      while (next_cp < checkpoints.size() && checkpoints[next_cp].tree_size == n) {
+        buf = "{\"checkpoint\":";
+        append_json_string(buf, checkpoints[next_cp++].note);
+        buf += "}\n";
+        out << buf;
+      }
+    };
+    store.for_each_entry(f, [&](const EntryRow& e) {
+      out << e.body << '\n';
+      ++n;
+      put_checkpoints();
+      return bool(out);
+    });
+  }
+  out.flush();
+  if (!out) throw Error("writing the bundle failed");
+  return n;
+}
+
+namespace {
+BundleVerdict require_external_match(BundleVerdict r, bool external) {
+  if (external && r.verdict.ok && !r.verdict.external_matched) {
+    r.verdict.ok = false;
+    r.verdict.where = "saved checkpoint";
+    r.verdict.reason = "it is for another log (its origin is not this session's)";
+  }
+  return r;
+}
+}  // namespace
+
+BundleVerdict verify_bundle(const std::string& path, const VerifierKey* pinned,
+                            std::optional<std::string> external) {
+  bool has_external = external.has_value();
+  return require_external_match(verify_bundle_inner(path, pinned, std::move(external)), has_external);
+}
+
+BundleVerdict verify_bundle_inner(const std::string& path, const VerifierKey* pinned,
+                                  std::optional<std::string> external) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error("cannot read " + path);
+  std::string first;
+  std::getline(in, first);
+  nlohmann::json header = nlohmann::json::parse(first, nullptr, false);
+  BundleVerdict out;
+  auto bad = [&](const std::string& why) {
+    out.verdict.ok = false;
+    out.verdict.reason = why;
+    return out;
+  };
+
+  if (header.is_object() && header.value("format", "") == "flightrec-bundle-lines") {
+    if (header.value("format_version", 0) != kBundleVersion) return bad("unsupported bundle version");
+    if (!header.contains("session") || !header["session"].is_number_integer()) return bad("bundle header has no session");
+    out.session = header["session"].get<int64_t>();
+    SessionVerifier v(out.session, pinned, std::move(external));
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.rfind("{\"checkpoint\":", 0) == 0) {
+        auto j = nlohmann::json::parse(line, nullptr, false);
+        if (!j.is_object() || !j["checkpoint"].is_string()) return bad("malformed checkpoint line");
+        if (!v.add_checkpoint(j["checkpoint"].get<std::string>())) break;
+      } else if (!v.add_entry(line)) {
+        break;
+      }
+    }
+    out.verdict = v.finish();
+    return out;
+  }
+
+  // One JSON document: read the rest and parse it whole.
+  std::string rest((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  nlohmann::json doc = nlohmann::json::parse(first + "\n" + rest, nullptr, false);
+  if (!doc.is_object() || doc.value("format", "") != "flightrec-bundle")
+    throw Error(path + " is not a flightrec bundle");
+  if (doc.value("format_version", 0) != kBundleVersion) return bad("unsupported bundle version");
+  if (!doc["session"].is_number_integer() || !doc["entries"].is_array() || !doc["checkpoints"].is_array())
+    return bad("bundle lacks session, entries or checkpoints");
+  out.session = doc["session"].get<int64_t>();
+  std::vector<std::pair<uint64_t, std::string>> checkpoints;
+  for (const auto& c : doc["checkpoints"]) {
+    if (!c.is_string()) return bad("a checkpoint is not a string");
+    std::string why, text = c.get<std::string>();
+    auto note = parse_note(text, &why);
+    auto cp = note ? parse_checkpoint(note->text, &why) : std::nullopt;
+    if (!cp) return bad("malformed checkpoint: " + why);
+    checkpoints.emplace_back(cp->size, std::move(text));
+  }
+  std::stable_sort(checkpoints.begin(), checkpoints.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  SessionVerifier v(out.session, pinned, std::move(external));
+  size_t next_cp = 0;
+  auto feed = [&] {
+    while (next_cp < checkpoints.size() && checkpoints[next_cp].first == uint64_t(v.entries()))
+      v.add_checkpoint(checkpoints[next_cp++].second);
+  };
+  feed();
+  for (const auto& e : doc["entries"]) {
+    if (!e.is_string()) return bad("an entry is not a string");
+    if (!v.add_entry(e.get_ref<const std::string&>())) break;
+    feed();
+  }
+  if (v.verdict().ok && next_cp < checkpoints.size()) v.checkpoint_beyond_end(checkpoints[next_cp].first);
+  out.verdict = v.finish();
+  return out;
+}
+
+}  // namespace flightrec::ledger

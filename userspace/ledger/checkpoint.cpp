@@ -1,0 +1,106 @@
+#include "ledger/checkpoint.h"
+
+#include <charconv>
+
+#include "common/text.h"
+
+namespace flightrec::ledger {
+namespace {
+
+constexpr std::string_view kDash = "\xe2\x80\x94 ";  // U+2014 EM DASH, then a space
+
+std::vector<std::string_view> lines_of(std::string_view text) {
+  std::vector<std::string_view> out;
+  while (!text.empty()) {
+    size_t nl = text.find('\n');
+    out.push_back(text.substr(0, nl));
+    text.remove_prefix(nl + 1);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string Checkpoint::body() const {
+  std::string out = origin + "\n" + std::to_string(size) + "\n" + base64_encode(as_bytes(root)) + "\n";
+  if (chain) out += "chain " + to_hex(*chain) + "\n";
+  return out;
+}
+
+std::optional<Note> parse_note(std::string_view note, std::string* why) {
+  auto fail = [&](const char* reason) {
+    *why = reason;
+    return std::nullopt;
+  };
+  if (note.size() > 1 << 20) return fail("note too large");
+  if (!is_valid_utf8(note)) return fail("note is not UTF-8");
+  if (note.empty() || note.back() != '\n') return fail("note does not end in a newline");
+  size_t split = note.find("\n\n");
+  Note n;
+  if (split == std::string_view::npos) {
+    n.text = std::string(note);  // an unsigned checkpoint: text only
+    return n;
+  }
+  n.text = std::string(note.substr(0, split + 1));
+  for (std::string_view line : lines_of(note.substr(split + 2))) {
+    if (line.substr(0, kDash.size()) != kDash) return fail("signature line does not start with an em dash");
+    line.remove_prefix(kDash.size());
+    size_t sp = line.find(' ');
+    if (sp == std::string_view::npos) return fail("signature line has no signature");
+    auto blob = base64_decode(line.substr(sp + 1));
+    if (!blob || blob->size() < 5) return fail("signature is not base64 of key hash and signature");
+    n.signatures.push_back({std::string(line.substr(0, sp)), blob->substr(0, 4), blob->substr(4)});
+  }
+  for (char c : n.text)
+    if (c != '\n' && static_cast<unsigned char>(c) < 0x20) return fail("note text has control characters");
+  return n;
+}
+
+std::optional<Checkpoint> parse_checkpoint(std::string_view text, std::string* why) {
+  auto fail = [&](const char* reason) {
+    *why = reason;
+    return std::nullopt;
+  };
+  auto lines = lines_of(text);
+  if (lines.size() < 3) return fail("checkpoint has fewer than three lines");
+  Checkpoint c;
+  c.origin = std::string(lines[0]);
+  if (c.origin.empty()) return fail("checkpoint origin is empty");
+  const std::string_view size = lines[1];
+  auto [end, ec] = std::from_chars(size.data(), size.data() + size.size(), c.size);
+  if (ec != std::errc() || end != size.data() + size.size() || size.empty() ||
+      (size.size() > 1 && size[0] == '0'))
+    return fail("checkpoint tree size is not a decimal number");
+  auto root = base64_decode(lines[2]);
+  if (!root || root->size() != 32) return fail("checkpoint root hash is not 32 bytes of base64");
+  std::copy(root->begin(), root->end(), c.root.begin());
+  for (size_t i = 3; i < lines.size(); ++i) {
+    if (lines[i].substr(0, 6) != "chain ") continue;  // other extensions are opaque
+    auto chain = hex_decode(lines[i].substr(6));
+    if (!chain || chain->size() != 32) return fail("checkpoint chain line is not 32 bytes of hex");
+    Hash h;
+    std::copy(chain->begin(), chain->end(), h.begin());
+    c.chain = h;
+  }
+  return c;
+}
+
+std::string sign_checkpoint(const Checkpoint& c, const SigningKey* key) {
+  std::string text = c.body();
+  if (!key) return text;
+  const VerifierKey& v = key->verifier();
+  return text + "\n" + std::string(kDash) + v.name() + " " +
+         base64_encode(v.key_hash() + key->sign(text)) + "\n";
+}
+
+std::string check_signature(const Note& note, const VerifierKey& key) {
+  if (note.signatures.empty()) return "checkpoint is not signed";
+  for (const auto& s : note.signatures) {
+    if (s.name != key.name() || s.key_hash != key.key_hash()) continue;
+    if (key.verify(note.text, s.signature)) return "";
+    return "signature by " + key.name() + " does not verify";
+  }
+  return "not signed by the expected key " + key.name() + "+" + key.key_id_hex();
+}
+
+}  // namespace flightrec::ledger

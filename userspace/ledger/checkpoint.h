@@ -1,0 +1,47 @@
+#pragma once
+// Checkpoints (signed tree heads) in the C2SP tlog-checkpoint format, signed
+// as C2SP signed notes:
+//   <origin>\n<tree size>\n<base64 root hash>\n[extension lines\n]
+//   \n
+//   — <key name> <base64(4-byte key hash || 64-byte Ed25519 signature)>\n
+// flightrec adds one extension line, "chain <hex chain head>".
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ledger/hash.h"
+#include "ledger/keys.h"
+
+namespace flightrec::ledger {
+
+struct Checkpoint {
+  std::string origin;
+  uint64_t size = 0;
+  Hash root{};
+  std::optional<Hash> chain;  // from the "chain" extension line
+  std::string body() const;   // the signed text
+};
+
+struct NoteSignature {
+  std::string name;
+  std::string key_hash;   // 4 bytes
+  std::string signature;  // 64 bytes
+};
+
+struct Note {
+  std::string text;       // up to and including the last newline before the blank line
+  std::vector<NoteSignature> signatures;
+};
+
+// nullopt with the reason in *why.
+std::optional<Note> parse_note(std::string_view note, std::string* why);
+std::optional<Checkpoint> parse_checkpoint(std::string_view text, std::string* why);
+
+// The body followed by the signature block (no block without a key).
+std::string sign_checkpoint(const Checkpoint& c, const SigningKey* key);
+// "" if some signature on the note is by `key` and verifies, else why not.
+std::string check_signature(const Note& note, const VerifierKey& key);
+
+}  // namespace flightrec::ledger
