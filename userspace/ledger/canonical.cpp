@@ -125,20 +125,30 @@ struct Parser {
   bool object(int depth, TopLevel* top) {
     if (!eat('{')) return fail("expected an object");
     if (eat('}')) return true;
-    std::string prev, key;
+    // Keys compare by their decoded bytes; most have no escapes, so the
+    // raw text is the decoded text and nothing is copied.
+    std::string prev_buf, key_buf;
+    std::string_view prev, key;
     bool first = true;
     do {
-      key.clear();
       size_t key_start = i + 1;
-      if (!string(&key)) return false;
+      key_buf.clear();
+      if (!string(&key_buf)) return false;
       size_t key_end = i - 1;
+      key = s.substr(key_start, key_end - key_start);
+      if (key.find('\\') != std::string_view::npos) key = key_buf;
       if (!first && !(prev < key)) return fail(prev == key ? "duplicate key" : "keys are not sorted");
       first = false;
       if (!eat(':')) return fail("expected ':'");
       size_t vstart = i;
       if (!value(depth)) return false;
       if (top) top->members.emplace_back(s.substr(key_start, key_end - key_start), s.substr(vstart, i - vstart));
-      prev.swap(key);
+      if (key.data() == key_buf.data()) {
+        prev_buf.swap(key_buf);
+        prev = prev_buf;
+      } else {
+        prev = key;
+      }
     } while (eat(','));
     return eat('}') || fail("expected ',' or '}'");
   }

@@ -1,5 +1,6 @@
 #include "ledger/merkle.h"
 
+#include <array>
 #include <bit>
 #include <string>
 
@@ -40,10 +41,11 @@ void subproof(uint64_t m, std::span<const Hash> d, bool complete, std::vector<Ha
 }  // namespace
 
 Hash node_hash(const Hash& left, const Hash& right) {
-  std::string buf(65, '\x01');
+  std::array<char, 65> buf;
+  buf[0] = '\x01';
   std::copy(left.begin(), left.end(), buf.begin() + 1);
   std::copy(right.begin(), right.end(), buf.begin() + 33);
-  return sha256(buf);
+  return sha256(std::string_view(buf.data(), buf.size()));
 }
 
 Hash empty_root() { return sha256(""); }

@@ -24,30 +24,32 @@ bool SessionVerifier::add_entry(std::string_view body, const std::string* stored
                                 const std::string* stored_chain) {
   if (!v_.ok) return false;
   int64_t seq = count_ + 1;
-  std::string at = entry_name(seq);
+  const auto at = [&] { return entry_name(seq); };
   Hash leaf = leaf_hash(body);
   if (stored_leaf && *stored_leaf != as_bytes(leaf))
-    return fail(at, seq, "content does not match its stored leaf hash (entry was altered)");
-  if (std::string why = check_canonical(body, &top_); !why.empty()) return fail(at, seq, why);
+    return fail(at(), seq, "content does not match its stored leaf hash (entry was altered)");
+  if (std::string why = check_canonical(body, &top_); !why.empty()) return fail(at(), seq, why);
   if (top_.integer("seq") != seq || top_.integer("session") != session_)
-    return fail(at, seq,
+    return fail(at(), seq,
                 "entry says it is session " + std::string(top_.raw("session").value_or("?")) +
                     " entry " + std::string(top_.raw("seq").value_or("?")) +
                     " (entries were removed, inserted, reordered or spliced in)");
-  auto type = top_.string("type");
-  if (!type) return fail(at, seq, "entry has no type");
-  if (ended_) return fail(at, seq, "entry after the session's end");
+  auto type_raw = top_.raw("type");
+  if (!type_raw || type_raw->size() < 2 || (*type_raw)[0] != '"') return fail(at(), seq, "entry has no type");
+  // Types are plain ASCII words: the raw text between the quotes is the type.
+  std::string_view type = type_raw->substr(1, type_raw->size() - 2);
+  if (ended_) return fail(at(), seq, "entry after the session's end");
   if (seq == 1) {
-    if (*type != "genesis") return fail(at, seq, "the first entry is not the genesis entry");
+    if (type != "genesis") return fail(at(), seq, "the first entry is not the genesis entry");
     auto origin = top_.string("origin");
-    if (!origin || origin->empty()) return fail(at, seq, "genesis entry has no origin");
+    if (!origin || origin->empty()) return fail(at(), seq, "genesis entry has no origin");
     v_.origin = *origin;
     if (auto vkey = top_.string("public_key")) {
       record_key_ = VerifierKey::parse(*vkey);
-      if (!record_key_) return fail(at, seq, "genesis entry's public key is malformed");
+      if (!record_key_) return fail(at(), seq, "genesis entry's public key is malformed");
     }
     if (pinned_ && (!record_key_ || record_key_->vkey() != pinned_->vkey()))
-      return fail(at, seq, "the record names another signing key (" +
+      return fail(at(), seq, "the record names another signing key (" +
                                (record_key_ ? record_key_->vkey() : std::string("none")) +
                                ") than the one given (" + pinned_->vkey() + ")");
     if (external_text_) {
@@ -62,18 +64,18 @@ bool SessionVerifier::add_entry(std::string_view body, const std::string* stored
       if (external_->origin != v_.origin) external_.reset();  // another session's
       else v_.external_matched = true;
     }
-  } else if (*type == "genesis") {
-    return fail(at, seq, "a second genesis entry");
+  } else if (type == "genesis") {
+    return fail(at(), seq, "a second genesis entry");
   }
   Hash chain = chain_next(head_, leaf);
   if (stored_chain && *stored_chain != as_bytes(chain))
-    return fail(at, seq, "chain hash does not follow from the previous entry");
+    return fail(at(), seq, "chain hash does not follow from the previous entry");
   head_ = chain;
-  if (*type == "lost") {
+  if (type == "lost") {
     ++v_.gaps;
     v_.lost += top_.unsigned_integer("lost").value_or(0);
   }
-  if (*type == "session_end") ended_ = true;
+  if (type == "session_end") ended_ = true;
   tree_.append(leaf);
   count_ = seq;
   v_.entries = seq;

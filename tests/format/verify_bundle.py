@@ -1,0 +1,460 @@
+#!/usr/bin/python3
+"""Independent verifier for flightrec bundles, written from docs/FORMAT.md only.
+
+usage: verify_bundle.py BUNDLE --pubkey PUBFILE [--checkpoint SAVED_NOTE_FILE]
+
+Prints "OK: ..." and exits 0 when the bundle verifies (unterminated sessions
+included, and named), "FAIL: ..." for the first failure and exits 1; usage
+errors exit 2. Section numbers (§) refer to docs/FORMAT.md.
+"""
+import argparse
+import base64
+import hashlib
+import json
+import re
+import sys
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+
+class Fail(Exception):
+    """The first verification failure: where ("entry N", "checkpoint at size N") and why."""
+
+    def __init__(self, where, reason):
+        super().__init__(f"{where}: {reason}")
+
+
+def sha256(*parts):
+    return hashlib.sha256(b"".join(parts)).digest()
+
+
+def b64decode_strict(s):
+    """RFC 4648 §4 base64 with padding (preamble): only the canonical encoding is accepted."""
+    raw = base64.b64decode(s, validate=True)
+    if base64.b64encode(raw).decode("ascii") != s:
+        raise ValueError("non-canonical base64")
+    return raw
+
+
+# ---------------------------------------------------------------- §1 canonical JSON
+
+I64_MIN, U64_MAX = -(2 ** 63), 2 ** 64 - 1  # §1: "parse them as 64-bit integers"
+ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t",
+           "\n": "\\n", "\f": "\\f", "\r": "\\r"}  # §1 / RFC 8785 §3.2.2.2
+
+
+def canon_str(s):
+    out = ['"']
+    for ch in s:
+        if ch in ESCAPES:
+            out.append(ESCAPES[ch])
+        elif ord(ch) < 0x20:
+            out.append("\\u%04x" % ord(ch))  # other controls: \u00xx, lowercase hex
+        else:
+            out.append(ch)  # everything else as itself, incl. "/" and U+007F
+    out.append('"')
+    return "".join(out)
+
+
+def canon(v):
+    """Serialize a parsed value with the §1 rules."""
+    if v is None or isinstance(v, (bool, float)):
+        raise ValueError("true/false/null/float not allowed")
+    if isinstance(v, int):
+        if not I64_MIN <= v <= U64_MAX:
+            raise ValueError(f"integer {v} out of 64-bit range")
+        return str(v)  # decimal, no "+", no leading zeros; -0 parses to 0 and so mismatches
+    if isinstance(v, str):
+        return canon_str(v)
+    if isinstance(v, list):
+        return "[" + ",".join(canon(x) for x in v) + "]"
+    if isinstance(v, dict):  # members sorted by the keys' bytes
+        keys = sorted(v, key=lambda k: k.encode("utf-8"))
+        return "{" + ",".join(canon_str(k) + ":" + canon(v[k]) for k in keys) + "}"
+    raise ValueError(f"unexpected value type {type(v).__name__}")
+
+
+def _no_dup_keys(pairs):
+    obj = {}
+    for k, v in pairs:
+        if k in obj:
+            raise ValueError(f"duplicate key {k!r}")
+        obj[k] = v
+    return obj
+
+
+def _reject(token):
+    raise ValueError(f"non-integer number {token}")
+
+
+def strict_loads(text):
+    """json.loads that keeps floats, NaN/Infinity and duplicate keys out."""
+    return json.loads(text, object_pairs_hook=_no_dup_keys,
+                      parse_float=_reject, parse_constant=_reject)
+
+
+def parse_canonical(raw):
+    """§1: E must be UTF-8 JSON whose re-serialization is byte-identical."""
+    text = raw.decode("utf-8")  # strict; a BOM survives decoding and json rejects it
+    obj = strict_loads(text)
+    if not isinstance(obj, dict):
+        raise ValueError("not a JSON object")
+    again = canon(obj).encode("utf-8")  # lone surrogates raise here
+    if again != raw:
+        at = next((i for i, (a, b) in enumerate(zip(raw, again)) if a != b),
+                  min(len(raw), len(again)))
+        raise ValueError(f"not in canonical form (first difference at byte {at})")
+    return obj
+
+
+def is_int(v):
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+# ---------------------------------------------------------------- §2 hashes, Merkle tree
+
+class Log:
+    """leaf_i, chain_i and the RFC 9162 tree, appended entry by entry.
+
+    The tree is kept as a compact range: the roots of the perfect subtrees
+    that D[0:n] splits into (sizes = the binary digits of n, largest first).
+    Folding them right to left gives exactly RFC 9162 §2.1.1's MTH, whose
+    split k is the largest power of 2 < n, i.e. the first of those subtrees.
+    """
+
+    def __init__(self):
+        self.n = 0
+        self.chain = bytes(32)   # chain_0 = 32 zero bytes
+        self.ranges = []         # [(subtree size, subtree root)]
+
+    def append(self, e):
+        leaf = sha256(b"\x00", e)                # leaf_i = SHA-256(0x00 || E_i)
+        self.chain = sha256(self.chain, leaf)    # chain_i = SHA-256(chain_{i-1} || leaf_i)
+        self.n += 1
+        size, node = 1, leaf
+        while self.ranges and self.ranges[-1][0] == size:
+            node = sha256(b"\x01", self.ranges.pop()[1], node)
+            size *= 2
+        self.ranges.append((size, node))
+
+    def root(self):
+        if not self.ranges:
+            return sha256(b"")                   # MTH({}) = SHA-256("")
+        node = self.ranges[-1][1]
+        for _, left in reversed(self.ranges[:-1]):
+            node = sha256(b"\x01", left, node)
+        return node
+
+
+# ---------------------------------------------------------------- §3 keys and checkpoints
+
+class VerifierKey:
+    """§3.3: <name>+<hex key hash>+<base64(0x01 || 32-byte public key)>."""
+
+    def __init__(self, line):
+        parts = line.split("+")
+        if len(parts) != 3:
+            raise ValueError("expected name+hash+key")
+        name, hexhash, b64 = parts
+        if not name or not all(0x21 <= ord(c) <= 0x7E for c in name):
+            raise ValueError("key name must be printable ASCII without spaces")
+        if not re.fullmatch(r"[0-9a-f]{8}", hexhash):
+            raise ValueError("key hash must be 8 lowercase hex digits")
+        raw = b64decode_strict(b64)
+        if len(raw) != 33 or raw[0] != 0x01:
+            raise ValueError("key must be 0x01 || 32-byte Ed25519 key")
+        # §3.2: key hash = first 4 bytes of SHA-256(name || 0x0A || 0x01 || key)
+        self.hash = sha256(name.encode("ascii"), b"\n\x01", raw[1:])[:4]
+        if self.hash.hex() != hexhash:
+            raise ValueError(f"key hash {hexhash} does not match the key ({self.hash.hex()})")
+        self.name, self.line = name, line
+        self.pub = Ed25519PublicKey.from_public_bytes(raw[1:])
+
+
+class Checkpoint:
+    """§3.1 text (+ §3.2 signature lines), parsed but not yet checked."""
+
+    def __init__(self, note, label, prefix=""):
+        self.where = label
+        if not isinstance(note, str):
+            raise Fail(label, "checkpoint is not a string")
+        split = note.rfind("\n\n")  # C2SP signed note: text, empty line, signatures
+        self.text, sigs = (note[:split + 1], note[split + 2:]) if split >= 0 else (note, None)
+        lines = self.text.split("\n")
+        if len(lines) != 5 or lines[-1] != "":
+            raise Fail(label, "checkpoint text must be 4 newline-terminated lines (§3.1)")
+        self.origin, size, root, chain = lines[:4]
+        if not re.fullmatch(r"0|[1-9][0-9]*", size):
+            raise Fail(label, f"bad tree size line {size!r}")
+        self.size = int(size)
+        self.where = f"{prefix}checkpoint at size {self.size}"
+        try:
+            self.root = b64decode_strict(root)
+            assert len(self.root) == 32
+        except (ValueError, AssertionError):
+            raise Fail(self.where, f"bad root hash line {root!r}") from None
+        m = re.fullmatch(r"chain ([0-9a-f]{64})", chain)
+        if not m:
+            raise Fail(self.where, f"bad chain line {chain!r}")
+        self.chain = bytes.fromhex(m.group(1))
+        self.sigs = []
+        if sigs is not None:
+            if not sigs.endswith("\n"):
+                raise Fail(self.where, "signature block does not end with a newline")
+            for line in sigs[:-1].split("\n"):  # §3.2: "— <key name> <base64>"
+                m = re.fullmatch("\u2014 ([!-*,-~]+) ([A-Za-z0-9+/=]+)", line)
+                if not m:
+                    raise Fail(self.where, f"malformed signature line {line!r}")
+                try:
+                    blob = b64decode_strict(m.group(2))
+                except ValueError:
+                    raise Fail(self.where, "signature is not base64") from None
+                if len(blob) != 68:
+                    raise Fail(self.where, "signature must be 4-byte key hash + 64 bytes")
+                self.sigs.append((m.group(1), blob[:4], blob[4:]))
+
+    def check_signed(self, origin, key):
+        """§5.4 / §5.6: carries the origin, and is signed by the key when there is one."""
+        if self.origin != origin:
+            raise Fail(self.where, f"origin {self.origin!r} is not the session's {origin!r}")
+        if key is None:  # §3.2: unsigned sessions have text-only checkpoints
+            if self.sigs:
+                raise Fail(self.where, "signed checkpoint in an unsigned session")
+            return
+        if not self.sigs:
+            raise Fail(self.where, "checkpoint is not signed")
+        for name, khash, sig in self.sigs:  # other keys' signatures are ignored (C2SP)
+            if name == key.name and khash == key.hash:
+                try:
+                    key.pub.verify(sig, self.text.encode("utf-8"))
+                    return
+                except InvalidSignature:
+                    raise Fail(self.where, f"bad Ed25519 signature by {key.name}") from None
+        raise Fail(self.where, f"no signature by key {key.name}+{key.hash.hex()}")
+
+    def check_tree(self, log):
+        """§5.4: root = MTH(first s leaves) and chain = chain_s (log is at size s)."""
+        assert log.n == self.size
+        if self.root != log.root():
+            raise Fail(self.where, "Merkle root does not match the entries")
+        if self.chain != log.chain:
+            raise Fail(self.where, "chain hash does not match the entries")
+
+
+# ---------------------------------------------------------------- §5 verification
+
+class Session:
+    def __init__(self, session_id, trusted_key, saved_note):
+        self.id, self.key, self.trusted = session_id, trusted_key, trusted_key is not None
+        self.saved = saved_note
+        self.log = Log()
+        self.origin = None
+        self.ended = False
+        self.last_cp = None        # size of the last checkpoint seen
+        self.checkpoints = 0
+        self.gaps = self.lost = 0
+
+    def entry(self, raw):
+        i = self.log.n + 1
+        where = f"entry {i}"
+        if self.ended:  # §5.1: nothing may follow session_end
+            raise Fail(where, "entry after session_end")
+        try:
+            e = parse_canonical(raw)  # §5.1 / §1
+        except ValueError as err:
+            raise Fail(where, str(err)) from None
+        if e.get("seq") != i or not is_int(e.get("seq")):
+            raise Fail(where, f"seq is {e.get('seq')!r}, expected {i} "
+                              "(entry removed, inserted or reordered)")
+        if e.get("session") != self.id or not is_int(e.get("session")):
+            raise Fail(where, f"session is {e.get('session')!r}, expected {self.id} "
+                              "(spliced in from another session)")
+        kind = e.get("type")
+        if not isinstance(kind, str):
+            raise Fail(where, "no type")
+        if (i == 1) != (kind == "genesis"):
+            raise Fail(where, "entry 1 must be genesis and only entry 1")
+        self.log.append(raw)  # §5.3
+        if i == 1:
+            self.genesis(e)
+        if kind == "lost":  # §5.7
+            if not is_int(e.get("lost")):
+                raise Fail(where, "lost entry without an integer 'lost'")
+            self.gaps += 1
+            self.lost += e["lost"]
+        self.ended = kind == "session_end"
+        if self.saved is not None and self.saved.size == i:  # §5.6
+            self.saved.check_tree(self.log)
+
+    def genesis(self, g):
+        """§5.2: origin and public_key come from the genesis entry."""
+        if not isinstance(g.get("origin"), str):
+            raise Fail("entry 1", "genesis has no origin")
+        self.origin = g["origin"]
+        pk = g.get("public_key")
+        if self.trusted and pk != self.key.line:
+            raise Fail("entry 1", f"genesis public_key {pk!r} is not the trusted key")
+        if not self.trusted and pk is not None:
+            try:
+                self.key = VerifierKey(pk)
+            except ValueError as err:
+                raise Fail("entry 1", f"bad public_key in genesis: {err}") from None
+        if "key_id" in g and (self.key is None or g["key_id"] != self.key.hash.hex()):
+            raise Fail("entry 1", "genesis key_id is not the key's hash")  # §1 genesis
+        if self.saved is not None:
+            self.saved.check_signed(self.origin, self.key)
+
+    def checkpoint(self, cp):
+        """§5.4, called once the log holds exactly cp.size entries."""
+        if self.last_cp is not None and cp.size <= self.last_cp:
+            raise Fail(cp.where, "checkpoints not in increasing tree size")
+        if cp.size == 0 or self.origin is None:
+            raise Fail(cp.where, "checkpoint covers no genesis entry")
+        cp.check_signed(self.origin, self.key)
+        cp.check_tree(self.log)
+        self.last_cp, self.checkpoints = cp.size, self.checkpoints + 1
+
+    def finish(self):
+        n = self.log.n
+        if n == 0:
+            raise Fail("entry 1", "missing: the session has no genesis entry")
+        if self.saved is not None and self.saved.size > n:  # §5.6
+            raise Fail(self.saved.where, f"record has only {n} entries: it was cut back")
+        sealed = self.last_cp or 0
+        if self.ended and sealed != n:  # §5.5
+            raise Fail(f"entry {n}", f"session_end is not covered by a checkpoint (last "
+                                     f"is size {sealed}): end checkpoint removed or entries appended")
+        signer = (f"signed by {self.key.name}+{self.key.hash.hex()}"
+                  + ("" if self.trusted else " (key from genesis, not pinned)")
+                  if self.key else "unsigned: integrity only")
+        parts = [f"{n} entries", f"{self.checkpoints} checkpoints {signer}"]
+        if self.saved is not None:
+            parts.append(f"saved checkpoint at size {self.saved.size} matches")
+        gaps = f"{self.gaps} gaps ({self.lost} events lost)"
+        if self.ended:
+            return f"OK: session {self.id}: complete with {gaps}; " + ", ".join(parts)
+        return (f"OK: session {self.id}: unterminated (no session_end): sealed up to entry "
+                f"{sealed}, {n - sealed} entries after it only chained; {gaps}; " + ", ".join(parts))
+
+
+# ---------------------------------------------------------------- §4 bundles
+
+def check_header(h, fmt):
+    if (not isinstance(h, dict) or h.get("format") != fmt or h.get("format_version") != 1
+            or not is_int(h.get("session")) or not isinstance(h.get("public_key"), str)):
+        raise Fail("bundle", f"not a {fmt} version 1 header")
+    return h["session"]
+
+
+def verify_json(doc, key, saved):
+    """§4.1: one document with "entries" and "checkpoints" (increasing tree size)."""
+    sess = Session(check_header(doc, "flightrec-bundle"), key, saved)
+    entries, cps = doc.get("entries"), doc.get("checkpoints")
+    if not isinstance(entries, list) or not isinstance(cps, list):
+        raise Fail("bundle", "entries and checkpoints must be arrays")
+    pending = [None] * len(cps)  # parsed lazily, in order
+
+    def next_cp(k):
+        if pending[k] is None:
+            pending[k] = Checkpoint(cps[k], f"checkpoint #{k + 1}")
+        return pending[k]
+
+    k = 0
+    for i, e in enumerate(entries, 1):
+        if not isinstance(e, str):
+            raise Fail(f"entry {i}", "not a JSON string")
+        try:
+            raw = e.encode("utf-8")
+        except UnicodeEncodeError:
+            raise Fail(f"entry {i}", "not valid UTF-8 (lone surrogate)") from None
+        sess.entry(raw)
+        while k < len(cps) and next_cp(k).size <= sess.log.n:
+            cp = next_cp(k)
+            if cp.size < sess.log.n:
+                raise Fail(cp.where, "checkpoints not in increasing tree size")
+            sess.checkpoint(cp)
+            k += 1
+    if k < len(cps):  # §5.4
+        cp = next_cp(k)
+        raise Fail(cp.where, f"only {sess.log.n} entries: entries were removed from the end")
+    return sess.finish()
+
+
+def verify_lines(f, header, key, saved):
+    """§4.2: header line, then entry lines with {"checkpoint": note} lines after them."""
+    sess = Session(check_header(header, "flightrec-bundle-lines"), key, saved)
+    cp_no = 0
+    for lineno, line in enumerate(f, 2):
+        if line.endswith(b"\n"):
+            line = line[:-1]  # the line without its newline is E_i
+        try:
+            obj = strict_loads(line.decode("utf-8"))
+        except ValueError:
+            obj = None  # not JSON: let the entry check report it
+        if isinstance(obj, dict) and set(obj) == {"checkpoint"}:
+            cp_no += 1
+            cp = Checkpoint(obj["checkpoint"], f"checkpoint #{cp_no} (line {lineno})")
+            if cp.size != sess.log.n:
+                raise Fail(cp.where, f"placed after entry {sess.log.n} instead of after the "
+                                     f"entry that completes it (entries removed or reordered)")
+            sess.checkpoint(cp)
+        else:
+            sess.entry(line)
+    return sess.finish()
+
+
+def main():
+    ap = argparse.ArgumentParser(description="Verify a flightrec bundle from FORMAT.md alone.")
+    ap.add_argument("bundle")
+    ap.add_argument("--pubkey", help="verifier key file (§3.3) the checkpoints must be signed with")
+    ap.add_argument("--checkpoint", help="a checkpoint of this session kept elsewhere (§5.6)")
+    args = ap.parse_args()
+    try:
+        key = None
+        if args.pubkey:
+            with open(args.pubkey, encoding="utf-8") as kf:
+                key = VerifierKey(kf.read().strip("\n"))
+        saved_text = None
+        if args.checkpoint:
+            with open(args.checkpoint, "rb") as cf:
+                saved_text = cf.read()
+        f = open(args.bundle, "rb")
+    except (OSError, ValueError) as err:
+        print(f"usage error: {err}", file=sys.stderr)
+        return 2
+    session = "?"
+    try:
+        saved = None
+        if saved_text is not None:
+            try:
+                saved = Checkpoint(saved_text.decode("utf-8"), "saved checkpoint", "saved ")
+            except UnicodeDecodeError:
+                raise Fail("saved checkpoint", "not UTF-8") from None
+            if saved.size == 0:
+                raise Fail(saved.where, "covers no entries")
+        with f:
+            first = f.readline()
+            try:
+                header = strict_loads(first.decode("utf-8"))
+            except ValueError:
+                header = None
+            if isinstance(header, dict) and header.get("format") == "flightrec-bundle-lines":
+                session = header.get("session", "?")
+                msg = verify_lines(f, header, key, saved)
+            else:
+                try:
+                    doc = strict_loads((first + f.read()).decode("utf-8"))
+                except ValueError as err:
+                    raise Fail("bundle", f"not a JSON bundle: {err}") from None
+                session = doc.get("session", "?") if isinstance(doc, dict) else "?"
+                msg = verify_json(doc, key, saved)
+    except Fail as err:
+        print(f"FAIL: session {session} {err}")
+        return 1
+    print(msg)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
