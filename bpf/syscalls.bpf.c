@@ -140,6 +140,18 @@ static __always_inline void emit_with_data(struct fr_task_state *st, struct fr_s
 	fr_output(r, size);
 }
 
+/* Inside SSL_read/SSL_write, the first socket read or write names the
+ * connection's fd (tls.bpf.c). */
+static __always_inline void note_tls_fd(long id, __u64 fd)
+{
+	if (id != 0 && id != 1 && id != 19 && id != 20 && (id < 44 || id > 47))
+		return;  /* read, write, readv, writev, sendto, recvfrom, sendmsg, recvmsg */
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct fr_tls_call *call = bpf_map_lookup_elem(&fr_tls_calls, &tid);
+	if (call && call->fd < 0)
+		call->fd = (__s32)fd;
+}
+
 SEC("tp_btf/sys_enter")
 int BPF_PROG(fr_sys_enter, struct pt_regs *regs, long id)
 {
@@ -165,6 +177,8 @@ int BPF_PROG(fr_sys_enter, struct pt_regs *regs, long id)
 	st->args[5] = regs->r9;
 	st->exec_path_len = 0;
 	st->exec_flags = 0;
+	if (fr_tls_enabled)
+		note_tls_fd(id, regs->di);
 	if (id == NR_EXIT || id == NR_EXIT_GROUP) {
 		/* These never reach sys_exit. */
 		st->active = 0;

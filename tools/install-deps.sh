@@ -7,4 +7,5 @@ apt-get install -y -q --no-install-recommends \
   cmake make g++ pkg-config ccache \
   clang llvm libbpf-dev bpftool \
   libsqlite3-dev libssl-dev libboost-program-options-dev nlohmann-json3-dev doctest-dev \
-  util-linux coreutils procps
+  util-linux coreutils procps \
+  python3 python3-cryptography openssl curl

@@ -19,6 +19,9 @@
 /* Set by userspace before load (initial values in maps.bpf.c). */
 extern const volatile __u32 fr_cgroup_count;
 extern const volatile __u32 fr_self_tgid;  /* flightrec itself: never recorded */
+extern const volatile __u32 fr_tls_enabled;
+extern const volatile __u64 fr_tls_chunk;  /* bytes per TLS record */
+extern const volatile __u64 fr_tls_cap;    /* bytes per SSL call */
 extern const volatile __u64 fr_wakeup_bytes;
 
 struct fr_task_state {
@@ -56,6 +59,20 @@ FR_SHARED struct {
 	__type(key, int);
 	__type(value, struct fr_task_state);
 } fr_tasks SEC(".maps");
+
+/* An SSL_read/SSL_write in progress, by thread id. */
+struct fr_tls_call {
+	__u64 ssl, buf, len_ptr, enter_ns;
+	__u32 func;
+	__s32 fd;
+};
+
+FR_SHARED struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, struct fr_tls_call);
+} fr_tls_calls SEC(".maps");
 
 FR_SHARED struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);

@@ -18,9 +18,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 
-class Fail(Exception):
-    """The first verification failure: where ("entry N", "checkpoint at size N") and why."""
-
+class Fail(Exception):  # the first failure: where ("entry N", "checkpoint at size N"), why
     def __init__(self, where, reason):
         super().__init__(f"{where}: {reason}")
 
@@ -30,7 +28,7 @@ def sha256(*parts):
 
 
 def b64decode_strict(s):
-    """RFC 4648 §4 base64 with padding (preamble): only the canonical encoding is accepted."""
+    """Base64 per RFC 4648 §4 with padding; only the canonical encoding is accepted."""
     raw = base64.b64decode(s, validate=True)
     if base64.b64encode(raw).decode("ascii") != s:
         raise ValueError("non-canonical base64")
@@ -88,8 +86,7 @@ def _reject(token):
     raise ValueError(f"non-integer number {token}")
 
 
-def strict_loads(text):
-    """json.loads that keeps floats, NaN/Infinity and duplicate keys out."""
+def strict_loads(text):  # json.loads without floats, NaN/Infinity or duplicate keys
     return json.loads(text, object_pairs_hook=_no_dup_keys,
                       parse_float=_reject, parse_constant=_reject)
 
@@ -108,7 +105,7 @@ def parse_canonical(raw):
     return obj
 
 
-def is_int(v):
+def is_int(v):  # bool is a subclass of int in Python
     return isinstance(v, int) and not isinstance(v, bool)
 
 
@@ -153,7 +150,7 @@ class VerifierKey:
     """§3.3: <name>+<hex key hash>+<base64(0x01 || 32-byte public key)>."""
 
     def __init__(self, line):
-        parts = line.split("+")
+        parts = line.split("+", 2)  # the base64 key may itself contain "+"
         if len(parts) != 3:
             raise ValueError("expected name+hash+key")
         name, hexhash, b64 = parts
@@ -189,11 +186,14 @@ class Checkpoint:
             raise Fail(label, f"bad tree size line {size!r}")
         self.size = int(size)
         self.where = f"{prefix}checkpoint at size {self.size}"
+        if self.size == 0:  # §3.4: the first checkpoint covers the genesis entry
+            raise Fail(self.where, "covers no entries, not even genesis")
         try:
             self.root = b64decode_strict(root)
-            assert len(self.root) == 32
-        except (ValueError, AssertionError):
-            raise Fail(self.where, f"bad root hash line {root!r}") from None
+        except ValueError:
+            self.root = b""
+        if len(self.root) != 32:
+            raise Fail(self.where, f"bad root hash line {root!r}")
         m = re.fullmatch(r"chain ([0-9a-f]{64})", chain)
         if not m:
             raise Fail(self.where, f"bad chain line {chain!r}")
@@ -294,7 +294,8 @@ class Session:
         self.origin = g["origin"]
         pk = g.get("public_key")
         if self.trusted and pk != self.key.line:
-            raise Fail("entry 1", f"genesis public_key {pk!r} is not the trusted key")
+            raise Fail("entry 1", f"genesis public_key is {pk or 'absent (unsigned session)'}, "
+                                  f"not the trusted key {self.key.line}")
         if not self.trusted and pk is not None:
             try:
                 self.key = VerifierKey(pk)
@@ -309,8 +310,6 @@ class Session:
         """§5.4, called once the log holds exactly cp.size entries."""
         if self.last_cp is not None and cp.size <= self.last_cp:
             raise Fail(cp.where, "checkpoints not in increasing tree size")
-        if cp.size == 0 or self.origin is None:
-            raise Fail(cp.where, "checkpoint covers no genesis entry")
         cp.check_signed(self.origin, self.key)
         cp.check_tree(self.log)
         self.last_cp, self.checkpoints = cp.size, self.checkpoints + 1
@@ -353,14 +352,12 @@ def verify_json(doc, key, saved):
     entries, cps = doc.get("entries"), doc.get("checkpoints")
     if not isinstance(entries, list) or not isinstance(cps, list):
         raise Fail("bundle", "entries and checkpoints must be arrays")
-    pending = [None] * len(cps)  # parsed lazily, in order
+    numbered = enumerate(cps, 1)  # parsed one by one, as the entries reach their size
+    def next_cp():
+        k, note = next(numbered, (0, None))
+        return k and Checkpoint(note, f"checkpoint #{k}")
 
-    def next_cp(k):
-        if pending[k] is None:
-            pending[k] = Checkpoint(cps[k], f"checkpoint #{k + 1}")
-        return pending[k]
-
-    k = 0
+    cp = next_cp()
     for i, e in enumerate(entries, 1):
         if not isinstance(e, str):
             raise Fail(f"entry {i}", "not a JSON string")
@@ -369,14 +366,12 @@ def verify_json(doc, key, saved):
         except UnicodeEncodeError:
             raise Fail(f"entry {i}", "not valid UTF-8 (lone surrogate)") from None
         sess.entry(raw)
-        while k < len(cps) and next_cp(k).size <= sess.log.n:
-            cp = next_cp(k)
+        while cp and cp.size <= sess.log.n:
             if cp.size < sess.log.n:
                 raise Fail(cp.where, "checkpoints not in increasing tree size")
             sess.checkpoint(cp)
-            k += 1
-    if k < len(cps):  # §5.4
-        cp = next_cp(k)
+            cp = next_cp()
+    if cp:  # §5.4
         raise Fail(cp.where, f"only {sess.log.n} entries: entries were removed from the end")
     return sess.finish()
 
@@ -411,14 +406,8 @@ def main():
     ap.add_argument("--checkpoint", help="a checkpoint of this session kept elsewhere (§5.6)")
     args = ap.parse_args()
     try:
-        key = None
-        if args.pubkey:
-            with open(args.pubkey, encoding="utf-8") as kf:
-                key = VerifierKey(kf.read().strip("\n"))
-        saved_text = None
-        if args.checkpoint:
-            with open(args.checkpoint, "rb") as cf:
-                saved_text = cf.read()
+        key = args.pubkey and VerifierKey(open(args.pubkey, encoding="utf-8").read().strip("\n"))
+        saved_text = args.checkpoint and open(args.checkpoint, "rb").read()
         f = open(args.bundle, "rb")
     except (OSError, ValueError) as err:
         print(f"usage error: {err}", file=sys.stderr)
@@ -426,13 +415,11 @@ def main():
     session = "?"
     try:
         saved = None
-        if saved_text is not None:
+        if saved_text:
             try:
                 saved = Checkpoint(saved_text.decode("utf-8"), "saved checkpoint", "saved ")
             except UnicodeDecodeError:
                 raise Fail("saved checkpoint", "not UTF-8") from None
-            if saved.size == 0:
-                raise Fail(saved.where, "covers no entries")
         with f:
             first = f.readline()
             try:

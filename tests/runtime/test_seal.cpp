@@ -236,3 +236,45 @@ TEST_CASE("lost events: verify reports the gaps; --on-loss freeze and kill act o
   CHECK_FALSE(of_type(all, "lost").empty());
   CHECK(rt::flightrec({"verify", "--db", kdb}).code == 0);
 }
+
+TEST_CASE("an independent verifier written from docs/FORMAT.md alone agrees with ours") {
+  REQUIRE(is_root());
+  TempDir dir;
+  std::string keys = dir.file("keys"), db = dir.file("s.db");
+  REQUIRE(rt::flightrec({"keygen", "--out", keys}).code == 0);
+  REQUIRE(rt::flightrec({"run", "--key", keys, "--db", db, "--", "sh", "-c", "ls / >/dev/null; cat /etc/hostname"})
+              .code == 0);
+  std::string pub = keys + "/flightrec.pub";
+  for (const char* format : {"json", "jsonl"}) {
+    std::string bundle = dir.file(std::string("b.") + format);
+    REQUIRE(rt::flightrec({"export", "--db", db, "--session", "1", "--out", bundle, "--format", format}).code == 0);
+    Result r = run({"/usr/bin/python3", FORMAT_VERIFIER, bundle, "--pubkey", pub});
+    INFO(r.out << r.err);
+    CHECK(r.code == 0);
+    CHECK(r.out.rfind("OK:", 0) == 0);
+    // One byte of one entry changed: both verifiers refuse it.
+    std::string text = slurp(bundle);
+    size_t at = text.find("/etc/hostname");
+    REQUIRE(at != std::string::npos);
+    text[at + 5] = 'H';
+    write(bundle, text);
+    r = run({"/usr/bin/python3", FORMAT_VERIFIER, bundle, "--pubkey", pub});
+    CHECK(r.code == 1);
+    CHECK(r.out.rfind("FAIL:", 0) == 0);
+    CHECK(rt::flightrec({"verify", bundle, "--pubkey", pub}).code == 1);
+  }
+}
+
+TEST_CASE("a checkpoint after every entry (and two wanted at one size) still ends the session") {
+  REQUIRE(is_root());
+  TempDir dir;
+  std::string db = dir.file("s.db");
+  Result r = rt::flightrec({"run", "--checkpoint-entries", "1", "--checkpoint-ms", "0", "--db", db, "--", "true"});
+  CHECK(r.code == 0);
+  auto all = entries(db);
+  REQUIRE(!all.empty());
+  CHECK(all.back()["type"] == "session_end");
+  Result v = rt::flightrec({"verify", "--db", db});
+  CHECK(v.code == 0);
+  CHECK(v.out.find(std::to_string(all.size()) + " checkpoints") != std::string::npos);
+}

@@ -16,6 +16,7 @@
 #include "cli/options.h"
 #include "cli/session_common.h"
 #include "cli/session_options.h"
+#include "cli/tls_attach.h"
 #include "common/error.h"
 #include "common/system.h"
 #include "ledger/store.h"
@@ -139,8 +140,7 @@ int cmd_run(const Args& all) {
   recorder::Recorder* rec_ptr = nullptr;
   probe::CaptureOptions copts;
   copts.cgroup_fds = {cgroup.fd()};
-  copts.ring_bytes = so.ring_bytes();
-  copts.verbose = so.verbose;
+  so.fill(copts);
   std::unique_ptr<probe::Capture> capture;
   try {
     capture = std::make_unique<probe::Capture>(
@@ -150,6 +150,9 @@ int cmd_run(const Args& all) {
     throw;
   }
 
+  // TLS probes before the command starts: it cannot call SSL_write first.
+  std::vector<std::string> tls_errors;
+  if (so.tls_enabled()) tls_errors = attach_system_libssl(*capture);
   recorder::SessionMeta meta;
   meta.mode = "run";
   meta.command = command;
@@ -159,6 +162,8 @@ int cmd_run(const Args& all) {
   meta.key = key.get();
   recorder::Recorder rec(store, meta);
   rec_ptr = &rec;
+  for (const auto& err : tls_errors) rec.note("error", "TLS capture: " + err);
+  if (so.tls_enabled()) attach_libssl_on_open(*capture, rec);
   recorder::EventLoop loop(*capture, rec);
   LossPolicy loss(so.on_loss, *capture, rec, {&cgroup});
   loop.after_consume([&] {

@@ -10,6 +10,7 @@
 #include "cli/options.h"
 #include "cli/session_common.h"
 #include "cli/session_options.h"
+#include "cli/tls_attach.h"
 #include "common/error.h"
 #include "common/system.h"
 #include "ledger/store.h"
@@ -64,9 +65,13 @@ int cmd_watch(const Args& args) {
   recorder::Recorder* rec_ptr = nullptr;
   probe::CaptureOptions copts;
   for (const auto& cg : cgroups) copts.cgroup_fds.push_back(cg.fd());
-  copts.ring_bytes = so.ring_bytes();
-  copts.verbose = so.verbose;
+  so.fill(copts);
   probe::Capture capture(copts, [&](const void* d, size_t n) { rec_ptr->on_record(d, n); });
+  std::vector<std::string> tls_errors;
+  if (so.tls_enabled()) {
+    tls_errors = attach_system_libssl(capture);
+    for (auto& err : attach_mapped_libssl(capture, paths)) tls_errors.push_back(err);
+  }
   recorder::SessionMeta meta;
   meta.mode = "watch";
   meta.cgroups = paths;
@@ -75,6 +80,8 @@ int cmd_watch(const Args& args) {
   meta.key = key.get();
   recorder::Recorder rec(store, meta);
   rec_ptr = &rec;
+  for (const auto& err : tls_errors) rec.note("error", "TLS capture: " + err);
+  if (so.tls_enabled()) attach_libssl_on_open(capture, rec);
   recorder::EventLoop loop(capture, rec);
   std::vector<sandbox::Cgroup*> watched;
   for (auto& cg : cgroups) watched.push_back(&cg);

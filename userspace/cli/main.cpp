@@ -18,6 +18,7 @@ commands:
   verify   check a record or bundle: hashes, chain, Merkle roots, signatures
   export   write one session as a signed bundle (JSON or JSON Lines)
   prove    print an RFC 9162 inclusion or consistency proof
+  checkpoint  print a session's latest signed checkpoint, to keep elsewhere
   keygen   create the Ed25519 key that signs checkpoints
   probe    show which kernel features load on this machine
 
@@ -42,6 +43,7 @@ int main(int argc, char** argv) {
     if (command == "keygen") return cmd_keygen(args);
     if (command == "export") return cmd_export(args);
     if (command == "prove") return cmd_prove(args);
+    if (command == "checkpoint") return cmd_checkpoint(args);
     if (command == "--help" || command == "-h" || command == "help") {
       std::cout << kUsage << "\n";
       return 0;

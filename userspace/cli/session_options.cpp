@@ -16,6 +16,15 @@ void SessionOptions::add_to(po::options_description& desc) {
       "on-loss", po::value(&on_loss)->default_value(on_loss),
       "when the kernel loses events: continue (record the gap), freeze (pause the session's "
       "cgroup until the collector catches up), kill (end the session)")(
+      "tls", po::value(&tls)->default_value(tls),
+      "on: record TLS plaintext from OpenSSL (uprobes on libssl's SSL_read/SSL_write); off: "
+      "attach nothing")(
+      "tls-chunk", po::value(&tls_chunk)->default_value(tls_chunk),
+      "plaintext bytes per TLS entry (at most 16K)")(
+      "tls-cap", po::value(&tls_cap)->default_value(tls_cap),
+      "plaintext bytes kept per SSL call; the rest is counted in truncated_bytes")(
+      "tls-redact", po::value(&tls_redact)->default_value(tls_redact),
+      "on: replace Authorization, Proxy-Authorization, Cookie and Set-Cookie values")(
       "ring-size", po::value(&ring)->default_value(ring),
       "BPF ring buffer size: a power of two from 64K to 1G")(
       "verbose,v", po::bool_switch(&verbose), "print libbpf's messages (verifier log on failure)");
@@ -27,6 +36,11 @@ void SessionOptions::validate(const po::variables_map&) {
   if (on_loss != "continue" && on_loss != "freeze" && on_loss != "kill")
     throw UsageError("--on-loss must be continue, freeze or kill");
   if (checkpoint_entries == 0) throw UsageError("--checkpoint-entries must be at least 1");
+  if ((tls != "on" && tls != "off") || (tls_redact != "on" && tls_redact != "off"))
+    throw UsageError("--tls and --tls-redact take on or off");
+  size_t chunk = tls_chunk_bytes(), cap = tls_cap_bytes();
+  if (chunk < 1 || chunk > 16384) throw UsageError("--tls-chunk must be from 1 to 16K");
+  if (cap < chunk || cap / chunk > 64) throw UsageError("--tls-cap must be from --tls-chunk to 64 chunks");
 }
 
 size_t SessionOptions::ring_bytes() const { return parse_size(ring, "--ring-size"); }
@@ -41,6 +55,18 @@ void SessionOptions::fill(recorder::SessionMeta& meta) const {
   meta.on_loss = on_loss;
   meta.checkpoint_entries = checkpoint_entries;
   meta.checkpoint_ms = checkpoint_ms;
+  meta.tls = tls_enabled();
+  meta.tls_redact = tls_redact == "on";
+  meta.tls_chunk = tls_chunk_bytes();
+  meta.tls_cap = tls_cap_bytes();
+}
+
+void SessionOptions::fill(probe::CaptureOptions& copts) const {
+  copts.ring_bytes = ring_bytes();
+  copts.verbose = verbose;
+  copts.tls = tls_enabled();
+  copts.tls_chunk = tls_chunk_bytes();
+  copts.tls_cap = tls_cap_bytes();
 }
 
 }  // namespace flightrec::cli

@@ -7,6 +7,7 @@
 
 #include "cli/options.h"
 #include "ledger/keys.h"
+#include "probe/capture.h"
 #include "recorder/recorder.h"
 
 namespace flightrec::cli {
@@ -18,6 +19,7 @@ struct SessionOptions {
   uint64_t checkpoint_entries = 1000;
   uint64_t checkpoint_ms = 1000;
   std::string on_loss = "continue";
+  std::string tls = "on", tls_redact = "on", tls_chunk = "16K", tls_cap = "256K";
   bool verbose = false;
 
   void add_to(po::options_description& desc);
@@ -27,6 +29,10 @@ struct SessionOptions {
   // Loads the signing key (nullptr without --key). Throws Error.
   std::unique_ptr<ledger::SigningKey> load_key() const;
   void fill(recorder::SessionMeta& meta) const;
+  void fill(probe::CaptureOptions& copts) const;
+  bool tls_enabled() const { return tls == "on"; }
+  size_t tls_chunk_bytes() const { return parse_size(tls_chunk, "--tls-chunk"); }
+  size_t tls_cap_bytes() const { return parse_size(tls_cap, "--tls-cap"); }
 };
 
 }  // namespace flightrec::cli

@@ -12,6 +12,7 @@
 
 #include "common/text.h"
 #include "events/syscall_table.h"
+#include "events/tls.h"
 
 extern "C" {
 #include "flightrec/abi/events.h"
@@ -130,6 +131,19 @@ Entry decode_syscall(const uint8_t* p, size_t size, const DecodeContext& ctx) {
     add_sockaddr(e, sa, r.sockaddr_len);
   }
 
+  // Remember socket endpoints for TLS entries of the same connection.
+  if (ctx.tls && (r.flags & FR_SC_HAS_DATA) && r.ret >= 0) {
+    const Value* addr = e.get("addr");
+    const Value* port = e.get("port");
+    if (addr && port && std::holds_alternative<std::string>(*addr)) {
+      int p = int(std::get<int64_t>(*port));
+      const std::string& a = std::get<std::string>(*addr);
+      if (r.nr == 42 || r.nr == 52) ctx.tls->note_socket(r.h.pid, int(r.args[0]), false, a, p);
+      else if (r.nr == 51) ctx.tls->note_socket(r.h.pid, int(r.args[0]), true, a, p);
+      else if (r.nr == 43 || r.nr == 288) ctx.tls->note_socket(r.h.pid, int(r.ret), false, a, p);
+    }
+  }
+
   if (r.nr == 2) e.set("flags", int64_t(r.args[1]));
   else if (r.nr == 257) e.set("flags", int64_t(r.args[2]));
   else if (r.nr == 85) e.set("flags", int64_t(O_CREAT | O_WRONLY | O_TRUNC));
@@ -196,6 +210,21 @@ Entry decode_exit(const uint8_t* p, size_t size, const DecodeContext& ctx) {
   return e;
 }
 
+Entry decode_tls(const uint8_t* p, size_t size, const DecodeContext& ctx) {
+  if (size < sizeof(fr_tls)) return malformed("short tls record", size);
+  fr_tls r;
+  std::memcpy(&r, p, sizeof(r));
+  if (r.len > FR_TLS_CHUNK_MAX || size < sizeof(fr_tls) + size_t(r.len) || r.func > FR_TLS_SSL_WRITE_EX)
+    return malformed("tls record lengths out of bounds", size);
+  Entry e;
+  e.set("type", "tls");
+  add_header(e, r.h, ctx);
+  std::string_view data(reinterpret_cast<const char*>(p + sizeof(fr_tls)), r.len);
+  TlsStreams fallback;
+  (ctx.tls ? *ctx.tls : fallback).complete(e, r, data);
+  return e;
+}
+
 }  // namespace
 
 std::string errno_name(int64_t err) {
@@ -215,6 +244,7 @@ Entry decode_record(const void* data, size_t size, const DecodeContext& ctx) {
     case FR_REC_EXEC: return decode_exec(p, size, ctx);
     case FR_REC_FORK: return decode_fork(p, size, ctx);
     case FR_REC_EXIT: return decode_exit(p, size, ctx);
+    case FR_REC_TLS: return decode_tls(p, size, ctx);
     default: return malformed("unknown record type", size);
   }
 }

@@ -9,8 +9,11 @@
 
 namespace flightrec::events {
 
+class TlsStreams;
+
 struct DecodeContext {
   int64_t real_minus_mono_ns = 0;  // added to CLOCK_MONOTONIC for wall-clock time
+  TlsStreams* tls = nullptr;       // connection state for TLS records
 };
 
 Entry decode_record(const void* data, size_t size, const DecodeContext& ctx);

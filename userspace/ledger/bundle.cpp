@@ -103,6 +103,17 @@ BundleVerdict verify_bundle(const std::string& path, const VerifierKey* pinned,
   return require_external_match(verify_bundle_inner(path, pinned, std::move(external)), has_external);
 }
 
+// The bundle's public_key is a convenience copy: it must say what the
+// genesis entry says (empty when the session is unsigned).
+static BundleVerdict check_bundle_key(BundleVerdict r, const std::string& bundle_key) {
+  if (r.verdict.ok && bundle_key != r.verdict.record_key) {
+    r.verdict.ok = false;
+    r.verdict.where = "";
+    r.verdict.reason = "the bundle's public_key differs from the one in the genesis entry";
+  }
+  return r;
+}
+
 BundleVerdict verify_bundle_inner(const std::string& path, const VerifierKey* pinned,
                                   std::optional<std::string> external) {
   std::ifstream in(path, std::ios::binary);
@@ -133,7 +144,7 @@ BundleVerdict verify_bundle_inner(const std::string& path, const VerifierKey* pi
       }
     }
     out.verdict = v.finish();
-    return out;
+    return check_bundle_key(out, header.value("public_key", ""));
   }
 
   // One JSON document: read the rest and parse it whole.
@@ -152,10 +163,10 @@ BundleVerdict verify_bundle_inner(const std::string& path, const VerifierKey* pi
     auto note = parse_note(text, &why);
     auto cp = note ? parse_checkpoint(note->text, &why) : std::nullopt;
     if (!cp) return bad("malformed checkpoint: " + why);
+    if (!checkpoints.empty() && cp->size <= checkpoints.back().first)
+      return bad("checkpoints are not in increasing tree size (at size " + std::to_string(cp->size) + ")");
     checkpoints.emplace_back(cp->size, std::move(text));
   }
-  std::stable_sort(checkpoints.begin(), checkpoints.end(),
-                   [](const auto& a, const auto& b) { return a.first < b.first; });
   SessionVerifier v(out.session, pinned, std::move(external));
   size_t next_cp = 0;
   auto feed = [&] {
@@ -170,7 +181,7 @@ BundleVerdict verify_bundle_inner(const std::string& path, const VerifierKey* pi
   }
   if (v.verdict().ok && next_cp < checkpoints.size()) v.checkpoint_beyond_end(checkpoints[next_cp].first);
   out.verdict = v.finish();
-  return out;
+  return check_bundle_key(out, doc.value("public_key", ""));
 }
 
 }  // namespace flightrec::ledger

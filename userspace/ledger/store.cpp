@@ -173,6 +173,7 @@ void Store::end_session(int64_t id, int64_t end_real_ns, int64_t exit_status, in
 
 void Store::begin() { exec("BEGIN"); }
 void Store::commit() { exec("COMMIT"); }
+void Store::rollback() noexcept { sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr); }
 
 void Store::insert_entry(const EntryRow& e) {
   if (!insert_ &&

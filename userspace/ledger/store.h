@@ -62,6 +62,7 @@ class Store {
 
   void begin();   // transaction
   void commit();
+  void rollback() noexcept;
   void insert_entry(const EntryRow& e);
 
   void insert_checkpoint(int64_t session, uint64_t tree_size, const std::string& note);

@@ -45,6 +45,7 @@ bool SessionVerifier::add_entry(std::string_view body, const std::string* stored
     if (!origin || origin->empty()) return fail(at(), seq, "genesis entry has no origin");
     v_.origin = *origin;
     if (auto vkey = top_.string("public_key")) {
+      v_.record_key = *vkey;
       record_key_ = VerifierKey::parse(*vkey);
       if (!record_key_) return fail(at(), seq, "genesis entry's public key is malformed");
     }

@@ -31,6 +31,7 @@ struct SessionVerdict {
   std::string key;                   // vkey the signatures were checked with
   bool key_from_record = false;      // no --pubkey: the key named in the genesis entry
   std::string origin;
+  std::string record_key;            // the genesis entry's public_key ("" if unsigned)
   bool external_matched = false;     // a saved checkpoint of this session was checked
 };
 

@@ -36,6 +36,7 @@ void SessionWriter::append(std::string canonical, const std::string& type, int64
 }
 
 void SessionWriter::checkpoint(const std::string& origin, const SigningKey* key) {
+  if (count_ == 0 || uint64_t(count_) == checkpointed_) return;  // one checkpoint per tree size
   Checkpoint c;
   c.origin = origin;
   c.size = uint64_t(count_);
@@ -84,6 +85,7 @@ void SessionWriter::run() {
       store_.commit();
     } catch (...) {
       failure = std::current_exception();
+      store_.rollback();  // leave no transaction open behind the failure
     }
     lock.lock();
     busy_ = false;

@@ -3,6 +3,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -43,6 +44,13 @@ Capture::Capture(const CaptureOptions& opts, Handler handler) : handler_(std::mo
   if (!skel_) throw Error(errno_message("cannot open the BPF object", errno));
   skel_->rodata->fr_cgroup_count = uint32_t(opts.cgroup_fds.size());
   skel_->rodata->fr_self_tgid = uint32_t(getpid());
+  skel_->rodata->fr_tls_enabled = opts.tls ? 1 : 0;
+  skel_->rodata->fr_tls_chunk = opts.tls_chunk;
+  skel_->rodata->fr_tls_cap = opts.tls_cap;
+  if (opts.tls && (opts.tls_chunk == 0 || opts.tls_chunk > FR_TLS_CHUNK_MAX ||
+                   opts.tls_cap / opts.tls_chunk > FR_TLS_CHUNKS_MAX))
+    throw Error("TLS capture: at most " + std::to_string(FR_TLS_CHUNK_MAX) + " bytes per record and " +
+                std::to_string(FR_TLS_CHUNKS_MAX) + " records per call");
   skel_->rodata->fr_wakeup_bytes = opts.wakeup_bytes ? opts.wakeup_bytes : opts.ring_bytes / 8;
   bpf_map__set_max_entries(skel_->maps.fr_events, uint32_t(opts.ring_bytes));
 
@@ -87,6 +95,7 @@ Capture::Capture(const CaptureOptions& opts, Handler handler) : handler_(std::mo
 }
 
 Capture::~Capture() {
+  for (auto* link : tls_links_) bpf_link__destroy(link);
   long page = sysconf(_SC_PAGESIZE);
   if (consumer_pos_) munmap(const_cast<unsigned long*>(consumer_pos_), size_t(page));
   if (producer_pos_) munmap(const_cast<unsigned long*>(producer_pos_), size_t(page));
@@ -147,8 +156,45 @@ double Capture::ring_fill() const {
 std::vector<std::string> Capture::attached() const {
   std::vector<std::string> out;
   bpf_program* prog;
-  bpf_object__for_each_program(prog, skel_->obj) out.push_back(bpf_program__section_name(prog));
+  bpf_object__for_each_program(prog, skel_->obj) {
+    std::string sec = bpf_program__section_name(prog);
+    if (sec.rfind("tp_btf/", 0) == 0) out.push_back(sec);
+  }
+  for (const auto& p : tls_paths_) out.push_back("uprobe:" + p + ":SSL_read,SSL_write,SSL_read_ex,SSL_write_ex");
   return out;
+}
+
+std::string Capture::attach_tls(const std::string& path) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0) return errno_message(path, errno);
+  std::pair<uint64_t, uint64_t> id{st.st_dev, st.st_ino};
+  for (const auto& f : tls_files_)
+    if (f == id) return "";  // already: probes are per file, not per path
+  struct Probe {
+    bpf_program* prog;
+    const char* func;
+    bool ret;
+  } probes[] = {
+      {skel_->progs.fr_ssl_write, "SSL_write", false},       {skel_->progs.fr_ssl_write_ret, "SSL_write", true},
+      {skel_->progs.fr_ssl_read, "SSL_read", false},         {skel_->progs.fr_ssl_read_ret, "SSL_read", true},
+      {skel_->progs.fr_ssl_write_ex, "SSL_write_ex", false}, {skel_->progs.fr_ssl_write_ex_ret, "SSL_write_ex", true},
+      {skel_->progs.fr_ssl_read_ex, "SSL_read_ex", false},   {skel_->progs.fr_ssl_read_ex_ret, "SSL_read_ex", true},
+  };
+  std::vector<bpf_link*> links;
+  for (const auto& p : probes) {
+    LIBBPF_OPTS(bpf_uprobe_opts, uo, .retprobe = p.ret, .func_name = p.func);
+    bpf_link* link = bpf_program__attach_uprobe_opts(p.prog, -1, path.c_str(), 0, &uo);
+    if (!link) {
+      int err = errno;
+      for (auto* l : links) bpf_link__destroy(l);
+      return errno_message(std::string("cannot attach a uprobe to ") + p.func + " in " + path, err);
+    }
+    links.push_back(link);
+  }
+  tls_links_.insert(tls_links_.end(), links.begin(), links.end());
+  tls_files_.push_back(id);
+  tls_paths_.push_back(path);
+  return "";
 }
 
 }  // namespace flightrec::probe

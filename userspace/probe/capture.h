@@ -10,6 +10,7 @@
 
 struct flightrec_bpf;
 struct ring_buffer;
+struct bpf_link;
 
 namespace flightrec::probe {
 
@@ -17,6 +18,9 @@ struct CaptureOptions {
   std::vector<int> cgroup_fds;            // observe these cgroups and below (max FR_MAX_CGROUPS)
   size_t ring_bytes = 16u << 20;          // power of two, >= 64 KiB
   size_t wakeup_bytes = 0;                // 0: ring_bytes / 8
+  bool tls = false;                       // load the TLS plaintext probes (attach with attach_tls)
+  size_t tls_chunk = 16384;               // bytes per TLS record (<= 16 KiB)
+  size_t tls_cap = 262144;                // bytes per SSL call; the rest is counted, not kept
   bool verbose = false;                   // libbpf's own messages to stderr
 };
 
@@ -39,6 +43,9 @@ class Capture {
   void detach();           // stop producing; consume() still drains
   // Unread bytes in the ring buffer as a fraction of its size (0..1).
   double ring_fill() const;
+  // Attaches the SSL_read/SSL_write(_ex) probes to one libssl file (once
+  // per file, however many paths name it). Returns "" or why not.
+  std::string attach_tls(const std::string& library_path);
   // "tp_btf/sys_enter", ...: what is attached, for the genesis entry.
   std::vector<std::string> attached() const;
 
@@ -50,6 +57,9 @@ class Capture {
   const volatile unsigned long* consumer_pos_ = nullptr;
   const volatile unsigned long* producer_pos_ = nullptr;
   size_t ring_bytes_ = 0;
+  std::vector<bpf_link*> tls_links_;
+  std::vector<std::pair<uint64_t, uint64_t>> tls_files_;  // (dev, inode) attached
+  std::vector<std::string> tls_paths_;
   Handler handler_;
   int handled_ = 0;
 };

@@ -49,8 +49,10 @@ Recorder::Recorder(ledger::Store& store, const SessionMeta& meta)
       writer_(store, begin_session(store, meta)),
       key_(meta.key),
       checkpoint_entries_(meta.checkpoint_entries ? meta.checkpoint_entries : 1000),
-      checkpoint_ns_(meta.checkpoint_ms * 1'000'000ull) {
+      checkpoint_ns_(meta.checkpoint_ms * 1'000'000ull),
+      tls_(meta.tls_redact, meta.tls_cap) {
   ctx_.real_minus_mono_ns = int64_t(real_ns()) - int64_t(mono_ns());
+  ctx_.tls = &tls_;
   drops_checked_ns_ = last_flush_ns_ = last_checkpoint_ns_ = mono_ns();
   // The log's name in every checkpoint: unique per session, so a checkpoint
   // of one session can never pass for another's.
@@ -83,6 +85,12 @@ Recorder::Recorder(ledger::Store& store, const SessionMeta& meta)
   e.set_bytes("policy", meta.policy_text);
   e.set("policy_sha256", ledger::to_hex(ledger::sha256(meta.policy_text)));
   e.set("on_loss", meta.on_loss);
+  e.set("tls_capture", meta.tls ? 1 : 0);
+  if (meta.tls) {
+    e.set("tls_redact", meta.tls_redact ? 1 : 0);
+    e.set("tls_chunk_bytes", meta.tls_chunk);
+    e.set("tls_call_cap_bytes", meta.tls_cap);
+  }
   e.set("checkpoint_every_entries", checkpoint_entries_);
   e.set("checkpoint_every_ms", uint64_t(meta.checkpoint_ms));
   if (key_) {
@@ -135,6 +143,12 @@ void Recorder::append(events::Entry& e, int64_t pid) {
 void Recorder::on_record(const void* data, size_t size) {
   events::Entry e = events::decode_record(data, size, ctx_);
   append(e, field_int(e, "pid"));
+  if (on_libssl_open && field_int(e, "ret") >= 0 && e.type() == "file_open") {
+    const events::Value* path = e.get("path");
+    if (path && std::get_if<std::string>(path) &&
+        std::get<std::string>(*path).find("libssl.so") != std::string::npos)
+      on_libssl_open(uint32_t(field_int(e, "pid")), std::get<std::string>(*path));
+  }
 }
 
 void Recorder::note_drops(const std::vector<uint64_t>& per_cpu, uint64_t program_misses) {

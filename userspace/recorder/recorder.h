@@ -1,10 +1,12 @@
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "events/decode.h"
 #include "events/entry.h"
+#include "events/tls.h"
 #include "ledger/keys.h"
 #include "ledger/store.h"
 #include "ledger/writer.h"
@@ -23,12 +25,19 @@ struct SessionMeta {
   const ledger::SigningKey* key = nullptr;  // signs checkpoints; nullptr: unsigned
   uint64_t checkpoint_entries = 1000;  // a checkpoint every this many entries...
   uint64_t checkpoint_ms = 1000;       // ...or this often, whichever comes first
+  bool tls = false;                    // TLS plaintext capture (for the genesis entry)
+  bool tls_redact = true;
+  uint64_t tls_chunk = 16384, tls_cap = 262144;
 };
 
 class Recorder {
  public:
   // Creates the session and writes its session_start entry.
   Recorder(ledger::Store& store, const SessionMeta& meta);
+
+  // Called when a recorded process opened a file whose name says it is
+  // libssl (pid, path as the process named it), e.g. to attach TLS probes.
+  std::function<void(uint32_t, const std::string&)> on_libssl_open;
 
   int64_t session() const { return writer_.session(); }
   int64_t entries() const { return writer_.count(); }
@@ -59,6 +68,7 @@ class Recorder {
   uint64_t checkpoint_entries_, checkpoint_ns_;
   uint64_t last_checkpoint_ns_ = 0;
   events::DecodeContext ctx_;
+  events::TlsStreams tls_;
   std::vector<uint64_t> drops_seen_;
   uint64_t misses_seen_ = 0;
   uint64_t drops_checked_ns_ = 0;

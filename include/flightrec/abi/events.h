@@ -32,6 +32,7 @@ enum fr_record_type {
 	FR_REC_EXEC = 2,
 	FR_REC_FORK = 3,
 	FR_REC_EXIT = 4,
+	FR_REC_TLS = 5,
 };
 
 /* Common to every record. pid is the thread-group id, tid the thread id,
@@ -117,6 +118,31 @@ struct fr_exit {
 	__u32 flags;
 };
 FR_STATIC_ASSERT(sizeof(struct fr_exit) == 72, "fr_exit layout");
+
+/* TLS plaintext from uprobes on OpenSSL: one record per chunk of one
+ * SSL_read/SSL_write(_ex) call; the chunk's bytes follow. */
+#define FR_TLS_CHUNK_MAX 16384   /* bytes per record at most */
+#define FR_TLS_CHUNKS_MAX 64     /* chunks per call at most */
+enum fr_tls_func {
+	FR_TLS_SSL_READ = 0,
+	FR_TLS_SSL_WRITE = 1,
+	FR_TLS_SSL_READ_EX = 2,
+	FR_TLS_SSL_WRITE_EX = 3,
+};
+#define FR_TLS_FAULT (1u << 0)   /* the buffer could not be read */
+struct fr_tls {
+	struct fr_header h;
+	__u64 ssl;               /* the SSL* (identifies the connection in the process) */
+	__u64 enter_ns;
+	__s32 fd;                /* socket fd the call used, -1 if it made no syscall */
+	__u32 func;              /* enum fr_tls_func */
+	__u32 call_bytes;        /* bytes the call read or wrote */
+	__u32 offset;            /* of this chunk within the call */
+	__u32 len;               /* bytes of this chunk that follow */
+	__u32 flags;
+	char data[];
+};
+FR_STATIC_ASSERT(sizeof(struct fr_tls) == 104, "fr_tls layout");
 
 /* Which arguments of a syscall to read, indexed by syscall number.
  * FR_ARG_NONE marks an unused slot. */

@@ -1,0 +1,155 @@
+/* TLS plaintext: uprobes on OpenSSL's SSL_write/SSL_read and their _ex
+ * forms. Entry probes remember the buffer; return probes read what was
+ * actually written or read, in chunks, for the session's tasks only. The
+ * socket fd is learned from the read/write syscall the call makes
+ * (syscalls.bpf.c). Userspace attaches these per libssl file. BPF_KPROBE
+ * is libbpf 1.1's argument accessor for uprobes too. */
+#include "lib/common.bpf.h"
+
+#define CHUNK_MASK (FR_TLS_CHUNK_MAX * 2 - 1)
+
+struct tls_scratch {
+	__u8 buf[sizeof(struct fr_tls) + FR_TLS_CHUNK_MAX];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct tls_scratch);
+} tls_scratch_map SEC(".maps");
+
+static __always_inline int tls_enter(void *ssl, const void *buf, __u64 *len_ptr, __u32 func)
+{
+	if (!fr_tls_enabled)
+		return 0;
+	struct task_struct *task = bpf_get_current_task_btf();
+	if (!fr_task_tracked(task))
+		return 0;
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct fr_tls_call call = {
+		.ssl = (__u64)ssl,
+		.buf = (__u64)buf,
+		.len_ptr = (__u64)len_ptr,
+		.enter_ns = bpf_ktime_get_ns(),
+		.func = func,
+		.fd = -1,
+	};
+	bpf_map_update_elem(&fr_tls_calls, &tid, &call, BPF_ANY);
+	return 0;
+}
+
+static __always_inline int tls_exit(long ret)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct fr_tls_call *call = bpf_map_lookup_elem(&fr_tls_calls, &tid);
+	if (!call)
+		return 0;
+	struct fr_tls_call c = *call;
+	bpf_map_delete_elem(&fr_tls_calls, &tid);
+
+	__u64 total = 0;
+	if (c.func == FR_TLS_SSL_READ || c.func == FR_TLS_SSL_WRITE) {
+		if (ret <= 0)
+			return 0;
+		total = ret;
+	} else {
+		if (ret != 1 || !c.len_ptr)
+			return 0;
+		if (bpf_probe_read_user(&total, sizeof(total), (const void *)c.len_ptr))
+			return 0;
+	}
+	if (total == 0)
+		return 0;
+	if (total > 0xffffffffULL)
+		total = 0xffffffffULL;
+
+	__u32 zero = 0;
+	struct tls_scratch *s = bpf_map_lookup_elem(&tls_scratch_map, &zero);
+	if (!s)
+		return 0;
+	struct fr_tls *r = (struct fr_tls *)s->buf;
+	__u64 chunk = fr_tls_chunk;
+	__u64 cap = fr_tls_cap;
+	if (chunk > FR_TLS_CHUNK_MAX)
+		chunk = FR_TLS_CHUNK_MAX;
+	for (__u32 i = 0; i < FR_TLS_CHUNKS_MAX; i++) {
+		__u64 off = (__u64)i * chunk;
+		if (off >= total || off >= cap)
+			break;
+		__u64 len = total - off;
+		if (len > chunk)
+			len = chunk;
+		if (off + len > cap)
+			len = cap - off;
+		__u32 flags = 0;
+		len &= CHUNK_MASK;
+		if (len > FR_TLS_CHUNK_MAX)
+			len = FR_TLS_CHUNK_MAX;
+		if (bpf_probe_read_user(r->data, len, (const void *)(c.buf + off))) {
+			flags |= FR_TLS_FAULT;
+			len = 0;
+		}
+		__u32 size = sizeof(*r) + (__u32)len;
+		fr_fill_header(&r->h, FR_REC_TLS, size);
+		r->ssl = c.ssl;
+		r->enter_ns = c.enter_ns;
+		r->fd = c.fd;
+		r->func = c.func;
+		r->call_bytes = (__u32)total;
+		r->offset = (__u32)off;
+		r->len = (__u32)len;
+		r->flags = flags;
+		if (size <= sizeof(s->buf))
+			fr_output(r, size);
+	}
+	return 0;
+}
+
+SEC("uprobe")
+int BPF_KPROBE(fr_ssl_write, void *ssl, const void *buf, int num)
+{
+	return tls_enter(ssl, buf, 0, FR_TLS_SSL_WRITE);
+}
+
+SEC("uretprobe")
+int BPF_KRETPROBE(fr_ssl_write_ret, int ret)
+{
+	return tls_exit(ret);
+}
+
+SEC("uprobe")
+int BPF_KPROBE(fr_ssl_read, void *ssl, void *buf, int num)
+{
+	return tls_enter(ssl, buf, 0, FR_TLS_SSL_READ);
+}
+
+SEC("uretprobe")
+int BPF_KRETPROBE(fr_ssl_read_ret, int ret)
+{
+	return tls_exit(ret);
+}
+
+SEC("uprobe")
+int BPF_KPROBE(fr_ssl_write_ex, void *ssl, const void *buf, __u64 num, __u64 *written)
+{
+	return tls_enter(ssl, buf, written, FR_TLS_SSL_WRITE_EX);
+}
+
+SEC("uretprobe")
+int BPF_KRETPROBE(fr_ssl_write_ex_ret, int ret)
+{
+	return tls_exit(ret);
+}
+
+SEC("uprobe")
+int BPF_KPROBE(fr_ssl_read_ex, void *ssl, void *buf, __u64 num, __u64 *readbytes)
+{
+	return tls_enter(ssl, buf, readbytes, FR_TLS_SSL_READ_EX);
+}
+
+SEC("uretprobe")
+int BPF_KRETPROBE(fr_ssl_read_ex_ret, int ret)
+{
+	return tls_exit(ret);
+}

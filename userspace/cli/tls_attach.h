@@ -1,0 +1,23 @@
+#pragma once
+// Where TLS probes go: the libssl files the session's processes use. The
+// system's libssl is attached before the command starts; others are found
+// as processes open them (recorded file_open entries) or, for watch, in the
+// memory maps of the processes already there.
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include "probe/capture.h"
+#include "recorder/recorder.h"
+
+namespace flightrec::cli {
+
+// Attaches to the system libssl paths that exist; returns the errors.
+std::vector<std::string> attach_system_libssl(probe::Capture& capture);
+// Attaches to every libssl mapped by the processes in these cgroups and below.
+std::vector<std::string> attach_mapped_libssl(probe::Capture& capture, const std::vector<std::string>& cgroups);
+// Hooks the recorder so libssl files opened later get probes too.
+void attach_libssl_on_open(probe::Capture& capture, recorder::Recorder& rec);
+
+}  // namespace flightrec::cli

@@ -1,0 +1,222 @@
+#include "events/tls.h"
+
+#include <unistd.h>
+
+#include <cctype>
+#include <cstdio>
+#include <cstring>
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include "common/text.h"
+
+namespace flightrec::events {
+namespace {
+
+bool starts_with_nocase(std::string_view s, std::string_view prefix) {
+  if (s.size() < prefix.size()) return false;
+  for (size_t i = 0; i < prefix.size(); ++i)
+    if (std::tolower(static_cast<unsigned char>(s[i])) != prefix[i]) return false;
+  return true;
+}
+
+const char* func_name(uint32_t f) {
+  switch (f) {
+    case FR_TLS_SSL_READ: return "SSL_read";
+    case FR_TLS_SSL_WRITE: return "SSL_write";
+    case FR_TLS_SSL_READ_EX: return "SSL_read_ex";
+    case FR_TLS_SSL_WRITE_EX: return "SSL_write_ex";
+  }
+  return "unknown";
+}
+
+bool is_send(uint32_t f) { return f == FR_TLS_SSL_WRITE || f == FR_TLS_SSL_WRITE_EX; }
+
+// "0100007F:20FB" (little-endian IPv4 or 4x32-bit IPv6 words) -> text, port.
+std::pair<std::string, int> proc_net_address(const std::string& field) {
+  size_t colon = field.find(':');
+  if (colon == std::string::npos) return {"", 0};
+  std::string hex = field.substr(0, colon);
+  int port = int(std::stoul(field.substr(colon + 1), nullptr, 16));
+  unsigned char b[16] = {};
+  size_t n = hex.size() / 2;
+  if (n != 4 && n != 16) return {"", port};
+  for (size_t w = 0; w < n / 4; ++w) {
+    uint32_t word = uint32_t(std::stoul(hex.substr(w * 8, 8), nullptr, 16));
+    std::memcpy(b + w * 4, &word, 4);  // /proc prints host-order words
+  }
+  char text[64];
+  if (n == 4) {
+    std::snprintf(text, sizeof(text), "%u.%u.%u.%u", b[0], b[1], b[2], b[3]);
+  } else {
+    bool v4mapped = std::all_of(b, b + 10, [](unsigned char c) { return c == 0; }) && b[10] == 0xff && b[11] == 0xff;
+    if (v4mapped) {
+      std::snprintf(text, sizeof(text), "%u.%u.%u.%u", b[12], b[13], b[14], b[15]);
+    } else {
+      std::string out;
+      for (int i = 0; i < 16; i += 2) {
+        char part[8];
+        std::snprintf(part, sizeof(part), "%x", (b[i] << 8) | b[i + 1]);
+        out += (i ? ":" : "") + std::string(part);
+      }
+      return {out, port};
+    }
+  }
+  return {text, port};
+}
+
+}  // namespace
+
+std::vector<std::string> redact_http_headers(std::string& text) {
+  static const char* kSecret[] = {"authorization", "proxy-authorization", "cookie", "set-cookie"};
+  std::vector<std::string> done;
+  size_t end_of_headers = text.find("\r\n\r\n");
+  size_t limit = end_of_headers == std::string::npos ? text.size() : end_of_headers;
+  size_t line = text.find("\r\n");  // skip the request or status line
+  while (line != std::string::npos && line < limit) {
+    size_t start = line + 2;
+    size_t next = text.find("\r\n", start);
+    size_t stop = next == std::string::npos ? text.size() : next;
+    std::string_view header(text.data() + start, stop - start);
+    for (const char* name : kSecret) {
+      std::string prefix = std::string(name) + ":";
+      if (!starts_with_nocase(header, prefix)) continue;
+      size_t value = start + prefix.size();
+      while (value < stop && text[value] == ' ') ++value;
+      text.replace(value, stop - value, "[REDACTED]");
+      done.push_back(name);
+      next = text.find("\r\n", start);
+      limit = text.find("\r\n\r\n");
+      if (limit == std::string::npos) limit = text.size();
+      break;
+    }
+    line = next;
+  }
+  return done;
+}
+
+void TlsStreams::note_socket(uint32_t pid, int fd, bool local, const std::string& addr, int port) {
+  if (sockets_.size() > 65536) sockets_.clear();  // bounded: a fallback, not a table of record
+  Endpoints& ep = sockets_[{pid, fd}];
+  (local ? ep.local_addr : ep.remote_addr) = addr;
+  (local ? ep.local_port : ep.remote_port) = port;
+}
+
+void TlsStreams::resolve(Conn& c, uint32_t pid) {
+  c.resolved = true;
+  if (c.fd < 0) return;
+  if (auto it = sockets_.find({pid, c.fd}); it != sockets_.end()) {
+    c.local_addr = it->second.local_addr;
+    c.local_port = it->second.local_port;
+    c.remote_addr = it->second.remote_addr;
+    c.remote_port = it->second.remote_port;
+  }
+  char link[256] = {};
+  std::string fd_path = "/proc/" + std::to_string(pid) + "/fd/" + std::to_string(c.fd);
+  ssize_t n = readlink(fd_path.c_str(), link, sizeof(link) - 1);
+  if (n <= 0) return;
+  std::string target(link, size_t(n));
+  if (target.rfind("socket:[", 0) != 0) return;
+  std::string inode = target.substr(8, target.size() - 9);
+  for (const char* table : {"tcp", "tcp6"}) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/net/" + table);
+    std::string row;
+    std::getline(in, row);  // header
+    while (std::getline(in, row)) {
+      std::istringstream f(row);
+      std::string sl, local, remote, st, queues, tr, retr, uid, timeout, ino;
+      f >> sl >> local >> remote >> st >> queues >> tr >> retr >> uid >> timeout >> ino;
+      if (ino != inode) continue;
+      std::tie(c.local_addr, c.local_port) = proc_net_address(local);
+      std::tie(c.remote_addr, c.remote_port) = proc_net_address(remote);
+      return;
+    }
+  }
+}
+
+void TlsStreams::complete(Entry& e, const fr_tls& r, std::string_view data) {
+  Conn& c = conns_[{r.h.pid, r.ssl}];
+  if (r.fd >= 0 && c.fd != r.fd) {
+    c.fd = r.fd;
+    c.resolved = false;
+  }
+  if (!c.resolved) resolve(c, r.h.pid);
+  bool send = is_send(r.func);
+  uint64_t& position = send ? c.sent : c.received;
+  // The stream position of this chunk: where its call started, plus its
+  // offset in the call. A call's first chunk advances the position.
+  uint64_t call_start = position;
+  if (r.offset == 0) position += r.call_bytes;
+  else call_start = position - r.call_bytes;
+
+  e.set("direction", send ? "send" : "recv");
+  e.set("func", func_name(r.func));
+  e.set("ssl", uint64_t(r.ssl));
+  e.set("fd", int64_t(c.fd));
+  e.set("call_bytes", r.call_bytes);
+  e.set("call_offset", r.offset);
+  e.set("len", r.len);
+  e.set("stream_offset", call_start + r.offset);
+  e.set("ts_enter_mono_ns", uint64_t(r.enter_ns));
+  if (!c.local_addr.empty()) {
+    e.set("local_addr", c.local_addr);
+    e.set("local_port", c.local_port);
+  }
+  if (!c.remote_addr.empty()) {
+    e.set("remote_addr", c.remote_addr);
+    e.set("remote_port", c.remote_port);
+  }
+  if (r.flags & FR_TLS_FAULT) e.set("data_error", "unreadable");
+  // The last chunk kept (it ends at the cap) says how much of the call was not.
+  uint64_t kept_end = uint64_t(r.offset) + r.len;
+  if (r.call_bytes > cap_ && kept_end == cap_) e.set("truncated_bytes", uint64_t(r.call_bytes) - cap_);
+
+  std::string text(data);
+  bool message_start = r.offset == 0;
+  bool request = message_start && text.size() > 4 &&
+                 (text.rfind("GET ", 0) == 0 || text.rfind("POST ", 0) == 0 || text.rfind("PUT ", 0) == 0 ||
+                  text.rfind("HEAD ", 0) == 0 || text.rfind("DELETE ", 0) == 0 ||
+                  text.rfind("PATCH ", 0) == 0 || text.rfind("OPTIONS ", 0) == 0);
+  bool response = message_start && text.rfind("HTTP/1.", 0) == 0;
+  if (request || response) {
+    size_t eol = text.find("\r\n");
+    std::string first = text.substr(0, eol == std::string::npos ? std::min<size_t>(text.size(), 256) : eol);
+    std::istringstream words(first);
+    std::string a, b, c3;
+    words >> a >> b >> c3;
+    size_t headers_end = text.find("\r\n\r\n");
+    std::string_view headers(text.data(), headers_end == std::string::npos ? text.size() : headers_end);
+    auto header = [&](std::string_view name) -> std::string {
+      size_t pos = 0;
+      while ((pos = headers.find("\r\n", pos)) != std::string_view::npos) {
+        pos += 2;
+        std::string_view line = headers.substr(pos, headers.find("\r\n", pos) - pos);
+        if (starts_with_nocase(line, std::string(name) + ":")) {
+          std::string_view v = line.substr(name.size() + 1);
+          while (!v.empty() && v.front() == ' ') v.remove_prefix(1);
+          return std::string(v);
+        }
+      }
+      return {};
+    };
+    if (request) {
+      e.set_bytes("http_method", a);
+      e.set_bytes("http_path", b);
+      e.set_bytes("http_version", c3);
+      if (auto host = header("host"); !host.empty()) e.set_bytes("http_host", host);
+    } else {
+      e.set_bytes("http_version", a);
+      if (!b.empty() && std::all_of(b.begin(), b.end(), [](char ch) { return ch >= '0' && ch <= '9'; }) && b.size() <= 3) e.set("http_status", std::stoi(b));
+      if (auto ct = header("content-type"); !ct.empty()) e.set_bytes("http_content_type", ct);
+    }
+    if (redact_) {
+      auto redacted = redact_http_headers(text);
+      if (!redacted.empty()) e.set("redacted", std::move(redacted));
+    }
+  }
+  e.set("data_b64", base64_encode(text));
+}
+
+}  // namespace flightrec::events
