@@ -5,10 +5,12 @@
 #include <doctest/doctest.h>
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <fstream>
+#include <sstream>
 #include <thread>
 
 #include "common/text.h"
@@ -200,4 +202,57 @@ TEST_CASE("a client outside the session is not captured; --tls off attaches noth
   CHECK(of_type(es, "tls").empty());
   CHECK(es.front()["tls_capture"] == 0);
   for (const auto& c : es.front()["capture"]) CHECK(c.get<std::string>().find("uprobe") == std::string::npos);
+}
+
+TEST_CASE("node, which links OpenSSL into its own binary, is captured through it") {
+  REQUIRE(is_root());
+  if (run({"sh", "-c", "command -v node"}).code != 0) {
+    MESSAGE("node is not installed: skipped");
+    return;
+  }
+  HttpsServer srv;
+  TempDir dir;
+  std::string db = dir.file("s.db");
+  std::string js = "require('https').get({host:'127.0.0.1',port:" + std::to_string(srv.port) +
+                   ",path:'/x?from=node',rejectUnauthorized:false},r=>r.on('data',d=>process.stdout.write(d)))";
+  Result r = rt::flightrec({"run", "--db", db, "--", "node", "-e", js});
+  REQUIRE(r.code == 0);
+  CHECK(r.out == "hello tls body\n");
+  CHECK(stream(tls_entries(db, "send")).rfind("GET /x?from=node HTTP/1.1\r\n", 0) == 0);
+  CHECK(stream(tls_entries(db, "recv")).find("hello tls body\n") != std::string::npos);
+}
+
+TEST_CASE("watch captures TLS of processes already running in the cgroup") {
+  REQUIRE(is_root());
+  HttpsServer srv;
+  TempDir dir;
+  std::string cg;
+  {
+    std::ifstream in("/proc/self/mountinfo");
+    std::string line;
+    while (std::getline(in, line))
+      if (line.find(" - cgroup2 ") != std::string::npos) {
+        std::istringstream head(line);
+        std::string a, b, c, d, mp;
+        head >> a >> b >> c >> d >> mp;
+        cg = mp + "/flightrec-test-tls-" + std::to_string(getpid());
+        break;
+      }
+  }
+  REQUIRE(mkdir(cg.c_str(), 0755) == 0);
+  // A python client that is already running (libssl mapped) before watch starts.
+  std::string py = "import ssl, time, urllib.request\n"
+                   "ctx = ssl._create_unverified_context()\n"
+                   "for i in range(40):\n"
+                   "    urllib.request.urlopen('" + srv.url("/x?watched") + "', context=ctx).read()\n"
+                   "    time.sleep(0.1)\n";
+  Proc client = start({"sh", "-c", "echo $$ > " + cg + "/cgroup.procs && exec /usr/bin/python3 -c \"$0\"", py});
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  std::string db = dir.file("w.db");
+  Result r = rt::flightrec({"watch", "--cgroup", cg, "--db", db, "--duration", "1.5"});
+  kill(client.pid, SIGKILL);
+  wait(client);
+  rmdir(cg.c_str());
+  REQUIRE(r.code == 0);
+  CHECK(stream(tls_entries(db, "send")).find("GET /x?watched HTTP/1.1\r\n") != std::string::npos);
 }

@@ -47,7 +47,8 @@ class Runners:
             return ["strace", "-f", "-qq", "-o", "/dev/null"] + cmd
         self.n += 1
         db = os.path.join(self.tmp, f"bench-{self.n}.db")
-        return [self.flightrec, "run", "--db", db, "--"] + cmd
+        extra = ["--tls", "off"] if runner == "flightrec --tls off" else []
+        return [self.flightrec, "run", "--db", db] + extra + ["--"] + cmd
 
     def cleanup(self):
         for f in os.listdir(self.tmp):
@@ -129,6 +130,61 @@ def idle_rss(runners, runner):
     return agent_kb, runner_kb
 
 
+def start_https_server(directory):
+    """A local HTTPS server (self-signed) serving `directory`; returns (proc, port)."""
+    cert, key = os.path.join(directory, "cert.pem"), os.path.join(directory, "key.pem")
+    sh(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert,
+        "-days", "1", "-subj", "/CN=localhost"])
+    port_file = os.path.join(directory, "port")
+    server = os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../tests/programs/https_server.py")
+    proc = subprocess.Popen([PY, server, directory, cert, key, port_file])
+    for _ in range(100):
+        if os.path.exists(port_file):
+            break
+        time.sleep(0.05)
+    with open(port_file) as f:
+        return proc, int(f.read())
+
+
+def tls_benchmarks(runners, reps):
+    """HTTPS GET latency and a 100 MiB download: bare, captured, capture off."""
+    www = tempfile.mkdtemp(prefix="flightrec-https-")
+    with open(os.path.join(www, "x"), "w") as f:
+        f.write("x" * 1024)
+    with open(os.path.join(www, "big"), "wb") as f:
+        f.write(os.urandom(100 << 20))
+    proc, port = start_https_server(www)
+    base = f"https://127.0.0.1:{port}"
+    workloads = [
+        ("HTTPS GET, 1 KiB (median of 30)", "ms",
+         ["sh", "-c", f"for i in $(seq 30); do curl -sk -o /dev/null -w '%{{time_total}}\n' {base}/x; done"],
+         median_of_lines),
+        ("100 MiB HTTPS download", "ms",
+         ["curl", "-sk", "-o", "/dev/null", "-w", "%{time_total}\n", f"{base}/big"], median_of_lines),
+    ]
+    names = ["bare", "flightrec", "flightrec --tls off"]
+    results = {w[0]: {r: [] for r in names} for w in workloads}
+    for rep in range(reps):
+        print(f"tls round {rep + 1}/{reps}", flush=True)
+        for name, unit, cmd, parse in workloads:
+            for runner in names:
+                p = sh(runners.wrap(runner, cmd))
+                if p.returncode != 0:
+                    sys.exit(f"run.py: {name} under {runner} failed: {p.stderr.strip()[:300]}")
+                results[name][runner].append(parse(p.stdout))
+            runners.cleanup()
+    proc.kill()
+    shutil.rmtree(www, ignore_errors=True)
+    lines = ["| workload | unit | bare | flightrec (TLS captured) | flightrec --tls off | captured vs bare | off vs bare |",
+             "|---|---|---|---|---|---|---|"]
+    for name, unit, _, _ in workloads:
+        med = {r: statistics.median(results[name][r]) for r in names}
+        lines.append(f"| {name} | {unit} | {med['bare']:.2f} | {med['flightrec']:.2f} | "
+                     f"{med['flightrec --tls off']:.2f} | {(med['flightrec'] / med['bare'] - 1) * 100:+.1f}% | "
+                     f"{(med['flightrec --tls off'] / med['bare'] - 1) * 100:+.1f}% |")
+    return "\n".join(lines)
+
+
 def ingest_rate(flightrec, bench_syscalls, tmp, seconds=5):
     """Highest paced getppid() rate the whole pipeline records with zero drops."""
     best = None
@@ -206,6 +262,7 @@ def main():
                 results[name][runner].append(value)
             runners.cleanup()
 
+    tls_table = tls_benchmarks(runners, max(3, args.reps // 2))
     rss = {r: idle_rss(runners, r) for r in runner_names}
     runners.cleanup()
     print("ingest pipeline (synthetic records, one core):", flush=True)
@@ -252,6 +309,8 @@ def main():
     print()
     print(table)
     print()
+    print(tls_table)
+    print()
     print("end to end:", e2e)
 
     stamp = datetime.date.today().isoformat()
@@ -268,6 +327,15 @@ cost without them). Re-run the script to refresh this file;
 numbers from one machine only compare within one run.
 
 {table}
+
+## TLS plaintext capture
+
+curl against a local HTTPS server (python3 ssl, self-signed), bare, under
+`flightrec run` with TLS capture (uprobes on libssl, every SSL_read/SSL_write
+recorded in 16 KiB chunks up to 256 KiB per call) and with `--tls off`
+(no probes attached; syscalls still recorded):
+
+{tls_table}
 
 ## Ingest
 

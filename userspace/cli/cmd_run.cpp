@@ -152,7 +152,10 @@ int cmd_run(const Args& all) {
 
   // TLS probes before the command starts: it cannot call SSL_write first.
   std::vector<std::string> tls_errors;
-  if (so.tls_enabled()) tls_errors = attach_system_libssl(*capture);
+  if (so.tls_enabled()) {
+    tls_errors = attach_system_libssl(*capture);
+    attach_program_openssl(*capture, *program);
+  }
   recorder::SessionMeta meta;
   meta.mode = "run";
   meta.command = command;

@@ -66,6 +66,16 @@ void attach_libssl_on_open(probe::Capture& capture, recorder::Recorder& rec) {
       err = path.rfind('/', 0) == 0 ? capture.attach_tls(path) : err;
     if (!err.empty()) rec.note("error", "TLS capture: " + err);
   };
+  // Programs that link OpenSSL in (node exports SSL_write from its binary).
+  rec.on_exec = [&capture](uint32_t pid, const std::string& file) {
+    std::string err = capture.attach_tls(host_view(pid, file));
+    if (!err.empty() && access(("/proc/" + std::to_string(pid)).c_str(), F_OK) != 0 && file.rfind('/', 0) == 0)
+      capture.attach_tls(file);
+  };
+}
+
+void attach_program_openssl(probe::Capture& capture, const std::string& program) {
+  capture.attach_tls(program);  // fine to fail: most programs do not link OpenSSL in
 }
 
 }  // namespace flightrec::cli

@@ -17,7 +17,10 @@ namespace flightrec::cli {
 std::vector<std::string> attach_system_libssl(probe::Capture& capture);
 // Attaches to every libssl mapped by the processes in these cgroups and below.
 std::vector<std::string> attach_mapped_libssl(probe::Capture& capture, const std::vector<std::string>& cgroups);
-// Hooks the recorder so libssl files opened later get probes too.
+// The command itself, when it links OpenSSL statically (e.g. node).
+void attach_program_openssl(probe::Capture& capture, const std::string& program);
+// Hooks the recorder so libssl files opened later, and executables that
+// carry OpenSSL, get probes too.
 void attach_libssl_on_open(probe::Capture& capture, recorder::Recorder& rec);
 
 }  // namespace flightrec::cli

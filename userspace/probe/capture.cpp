@@ -2,7 +2,9 @@
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -13,6 +15,7 @@
 
 #include "common/error.h"
 #include "events/syscall_table.h"
+#include "probe/elf_symbols.h"
 #include "flightrec.skel.h"
 
 namespace flightrec::probe {
@@ -94,7 +97,40 @@ Capture::Capture(const CaptureOptions& opts, Handler handler) : handler_(std::mo
   }
 }
 
+// Removing a uprobe makes the kernel wait ~0.1 s, one uprobe at a time: 16
+// probes would hold the end of a session up by ~2 s. Whoever drops the last
+// reference to the probes pays, so a helper process shares them, waits for
+// flightrec to exit and pays in the background. Until then the probes stay
+// but have nothing to record: the session's cgroup is empty or gone.
+static void hand_uprobes_to_background(std::vector<bpf_link*>& links) {
+  if (links.empty()) return;
+  int alive[2];
+  if (pipe2(alive, O_CLOEXEC) != 0) return;  // fall back: detach here, slowly
+  pid_t child = fork();
+  if (child == 0) {
+    if (fork() != 0) _exit(0);  // the grandchild is reparented: nobody waits for it
+    close(alive[1]);
+    char byte;
+    while (read(alive[0], &byte, 1) > 0) {
+    }
+    _exit(0);  // flightrec is gone; closing the last references removes the probes
+  }
+  close(alive[0]);
+  if (child < 0) {
+    close(alive[1]);
+    return;
+  }
+  waitpid(child, nullptr, 0);
+  for (auto* link : links) {
+    bpf_link__disconnect(link);  // keep the probes: only free libbpf's memory
+    bpf_link__destroy(link);
+  }
+  links.clear();
+  // alive[1] stays open until flightrec exits; then the helper's read ends.
+}
+
 Capture::~Capture() {
+  hand_uprobes_to_background(tls_links_);
   for (auto* link : tls_links_) bpf_link__destroy(link);
   long page = sysconf(_SC_PAGESIZE);
   if (consumer_pos_) munmap(const_cast<unsigned long*>(consumer_pos_), size_t(page));
@@ -170,6 +206,8 @@ std::string Capture::attach_tls(const std::string& path) {
   std::pair<uint64_t, uint64_t> id{st.st_dev, st.st_ino};
   for (const auto& f : tls_files_)
     if (f == id) return "";  // already: probes are per file, not per path
+  for (const auto& f : tls_refused_)
+    if (f == id) return path + " does not export SSL_write";
   struct Probe {
     bpf_program* prog;
     const char* func;
@@ -180,10 +218,15 @@ std::string Capture::attach_tls(const std::string& path) {
       {skel_->progs.fr_ssl_write_ex, "SSL_write_ex", false}, {skel_->progs.fr_ssl_write_ex_ret, "SSL_write_ex", true},
       {skel_->progs.fr_ssl_read_ex, "SSL_read_ex", false},   {skel_->progs.fr_ssl_read_ex_ret, "SSL_read_ex", true},
   };
+  auto offsets = function_offsets(path, {"SSL_write", "SSL_read", "SSL_write_ex", "SSL_read_ex"});
+  if (offsets.size() != 4) {  // not an OpenSSL: remember, so it is read once
+    tls_refused_.push_back(id);
+    return path + " does not export SSL_write";
+  }
   std::vector<bpf_link*> links;
   for (const auto& p : probes) {
-    LIBBPF_OPTS(bpf_uprobe_opts, uo, .retprobe = p.ret, .func_name = p.func);
-    bpf_link* link = bpf_program__attach_uprobe_opts(p.prog, -1, path.c_str(), 0, &uo);
+    LIBBPF_OPTS(bpf_uprobe_opts, uo, .retprobe = p.ret);
+    bpf_link* link = bpf_program__attach_uprobe_opts(p.prog, -1, path.c_str(), offsets[p.func], &uo);
     if (!link) {
       int err = errno;
       for (auto* l : links) bpf_link__destroy(l);

@@ -59,6 +59,7 @@ class Capture {
   size_t ring_bytes_ = 0;
   std::vector<bpf_link*> tls_links_;
   std::vector<std::pair<uint64_t, uint64_t>> tls_files_;  // (dev, inode) attached
+  std::vector<std::pair<uint64_t, uint64_t>> tls_refused_;  // files without the symbols
   std::vector<std::string> tls_paths_;
   Handler handler_;
   int handled_ = 0;

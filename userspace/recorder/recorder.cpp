@@ -143,6 +143,10 @@ void Recorder::append(events::Entry& e, int64_t pid) {
 void Recorder::on_record(const void* data, size_t size) {
   events::Entry e = events::decode_record(data, size, ctx_);
   append(e, field_int(e, "pid"));
+  if (on_exec && e.type() == "exec") {
+    const events::Value* file = e.get("filename");
+    if (file && std::get_if<std::string>(file)) on_exec(uint32_t(field_int(e, "pid")), std::get<std::string>(*file));
+  }
   if (on_libssl_open && field_int(e, "ret") >= 0 && e.type() == "file_open") {
     const events::Value* path = e.get("path");
     if (path && std::get_if<std::string>(path) &&

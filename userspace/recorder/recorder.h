@@ -38,6 +38,8 @@ class Recorder {
   // Called when a recorded process opened a file whose name says it is
   // libssl (pid, path as the process named it), e.g. to attach TLS probes.
   std::function<void(uint32_t, const std::string&)> on_libssl_open;
+  // Called for every exec (pid, file), e.g. for programs with OpenSSL linked in.
+  std::function<void(uint32_t, const std::string&)> on_exec;
 
   int64_t session() const { return writer_.session(); }
   int64_t entries() const { return writer_.count(); }
