@@ -35,7 +35,8 @@ static __always_inline int tls_enter(void *ssl, const void *buf, __u64 *len_ptr,
 		.func = func,
 		.fd = -1,
 	};
-	bpf_map_update_elem(&fr_tls_calls, &tid, &call, BPF_ANY);
+	if (bpf_map_update_elem(&fr_tls_calls, &tid, &call, BPF_ANY) != 0)
+		fr_count_drop();
 	return 0;
 }
 
@@ -49,12 +50,13 @@ static __always_inline int tls_exit(long ret)
 	bpf_map_delete_elem(&fr_tls_calls, &tid);
 
 	__u64 total = 0;
+	int iret = (int)ret;  /* all four return int */
 	if (c.func == FR_TLS_SSL_READ || c.func == FR_TLS_SSL_WRITE) {
-		if (ret <= 0)
+		if (iret <= 0)
 			return 0;
-		total = ret;
+		total = iret;
 	} else {
-		if (ret != 1 || !c.len_ptr)
+		if (iret != 1 || !c.len_ptr)
 			return 0;
 		if (bpf_probe_read_user(&total, sizeof(total), (const void *)c.len_ptr))
 			return 0;
@@ -106,16 +108,18 @@ static __always_inline int tls_exit(long ret)
 	return 0;
 }
 
+/* One return probe for all four functions: the entry probe noted which
+ * call it was. One program, so the verifier walks the chunk loop once. */
+SEC("uretprobe")
+int BPF_KRETPROBE(fr_ssl_ret, long ret)
+{
+	return tls_exit(ret);
+}
+
 SEC("uprobe")
 int BPF_KPROBE(fr_ssl_write, void *ssl, const void *buf, int num)
 {
 	return tls_enter(ssl, buf, 0, FR_TLS_SSL_WRITE);
-}
-
-SEC("uretprobe")
-int BPF_KRETPROBE(fr_ssl_write_ret, int ret)
-{
-	return tls_exit(ret);
 }
 
 SEC("uprobe")
@@ -124,32 +128,14 @@ int BPF_KPROBE(fr_ssl_read, void *ssl, void *buf, int num)
 	return tls_enter(ssl, buf, 0, FR_TLS_SSL_READ);
 }
 
-SEC("uretprobe")
-int BPF_KRETPROBE(fr_ssl_read_ret, int ret)
-{
-	return tls_exit(ret);
-}
-
 SEC("uprobe")
 int BPF_KPROBE(fr_ssl_write_ex, void *ssl, const void *buf, __u64 num, __u64 *written)
 {
 	return tls_enter(ssl, buf, written, FR_TLS_SSL_WRITE_EX);
 }
 
-SEC("uretprobe")
-int BPF_KRETPROBE(fr_ssl_write_ex_ret, int ret)
-{
-	return tls_exit(ret);
-}
-
 SEC("uprobe")
 int BPF_KPROBE(fr_ssl_read_ex, void *ssl, void *buf, __u64 num, __u64 *readbytes)
 {
 	return tls_enter(ssl, buf, readbytes, FR_TLS_SSL_READ_EX);
-}
-
-SEC("uretprobe")
-int BPF_KRETPROBE(fr_ssl_read_ex_ret, int ret)
-{
-	return tls_exit(ret);
 }

@@ -67,8 +67,10 @@ struct fr_tls_call {
 	__s32 fd;
 };
 
+/* LRU: a call whose return probe never fires (the thread died inside it)
+ * leaves a slot behind; the oldest slots make room, so capture never stops. */
 FR_SHARED struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 16384);
 	__type(key, __u32);
 	__type(value, struct fr_tls_call);

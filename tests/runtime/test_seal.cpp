@@ -278,3 +278,34 @@ TEST_CASE("a checkpoint after every entry (and two wanted at one size) still end
   CHECK(v.code == 0);
   CHECK(v.out.find(std::to_string(all.size()) + " checkpoints") != std::string::npos);
 }
+
+TEST_CASE("hostile inputs from traced processes and databases do not stop or crash flightrec") {
+  REQUIRE(is_root());
+  TempDir dir;
+  // memfd_create's name once collided with the entry's syscall name.
+  std::string db = dir.file("m.db");
+  Result r = rt::flightrec({"run", "--db", db, "--", "/usr/bin/python3", "-c", "import os; os.memfd_create('mine')"});
+  CHECK(r.code == 0);
+  bool seen = false;
+  for (const auto& e : entries(db)) seen = seen || (e.value("name", "") == "memfd_create" && e.value("memfd_name", "") == "mine");
+  CHECK(seen);
+  CHECK(rt::flightrec({"verify", "--db", db}).code == 0);
+
+  // A FIFO named like libssl: opening it must not block the recorder.
+  std::string fifo = dir.file("libssl.so.3");
+  std::string fdb = dir.file("f.db");
+  // Opened without blocking and closed again: no writer is left, so a
+  // blocking open of it by flightrec would never return.
+  r = run({"timeout", "-s", "KILL", "60", FLIGHTREC_BIN, "run", "--db", fdb, "--", "/usr/bin/python3", "-c",
+           "import os, time\nos.mkfifo('" + fifo + "')\nos.close(os.open('" + fifo +
+               "', os.O_RDONLY | os.O_NONBLOCK))\ntime.sleep(0.3)\nprint('opened')"});
+  CHECK(r.code == 0);
+  CHECK(r.out == "opened\n");
+  CHECK(rt::flightrec({"verify", "--db", fdb}).code == 0);
+
+  // prove against a database with a checkpoint row claiming a huge tree.
+  sqlite(db, "INSERT INTO checkpoints VALUES (1, 99999999, 'forged')");
+  r = rt::flightrec({"prove", "--db", db, "--session", "1", "--entry", "3"});
+  CHECK(r.code == 1);
+  CHECK(r.err.find("run flightrec verify") != std::string::npos);
+}

@@ -53,6 +53,7 @@ int64_t write_session(Store& store, int n, const SigningKey* key, bool end = tru
   json g = {{"type", "genesis"}, {"seq", 1}, {"session", id}, {"origin", origin_of(id)}};
   if (key) g["public_key"] = key->verifier().vkey();
   w.append(g.dump(), "genesis", 1);
+  w.checkpoint(origin_of(id), key);  // sealed with the genesis entry, as the recorder does
   for (int i = 2; i <= n; ++i) {
     bool last = end && i == n;
     json j = {{"type", last ? "session_end" : "syscall"}, {"seq", i}, {"session", id}, {"pid", 42}, {"nr", i}};
@@ -141,8 +142,8 @@ TEST_CASE("a signed session verifies, counting checkpoints and gaps") {
   auto v = verify_file(db, &test_key().verifier());
   CHECK(v.ok);
   CHECK(v.entries == 23);
-  CHECK(v.checkpoints == 5);  // 5, 10, 15, 20, 23
-  CHECK(v.signed_checkpoints == 5);
+  CHECK(v.checkpoints == 6);  // 1, 5, 10, 15, 20, 23
+  CHECK(v.signed_checkpoints == 6);
   CHECK(v.terminated);
   CHECK(v.gaps == 1);
   CHECK(v.lost == 12);
@@ -234,12 +235,12 @@ TEST_CASE("tampering is caught, each with its reason") {
     std::string saved;
     {
       Store s(c, Store::Mode::Read);
-      saved = s.checkpoints(id)[0].note;  // size 5
+      saved = s.checkpoints(id)[1].note;  // size 5
     }
     auto es = parsed(bodies(c, id));
     es[2]["nr"] = 1000;
     rewrite_session(c, id, es);
-    sql(c, "DELETE FROM checkpoints WHERE session=1");  // hide the evidence
+    sql(c, "DELETE FROM checkpoints WHERE session=1 AND tree_size>1");  // hide the evidence
     auto v = verify_file(c, &pub, saved);
     CHECK(v.where == "saved checkpoint");
     CHECK(v.reason.find("history was rewritten") != std::string::npos);
@@ -265,7 +266,7 @@ TEST_CASE("tampering is caught, each with its reason") {
                  std::to_string(cp.tree_size));
     }
     auto v = verify_file(c, &pub);
-    CHECK(v.where == "checkpoint at size 5");
+    CHECK(v.where == "checkpoint at size 1");
     CHECK(v.reason.find("not signed by the expected key") != std::string::npos);
     // And with the genesis entry rewritten to name the other key: pinning catches it.
     auto es = parsed(bodies(c, id));
@@ -287,7 +288,7 @@ TEST_CASE("tampering is caught, each with its reason") {
     std::string c = fresh();
     Store s(c, Store::Mode::Read);
     auto cps = s.checkpoints(id);
-    std::string forged = cps[1].note;  // size 10
+    std::string forged = cps[2].note;  // size 10
     forged.replace(forged.find("\n10\n"), 4, "\n11\n");
     sql(c, "DELETE FROM checkpoints WHERE session=1 AND tree_size=10;"
            "INSERT INTO checkpoints VALUES (1, 11, '" + forged + "')");
@@ -295,4 +296,41 @@ TEST_CASE("tampering is caught, each with its reason") {
     CHECK(v.where == "checkpoint at size 11");
     CHECK(v.reason.find("does not verify") != std::string::npos);
   }
+}
+
+TEST_CASE("a whole session made up without the key does not verify") {
+  TempDir dir;
+  std::string db = dir.file("r.db");
+  {
+    Store s(db, Store::Mode::Write);
+    write_session(s, 12, &test_key());
+  }
+  // Genesis naming the real (public) key, chain recomputed, no session_end,
+  // no checkpoints: it would pass as an unterminated session.
+  json g = {{"type", "genesis"}, {"seq", 1}, {"session", 1}, {"origin", "made/up"},
+            {"public_key", test_key().verifier().vkey()}};
+  std::vector<json> es{g};
+  for (int i = 0; i < 5; ++i) es.push_back({{"type", "syscall"}, {"session", 1}, {"nr", 59}});
+  rewrite_session(db, 1, es);
+  sql(db, "DELETE FROM checkpoints");
+  auto v = verify_file(db, &test_key().verifier());
+  CHECK_FALSE(v.ok);
+  CHECK(v.where == "entry 1");
+  CHECK(v.reason.find("not sealed by a checkpoint of size 1") != std::string::npos);
+}
+
+TEST_CASE("deleting a session's row does not hide it from verification") {
+  TempDir dir;
+  std::string db = dir.file("r.db");
+  {
+    Store s(db, Store::Mode::Write);
+    write_session(s, 12, &test_key());
+    write_session(s, 12, &test_key());
+  }
+  sql(db, "DELETE FROM sessions WHERE id=2;"
+          "UPDATE entries SET body=replace(body,'\"pid\":42','\"pid\":7') WHERE session=2 AND seq=4");
+  Store s(db, Store::Mode::Read);
+  auto r = verify_store(s, std::nullopt, &test_key().verifier(), std::nullopt);
+  CHECK_FALSE(r.ok);
+  CHECK(r.bad_session == 2);
 }

@@ -1,10 +1,15 @@
 // flightrec export: one session as a bundle an auditor verifies elsewhere.
+#include <ext/stdio_filebuf.h>
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <fstream>
 #include <iostream>
 
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "common/error.h"
+#include "common/system.h"
 #include "ledger/bundle.h"
 #include "ledger/store.h"
 
@@ -34,13 +39,17 @@ int cmd_export(const Args& args) {
     return 0;
   }
   // Write beside the target and rename: a reader never sees half a bundle.
-  std::string tmp = out + ".tmp";
+  // The temporary file is new (O_EXCL) and no symlink is followed.
+  std::string tmp = out + ".tmp." + std::to_string(getpid());
+  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) throw Error(errno_message("cannot create " + tmp, errno));
   int64_t n;
   {
-    std::ofstream file(tmp, std::ios::binary | std::ios::trunc);
-    if (!file) throw Error("cannot write " + tmp);
+    __gnu_cxx::stdio_filebuf<char> buf(fd, std::ios::out | std::ios::binary);
+    std::ostream file(&buf);
     try {
       n = ledger::export_bundle(store, session, file, fmt);
+      if (fsync(fd) != 0) throw Error(errno_message("cannot write " + tmp, errno));
     } catch (...) {
       std::remove(tmp.c_str());
       throw;

@@ -55,10 +55,10 @@ int cmd_keygen(const Args& args) {
   if (std::filesystem::exists(key_path) || std::filesystem::exists(pub_path))
     throw Error(out + " already holds a key; flightrec keygen never overwrites one");
   std::error_code ec;
-  std::filesystem::create_directories(out, ec);
+  bool created = std::filesystem::create_directories(out, ec);
   if (ec) throw Error("cannot create " + out + ": " + ec.message());
   if (!std::filesystem::is_directory(out)) throw Error(out + " is not a directory");
-  chmod(out.c_str(), 0700);
+  if (created) chmod(out.c_str(), 0700);  // never change a directory we did not make
 
   auto key = ledger::SigningKey::generate(name);
   write_new_file(key_path, key.private_pem(), 0600);

@@ -46,10 +46,7 @@ int cmd_prove(const Args& args) {
   f.session = session;
   store.for_each_entry(f, [&](const ledger::EntryRow& e) {
     if (e.seq != int64_t(leaves.size()) + 1) throw Error("the record is damaged; run flightrec verify");
-    ledger::Hash h;
-    if (e.leaf.size() != h.size()) throw Error("the record is damaged; run flightrec verify");
-    std::copy(e.leaf.begin(), e.leaf.end(), h.begin());
-    leaves.push_back(h);
+    leaves.push_back(ledger::leaf_hash(e.body));  // from the entry itself, not a stored hash
     if (e.seq == entry) entry_body = e.body;
     return true;
   });
@@ -61,6 +58,9 @@ int cmd_prove(const Args& args) {
     return nullptr;
   };
   int64_t latest = checkpoints.empty() ? int64_t(leaves.size()) : checkpoints.back().tree_size;
+  if (latest < 1 || latest > int64_t(leaves.size()))
+    throw Error("the latest checkpoint claims " + std::to_string(latest) + " entries but " +
+                std::to_string(leaves.size()) + " are stored; run flightrec verify");
   nlohmann::json out;
   out["session"] = session;
   if (inclusion) {

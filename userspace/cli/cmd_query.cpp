@@ -5,7 +5,10 @@
 
 #include "cli/commands.h"
 #include "cli/options.h"
+#include "ledger/canonical.h"
 #include "ledger/store.h"
+
+#include <algorithm>
 
 namespace flightrec::cli {
 namespace {
@@ -58,17 +61,27 @@ int cmd_query(const Args& args) {
   ledger::Store store(db, ledger::Store::Mode::Read);
   ledger::EntryFilter f;
   if (vm.count("session")) f.session = session;
-  if (vm.count("pid")) f.pid = pid;
+  // Types and pids are matched against each entry's own body: the type and
+  // pid columns are a convenience a forger could change without touching it.
+  std::vector<std::string> wanted;
   for (const auto& t : types) {
-    f.types.push_back(t);
+    wanted.push_back(t);
     if (t == "syscall") {
-      f.types.push_back("file_open");
-      f.types.push_back("connect");
+      wanted.push_back("file_open");
+      wanted.push_back("connect");
     }
   }
+  ledger::TopLevel top;
   bool json = vm["json"].as<bool>();
   std::ios::sync_with_stdio(false);
   store.for_each_entry(f, [&](const ledger::EntryRow& e) {
+    if (!wanted.empty() || vm.count("pid")) {
+      if (!ledger::check_canonical(e.body, &top).empty()) return true;  // verify reports it
+      auto type = top.string("type");
+      if (!wanted.empty() && (!type || std::find(wanted.begin(), wanted.end(), *type) == wanted.end()))
+        return true;
+      if (vm.count("pid") && top.integer("pid") != pid) return true;
+    }
     if (json) {
       std::cout << e.body << '\n';
     } else {

@@ -40,7 +40,7 @@ void SessionOptions::validate(const po::variables_map&) {
     throw UsageError("--tls and --tls-redact take on or off");
   size_t chunk = tls_chunk_bytes(), cap = tls_cap_bytes();
   if (chunk < 1 || chunk > 16384) throw UsageError("--tls-chunk must be from 1 to 16K");
-  if (cap < chunk || cap / chunk > 64) throw UsageError("--tls-cap must be from --tls-chunk to 64 chunks");
+  if (cap < chunk || cap / chunk > 16) throw UsageError("--tls-cap must be from --tls-chunk to 16 times it");
 }
 
 size_t SessionOptions::ring_bytes() const { return parse_size(ring, "--ring-size"); }

@@ -158,7 +158,7 @@ constexpr Row kRows[] = {
     {301, 4, N, "path", nullptr, N, N, FR_SA_NONE},       // fanotify_mark
     {303, 1, N, "path", nullptr, N, N, FR_SA_NONE},       // name_to_handle_at
     {316, 1, 3, "oldpath", "newpath", N, N, FR_SA_NONE},  // renameat2
-    {319, 0, N, "name", nullptr, N, N, FR_SA_NONE},       // memfd_create
+    {319, 0, N, "memfd_name", nullptr, N, N, FR_SA_NONE}, // memfd_create
     {322, 1, N, "path", nullptr, N, N, FR_SA_NONE},       // execveat
     {332, 1, N, "path", nullptr, N, N, FR_SA_NONE},       // statx
     {428, 1, N, "path", nullptr, N, N, FR_SA_NONE},       // open_tree

@@ -174,11 +174,13 @@ void TlsStreams::complete(Entry& e, const fr_tls& r, std::string_view data) {
   if (r.call_bytes > cap_ && kept_end == cap_) e.set("truncated_bytes", uint64_t(r.call_bytes) - cap_);
 
   std::string text(data);
-  bool message_start = r.offset == 0;
+  // A message may start any chunk (pipelining, several per call).
+  bool message_start = true;
   bool request = message_start && text.size() > 4 &&
                  (text.rfind("GET ", 0) == 0 || text.rfind("POST ", 0) == 0 || text.rfind("PUT ", 0) == 0 ||
                   text.rfind("HEAD ", 0) == 0 || text.rfind("DELETE ", 0) == 0 ||
-                  text.rfind("PATCH ", 0) == 0 || text.rfind("OPTIONS ", 0) == 0);
+                  text.rfind("PATCH ", 0) == 0 || text.rfind("OPTIONS ", 0) == 0 ||
+                  text.rfind("CONNECT ", 0) == 0);
   bool response = message_start && text.rfind("HTTP/1.", 0) == 0;
   if (request || response) {
     size_t eol = text.find("\r\n");

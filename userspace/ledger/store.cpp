@@ -218,6 +218,17 @@ std::vector<CheckpointRow> Store::checkpoints(int64_t session) {
   return out;
 }
 
+std::vector<int64_t> Store::session_ids() {
+  std::vector<int64_t> out;
+  Stmt s(db_,
+         "SELECT id FROM sessions UNION SELECT DISTINCT id >> 40 FROM entries "
+         "UNION SELECT DISTINCT session FROM checkpoints ORDER BY 1");
+  int rc;
+  while ((rc = sqlite3_step(s.s)) == SQLITE_ROW) out.push_back(sqlite3_column_int64(s.s, 0));
+  if (rc != SQLITE_DONE) fail("cannot read sessions");
+  return out;
+}
+
 std::vector<SessionRow> Store::sessions() {
   std::vector<SessionRow> out;
   Stmt s(db_,

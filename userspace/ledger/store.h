@@ -69,6 +69,8 @@ class Store {
   std::vector<CheckpointRow> checkpoints(int64_t session);  // by tree size
 
   std::vector<SessionRow> sessions();
+  // Every session id with entries, checkpoints or a session row.
+  std::vector<int64_t> session_ids();
   // Entries in (session, seq) order; stops when fn returns false.
   void for_each_entry(const EntryFilter& filter, const std::function<bool(const EntryRow&)>& fn);
 

@@ -39,6 +39,10 @@ bool SessionVerifier::add_entry(std::string_view body, const std::string* stored
   // Types are plain ASCII words: the raw text between the quotes is the type.
   std::string_view type = type_raw->substr(1, type_raw->size() - 2);
   if (ended_) return fail(at(), seq, "entry after the session's end");
+  // The checkpoint of size 1 is committed with the genesis entry: without
+  // it a whole session (genesis included) could be made up.
+  if (seq == 2 && v_.last_checkpoint != 1)
+    return fail("entry 1", 1, "the genesis entry is not sealed by a checkpoint of size 1");
   if (seq == 1) {
     if (type != "genesis") return fail(at(), seq, "the first entry is not the genesis entry");
     auto origin = top_.string("origin");
@@ -139,6 +143,10 @@ const SessionVerdict& SessionVerifier::finish() {
     fail("", 0, "session has no entries");
     return v_;
   }
+  if (count_ == 1 && v_.last_checkpoint != 1) {
+    fail("entry 1", 1, "the genesis entry is not sealed by a checkpoint of size 1");
+    return v_;
+  }
   if (external_) {
     if (external_->size > uint64_t(count_)) {
       fail("saved checkpoint", 0,
@@ -168,17 +176,19 @@ StoreVerdict verify_store(Store& store, std::optional<int64_t> only_session, con
                           std::optional<std::string> external) {
   StoreVerdict out;
   bool external_matched = false;
-  for (const SessionRow& s : store.sessions()) {
-    if (only_session && s.id != *only_session) continue;
-    SessionVerifier v(s.id, pinned, external);
-    auto checkpoints = store.checkpoints(s.id);
+  // Every session anything was recorded for: the sessions table is only an
+  // index, and a deleted row must not hide a session from verification.
+  for (int64_t id : store.session_ids()) {
+    if (only_session && id != *only_session) continue;
+    SessionVerifier v(id, pinned, external);
+    auto checkpoints = store.checkpoints(id);
     size_t next_cp = 0;
     auto feed_checkpoints = [&] {
       while (next_cp < checkpoints.size() && checkpoints[next_cp].tree_size == v.entries())
         v.add_checkpoint(checkpoints[next_cp++].note);
     };
     EntryFilter f;
-    f.session = s.id;
+    f.session = id;
     feed_checkpoints();
     store.for_each_entry(f, [&](const EntryRow& e) {
       if (e.seq != v.entries() + 1) {
@@ -190,11 +200,11 @@ StoreVerdict verify_store(Store& store, std::optional<int64_t> only_session, con
       return true;
     });
     if (v.verdict().ok && next_cp < checkpoints.size()) v.checkpoint_beyond_end(uint64_t(checkpoints[next_cp].tree_size));
-    out.sessions.emplace_back(s.id, v.finish());
+    out.sessions.emplace_back(id, v.finish());
     external_matched = external_matched || v.verdict().external_matched;
     if (!out.sessions.back().second.ok) {
       out.ok = false;
-      out.bad_session = s.id;
+      out.bad_session = id;
       return out;
     }
   }

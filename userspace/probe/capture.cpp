@@ -2,6 +2,7 @@
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -56,6 +57,11 @@ Capture::Capture(const CaptureOptions& opts, Handler handler) : handler_(std::mo
                 std::to_string(FR_TLS_CHUNKS_MAX) + " records per call");
   skel_->rodata->fr_wakeup_bytes = opts.wakeup_bytes ? opts.wakeup_bytes : opts.ring_bytes / 8;
   bpf_map__set_max_entries(skel_->maps.fr_events, uint32_t(opts.ring_bytes));
+  if (!opts.tls) {  // --tls off: not even loaded (verifying them is most of the load time)
+    for (bpf_program* p : {skel_->progs.fr_ssl_write, skel_->progs.fr_ssl_read, skel_->progs.fr_ssl_write_ex,
+                           skel_->progs.fr_ssl_read_ex, skel_->progs.fr_ssl_ret})
+      bpf_program__set_autoload(p, false);
+  }
 
   if (int err = flightrec_bpf__load(skel_)) {
     flightrec_bpf__destroy(skel_);
@@ -110,6 +116,21 @@ static void hand_uprobes_to_background(std::vector<bpf_link*>& links) {
   if (child == 0) {
     if (fork() != 0) _exit(0);  // the grandchild is reparented: nobody waits for it
     close(alive[1]);
+    // Keep only kernel objects (probes, links, maps: anon inodes) and the
+    // pipe: a caller reading flightrec's output must see EOF when it exits.
+    if (DIR* fds = opendir("/proc/self/fd")) {
+      std::vector<int> to_close;
+      while (dirent* d = readdir(fds)) {
+        int fd = atoi(d->d_name);
+        char target[64] = {};
+        std::string link = std::string("/proc/self/fd/") + d->d_name;
+        if (d->d_name[0] == '.' || fd == alive[0] || fd == dirfd(fds)) continue;
+        if (readlink(link.c_str(), target, sizeof(target) - 1) < 0 || strncmp(target, "anon_inode:", 11) != 0)
+          to_close.push_back(fd);
+      }
+      closedir(fds);
+      for (int fd : to_close) close(fd);
+    }
     char byte;
     while (read(alive[0], &byte, 1) > 0) {
     }
@@ -201,8 +222,13 @@ std::vector<std::string> Capture::attached() const {
 }
 
 std::string Capture::attach_tls(const std::string& path) {
+  // Paths come from what traced processes open: a FIFO named libssl.so
+  // must not block us, and the number of files probed is bounded.
   struct stat st {};
   if (stat(path.c_str(), &st) != 0) return errno_message(path, errno);
+  if (!S_ISREG(st.st_mode)) return path + " is not a regular file";
+  if (tls_files_.size() >= 64) return "TLS capture: already 64 files probed; not probing " + path;
+  if (tls_refused_.size() >= 4096) tls_refused_.clear();
   std::pair<uint64_t, uint64_t> id{st.st_dev, st.st_ino};
   for (const auto& f : tls_files_)
     if (f == id) return "";  // already: probes are per file, not per path
@@ -213,10 +239,10 @@ std::string Capture::attach_tls(const std::string& path) {
     const char* func;
     bool ret;
   } probes[] = {
-      {skel_->progs.fr_ssl_write, "SSL_write", false},       {skel_->progs.fr_ssl_write_ret, "SSL_write", true},
-      {skel_->progs.fr_ssl_read, "SSL_read", false},         {skel_->progs.fr_ssl_read_ret, "SSL_read", true},
-      {skel_->progs.fr_ssl_write_ex, "SSL_write_ex", false}, {skel_->progs.fr_ssl_write_ex_ret, "SSL_write_ex", true},
-      {skel_->progs.fr_ssl_read_ex, "SSL_read_ex", false},   {skel_->progs.fr_ssl_read_ex_ret, "SSL_read_ex", true},
+      {skel_->progs.fr_ssl_write, "SSL_write", false},       {skel_->progs.fr_ssl_ret, "SSL_write", true},
+      {skel_->progs.fr_ssl_read, "SSL_read", false},         {skel_->progs.fr_ssl_ret, "SSL_read", true},
+      {skel_->progs.fr_ssl_write_ex, "SSL_write_ex", false}, {skel_->progs.fr_ssl_ret, "SSL_write_ex", true},
+      {skel_->progs.fr_ssl_read_ex, "SSL_read_ex", false},   {skel_->progs.fr_ssl_ret, "SSL_read_ex", true},
   };
   auto offsets = function_offsets(path, {"SSL_write", "SSL_read", "SSL_write_ex", "SSL_read_ex"});
   if (offsets.size() != 4) {  // not an OpenSSL: remember, so it is read once

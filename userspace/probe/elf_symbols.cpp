@@ -2,6 +2,7 @@
 
 #include <elf.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -17,8 +18,13 @@ bool read_at(int fd, void* buf, size_t len, uint64_t off) {
 
 std::map<std::string, uint64_t> function_offsets(const std::string& path, const std::vector<std::string>& names) {
   std::map<std::string, uint64_t> out;
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (fd < 0) return out;
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {  // swapped for a FIFO or device since stat
+    close(fd);
+    return out;
+  }
   Elf64_Ehdr eh;
   std::vector<Elf64_Shdr> sh;
   if (!read_at(fd, &eh, sizeof(eh), 0) || std::memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 ||
@@ -35,7 +41,7 @@ std::map<std::string, uint64_t> function_offsets(const std::string& path, const 
   for (const auto& s : sh) {
     if (s.sh_type != SHT_DYNSYM || s.sh_link >= sh.size() || s.sh_entsize != sizeof(Elf64_Sym)) continue;
     const Elf64_Shdr& strs = sh[s.sh_link];
-    if (s.sh_size > (256u << 20) || strs.sh_size > (256u << 20)) break;
+    if (s.sh_size > (32u << 20) || strs.sh_size > (32u << 20)) break;  // node's are ~1 MB
     std::vector<Elf64_Sym> syms(s.sh_size / sizeof(Elf64_Sym));
     std::string names_blob(strs.sh_size, '\0');
     if (!read_at(fd, syms.data(), syms.size() * sizeof(Elf64_Sym), s.sh_offset) ||

@@ -114,7 +114,7 @@ void Recorder::checkpoint_if_due() {
 
 void Recorder::note(const char* type, const std::string& detail) {
   events::Entry e = own_entry(type);
-  e.set("detail", detail);
+  e.set_bytes("detail", detail);  // may quote paths from the traced processes
   append(e, getpid());
 }
 
@@ -142,7 +142,23 @@ void Recorder::append(events::Entry& e, int64_t pid) {
 
 void Recorder::on_record(const void* data, size_t size) {
   events::Entry e = events::decode_record(data, size, ctx_);
-  append(e, field_int(e, "pid"));
+  std::string canonical;
+  try {
+    e.set("seq", writer_.next_seq());
+    e.set("session", writer_.session());
+    canonical = e.canonical();
+  } catch (const std::logic_error& err) {
+    // A bug of ours, not the traced process's fault: keep recording, and
+    // keep the evidence that one record was not understood.
+    events::Entry m;
+    m.set("type", "malformed");
+    m.set("reason", std::string("cannot encode the record: ") + err.what());
+    m.set("size", uint64_t(size));
+    append(m, 0);
+    return;
+  }
+  writer_.append(std::move(canonical), e.type(), field_int(e, "pid"));
+  if (uint64_t(writer_.count()) - writer_.checkpointed() >= checkpoint_entries_) checkpoint_if_due();
   if (on_exec && e.type() == "exec") {
     const events::Value* file = e.get("filename");
     if (file && std::get_if<std::string>(file)) on_exec(uint32_t(field_int(e, "pid")), std::get<std::string>(*file));

@@ -122,7 +122,7 @@ FR_STATIC_ASSERT(sizeof(struct fr_exit) == 72, "fr_exit layout");
 /* TLS plaintext from uprobes on OpenSSL: one record per chunk of one
  * SSL_read/SSL_write(_ex) call; the chunk's bytes follow. */
 #define FR_TLS_CHUNK_MAX 16384   /* bytes per record at most */
-#define FR_TLS_CHUNKS_MAX 64     /* chunks per call at most */
+#define FR_TLS_CHUNKS_MAX 16     /* chunks per call at most (the verifier walks each) */
 enum fr_tls_func {
 	FR_TLS_SSL_READ = 0,
 	FR_TLS_SSL_WRITE = 1,
