@@ -45,8 +45,10 @@ struct HttpsServer {
     REQUIRE_MESSAGE(r.code == 0, r.err);
     proc = start({"/usr/bin/python3", TLS_SERVER, www, dir.file("cert.pem"), dir.file("key.pem"),
                   dir.file("port")});
-    for (int i = 0; i < 100 && !std::filesystem::exists(dir.file("port")); ++i)
+    // Up to a minute: python's start-up is slow under emulation (tools/vmtest).
+    for (int i = 0; i < 1200 && !std::filesystem::exists(dir.file("port")); ++i)
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    REQUIRE_MESSAGE(std::filesystem::exists(dir.file("port")), "the HTTPS server did not start");
     port = std::stoi(slurp(dir.file("port")));
   }
   ~HttpsServer() {
