@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <fstream>
 #include <thread>
 
 #include "runtime/harness.h"
@@ -221,5 +222,36 @@ TEST_CASE("a shell pipeline: both sides, the pipe, and the redirect are recorded
   // cat's read of the file and tr's write of the result both happened.
   CHECK(find(all, [&](const json& e) {
     return e["name"] == "write" && e["pid"] == (*tr)["pid"] && e["ret"].get<int64_t>() > 0;
+  }));
+}
+
+TEST_CASE("BPF-LSM hooks record what the kernel resolved, where the kernel allows them") {
+  REQUIRE(is_root());
+  TempDir dir;
+  std::string db = dir.file("s.db"), marker = dir.file("lsm-marker");
+  std::ofstream(marker) << "x";
+  Listener listener;
+  Result r = flightrec({"run", "--db", db, "--", KNOWN_SYSCALLS_BIN, std::to_string(listener.port), marker});
+  REQUIRE(r.code == 7);
+  auto all = entries(db);
+  bool lsm = false;
+  for (const auto& c : all.front()["capture"]) lsm = lsm || c.get<std::string>().rfind("lsm", 0) == 0;
+  Result probe = flightrec({"probe"});
+  bool probe_says_lsm = probe.out.find("BPF-LSM                                         yes") != std::string::npos;
+  CHECK(lsm == probe_says_lsm);  // the record says what could be seen
+  auto hooks = of_type(all, "lsm");
+  if (!lsm) {
+    MESSAGE("BPF-LSM refused by this kernel: the tracepoint fallback alone is recorded");
+    CHECK(hooks.empty());
+    return;
+  }
+  CHECK(find(hooks, [&](const json& e) {
+    return e["hook"] == "file_open" && e["path"] == marker && e["source"] == "lsm";
+  }));
+  CHECK(find(hooks, [&](const json& e) {
+    return e["hook"] == "bprm_check_security" && e["path"] == "/bin/true";
+  }));
+  CHECK(find(hooks, [&](const json& e) {
+    return e["hook"] == "socket_connect" && e["addr"] == "127.0.0.1" && e["port"] == listener.port;
   }));
 }

@@ -225,6 +225,37 @@ Entry decode_tls(const uint8_t* p, size_t size, const DecodeContext& ctx) {
   return e;
 }
 
+Entry decode_lsm(const uint8_t* p, size_t size, const DecodeContext& ctx) {
+  if (size < sizeof(fr_lsm)) return malformed("short lsm record", size);
+  fr_lsm r;
+  std::memcpy(&r, p, sizeof(r));
+  if (size < sizeof(fr_lsm) + size_t(r.path_len) || r.sockaddr_len > FR_SOCKADDR_MAX)
+    return malformed("lsm record lengths out of bounds", size);
+  Entry e;
+  e.set("type", "lsm");
+  e.set("source", "lsm");
+  add_header(e, r.h, ctx);
+  std::string_view path(reinterpret_cast<const char*>(p + sizeof(fr_lsm)), r.path_len);
+  switch (r.hook) {
+    case FR_LSM_FILE_OPEN:
+      e.set("hook", "file_open");
+      e.set_bytes("path", path);
+      e.set("flags", r.flags);
+      break;
+    case FR_LSM_BPRM_CHECK:
+      e.set("hook", "bprm_check_security");
+      e.set_bytes("path", path);
+      break;
+    case FR_LSM_SOCKET_CONNECT:
+      e.set("hook", "socket_connect");
+      add_sockaddr(e, r.sockaddr, r.sockaddr_len);
+      break;
+    default:
+      return malformed("unknown lsm hook", size);
+  }
+  return e;
+}
+
 }  // namespace
 
 std::string errno_name(int64_t err) {
@@ -245,6 +276,7 @@ Entry decode_record(const void* data, size_t size, const DecodeContext& ctx) {
     case FR_REC_FORK: return decode_fork(p, size, ctx);
     case FR_REC_EXIT: return decode_exit(p, size, ctx);
     case FR_REC_TLS: return decode_tls(p, size, ctx);
+    case FR_REC_LSM: return decode_lsm(p, size, ctx);
     default: return malformed("unknown record type", size);
   }
 }

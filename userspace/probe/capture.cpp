@@ -17,6 +17,7 @@
 #include "common/error.h"
 #include "events/syscall_table.h"
 #include "probe/elf_symbols.h"
+#include "probe/features.h"
 #include "flightrec.skel.h"
 
 namespace flightrec::probe {
@@ -57,6 +58,12 @@ Capture::Capture(const CaptureOptions& opts, Handler handler) : handler_(std::mo
                 std::to_string(FR_TLS_CHUNKS_MAX) + " records per call");
   skel_->rodata->fr_wakeup_bytes = opts.wakeup_bytes ? opts.wakeup_bytes : opts.ring_bytes / 8;
   bpf_map__set_max_entries(skel_->maps.fr_events, uint32_t(opts.ring_bytes));
+  // BPF-LSM where the kernel allows it; elsewhere the syscall tracepoints
+  // alone (the genesis entry's capture list says which).
+  if (!bpf_lsm_available())
+    for (bpf_program* p : {skel_->progs.fr_lsm_file_open, skel_->progs.fr_lsm_bprm_check,
+                           skel_->progs.fr_lsm_socket_connect})
+      bpf_program__set_autoload(p, false);
   if (!opts.tls) {  // --tls off: not even loaded (verifying them is most of the load time)
     for (bpf_program* p : {skel_->progs.fr_ssl_write, skel_->progs.fr_ssl_read, skel_->progs.fr_ssl_write_ex,
                            skel_->progs.fr_ssl_read_ex, skel_->progs.fr_ssl_ret})
@@ -215,7 +222,8 @@ std::vector<std::string> Capture::attached() const {
   bpf_program* prog;
   bpf_object__for_each_program(prog, skel_->obj) {
     std::string sec = bpf_program__section_name(prog);
-    if (sec.rfind("tp_btf/", 0) == 0) out.push_back(sec);
+    if (!bpf_program__autoload(prog)) continue;
+    if (sec.rfind("tp_btf/", 0) == 0 || sec.rfind("lsm", 0) == 0) out.push_back(sec);
   }
   for (const auto& p : tls_paths_) out.push_back("uprobe:" + p + ":SSL_read,SSL_write,SSL_read_ex,SSL_write_ex");
   return out;

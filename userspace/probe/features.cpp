@@ -120,6 +120,11 @@ std::vector<Feature> probe_features() {
   return out;
 }
 
+bool bpf_lsm_available() {
+  Btf btf;
+  return try_btf_program(btf, BPF_PROG_TYPE_LSM, BPF_LSM_MAC, "bpf_lsm_file_open", BTF_KIND_FUNC).empty();
+}
+
 void require_recording_features() {
   if (geteuid() != 0)
     throw Error("flightrec must run as root: loading BPF programs needs CAP_BPF, CAP_PERFMON and "

@@ -15,6 +15,9 @@ struct Feature {
 
 std::vector<Feature> probe_features();
 
+// Whether BPF-LSM programs load and attach here (a tiny one is tried).
+bool bpf_lsm_available();
+
 // Throws Error with one clear sentence if something recording needs is
 // missing: not root, no BTF, no cgroup v2, tp_btf refused.
 void require_recording_features();

@@ -33,6 +33,7 @@ enum fr_record_type {
 	FR_REC_FORK = 3,
 	FR_REC_EXIT = 4,
 	FR_REC_TLS = 5,
+	FR_REC_LSM = 6,
 };
 
 /* Common to every record. pid is the thread-group id, tid the thread id,
@@ -143,6 +144,26 @@ struct fr_tls {
 	char data[];
 };
 FR_STATIC_ASSERT(sizeof(struct fr_tls) == 104, "fr_tls layout");
+
+/* A BPF-LSM hook's view (where the kernel allows BPF-LSM): the kernel's own
+ * copy of the path or address, race-free, unlike syscall arguments. The
+ * path (path_len bytes) follows. */
+enum fr_lsm_hook {
+	FR_LSM_FILE_OPEN = 1,
+	FR_LSM_BPRM_CHECK = 2,
+	FR_LSM_SOCKET_CONNECT = 3,
+};
+struct fr_lsm {
+	struct fr_header h;
+	__u32 hook;              /* enum fr_lsm_hook */
+	__u32 flags;             /* file_open: f_flags */
+	__u16 path_len;
+	__u16 sockaddr_len;
+	__u32 pad;
+	__u8 sockaddr[FR_SOCKADDR_MAX];
+	char path[];
+};
+FR_STATIC_ASSERT(sizeof(struct fr_lsm) == 208, "fr_lsm layout");
 
 /* Which arguments of a syscall to read, indexed by syscall number.
  * FR_ARG_NONE marks an unused slot. */

@@ -1,0 +1,91 @@
+/* BPF-LSM hooks, loaded only where the kernel allows them (userspace
+ * probes first; this host refuses them with EPERM). They see what the
+ * kernel itself resolved: the opened file's path (bpf_d_path), the exec'd
+ * file, the connect address after it was copied in - no time-of-check /
+ * time-of-use gap as with syscall arguments read from user memory.
+ * Audit only: every hook returns the verdict it was given. */
+#include "lib/common.bpf.h"
+
+#define PATH_MASK (FR_STR_MAX - 1)
+
+struct lsm_scratch {
+	__u8 buf[sizeof(struct fr_lsm) + FR_STR_MAX];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct lsm_scratch);
+} lsm_scratch_map SEC(".maps");
+
+static __always_inline struct fr_lsm *lsm_record(__u32 hook)
+{
+	__u32 zero = 0;
+	struct lsm_scratch *s = bpf_map_lookup_elem(&lsm_scratch_map, &zero);
+	if (!s)
+		return 0;
+	struct fr_lsm *r = (struct fr_lsm *)s->buf;
+	r->hook = hook;
+	r->flags = 0;
+	r->path_len = 0;
+	r->sockaddr_len = 0;
+	r->pad = 0;
+	return r;
+}
+
+static __always_inline void lsm_emit(struct fr_lsm *r)
+{
+	__u32 size = sizeof(*r) + (r->path_len & PATH_MASK);
+	fr_fill_header(&r->h, FR_REC_LSM, size);
+	if (size <= sizeof(struct lsm_scratch))
+		fr_output(r, size);
+}
+
+SEC("lsm/file_open")  /* bpf_d_path is allowed: file_open is a sleepable-capable hook */
+int BPF_PROG(fr_lsm_file_open, struct file *file, int ret)
+{
+	if (ret || !fr_task_tracked(bpf_get_current_task_btf()))
+		return ret;
+	struct fr_lsm *r = lsm_record(FR_LSM_FILE_OPEN);
+	if (!r)
+		return ret;
+	long n = bpf_d_path((struct path *)&file->f_path, r->path, FR_STR_MAX);
+	r->path_len = n > 0 ? (__u16)((n - 1) & PATH_MASK) : 0;
+	r->flags = file->f_flags;
+	lsm_emit(r);
+	return ret;
+}
+
+SEC("lsm/bprm_check_security")
+int BPF_PROG(fr_lsm_bprm_check, struct linux_binprm *bprm, int ret)
+{
+	if (ret || !fr_task_tracked(bpf_get_current_task_btf()))
+		return ret;
+	struct fr_lsm *r = lsm_record(FR_LSM_BPRM_CHECK);
+	if (!r)
+		return ret;
+	long n = bpf_probe_read_kernel_str(r->path, FR_STR_MAX, BPF_CORE_READ(bprm, filename));
+	r->path_len = n > 0 ? (__u16)((n - 1) & PATH_MASK) : 0;
+	lsm_emit(r);
+	return ret;
+}
+
+SEC("lsm/socket_connect")
+int BPF_PROG(fr_lsm_socket_connect, struct socket *sock, struct sockaddr *address, int addrlen, int ret)
+{
+	if (ret || !fr_task_tracked(bpf_get_current_task_btf()))
+		return ret;
+	struct fr_lsm *r = lsm_record(FR_LSM_SOCKET_CONNECT);
+	if (!r)
+		return ret;
+	/* The kernel copied the address into a sockaddr_storage (128 bytes):
+	 * read all of it, keep addrlen of it. */
+	__u32 len = addrlen > 0 ? (__u32)addrlen : 0;
+	if (len > FR_SOCKADDR_MAX)
+		len = FR_SOCKADDR_MAX;
+	if (len && bpf_probe_read_kernel(r->sockaddr, FR_SOCKADDR_MAX, address) == 0)
+		r->sockaddr_len = len;
+	lsm_emit(r);
+	return ret;
+}
