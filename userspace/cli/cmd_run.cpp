@@ -214,6 +214,7 @@ int cmd_run(const Args& all) {
   capture->detach();
   loop.drain();
 
+  loss.release();
   int exec_errno = 0;
   bool exec_failed = read(child.err_fd, &exec_errno, sizeof(exec_errno)) == sizeof(exec_errno);
   close(child.err_fd);

@@ -123,6 +123,7 @@ int cmd_watch(const Args& args) {
   });
   capture.detach();
   loop.drain();
+  loss.release();
   rec.finish(0, reason);
   std::cerr << "flightrec: session " << rec.session() << " recorded " << rec.entries()
             << " entries (" << reason << ")\n";

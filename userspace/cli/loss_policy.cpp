@@ -40,6 +40,10 @@ void LossPolicy::set_frozen(bool frozen, const std::string& why) {
   recorder_.note(frozen ? "freeze" : "thaw", why);
 }
 
+void LossPolicy::release() {
+  if (frozen_) set_frozen(false, "session ending");
+}
+
 bool LossPolicy::check() {
   if (mode_ == "continue" || killed_) return killed_;
   uint64_t lost = recorder_.lost_total();

@@ -20,6 +20,8 @@ class LossPolicy {
   // After each read of the ring buffer. Returns true when the session must end.
   bool check();
   bool killed() const { return killed_; }
+  // Before the session ends: resume whatever is frozen, in the record.
+  void release();
 
  private:
   void set_frozen(bool frozen, const std::string& why);
