@@ -84,7 +84,9 @@ static __always_inline __u32 read_sockaddr(__u8 *dst, struct fr_syscall_spec *sp
 			*flags |= FR_SC_SOCKADDR_FAULT;
 			return 0;
 		}
-		len = outlen;
+		/* The kernel reports the address's full size, which may exceed
+		 * the caller's buffer: never read past what the caller gave. */
+		len = outlen < st->sa_buf_len ? outlen : st->sa_buf_len;
 	} else {
 		return 0;
 	}
@@ -184,6 +186,15 @@ int BPF_PROG(fr_sys_enter, struct pt_regs *regs, long id)
 		st->active = 0;
 		emit_plain(st, 0, FR_SC_NORETURN);
 		return 0;
+	}
+	/* accept, recvfrom, getsockname, getpeername, accept4: *addrlen is the
+	 * buffer size on entry and the address size on exit. */
+	st->sa_buf_len = 0;
+	if (id == 43 || id == 45 || id == 51 || id == 52 || id == 288) {
+		__u64 len_ptr = id == 45 ? regs->r9 : regs->dx;
+		__u32 buf_len = 0;
+		if (len_ptr && !bpf_probe_read_user(&buf_len, sizeof(buf_len), (const void *)len_ptr))
+			st->sa_buf_len = buf_len;
 	}
 	st->active = 1;
 	return 0;

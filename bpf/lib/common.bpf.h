@@ -31,6 +31,7 @@ struct fr_task_state {
 	__u32 active;
 	__u32 exec_path_len;     /* filename of a successful exec, set by process.bpf.c */
 	__u32 exec_flags;
+	__u32 sa_buf_len;        /* accept & co: the caller's buffer size, read at entry */
 	char exec_path[FR_STR_MAX];
 };
 

@@ -1,6 +1,7 @@
 /* A program whose syscalls the runtime tests know in advance:
  *   known_syscalls PORT MARKER_PATH
- * opens MARKER_PATH, connects to 127.0.0.1:PORT, forks a child that forks a
+ * opens MARKER_PATH, connects to 127.0.0.1:PORT, calls getsockname with a
+ * 4-byte buffer, forks a child that forks a
  * grandchild which execs `true grandchild-marker`, and exits with 7 (the
  * child with 5). */
 #include <arpa/inet.h>
@@ -27,6 +28,10 @@ int main(int argc, char **argv)
 	inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
 	if (connect(s, (struct sockaddr *)&addr, sizeof(addr)) != 0)
 		return 3;
+	/* A 4-byte buffer: the kernel says 16 bytes; only 4 are the caller's. */
+	char small[8] = { 0 };
+	socklen_t small_len = 4;
+	getsockname(s, (struct sockaddr *)small, &small_len);
 	close(s);
 
 	pid_t child = fork();

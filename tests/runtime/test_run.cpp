@@ -71,6 +71,14 @@ TEST_CASE("run records the known program's open, connect, forks, exec and exits"
   CHECK((*conn)["ret"] == 0);
   CHECK((*conn)["pid"] == main_pid);
 
+  // getsockname with a 4-byte buffer: the record holds no more than the
+  // caller's 4 bytes (family, port), never memory past the buffer.
+  const json* small = find(all, [&](const json& e) { return e["name"] == "getsockname" && e["pid"] == main_pid; });
+  REQUIRE(small);
+  CHECK((*small)["family"] == "AF_INET");
+  CHECK_FALSE(small->contains("addr"));
+  CHECK((*small)["sockaddr_b64"].get<std::string>().size() == 8);  // base64 of 4 bytes
+
   // main -> child -> grandchild, which execs true with our marker argument.
   auto forks = of_type(all, "fork");
   const json* f1 = find(forks, [&](const json& e) { return e["pid"] == main_pid; });

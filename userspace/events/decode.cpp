@@ -49,22 +49,23 @@ void add_sockaddr(Entry& e, const uint8_t* sa, size_t len) {
   sa_family_t family;
   std::memcpy(&family, sa, sizeof(family));
   char text[INET6_ADDRSTRLEN] = {};
+  e.set("family", family == AF_INET    ? std::string("AF_INET")
+                  : family == AF_INET6 ? std::string("AF_INET6")
+                  : family == AF_UNIX  ? std::string("AF_UNIX")
+                                       : "AF_" + std::to_string(family));
   if (family == AF_INET && len >= sizeof(sockaddr_in)) {
     sockaddr_in in;
     std::memcpy(&in, sa, sizeof(in));
     inet_ntop(AF_INET, &in.sin_addr, text, sizeof(text));
-    e.set("family", "AF_INET");
     e.set("addr", text);
     e.set("port", int(ntohs(in.sin_port)));
   } else if (family == AF_INET6 && len >= sizeof(sockaddr_in6)) {
     sockaddr_in6 in6;
     std::memcpy(&in6, sa, sizeof(in6));
     inet_ntop(AF_INET6, &in6.sin6_addr, text, sizeof(text));
-    e.set("family", "AF_INET6");
     e.set("addr", text);
     e.set("port", int(ntohs(in6.sin6_port)));
   } else if (family == AF_UNIX) {
-    e.set("family", "AF_UNIX");
     const char* path = reinterpret_cast<const char*>(sa) + sizeof(sa_family_t);
     size_t max = len - sizeof(sa_family_t);
     if (max > 0 && path[0] == '\0')  // abstract socket: name is all bytes after the NUL
@@ -72,11 +73,10 @@ void add_sockaddr(Entry& e, const uint8_t* sa, size_t len) {
     else if (max > 0)
       e.set_bytes("addr", bounded(path, max));
   } else {
-    e.set("family", std::string("AF_") + std::to_string(family));
+    // Another family, or an address shorter than its family's: the bytes as they are.
     e.set("sockaddr_b64", base64_encode({reinterpret_cast<const char*>(sa), len}));
   }
 }
-
 
 bool is_open(uint32_t nr) { return nr == 2 || nr == 85 || nr == 257 || nr == 437; }
 

@@ -137,6 +137,7 @@ void TlsStreams::resolve(Conn& c, uint32_t pid) {
 }
 
 void TlsStreams::complete(Entry& e, const fr_tls& r, std::string_view data) {
+  if (conns_.size() > 65536) conns_.clear();  // bounded; positions restart, visibly
   Conn& c = conns_[{r.h.pid, r.ssl}];
   if (r.fd >= 0 && c.fd != r.fd) {
     c.fd = r.fd;
