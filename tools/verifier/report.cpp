@@ -1,0 +1,53 @@
+// Verifier-complexity report: loads flightrec's BPF object as the recorder
+// would and prints, per program, the instructions the verifier processed
+// (bpf_prog_info.verified_insns) and the program's size, so growth shows up
+// in review. BPF-LSM programs are included only where the kernel loads them.
+//   tools/verifier/report (build/tools/verifier/verifier_report)
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include <cstdio>
+#include <cstring>
+
+#include "flightrec.skel.h"
+#include "probe/features.h"
+
+int main() {
+  flightrec_bpf* skel = flightrec_bpf__open();
+  if (!skel) {
+    std::perror("open");
+    return 1;
+  }
+  // Settings as a recording session has them, so no branch is cut as dead.
+  skel->rodata->fr_cgroup_count = 1;
+  skel->rodata->fr_tls_enabled = 1;
+  bool lsm = flightrec::probe::bpf_lsm_available();
+  if (!lsm)
+    for (bpf_program* p : {skel->progs.fr_lsm_file_open, skel->progs.fr_lsm_bprm_check,
+                           skel->progs.fr_lsm_socket_connect})
+      bpf_program__set_autoload(p, false);
+  if (int err = flightrec_bpf__load(skel)) {
+    std::fprintf(stderr, "load failed: %s (run as root)\n", std::strerror(-err));
+    flightrec_bpf__destroy(skel);
+    return 1;
+  }
+  std::printf("%-28s %-34s %14s %10s\n", "program", "section", "verified insns", "insns");
+  bpf_program* prog;
+  unsigned long long total = 0;
+  bpf_object__for_each_program(prog, skel->obj) {
+    if (!bpf_program__autoload(prog)) {
+      std::printf("%-28s %-34s %14s %10s\n", bpf_program__name(prog), bpf_program__section_name(prog),
+                  "not loaded", "-");
+      continue;
+    }
+    bpf_prog_info info{};
+    uint32_t len = sizeof(info);
+    if (bpf_obj_get_info_by_fd(bpf_program__fd(prog), &info, &len) != 0) continue;
+    total += info.verified_insns;
+    std::printf("%-28s %-34s %14u %10u\n", bpf_program__name(prog), bpf_program__section_name(prog),
+                info.verified_insns, info.xlated_prog_len / 8);
+  }
+  std::printf("%-28s %-34s %14llu\n", "total", "", total);
+  flightrec_bpf__destroy(skel);
+  return 0;
+}
