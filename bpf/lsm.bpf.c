@@ -3,7 +3,9 @@
  * kernel itself resolved: the opened file's path (bpf_d_path), the exec'd
  * file, the connect address after it was copied in - no time-of-check /
  * time-of-use gap as with syscall arguments read from user memory.
- * Audit only: every hook returns the verdict it was given. */
+ * file_open also enforces the session's deny rules (paths it may not open):
+ * -EPERM and a record naming the rule. Processes outside the session are
+ * never affected. The other hooks only audit. */
 #include "lib/common.bpf.h"
 
 #define PATH_MASK (FR_STR_MAX - 1)
@@ -30,7 +32,7 @@ static __always_inline struct fr_lsm *lsm_record(__u32 hook)
 	r->flags = 0;
 	r->path_len = 0;
 	r->sockaddr_len = 0;
-	r->pad = 0;
+	r->denied_by = 0;
 	return r;
 }
 
@@ -40,6 +42,21 @@ static __always_inline void lsm_emit(struct fr_lsm *r)
 	fr_fill_header(&r->h, FR_REC_LSM, size);
 	if (size <= sizeof(struct lsm_scratch))
 		fr_output(r, size);
+}
+
+/* Does path start with rule's prefix? */
+static __always_inline bool has_prefix(const char *path, struct fr_deny_rule *rule)
+{
+	__u32 len = rule->len;
+	if (len == 0 || len > FR_DENY_PREFIX)
+		return false;
+	for (__u32 j = 0; j < FR_DENY_PREFIX; j++) {
+		if (j >= len)
+			return true;
+		if (path[j] != rule->prefix[j])
+			return false;
+	}
+	return true;
 }
 
 SEC("lsm/file_open")  /* bpf_d_path is allowed: file_open is a sleepable-capable hook */
@@ -53,6 +70,17 @@ int BPF_PROG(fr_lsm_file_open, struct file *file, int ret)
 	long n = bpf_d_path((struct path *)&file->f_path, r->path, FR_STR_MAX);
 	r->path_len = n > 0 ? (__u16)((n - 1) & PATH_MASK) : 0;
 	r->flags = file->f_flags;
+	for (__u32 i = 0; i < FR_DENY_RULES; i++) {
+		if (i >= fr_deny_count)
+			break;
+		__u32 key = i;
+		struct fr_deny_rule *rule = bpf_map_lookup_elem(&fr_deny_paths, &key);
+		if (rule && n > 0 && has_prefix(r->path, rule)) {
+			r->denied_by = i + 1;
+			lsm_emit(r);
+			return -1;  /* -EPERM */
+		}
+	}
 	lsm_emit(r);
 	return ret;
 }

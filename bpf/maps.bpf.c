@@ -6,6 +6,7 @@
 const volatile __u32 fr_cgroup_count = 0;
 const volatile __u32 fr_self_tgid = 0;
 const volatile __u32 fr_tls_enabled = 0;
+const volatile __u32 fr_deny_count = 0;
 const volatile __u64 fr_tls_chunk = 16384;
 const volatile __u64 fr_tls_cap = 262144;
 const volatile __u64 fr_wakeup_bytes = 256 * 1024;

@@ -20,6 +20,7 @@
 extern const volatile __u32 fr_cgroup_count;
 extern const volatile __u32 fr_self_tgid;  /* flightrec itself: never recorded */
 extern const volatile __u32 fr_tls_enabled;
+extern const volatile __u32 fr_deny_count;    /* deny rules in fr_deny_paths */
 extern const volatile __u64 fr_tls_chunk;  /* bytes per TLS record */
 extern const volatile __u64 fr_tls_cap;    /* bytes per SSL call */
 extern const volatile __u64 fr_wakeup_bytes;
@@ -60,6 +61,13 @@ FR_SHARED struct {
 	__type(key, int);
 	__type(value, struct fr_task_state);
 } fr_tasks SEC(".maps");
+
+FR_SHARED struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, FR_DENY_RULES);
+	__type(key, __u32);
+	__type(value, struct fr_deny_rule);
+} fr_deny_paths SEC(".maps");
 
 /* An SSL_read/SSL_write in progress, by thread id. */
 struct fr_tls_call {

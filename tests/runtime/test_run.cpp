@@ -263,3 +263,35 @@ TEST_CASE("BPF-LSM hooks record what the kernel resolved, where the kernel allow
     return e["hook"] == "socket_connect" && e["addr"] == "127.0.0.1" && e["port"] == listener.port;
   }));
 }
+
+TEST_CASE("--deny-path: refused with EPERM and recorded where BPF-LSM loads, never run unconfined elsewhere") {
+  REQUIRE(is_root());
+  TempDir dir;
+  std::string secret = dir.file("secret"), db = dir.file("s.db");
+  std::ofstream(secret) << "top secret\n";
+  Result r = flightrec({"run", "--deny-path", secret, "--db", db, "--", "sh", "-c",
+                        "cat " + secret + "; echo rc=$?; cat /etc/hostname >/dev/null && echo other-ok"});
+  bool lsm = flightrec({"probe"}).out.find("BPF-LSM                                         yes") != std::string::npos;
+  if (!lsm) {
+    CHECK(r.code == 125);
+    CHECK(r.err.find("cannot be enforced") != std::string::npos);
+    CHECK(count_lines(r.err) == 1);
+    return;
+  }
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("top secret") == std::string::npos);
+  CHECK(r.out.find("rc=1") != std::string::npos);
+  CHECK(r.out.find("other-ok") != std::string::npos);
+  CHECK(r.err.find("Operation not permitted") != std::string::npos);  // EPERM
+  auto all = entries(db);
+  CHECK(all.front()["deny_paths"] == json::array({secret}));
+  CHECK(find(all, [&](const json& e) {
+    return e["type"] == "lsm" && e["path"] == secret && e["decision"] == "deny" && e["rule"] == 1;
+  }));
+  CHECK(find(all, [&](const json& e) {
+    return e["type"] == "file_open" && e.value("path", "") == secret && e["err"] == "EPERM";
+  }));
+  // Outside the session the same file opens.
+  CHECK(slurp(secret) == "top secret\n");
+  CHECK(run({"cat", secret}).out == "top secret\n");
+}

@@ -1,5 +1,6 @@
 #include "cli/session_options.h"
 
+#include "common/text.h"
 #include "probe/capture.h"
 
 namespace flightrec::cli {
@@ -16,6 +17,9 @@ void SessionOptions::add_to(po::options_description& desc) {
       "on-loss", po::value(&on_loss)->default_value(on_loss),
       "when the kernel loses events: continue (record the gap), freeze (pause the session's "
       "cgroup until the collector catches up), kill (end the session)")(
+      "deny-path", po::value(&deny_paths),
+      "the session may not open files under this path (repeatable, up to 8; enforced by BPF-LSM, "
+      "so only where the kernel allows it; refused otherwise)")(
       "tls", po::value(&tls)->default_value(tls),
       "on: record TLS plaintext from OpenSSL (uprobes on libssl's SSL_read/SSL_write); off: "
       "attach nothing")(
@@ -36,6 +40,10 @@ void SessionOptions::validate(const po::variables_map&) {
   if (on_loss != "continue" && on_loss != "freeze" && on_loss != "kill")
     throw UsageError("--on-loss must be continue, freeze or kill");
   if (checkpoint_entries == 0) throw UsageError("--checkpoint-entries must be at least 1");
+  if (deny_paths.size() > 8) throw UsageError("at most 8 --deny-path rules");
+  for (const auto& p : deny_paths)
+    if (p.empty() || p[0] != '/' || p.size() > 128 || !is_valid_utf8(p))
+      throw UsageError("--deny-path takes an absolute UTF-8 path of at most 128 bytes: '" + p + "'");
   if ((tls != "on" && tls != "off") || (tls_redact != "on" && tls_redact != "off"))
     throw UsageError("--tls and --tls-redact take on or off");
   size_t chunk = tls_chunk_bytes(), cap = tls_cap_bytes();
@@ -56,6 +64,7 @@ void SessionOptions::fill(recorder::SessionMeta& meta) const {
   meta.checkpoint_entries = checkpoint_entries;
   meta.checkpoint_ms = checkpoint_ms;
   meta.tls = tls_enabled();
+  meta.deny_paths = deny_paths;
   meta.tls_redact = tls_redact == "on";
   meta.tls_chunk = tls_chunk_bytes();
   meta.tls_cap = tls_cap_bytes();
@@ -65,6 +74,7 @@ void SessionOptions::fill(probe::CaptureOptions& copts) const {
   copts.ring_bytes = ring_bytes();
   copts.verbose = verbose;
   copts.tls = tls_enabled();
+  copts.deny_paths = deny_paths;
   copts.tls_chunk = tls_chunk_bytes();
   copts.tls_cap = tls_cap_bytes();
 }

@@ -19,6 +19,7 @@ struct SessionOptions {
   uint64_t checkpoint_entries = 1000;
   uint64_t checkpoint_ms = 1000;
   std::string on_loss = "continue";
+  std::vector<std::string> deny_paths;
   std::string tls = "on", tls_redact = "on", tls_chunk = "16K", tls_cap = "256K";
   bool verbose = false;
 

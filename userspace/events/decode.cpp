@@ -241,6 +241,8 @@ Entry decode_lsm(const uint8_t* p, size_t size, const DecodeContext& ctx) {
       e.set("hook", "file_open");
       e.set_bytes("path", path);
       e.set("flags", r.flags);
+      e.set("decision", r.denied_by ? "deny" : "allow");
+      if (r.denied_by) e.set("rule", r.denied_by);
       break;
     case FR_LSM_BPRM_CHECK:
       e.set("hook", "bprm_check_security");

@@ -60,7 +60,14 @@ Capture::Capture(const CaptureOptions& opts, Handler handler) : handler_(std::mo
   bpf_map__set_max_entries(skel_->maps.fr_events, uint32_t(opts.ring_bytes));
   // BPF-LSM where the kernel allows it; elsewhere the syscall tracepoints
   // alone (the genesis entry's capture list says which).
-  if (!bpf_lsm_available())
+  bool lsm = bpf_lsm_available();
+  if (!opts.deny_paths.empty() && !lsm)
+    throw Error("this kernel refuses BPF-LSM programs, so the deny rules cannot be enforced; "
+                "flightrec will not run the command unconfined (boot with lsm=...,bpf)");
+  if (opts.deny_paths.size() > FR_DENY_RULES)
+    throw Error("at most " + std::to_string(FR_DENY_RULES) + " deny rules");
+  skel_->rodata->fr_deny_count = uint32_t(opts.deny_paths.size());
+  if (!lsm)
     for (bpf_program* p : {skel_->progs.fr_lsm_file_open, skel_->progs.fr_lsm_bprm_check,
                            skel_->progs.fr_lsm_socket_connect})
       bpf_program__set_autoload(p, false);
@@ -83,6 +90,16 @@ Capture::Capture(const CaptureOptions& opts, Handler handler) : handler_(std::mo
       const auto* info = events::syscall_info(nr);
       if (bpf_map_update_elem(specs, &nr, &info->spec, BPF_ANY) != 0)
         throw Error(errno_message("cannot fill the syscall table map", errno));
+    }
+    int deny = bpf_map__fd(skel_->maps.fr_deny_paths);
+    for (uint32_t i = 0; i < opts.deny_paths.size(); ++i) {
+      fr_deny_rule rule{};
+      const std::string& p = opts.deny_paths[i];
+      if (p.empty() || p.size() > FR_DENY_PREFIX) throw Error("deny rule too long: " + p);
+      rule.len = uint32_t(p.size());
+      std::memcpy(rule.prefix, p.data(), p.size());
+      if (bpf_map_update_elem(deny, &i, &rule, BPF_ANY) != 0)
+        throw Error(errno_message("cannot load the deny rules", errno));
     }
     int cgroups = bpf_map__fd(skel_->maps.fr_cgroups);
     for (uint32_t i = 0; i < opts.cgroup_fds.size(); ++i) {

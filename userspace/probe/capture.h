@@ -21,6 +21,7 @@ struct CaptureOptions {
   bool tls = false;                       // load the TLS plaintext probes (attach with attach_tls)
   size_t tls_chunk = 16384;               // bytes per TLS record (<= 16 KiB)
   size_t tls_cap = 262144;                // bytes per SSL call; the rest is counted, not kept
+  std::vector<std::string> deny_paths;    // the session may not open these (BPF-LSM only)
   bool verbose = false;                   // libbpf's own messages to stderr
 };
 

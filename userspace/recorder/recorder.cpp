@@ -86,6 +86,7 @@ Recorder::Recorder(ledger::Store& store, const SessionMeta& meta)
   e.set("policy_sha256", ledger::to_hex(ledger::sha256(meta.policy_text)));
   e.set("on_loss", meta.on_loss);
   e.set("tls_capture", meta.tls ? 1 : 0);
+  if (!meta.deny_paths.empty()) e.set("deny_paths", meta.deny_paths);
   if (meta.tls) {
     e.set("tls_redact", meta.tls_redact ? 1 : 0);
     e.set("tls_chunk_bytes", meta.tls_chunk);

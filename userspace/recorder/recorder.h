@@ -27,6 +27,7 @@ struct SessionMeta {
   uint64_t checkpoint_ms = 1000;       // ...or this often, whichever comes first
   bool tls = false;                    // TLS plaintext capture (for the genesis entry)
   bool tls_redact = true;
+  std::vector<std::string> deny_paths;  // rule N is deny_paths[N-1]
   uint64_t tls_chunk = 16384, tls_cap = 262144;
 };
 

@@ -18,7 +18,7 @@
 #define FR_STATIC_ASSERT _Static_assert
 #endif
 
-#define FR_ABI_VERSION 1
+#define FR_ABI_VERSION 2
 
 #define FR_COMM_LEN 16
 #define FR_MAX_CGROUPS 8        /* cgroups one session can observe */
@@ -159,11 +159,20 @@ struct fr_lsm {
 	__u32 flags;             /* file_open: f_flags */
 	__u16 path_len;
 	__u16 sockaddr_len;
-	__u32 pad;
+	__u32 denied_by;         /* 0: allowed; N: refused (-EPERM) by deny rule N */
 	__u8 sockaddr[FR_SOCKADDR_MAX];
 	char path[];
 };
 FR_STATIC_ASSERT(sizeof(struct fr_lsm) == 208, "fr_lsm layout");
+
+/* Paths the session may not open (enforced by lsm/file_open). */
+#define FR_DENY_RULES 8
+#define FR_DENY_PREFIX 128
+struct fr_deny_rule {
+	__u32 len;
+	char prefix[FR_DENY_PREFIX];
+};
+FR_STATIC_ASSERT(sizeof(struct fr_deny_rule) == 132, "fr_deny_rule layout");
 
 /* Which arguments of a syscall to read, indexed by syscall number.
  * FR_ARG_NONE marks an unused slot. */
