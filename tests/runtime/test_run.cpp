@@ -57,6 +57,7 @@ TEST_CASE("run records the known program's open, connect, forks, exec and exits"
   });
   REQUIRE(open);
   CHECK((*open)["name"] == "openat");
+  CHECK((*open)["source"] == "tracepoint");
   CHECK((*open)["pid"] == main_pid);
   CHECK((*open)["flags"] == (O_RDONLY | O_CLOEXEC));
   CHECK((*open)["ret"] == -2);

@@ -23,7 +23,18 @@ namespace {
 
 std::string_view bounded(const char* p, size_t max) { return {p, strnlen(p, max)}; }
 
+// Which kind of hook saw it: syscall arguments read from user memory at a
+// tracepoint can race other threads; lsm entries are the kernel's own view.
+const char* source_of(uint32_t type) {
+  switch (type) {
+    case FR_REC_TLS: return "uprobe";
+    case FR_REC_LSM: return "lsm";
+    default: return "tracepoint";
+  }
+}
+
 void add_header(Entry& e, const fr_header& h, const DecodeContext& ctx) {
+  e.set("source", source_of(h.type));
   e.set("pid", h.pid);
   e.set("tid", h.tid);
   e.set("ppid", h.ppid);
@@ -233,7 +244,6 @@ Entry decode_lsm(const uint8_t* p, size_t size, const DecodeContext& ctx) {
     return malformed("lsm record lengths out of bounds", size);
   Entry e;
   e.set("type", "lsm");
-  e.set("source", "lsm");
   add_header(e, r.h, ctx);
   std::string_view path(reinterpret_cast<const char*>(p + sizeof(fr_lsm)), r.path_len);
   switch (r.hook) {
