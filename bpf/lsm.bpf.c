@@ -33,6 +33,8 @@ static __always_inline struct fr_lsm *lsm_record(__u32 hook)
 	r->path_len = 0;
 	r->sockaddr_len = 0;
 	r->denied_by = 0;
+	r->target = 0;
+	r->pad = 0;
 	return r;
 }
 
@@ -114,6 +116,48 @@ int BPF_PROG(fr_lsm_socket_connect, struct socket *sock, struct sockaddr *addres
 		len = FR_SOCKADDR_MAX;
 	if (len && bpf_probe_read_kernel(r->sockaddr, FR_SOCKADDR_MAX, address) == 0)
 		r->sockaddr_len = len;
+	lsm_emit(r);
+	return ret;
+}
+
+SEC("lsm/task_kill")
+int BPF_PROG(fr_lsm_task_kill, struct task_struct *p, struct kernel_siginfo *info, int sig,
+	     const struct cred *cred, int ret)
+{
+	if (ret || !fr_task_tracked(bpf_get_current_task_btf()))
+		return ret;
+	struct fr_lsm *r = lsm_record(FR_LSM_TASK_KILL);
+	if (!r)
+		return ret;
+	r->flags = (__u32)sig;
+	r->target = BPF_CORE_READ(p, tgid);
+	lsm_emit(r);
+	return ret;
+}
+
+SEC("lsm/bpf")
+int BPF_PROG(fr_lsm_bpf, int cmd, union bpf_attr *attr, unsigned int size, int ret)
+{
+	if (ret || !fr_task_tracked(bpf_get_current_task_btf()))
+		return ret;
+	struct fr_lsm *r = lsm_record(FR_LSM_BPF);
+	if (!r)
+		return ret;
+	r->flags = (__u32)cmd;
+	lsm_emit(r);
+	return ret;
+}
+
+SEC("lsm/capable")
+int BPF_PROG(fr_lsm_capable, const struct cred *cred, struct user_namespace *ns, int cap,
+	     unsigned int opts, int ret)
+{
+	if (ret || !fr_task_tracked(bpf_get_current_task_btf()))
+		return ret;
+	struct fr_lsm *r = lsm_record(FR_LSM_CAPABLE);
+	if (!r)
+		return ret;
+	r->flags = (__u32)cap;
 	lsm_emit(r);
 	return ret;
 }

@@ -263,6 +263,11 @@ TEST_CASE("BPF-LSM hooks record what the kernel resolved, where the kernel allow
   CHECK(find(hooks, [&](const json& e) {
     return e["hook"] == "socket_connect" && e["addr"] == "127.0.0.1" && e["port"] == listener.port;
   }));
+  // Signals and privilege use: the shell kills a sleeper it started.
+  std::string kdb = dir.file("k.db");
+  REQUIRE(flightrec({"run", "--db", kdb, "--", "sh", "-c", "sleep 30 & kill -USR1 $!; wait"}).code == 0);
+  auto killed = of_type(entries(kdb), "lsm");
+  CHECK(find(killed, [](const json& e) { return e["hook"] == "task_kill" && e["signal"] == SIGUSR1; }));
 }
 
 TEST_CASE("--deny-path: refused with EPERM and recorded where BPF-LSM loads, never run unconfined elsewhere") {

@@ -24,7 +24,8 @@ int main() {
   bool lsm = flightrec::probe::bpf_lsm_available();
   if (!lsm)
     for (bpf_program* p : {skel->progs.fr_lsm_file_open, skel->progs.fr_lsm_bprm_check,
-                           skel->progs.fr_lsm_socket_connect})
+                           skel->progs.fr_lsm_socket_connect, skel->progs.fr_lsm_task_kill,
+                           skel->progs.fr_lsm_bpf, skel->progs.fr_lsm_capable})
       bpf_program__set_autoload(p, false);
   if (int err = flightrec_bpf__load(skel)) {
     std::fprintf(stderr, "load failed: %s (run as root)\n", std::strerror(-err));

@@ -262,6 +262,19 @@ Entry decode_lsm(const uint8_t* p, size_t size, const DecodeContext& ctx) {
       e.set("hook", "socket_connect");
       add_sockaddr(e, r.sockaddr, r.sockaddr_len);
       break;
+    case FR_LSM_TASK_KILL:
+      e.set("hook", "task_kill");
+      e.set("target_pid", r.target);
+      e.set("signal", r.flags);
+      break;
+    case FR_LSM_BPF:
+      e.set("hook", "bpf");
+      e.set("bpf_cmd", r.flags);
+      break;
+    case FR_LSM_CAPABLE:
+      e.set("hook", "capable");
+      e.set("capability", r.flags);
+      break;
     default:
       return malformed("unknown lsm hook", size);
   }

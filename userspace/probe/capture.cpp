@@ -69,7 +69,8 @@ Capture::Capture(const CaptureOptions& opts, Handler handler) : handler_(std::mo
   skel_->rodata->fr_deny_count = uint32_t(opts.deny_paths.size());
   if (!lsm)
     for (bpf_program* p : {skel_->progs.fr_lsm_file_open, skel_->progs.fr_lsm_bprm_check,
-                           skel_->progs.fr_lsm_socket_connect})
+                           skel_->progs.fr_lsm_socket_connect, skel_->progs.fr_lsm_task_kill,
+                           skel_->progs.fr_lsm_bpf, skel_->progs.fr_lsm_capable})
       bpf_program__set_autoload(p, false);
   if (!opts.tls) {  // --tls off: not even loaded (verifying them is most of the load time)
     for (bpf_program* p : {skel_->progs.fr_ssl_write, skel_->progs.fr_ssl_read, skel_->progs.fr_ssl_write_ex,

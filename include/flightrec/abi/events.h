@@ -18,7 +18,7 @@
 #define FR_STATIC_ASSERT _Static_assert
 #endif
 
-#define FR_ABI_VERSION 2
+#define FR_ABI_VERSION 3
 
 #define FR_COMM_LEN 16
 #define FR_MAX_CGROUPS 8        /* cgroups one session can observe */
@@ -152,6 +152,9 @@ enum fr_lsm_hook {
 	FR_LSM_FILE_OPEN = 1,
 	FR_LSM_BPRM_CHECK = 2,
 	FR_LSM_SOCKET_CONNECT = 3,
+	FR_LSM_TASK_KILL = 4,    /* flags: signal, target: pid */
+	FR_LSM_BPF = 5,          /* flags: bpf command */
+	FR_LSM_CAPABLE = 6,      /* flags: capability */
 };
 struct fr_lsm {
 	struct fr_header h;
@@ -160,10 +163,12 @@ struct fr_lsm {
 	__u16 path_len;
 	__u16 sockaddr_len;
 	__u32 denied_by;         /* 0: allowed; N: refused (-EPERM) by deny rule N */
+	__u32 target;            /* task_kill: the target's thread-group id */
+	__u32 pad;
 	__u8 sockaddr[FR_SOCKADDR_MAX];
 	char path[];
 };
-FR_STATIC_ASSERT(sizeof(struct fr_lsm) == 208, "fr_lsm layout");
+FR_STATIC_ASSERT(sizeof(struct fr_lsm) == 216, "fr_lsm layout");
 
 /* Paths the session may not open (enforced by lsm/file_open). */
 #define FR_DENY_RULES 8
