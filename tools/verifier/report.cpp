@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "flightrec.skel.h"
+#include "probe/capture.h"
 #include "probe/features.h"
 
 int main() {
@@ -22,11 +23,7 @@ int main() {
   skel->rodata->fr_cgroup_count = 1;
   skel->rodata->fr_tls_enabled = 1;
   bool lsm = flightrec::probe::bpf_lsm_available();
-  if (!lsm)
-    for (bpf_program* p : {skel->progs.fr_lsm_file_open, skel->progs.fr_lsm_bprm_check,
-                           skel->progs.fr_lsm_socket_connect, skel->progs.fr_lsm_task_kill,
-                           skel->progs.fr_lsm_bpf, skel->progs.fr_lsm_capable})
-      bpf_program__set_autoload(p, false);
+  flightrec::probe::select_programs(skel->obj, lsm, true);
   if (int err = flightrec_bpf__load(skel)) {
     std::fprintf(stderr, "load failed: %s (run as root)\n", std::strerror(-err));
     flightrec_bpf__destroy(skel);

@@ -16,6 +16,16 @@ std::string host_view(uint32_t pid, const std::string& path) {
   return path.rfind('/', 0) == 0 ? proc + "/root" + path : proc + "/cwd/" + path;
 }
 
+// Attaches to `path` as process `pid` named it. A short-lived process may be
+// gone before its event is read: its view of the path is then lost, and the
+// host's view of an absolute path is the best guess.
+std::string attach_as_seen_by(probe::Capture& capture, uint32_t pid, const std::string& path) {
+  std::string err = capture.attach_tls(host_view(pid, path));
+  if (!err.empty() && path.rfind('/', 0) == 0 && access(("/proc/" + std::to_string(pid)).c_str(), F_OK) != 0)
+    err = capture.attach_tls(path);
+  return err;
+}
+
 }  // namespace
 
 std::vector<std::string> attach_system_libssl(probe::Capture& capture) {
@@ -59,19 +69,12 @@ std::vector<std::string> attach_mapped_libssl(probe::Capture& capture, const std
 
 void attach_libssl_on_open(probe::Capture& capture, recorder::Recorder& rec) {
   rec.on_libssl_open = [&capture, &rec](uint32_t pid, const std::string& path) {
-    std::string err = capture.attach_tls(host_view(pid, path));
-    // A short-lived process may be gone before its open is read: its view
-    // of the path is then lost, and the host's is the best guess.
-    if (!err.empty() && access(("/proc/" + std::to_string(pid)).c_str(), F_OK) != 0)
-      err = path.rfind('/', 0) == 0 ? capture.attach_tls(path) : err;
-    if (!err.empty()) rec.note("error", "TLS capture: " + err);
+    if (std::string err = attach_as_seen_by(capture, pid, path); !err.empty())
+      rec.note("error", "TLS capture: " + err);
   };
-  // Programs that link OpenSSL in (node exports SSL_write from its binary).
-  rec.on_exec = [&capture](uint32_t pid, const std::string& file) {
-    std::string err = capture.attach_tls(host_view(pid, file));
-    if (!err.empty() && access(("/proc/" + std::to_string(pid)).c_str(), F_OK) != 0 && file.rfind('/', 0) == 0)
-      capture.attach_tls(file);
-  };
+  // Programs that link OpenSSL in (node exports SSL_write from its binary);
+  // most executables do not, so failing here is the normal case.
+  rec.on_exec = [&capture](uint32_t pid, const std::string& file) { attach_as_seen_by(capture, pid, file); };
 }
 
 void attach_program_openssl(probe::Capture& capture, const std::string& program) {

@@ -255,12 +255,6 @@ std::vector<SessionRow> Store::sessions() {
 void Store::for_each_entry(const EntryFilter& f, const std::function<bool(const EntryRow&)>& fn) {
   std::string sql = "SELECT id, type, pid, body, leaf, chain FROM entries WHERE 1";
   if (f.session) sql += " AND id BETWEEN ? AND ?";
-  if (f.pid) sql += " AND pid=?";
-  if (!f.types.empty()) {
-    sql += " AND type IN (";
-    for (size_t i = 0; i < f.types.size(); ++i) sql += i ? ",?" : "?";
-    sql += ")";
-  }
   sql += " ORDER BY id";
   Stmt s(db_, sql);
   int i = 1;
@@ -268,8 +262,6 @@ void Store::for_each_entry(const EntryFilter& f, const std::function<bool(const 
     sqlite3_bind_int64(s.s, i++, *f.session << kSeqBits);
     sqlite3_bind_int64(s.s, i++, (*f.session << kSeqBits) | (kMaxSeq - 1));
   }
-  if (f.pid) sqlite3_bind_int64(s.s, i++, *f.pid);
-  for (const auto& t : f.types) sqlite3_bind_text(s.s, i++, t.c_str(), -1, SQLITE_TRANSIENT);
   int rc;
   EntryRow r;
   while ((rc = sqlite3_step(s.s)) == SQLITE_ROW) {

@@ -42,8 +42,6 @@ struct CheckpointRow {
 
 struct EntryFilter {
   std::optional<int64_t> session;
-  std::vector<std::string> types;  // any of these; empty: all
-  std::optional<int64_t> pid;
 };
 
 class Store {

@@ -36,7 +36,6 @@ class SessionWriter {
   int64_t next_seq() const { return count_ + 1; }
   int64_t count() const { return count_; }
   const Hash& head() const { return head_; }
-  size_t pending() const { return batch_.entries.size(); }
 
   uint64_t checkpointed() const { return checkpointed_; }  // tree size of the last checkpoint
 

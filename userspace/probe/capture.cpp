@@ -33,6 +33,16 @@ int print_libbpf(enum libbpf_print_level level, const char* fmt, va_list args) {
 
 }  // namespace
 
+void select_programs(bpf_object* obj, bool lsm, bool tls) {
+  bpf_program* prog;
+  bpf_object__for_each_program(prog, obj) {
+    std::string_view sec = bpf_program__section_name(prog);
+    bool is_lsm = sec.rfind("lsm", 0) == 0;
+    bool is_tls = sec.rfind("uprobe", 0) == 0 || sec.rfind("uretprobe", 0) == 0;
+    if ((is_lsm && !lsm) || (is_tls && !tls)) bpf_program__set_autoload(prog, false);
+  }
+}
+
 bool valid_ring_size(size_t bytes) {
   return bytes >= (64u << 10) && bytes <= (1u << 30) && (bytes & (bytes - 1)) == 0;
 }
@@ -67,16 +77,7 @@ Capture::Capture(const CaptureOptions& opts, Handler handler) : handler_(std::mo
   if (opts.deny_paths.size() > FR_DENY_RULES)
     throw Error("at most " + std::to_string(FR_DENY_RULES) + " deny rules");
   skel_->rodata->fr_deny_count = uint32_t(opts.deny_paths.size());
-  if (!lsm)
-    for (bpf_program* p : {skel_->progs.fr_lsm_file_open, skel_->progs.fr_lsm_bprm_check,
-                           skel_->progs.fr_lsm_socket_connect, skel_->progs.fr_lsm_task_kill,
-                           skel_->progs.fr_lsm_bpf, skel_->progs.fr_lsm_capable})
-      bpf_program__set_autoload(p, false);
-  if (!opts.tls) {  // --tls off: not even loaded (verifying them is most of the load time)
-    for (bpf_program* p : {skel_->progs.fr_ssl_write, skel_->progs.fr_ssl_read, skel_->progs.fr_ssl_write_ex,
-                           skel_->progs.fr_ssl_read_ex, skel_->progs.fr_ssl_ret})
-      bpf_program__set_autoload(p, false);
-  }
+  select_programs(skel_->obj, lsm, opts.tls);
 
   if (int err = flightrec_bpf__load(skel_)) {
     flightrec_bpf__destroy(skel_);

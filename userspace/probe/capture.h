@@ -11,6 +11,7 @@
 struct flightrec_bpf;
 struct ring_buffer;
 struct bpf_link;
+struct bpf_object;
 
 namespace flightrec::probe {
 
@@ -65,6 +66,11 @@ class Capture {
   Handler handler_;
   int handled_ = 0;
 };
+
+// Loads BPF-LSM programs only if `lsm` (where the kernel allows them) and
+// the TLS uprobe programs only if `tls` (--tls off: not even verified, which
+// is most of the load time). Programs are told apart by their ELF sections.
+void select_programs(bpf_object* obj, bool lsm, bool tls);
 
 // Ring sizes the kernel accepts: a power of two, at least 64 KiB, at most 1 GiB.
 bool valid_ring_size(size_t bytes);

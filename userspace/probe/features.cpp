@@ -60,10 +60,8 @@ std::string try_prog_type(bpf_prog_type type, bpf_attach_type attach) {
   return "";
 }
 
-std::string try_map(bpf_map_type type, __u32 key, __u32 value, __u32 entries, __u32 flags,
-                    int btf_fd = 0) {
+std::string try_map(bpf_map_type type, __u32 key, __u32 value, __u32 entries, __u32 flags) {
   LIBBPF_OPTS(bpf_map_create_opts, opts, .map_flags = flags);
-  (void)btf_fd;
   int fd = bpf_map_create(type, nullptr, key, value, entries, &opts);
   if (fd < 0) return err_text(errno);
   close(fd);

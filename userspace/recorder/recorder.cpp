@@ -134,32 +134,30 @@ events::Entry Recorder::own_entry(const char* type) {
   return e;
 }
 
-void Recorder::append(events::Entry& e, int64_t pid) {
+bool Recorder::append(events::Entry& e, int64_t pid, std::optional<size_t> record_size) {
   e.set("seq", writer_.next_seq());
   e.set("session", writer_.session());
-  writer_.append(e.canonical(), e.type(), pid);
+  std::string canonical;
+  try {
+    canonical = e.canonical();
+  } catch (const std::logic_error& err) {
+    // A bug of ours, not the traced process's fault: keep recording, and
+    // keep the evidence that one entry was not understood.
+    events::Entry m;
+    m.set("type", "malformed");
+    m.set("reason", std::string("cannot encode the record: ") + err.what());
+    if (record_size) m.set("size", uint64_t(*record_size));
+    append(m, 0);
+    return false;
+  }
+  writer_.append(std::move(canonical), e.type(), pid);
   if (uint64_t(writer_.count()) - writer_.checkpointed() >= checkpoint_entries_) checkpoint_if_due();
+  return true;
 }
 
 void Recorder::on_record(const void* data, size_t size) {
   events::Entry e = events::decode_record(data, size, ctx_);
-  std::string canonical;
-  try {
-    e.set("seq", writer_.next_seq());
-    e.set("session", writer_.session());
-    canonical = e.canonical();
-  } catch (const std::logic_error& err) {
-    // A bug of ours, not the traced process's fault: keep recording, and
-    // keep the evidence that one record was not understood.
-    events::Entry m;
-    m.set("type", "malformed");
-    m.set("reason", std::string("cannot encode the record: ") + err.what());
-    m.set("size", uint64_t(size));
-    append(m, 0);
-    return;
-  }
-  writer_.append(std::move(canonical), e.type(), field_int(e, "pid"));
-  if (uint64_t(writer_.count()) - writer_.checkpointed() >= checkpoint_entries_) checkpoint_if_due();
+  if (!append(e, field_int(e, "pid"), size)) return;
   if (on_exec && e.type() == "exec") {
     const events::Value* file = e.get("filename");
     if (file && std::get_if<std::string>(file)) on_exec(uint32_t(field_int(e, "pid")), std::get<std::string>(*file));

@@ -1,6 +1,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -61,7 +62,9 @@ class Recorder {
   void finish(int64_t exit_status, const std::string& reason);
 
  private:
-  void append(events::Entry& e, int64_t pid);
+  // Adds seq and session, seals and queues e. An entry that cannot be
+  // encoded is replaced by a "malformed" one (returns false).
+  bool append(events::Entry& e, int64_t pid, std::optional<size_t> record_size = std::nullopt);
   events::Entry own_entry(const char* type);  // an entry flightrec itself writes
 
   ledger::Store& store_;
