@@ -102,7 +102,7 @@ static __always_inline __u32 read_sockaddr(__u8 *dst, struct fr_syscall_spec *sp
 }
 
 static __always_inline void emit_with_data(struct fr_task_state *st, struct fr_syscall_spec *spec,
-					   __s64 ret)
+					   __s64 ret, __u32 blocked)
 {
 	__u32 zero = 0;
 	struct sys_scratch *s = bpf_map_lookup_elem(&sys_scratch_map, &zero);
@@ -111,7 +111,7 @@ static __always_inline void emit_with_data(struct fr_task_state *st, struct fr_s
 	struct fr_syscall *r = (struct fr_syscall *)s->buf;
 	struct fr_syscall_data *d = (struct fr_syscall_data *)(s->buf + sizeof(*r));
 	char *strings = (char *)s->buf + sizeof(*r) + sizeof(*d);
-	__u32 flags = FR_SC_HAS_DATA;
+	__u32 flags = FR_SC_HAS_DATA | blocked;
 	__u32 len0 = 0, len1 = 0, salen = 0;
 
 	if (st->exec_path_len) {
@@ -142,6 +142,21 @@ static __always_inline void emit_with_data(struct fr_task_state *st, struct fr_s
 	fr_output(r, size);
 }
 
+/* The call's number, arguments (still in the registers) and start time. */
+static __always_inline void save_call(struct fr_task_state *st, struct pt_regs *regs, long id)
+{
+	st->enter_ns = bpf_ktime_get_ns();
+	st->nr = (__u32)id;
+	st->args[0] = regs->di;
+	st->args[1] = regs->si;
+	st->args[2] = regs->dx;
+	st->args[3] = regs->r10;
+	st->args[4] = regs->r8;
+	st->args[5] = regs->r9;
+	st->exec_path_len = 0;
+	st->exec_flags = 0;
+}
+
 /* Inside SSL_read/SSL_write, the first socket read or write names the
  * connection's fd (tls.bpf.c). */
 static __always_inline void note_tls_fd(long id, __u64 fd)
@@ -169,16 +184,7 @@ int BPF_PROG(fr_sys_enter, struct pt_regs *regs, long id)
 			return 0;
 		}
 	}
-	st->enter_ns = bpf_ktime_get_ns();
-	st->nr = (__u32)id;
-	st->args[0] = regs->di;
-	st->args[1] = regs->si;
-	st->args[2] = regs->dx;
-	st->args[3] = regs->r10;
-	st->args[4] = regs->r8;
-	st->args[5] = regs->r9;
-	st->exec_path_len = 0;
-	st->exec_flags = 0;
+	save_call(st, regs, id);
 	if (fr_tls_enabled)
 		note_tls_fd(id, regs->di);
 	if (id == NR_EXIT || id == NR_EXIT_GROUP) {
@@ -206,8 +212,19 @@ int BPF_PROG(fr_sys_exit, struct pt_regs *regs, long ret)
 	struct task_struct *task = bpf_get_current_task_btf();
 	struct fr_task_state *st = bpf_task_storage_get(&fr_tasks, task, 0, 0);
 
-	if (!st || !st->active)
+	if (!st)
 		return 0;
+	__u32 blocked = 0;
+	if (!st->active) {
+		/* A syscall that reaches sys_exit without sys_enter was stopped
+		 * before it ran: seccomp (or a ptrace tracer) skipped it. Its
+		 * arguments are still in the registers. A task with no storage
+		 * yet (a new child, or one in a syscall when we attached) is not
+		 * counted: it never passed sys_enter under our eyes. */
+		blocked = FR_SC_BLOCKED;
+		save_call(st, regs, regs->orig_ax);
+		st->sa_buf_len = 0;
+	}
 	st->active = 0;
 
 	__u32 nr = st->nr;
@@ -217,7 +234,7 @@ int BPF_PROG(fr_sys_exit, struct pt_regs *regs, long ret)
 	if (st->exec_path_len && (nr == NR_EXECVE || nr == NR_EXECVEAT))
 		wants_data = true;
 	if (!wants_data) {
-		emit_plain(st, ret, 0);
+		emit_plain(st, ret, blocked);
 		return 0;
 	}
 	struct fr_syscall_spec none = {
@@ -225,6 +242,6 @@ int BPF_PROG(fr_sys_exit, struct pt_regs *regs, long ret)
 		.sockaddr_arg = FR_ARG_NONE,
 		.sockaddr_len_arg = FR_ARG_NONE,
 	};
-	emit_with_data(st, spec ? spec : &none, ret);
+	emit_with_data(st, spec ? spec : &none, ret, blocked);
 	return 0;
 }

@@ -7,5 +7,19 @@ apt-get install -y -q --no-install-recommends \
   cmake make g++ pkg-config ccache \
   clang llvm libbpf-dev bpftool \
   libsqlite3-dev libssl-dev libboost-program-options-dev nlohmann-json3-dev doctest-dev \
+  libseccomp-dev libyaml-cpp-dev \
   util-linux coreutils procps \
-  python3 python3-cryptography openssl curl
+  python3 python3-cryptography python3-pip git openssl curl
+
+# Docker's own seccomp profile, used as is by the sandbox tests (the package
+# that carries it pulls in half of Go, so only the file is taken from it).
+profile=/var/cache/flightrec-test/docker-seccomp-default.json
+if [ ! -s "$profile" ]; then
+  tmp=$(mktemp -d)
+  (cd "$tmp" && apt-get download -q golang-github-docker-docker-dev >/dev/null 2>&1 &&
+   dpkg-deb -x golang-github-docker-docker-dev_*.deb x &&
+   mkdir -p "$(dirname "$profile")" &&
+   cp x/usr/share/gocode/src/github.com/docker/docker/profiles/seccomp/default.json "$profile") ||
+    echo "warning: could not fetch Docker's seccomp profile; its test will fail" >&2
+  rm -rf "$tmp"
+fi

@@ -17,7 +17,9 @@
 
 namespace rt {
 
-Proc start(const std::vector<std::string>& argv) {
+Proc start(const std::vector<std::string>& argv) { return start_in("", argv, {}); }
+
+Proc start_in(const std::string& cwd, const std::vector<std::string>& argv, const std::vector<std::string>& env) {
   int out[2], err[2];
   if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) throw std::runtime_error("pipe");
   pid_t pid = fork();
@@ -25,6 +27,8 @@ Proc start(const std::vector<std::string>& argv) {
   if (pid == 0) {
     dup2(out[1], 1);
     dup2(err[1], 2);
+    if (!cwd.empty() && chdir(cwd.c_str()) != 0) _exit(126);
+    for (const auto& kv : env) putenv(const_cast<char*>(kv.c_str()));
     std::vector<char*> args;
     for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);
@@ -59,6 +63,11 @@ Result wait(Proc& p) {
   waitpid(p.pid, &status, 0);
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return r;
+}
+
+Result run_in(const std::string& cwd, const std::vector<std::string>& argv, const std::vector<std::string>& env) {
+  Proc p = start_in(cwd, argv, env);
+  return wait(p);
 }
 
 Result run(const std::vector<std::string>& argv) {

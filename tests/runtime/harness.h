@@ -21,6 +21,9 @@ struct Proc {
 };
 
 Proc start(const std::vector<std::string>& argv);
+// In directory cwd (if not empty), with NAME=VALUE entries added to the environment.
+Proc start_in(const std::string& cwd, const std::vector<std::string>& argv, const std::vector<std::string>& env);
+Result run_in(const std::string& cwd, const std::vector<std::string>& argv, const std::vector<std::string>& env = {});
 Result wait(Proc& p);
 Result run(const std::vector<std::string>& argv);
 Result flightrec(const std::vector<std::string>& args);

@@ -9,21 +9,21 @@
 using namespace rt;
 
 TEST_CASE("usage errors exit 2 with one line") {
-  Result r = flightrec({"run", "--db", "/tmp/x.db"});
+  Result r = flightrec({"run", "--policy", "observe", "--db", "/tmp/x.db"});
   CHECK(r.code == 2);
   CHECK(r.err.find("missing command") != std::string::npos);
   CHECK(count_lines(r.err) == 1);
 
-  r = flightrec({"run", "--bogus", "--db", "/tmp/x.db", "--", "true"});
+  r = flightrec({"run", "--policy", "observe", "--bogus", "--db", "/tmp/x.db", "--", "true"});
   CHECK(r.code == 2);
   CHECK(r.err.find("bogus") != std::string::npos);
   CHECK(count_lines(r.err) == 1);
 
-  r = flightrec({"run", "--", "true"});
+  r = flightrec({"run", "--policy", "observe", "--", "true"});
   CHECK(r.code == 2);
   CHECK(r.err.find("--db") != std::string::npos);
 
-  r = flightrec({"run", "--db", "/tmp/x.db", "--ring-size", "3M", "--", "true"});
+  r = flightrec({"run", "--policy", "observe", "--db", "/tmp/x.db", "--ring-size", "3M", "--", "true"});
   CHECK(r.code == 2);
   CHECK(r.err.find("power of two") != std::string::npos);
 
@@ -45,14 +45,14 @@ TEST_CASE("--help explains each command") {
 TEST_CASE("a database that cannot be written or is not a record is refused untouched") {
   REQUIRE(is_root());
   TempDir dir;
-  Result r = flightrec({"run", "--db", dir.file("no/such/dir/s.db"), "--", "true"});
+  Result r = flightrec({"run", "--policy", "observe", "--db", dir.file("no/such/dir/s.db"), "--", "true"});
   CHECK(r.code == 125);
   CHECK(r.err.find("cannot open database") != std::string::npos);
   CHECK(count_lines(r.err) == 1);
 
   std::string text = dir.file("notes.txt");
   std::ofstream(text) << "my notes, not a database\n";
-  r = flightrec({"run", "--db", text, "--", "true"});
+  r = flightrec({"run", "--policy", "observe", "--db", text, "--", "true"});
   CHECK(r.code == 125);
   CHECK(r.err.find("not a SQLite database") != std::string::npos);
   CHECK(slurp(text) == "my notes, not a database\n");
@@ -66,9 +66,9 @@ TEST_CASE("a command that does not exist fails before touching the record") {
   REQUIRE(is_root());
   TempDir dir;
   std::string db = dir.file("s.db");
-  REQUIRE(flightrec({"run", "--db", db, "--", "true"}).code == 0);
+  REQUIRE(flightrec({"run", "--policy", "observe", "--db", db, "--", "true"}).code == 0);
   std::string before = sqlite(db, "SELECT count(*) FROM entries; SELECT count(*) FROM sessions;");
-  Result r = flightrec({"run", "--db", db, "--", "no-such-command-flightrec"});
+  Result r = flightrec({"run", "--policy", "observe", "--db", db, "--", "no-such-command-flightrec"});
   CHECK(r.code == 127);
   CHECK(r.err.find("command not found") != std::string::npos);
   CHECK(count_lines(r.err) == 1);
@@ -77,7 +77,7 @@ TEST_CASE("a command that does not exist fails before touching the record") {
 
   std::string noexec = dir.file("not-executable");
   std::ofstream(noexec) << "#!/bin/sh\n";
-  r = flightrec({"run", "--db", db, "--", noexec});
+  r = flightrec({"run", "--policy", "observe", "--db", db, "--", noexec});
   CHECK(r.code == 127);
 }
 
@@ -85,7 +85,7 @@ TEST_CASE("not root: one sentence saying so") {
   REQUIRE(is_root());
   TempDir dir;
   Result r = run({"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", FLIGHTREC_BIN,
-                  "run", "--db", "/tmp/flightrec-nonroot.db", "--", "true"});
+                  "run", "--policy", "observe", "--db", "/tmp/flightrec-nonroot.db", "--", "true"});
   CHECK(r.code == 125);
   CHECK(r.err.find("must run as root") != std::string::npos);
   CHECK(count_lines(r.err) == 1);

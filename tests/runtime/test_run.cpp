@@ -29,7 +29,7 @@ TEST_CASE("run records the known program's open, connect, forks, exec and exits"
   TempDir dir;
   std::string db = dir.file("s.db"), marker = dir.file("marker-file");
   Listener listener;
-  Result r = flightrec({"run", "--db", db, "--", KNOWN_SYSCALLS_BIN, std::to_string(listener.port),
+  Result r = flightrec({"run", "--policy", "observe", "--db", db, "--", KNOWN_SYSCALLS_BIN, std::to_string(listener.port),
                         marker});
   INFO(r.err);
   CHECK(r.code == 7);
@@ -125,7 +125,7 @@ TEST_CASE("the README example: shell, redirect, cat, exit code") {
   REQUIRE(is_root());
   TempDir dir;
   std::string db = dir.file("s.db"), out = dir.file("x");
-  Result r = flightrec({"run", "--db", db, "--", "sh", "-c",
+  Result r = flightrec({"run", "--policy", "observe", "--db", db, "--", "sh", "-c",
                         "echo hi > " + out + "; cat /etc/hostname; exit 3"});
   CHECK(r.code == 3);
   CHECK(slurp(out) == "hi\n");
@@ -152,7 +152,7 @@ TEST_CASE("a process outside the session's cgroup never reaches the record") {
   std::string db = dir.file("s.db");
   // The same loop inside the session for a moment: it is recorded, so the
   // absence of the outsider below means the filter, not blindness.
-  Result r = flightrec({"run", "--db", db, "--", "timeout", "0.5", "sh", "-c", loop});
+  Result r = flightrec({"run", "--policy", "observe", "--db", db, "--", "timeout", "0.5", "sh", "-c", loop});
   CHECK(r.code == 124);  // timeout's "timed out"
   kill(outsider.pid, SIGKILL);
   wait(outsider);
@@ -172,7 +172,7 @@ TEST_CASE("processes left behind are killed and recorded when the command exits"
   REQUIRE(is_root());
   TempDir dir;
   std::string db = dir.file("s.db");
-  Result r = flightrec({"run", "--db", db, "--", "sh", "-c", "sleep 60 & exit 0"});
+  Result r = flightrec({"run", "--policy", "observe", "--db", db, "--", "sh", "-c", "sleep 60 & exit 0"});
   CHECK(r.code == 0);
   auto all = entries(db);
   const json* sleep_exit = find(all, [](const json& e) {
@@ -187,7 +187,7 @@ TEST_CASE("a ring buffer too small for a syscall storm yields explicit lost entr
   TempDir dir;
   std::string db = dir.file("s.db");
   // 64 KiB holds ~400 records; a million getppid() calls overflow it.
-  Result r = flightrec({"run", "--db", db, "--ring-size", "64K", "--", BENCH_SYSCALLS_BIN, "getppid",
+  Result r = flightrec({"run", "--policy", "observe", "--db", db, "--ring-size", "64K", "--", BENCH_SYSCALLS_BIN, "getppid",
                         "1000000"});
   CHECK(r.code == 0);
   auto all = entries(db);
@@ -214,7 +214,7 @@ TEST_CASE("a shell pipeline: both sides, the pipe, and the redirect are recorded
   REQUIRE(is_root());
   TempDir dir;
   std::string db = dir.file("s.db"), out = dir.file("upper");
-  Result r = flightrec({"run", "--db", db, "--", "sh", "-c",
+  Result r = flightrec({"run", "--policy", "observe", "--db", db, "--", "sh", "-c",
                         "cat /etc/hostname | tr a-z A-Z > " + out});
   REQUIRE(r.code == 0);
   auto all = entries(db);
@@ -240,7 +240,7 @@ TEST_CASE("BPF-LSM hooks record what the kernel resolved, where the kernel allow
   std::string db = dir.file("s.db"), marker = dir.file("lsm-marker");
   std::ofstream(marker) << "x";
   Listener listener;
-  Result r = flightrec({"run", "--db", db, "--", KNOWN_SYSCALLS_BIN, std::to_string(listener.port), marker});
+  Result r = flightrec({"run", "--policy", "observe", "--db", db, "--", KNOWN_SYSCALLS_BIN, std::to_string(listener.port), marker});
   REQUIRE(r.code == 7);
   auto all = entries(db);
   bool lsm = false;
@@ -265,7 +265,7 @@ TEST_CASE("BPF-LSM hooks record what the kernel resolved, where the kernel allow
   }));
   // Signals and privilege use: the shell kills a sleeper it started.
   std::string kdb = dir.file("k.db");
-  REQUIRE(flightrec({"run", "--db", kdb, "--", "sh", "-c", "sleep 30 & kill -USR1 $!; wait"}).code == 0);
+  REQUIRE(flightrec({"run", "--policy", "observe", "--db", kdb, "--", "sh", "-c", "sleep 30 & kill -USR1 $!; wait"}).code == 0);
   auto killed = of_type(entries(kdb), "lsm");
   CHECK(find(killed, [](const json& e) { return e["hook"] == "task_kill" && e["signal"] == SIGUSR1; }));
 }
@@ -275,7 +275,7 @@ TEST_CASE("--deny-path: refused with EPERM and recorded where BPF-LSM loads, nev
   TempDir dir;
   std::string secret = dir.file("secret"), db = dir.file("s.db");
   std::ofstream(secret) << "top secret\n";
-  Result r = flightrec({"run", "--deny-path", secret, "--db", db, "--", "sh", "-c",
+  Result r = flightrec({"run", "--policy", "observe", "--deny-path", secret, "--db", db, "--", "sh", "-c",
                         "cat " + secret + "; echo rc=$?; cat /etc/hostname >/dev/null && echo other-ok"});
   bool lsm = flightrec({"probe"}).out.find("BPF-LSM                                         yes") != std::string::npos;
   if (!lsm) {

@@ -77,7 +77,7 @@ TEST_CASE("a signed session exports to bundles that verify elsewhere, and tamper
   std::string keys = dir.file("keys"), other = dir.file("other"), db = dir.file("s.db");
   REQUIRE(rt::flightrec({"keygen", "--out", keys}).code == 0);
   REQUIRE(rt::flightrec({"keygen", "--out", other}).code == 0);
-  Result r = rt::flightrec({"run", "--key", keys, "--checkpoint-entries", "50", "--checkpoint-ms", "0", "--db", db, "--", "sh", "-c",
+  Result r = rt::flightrec({"run", "--policy", "observe", "--key", keys, "--checkpoint-entries", "50", "--checkpoint-ms", "0", "--db", db, "--", "sh", "-c",
                         "ls / >/dev/null; cat /etc/hostname"});
   REQUIRE(r.code == 0);
   std::string pub = keys + "/flightrec.pub";
@@ -144,7 +144,7 @@ TEST_CASE("inclusion and consistency proofs verify against the signed checkpoint
   TempDir dir;
   std::string keys = dir.file("keys"), db = dir.file("s.db");
   REQUIRE(rt::flightrec({"keygen", "--out", keys}).code == 0);
-  REQUIRE(rt::flightrec({"run", "--key", keys, "--checkpoint-entries", "40", "--checkpoint-ms", "0", "--db", db, "--", "sh", "-c",
+  REQUIRE(rt::flightrec({"run", "--policy", "observe", "--key", keys, "--checkpoint-entries", "40", "--checkpoint-ms", "0", "--db", db, "--", "sh", "-c",
                      "cat /etc/hostname /etc/os-release >/dev/null"})
               .code == 0);
   auto key = ledger::VerifierKey::parse(slurp(keys + "/flightrec.pub"));
@@ -186,7 +186,7 @@ TEST_CASE("SIGKILL of flightrec in a busy session: committed entries verify, the
   TempDir dir;
   std::string db = dir.file("s.db"), keys = dir.file("keys");
   REQUIRE(rt::flightrec({"keygen", "--out", keys}).code == 0);
-  Proc p = start({FLIGHTREC_BIN, "run", "--key", keys, "--db", db, "--", BENCH_SYSCALLS_BIN, "rate", "100000", "30"});
+  Proc p = start({FLIGHTREC_BIN, "run", "--policy", "observe", "--key", keys, "--db", db, "--", BENCH_SYSCALLS_BIN, "rate", "100000", "30"});
   std::this_thread::sleep_for(std::chrono::milliseconds(2500));
   kill(p.pid, SIGKILL);
   Result r = wait(p);
@@ -208,7 +208,7 @@ TEST_CASE("lost events: verify reports the gaps; --on-loss freeze and kill act o
   REQUIRE(is_root());
   TempDir dir;
   std::string db = dir.file("c.db");
-  Result r = rt::flightrec({"run", "--db", db, "--ring-size", "64K", "--", BENCH_SYSCALLS_BIN, "getppid", "300000"});
+  Result r = rt::flightrec({"run", "--policy", "observe", "--db", db, "--ring-size", "64K", "--", BENCH_SYSCALLS_BIN, "getppid", "300000"});
   REQUIRE(r.code == 0);
   Result v = rt::flightrec({"verify", "--db", db});
   CHECK(v.code == 0);
@@ -218,7 +218,7 @@ TEST_CASE("lost events: verify reports the gaps; --on-loss freeze and kill act o
   CHECK(genesis["on_loss"] == "continue");
 
   std::string fdb = dir.file("f.db");
-  r = rt::flightrec({"run", "--db", fdb, "--ring-size", "64K", "--on-loss", "freeze", "--", BENCH_SYSCALLS_BIN,
+  r = rt::flightrec({"run", "--policy", "observe", "--db", fdb, "--ring-size", "64K", "--on-loss", "freeze", "--", BENCH_SYSCALLS_BIN,
                  "getppid", "300000"});
   CHECK(r.code == 0);
   auto all = entries(fdb);
@@ -228,7 +228,7 @@ TEST_CASE("lost events: verify reports the gaps; --on-loss freeze and kill act o
   CHECK(rt::flightrec({"verify", "--db", fdb}).code == 0);
 
   std::string kdb = dir.file("k.db");
-  r = rt::flightrec({"run", "--db", kdb, "--ring-size", "64K", "--on-loss", "kill", "--", BENCH_SYSCALLS_BIN,
+  r = rt::flightrec({"run", "--policy", "observe", "--db", kdb, "--ring-size", "64K", "--on-loss", "kill", "--", BENCH_SYSCALLS_BIN,
                  "getppid", "50000000"});
   CHECK(r.code == 128 + SIGKILL);
   all = entries(kdb);
@@ -242,7 +242,7 @@ TEST_CASE("an independent verifier written from docs/FORMAT.md alone agrees with
   TempDir dir;
   std::string keys = dir.file("keys"), db = dir.file("s.db");
   REQUIRE(rt::flightrec({"keygen", "--out", keys}).code == 0);
-  REQUIRE(rt::flightrec({"run", "--key", keys, "--db", db, "--", "sh", "-c", "ls / >/dev/null; cat /etc/hostname"})
+  REQUIRE(rt::flightrec({"run", "--policy", "observe", "--key", keys, "--db", db, "--", "sh", "-c", "ls / >/dev/null; cat /etc/hostname"})
               .code == 0);
   std::string pub = keys + "/flightrec.pub";
   for (const char* format : {"json", "jsonl"}) {
@@ -269,7 +269,7 @@ TEST_CASE("a checkpoint after every entry (and two wanted at one size) still end
   REQUIRE(is_root());
   TempDir dir;
   std::string db = dir.file("s.db");
-  Result r = rt::flightrec({"run", "--checkpoint-entries", "1", "--checkpoint-ms", "0", "--db", db, "--", "true"});
+  Result r = rt::flightrec({"run", "--policy", "observe", "--checkpoint-entries", "1", "--checkpoint-ms", "0", "--db", db, "--", "true"});
   CHECK(r.code == 0);
   auto all = entries(db);
   REQUIRE(!all.empty());
@@ -284,7 +284,7 @@ TEST_CASE("hostile inputs from traced processes and databases do not stop or cra
   TempDir dir;
   // memfd_create's name once collided with the entry's syscall name.
   std::string db = dir.file("m.db");
-  Result r = rt::flightrec({"run", "--db", db, "--", "/usr/bin/python3", "-c", "import os; os.memfd_create('mine')"});
+  Result r = rt::flightrec({"run", "--policy", "observe", "--db", db, "--", "/usr/bin/python3", "-c", "import os; os.memfd_create('mine')"});
   CHECK(r.code == 0);
   bool seen = false;
   for (const auto& e : entries(db)) seen = seen || (e.value("name", "") == "memfd_create" && e.value("memfd_name", "") == "mine");
@@ -296,7 +296,7 @@ TEST_CASE("hostile inputs from traced processes and databases do not stop or cra
   std::string fdb = dir.file("f.db");
   // Opened without blocking and closed again: no writer is left, so a
   // blocking open of it by flightrec would never return.
-  r = run({"timeout", "-s", "KILL", "60", FLIGHTREC_BIN, "run", "--db", fdb, "--", "/usr/bin/python3", "-c",
+  r = run({"timeout", "-s", "KILL", "60", FLIGHTREC_BIN, "run", "--policy", "observe", "--db", fdb, "--", "/usr/bin/python3", "-c",
            "import os, time\nos.mkfifo('" + fifo + "')\nos.close(os.open('" + fifo +
                "', os.O_RDONLY | os.O_NONBLOCK))\ntime.sleep(0.3)\nprint('opened')"});
   CHECK(r.code == 0);

@@ -12,7 +12,7 @@ namespace {
 
 std::string record(const TempDir& dir) {
   std::string db = dir.file("orig.db");
-  Result r = flightrec({"run", "--db", db, "--", "sh", "-c", "cat /etc/hostname; ls / >/dev/null"});
+  Result r = flightrec({"run", "--policy", "observe", "--db", db, "--", "sh", "-c", "cat /etc/hostname; ls / >/dev/null"});
   REQUIRE(r.code == 0);
   REQUIRE(flightrec({"verify", "--db", db}).code == 0);
   return db;

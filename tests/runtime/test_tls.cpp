@@ -85,7 +85,7 @@ TEST_CASE("curl: request line, headers, response and body; Authorization redacte
   std::string db = dir.file("s.db"), headers = dir.file("headers");
   // From a file, so the secret is not in curl's argv (which is recorded).
   std::ofstream(headers) << "Authorization: Bearer s3cret-token\n";
-  Result r = rt::flightrec({"run", "--db", db, "--", "curl", "-sk", "-H", "@" + headers, srv.url("/x")});
+  Result r = rt::flightrec({"run", "--policy", "observe", "--db", db, "--", "curl", "-sk", "-H", "@" + headers, srv.url("/x")});
   REQUIRE(r.code == 0);
   CHECK(r.out == "hello tls body\n");
   auto sent = tls_entries(db, "send");
@@ -118,7 +118,7 @@ TEST_CASE("a 1 MiB response arrives as chunks whose concatenation is the body, b
   HttpsServer srv;
   TempDir dir;
   std::string db = dir.file("s.db");
-  REQUIRE(rt::flightrec({"run", "--db", db, "--", "curl", "-sk", "-o", "/dev/null", srv.url("/big")}).code == 0);
+  REQUIRE(rt::flightrec({"run", "--policy", "observe", "--db", db, "--", "curl", "-sk", "-o", "/dev/null", srv.url("/big")}).code == 0);
   auto received = tls_entries(db, "recv");
   REQUIRE(received.size() > 60);
   uint64_t expect = 0;
@@ -136,7 +136,7 @@ TEST_CASE("calls beyond the cap leave exact truncation markers") {
   HttpsServer srv;
   TempDir dir;
   std::string db = dir.file("s.db");
-  REQUIRE(rt::flightrec({"run", "--db", db, "--tls-chunk", "1K", "--tls-cap", "4K", "--", "curl", "-sk", "-o",
+  REQUIRE(rt::flightrec({"run", "--policy", "observe", "--db", db, "--tls-chunk", "1K", "--tls-cap", "4K", "--", "curl", "-sk", "-o",
                      "/dev/null", srv.url("/big")})
               .code == 0);
   auto received = tls_entries(db, "recv");
@@ -166,7 +166,7 @@ TEST_CASE("python3 (SSL_write_ex/SSL_read_ex) and openssl s_client are captured 
   std::string py = "import ssl, urllib.request\n"
                    "ctx = ssl._create_unverified_context()\n"
                    "print(urllib.request.urlopen('" + srv.url("/x?from=python") + "', context=ctx).read().decode(), end='')";
-  Result r = rt::flightrec({"run", "--db", db, "--", "/usr/bin/python3", "-c", py});
+  Result r = rt::flightrec({"run", "--policy", "observe", "--db", db, "--", "/usr/bin/python3", "-c", py});
   REQUIRE(r.code == 0);
   CHECK(r.out == "hello tls body\n");
   auto sent = tls_entries(db, "send");
@@ -176,7 +176,7 @@ TEST_CASE("python3 (SSL_write_ex/SSL_read_ex) and openssl s_client are captured 
   CHECK(stream(tls_entries(db, "recv")).find("hello tls body\n") != std::string::npos);
 
   std::string sdb = dir.file("s_client.db");
-  r = rt::flightrec({"run", "--db", sdb, "--", "sh", "-c",
+  r = rt::flightrec({"run", "--policy", "observe", "--db", sdb, "--", "sh", "-c",
                  "printf 'GET /x?from=s_client HTTP/1.0\\r\\nHost: t\\r\\n\\r\\n' | openssl s_client -quiet "
                  "-connect 127.0.0.1:" + std::to_string(srv.port) + " 2>/dev/null"});
   CHECK(r.out.find("hello tls body") != std::string::npos);
@@ -191,7 +191,7 @@ TEST_CASE("a client outside the session is not captured; --tls off attaches noth
   std::string db = dir.file("s.db");
   Proc outside = start({"sh", "-c", "for i in 1 2 3 4 5 6 7 8; do curl -sk " + srv.url("/x?outside-marker") +
                                         " >/dev/null; sleep 0.1; done"});
-  Result r = rt::flightrec({"run", "--db", db, "--", "curl", "-sk", srv.url("/x?inside-marker")});
+  Result r = rt::flightrec({"run", "--policy", "observe", "--db", db, "--", "curl", "-sk", srv.url("/x?inside-marker")});
   wait(outside);
   REQUIRE(r.code == 0);
   std::string all_sent = stream(tls_entries(db, "send"));
@@ -199,7 +199,7 @@ TEST_CASE("a client outside the session is not captured; --tls off attaches noth
   CHECK(all_sent.find("outside-marker") == std::string::npos);
 
   std::string off = dir.file("off.db");
-  REQUIRE(rt::flightrec({"run", "--tls", "off", "--db", off, "--", "curl", "-sk", srv.url("/x")}).code == 0);
+  REQUIRE(rt::flightrec({"run", "--policy", "observe", "--tls", "off", "--db", off, "--", "curl", "-sk", srv.url("/x")}).code == 0);
   auto es = entries(off);
   CHECK(of_type(es, "tls").empty());
   CHECK(es.front()["tls_capture"] == 0);
@@ -217,7 +217,7 @@ TEST_CASE("node, which links OpenSSL into its own binary, is captured through it
   std::string db = dir.file("s.db");
   std::string js = "require('https').get({host:'127.0.0.1',port:" + std::to_string(srv.port) +
                    ",path:'/x?from=node',rejectUnauthorized:false},r=>r.on('data',d=>process.stdout.write(d)))";
-  Result r = rt::flightrec({"run", "--db", db, "--", "node", "-e", js});
+  Result r = rt::flightrec({"run", "--policy", "observe", "--db", db, "--", "node", "-e", js});
   REQUIRE(r.code == 0);
   CHECK(r.out == "hello tls body\n");
   CHECK(stream(tls_entries(db, "send")).rfind("GET /x?from=node HTTP/1.1\r\n", 0) == 0);

@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
 """flightrec benchmarks (not tests).
 
-Runs the source documents' workloads bare, under `flightrec run` and under
-`strace -f` (the ptrace approach of the sandboxes we replace), alternating
-runner by runner in one run, and prints medians and ratios to bare. Each
+Runs the source documents' workloads bare, under `flightrec run --policy
+observe` (recording only), under `flightrec run` with the default agent policy
+(recording + sandbox) and under `strace -f` (the ptrace approach of the
+sandboxes we replace), alternating runner by runner in one run, and prints
+medians and ratios to bare. Also the time from `flightrec run` to the
+command's exec. Each
 workload times itself from inside the process, so a runner's start-up is not
 counted there; the start-up is measured on its own. Also measures the
 collector's ingest rate. Writes the tables to docs/BENCHMARKS.md.
@@ -30,6 +33,13 @@ import time
 PY = "/usr/bin/python3"
 
 
+def exec_delay_ms(flightrec, db, t0_ns):
+    """ms from t0 (just before flightrec started) to the command's exec, from the record."""
+    out = subprocess.run([flightrec, "query", "--db", db, "--json", "--type", "exec"],
+                         capture_output=True, text=True).stdout.splitlines()
+    return (json.loads(out[0])["ts_real_ns"] - t0_ns) / 1e6 if out else float("nan")
+
+
 def sh(cmd, **kw):
     return subprocess.run(cmd, capture_output=True, text=True, **kw)
 
@@ -39,6 +49,8 @@ class Runners:
         self.flightrec = flightrec
         self.tmp = tmp
         self.n = 0
+        self.allow = []   # agent: --allow for the benchmark's own servers
+        self.last_db = None
 
     def wrap(self, runner, cmd):
         if runner == "bare":
@@ -47,7 +59,11 @@ class Runners:
             return ["strace", "-f", "-qq", "-o", "/dev/null"] + cmd
         self.n += 1
         db = os.path.join(self.tmp, f"bench-{self.n}.db")
-        extra = ["--tls", "off"] if runner == "flightrec --tls off" else []
+        self.last_db = db
+        if runner == "agent":
+            extra = [a for port in self.allow for a in ("--allow", f"127.0.0.1:{port}")]
+        else:
+            extra = ["--policy", "observe"] + (["--tls", "off"] if runner == "flightrec --tls off" else [])
         return [self.flightrec, "run", "--db", db] + extra + ["--"] + cmd
 
     def cleanup(self):
@@ -193,7 +209,7 @@ def ingest_rate(flightrec, bench_syscalls, tmp, seconds=5):
         for suffix in ("", "-wal", "-shm"):
             if os.path.exists(db + suffix):
                 os.unlink(db + suffix)
-        sh([flightrec, "run", "--db", db, "--", bench_syscalls, "rate", str(rate), str(seconds)])
+        sh([flightrec, "run", "--policy", "observe", "--db", db, "--", bench_syscalls, "rate", str(rate), str(seconds)])
         end = sh([flightrec, "query", "--db", db, "--json", "--type", "session_end"]).stdout
         e = json.loads(end)
         print(f"  ingest {rate}/s for {seconds}s: {e['entries_before']} entries, {e['lost_total']} lost",
@@ -224,10 +240,16 @@ def main():
         if not os.access(f, os.X_OK):
             sys.exit(f"run.py: {f} is missing: build first (cmake --build {args.build})")
 
+    # Everything runs from a work directory the agent policy lets the
+    # sandbox read (the build tree is not), with copies of the helpers.
     tmp = tempfile.mkdtemp(prefix="flightrec-bench-")
+    os.chdir(tmp)
+    shutil.copy(bench_syscalls, os.path.join(tmp, "bench_syscalls"))
+    bench_syscalls = os.path.join(tmp, "bench_syscalls")
     runners = Runners(flightrec, tmp)
     www = tempfile.mkdtemp(prefix="flightrec-www-")
     server = start_http_server(www)
+    runners.allow = [server.server_address[1]]
     url = f"http://127.0.0.1:{server.server_address[1]}/index.html"
     out_file = os.path.join(tmp, "write.out")
 
@@ -243,17 +265,22 @@ def main():
         ("1000 fork+exec of /bin/true", "ms", [bench_syscalls, "forkexec", "1000"], last_float),
         ("start-up + tear-down: run /bin/true", "ms", None, None),
     ]
-    runner_names = ["bare", "flightrec", "strace"]
+    runner_names = ["bare", "flightrec", "agent", "strace"]
     results = {w[0]: {r: [] for r in runner_names} for w in workloads}
+    to_exec = {"flightrec": [], "agent": []}
 
     for rep in range(args.reps):
         print(f"round {rep + 1}/{args.reps}", flush=True)
         for name, unit, cmd, parse in workloads:
             for runner in runner_names:
                 if cmd is None:  # whole-command wall time
+                    wrapped = runners.wrap(runner, ["/bin/true"])
+                    t0_ns = time.time_ns()
                     t = time.perf_counter()
-                    p = sh(runners.wrap(runner, ["/bin/true"]))
+                    p = sh(wrapped)
                     value = (time.perf_counter() - t) * 1e3
+                    if runner in to_exec:
+                        to_exec[runner].append(exec_delay_ms(flightrec, runners.last_db, t0_ns))
                 else:
                     p = sh(runners.wrap(runner, cmd))
                     if p.returncode != 0:
@@ -263,7 +290,7 @@ def main():
             runners.cleanup()
 
     tls_table = tls_benchmarks(runners, max(3, args.reps // 2))
-    rss = {r: idle_rss(runners, r) for r in runner_names}
+    rss = {r: idle_rss(runners, r) for r in ("bare", "flightrec", "strace")}
     runners.cleanup()
     print("ingest pipeline (synthetic records, one core):", flush=True)
     ingest_out = sh([bench_ingest, "1000000"]).stdout.strip()
@@ -280,9 +307,9 @@ def main():
         if m:
             cpu = m.group(1)
     lines = []
-    lines.append("| workload | unit | bare | flightrec | strace -f | flightrec vs bare | "
-                 "strace vs bare |")
-    lines.append("|---|---|---|---|---|---|---|")
+    lines.append("| workload | unit | bare | flightrec | flightrec + agent sandbox | strace -f | flightrec vs bare | "
+                 "agent vs bare | strace vs bare |")
+    lines.append("|---|---|---|---|---|---|---|---|---|")
 
     def versus(a, b, unit):
         return f"+{a - b:.0f} ns" if unit == "ns" else f"{(a / b - 1) * 100:+.1f}%"
@@ -290,24 +317,33 @@ def main():
     for name, unit, _, _ in workloads:
         med = {r: statistics.median(results[name][r]) for r in runner_names}
         low = {r: min(results[name][r]) for r in runner_names}
-        fr = f"{versus(med['flightrec'], med['bare'], unit)} (min {versus(low['flightrec'], low['bare'], unit)})"
-        st = f"{versus(med['strace'], med['bare'], unit)} (min {versus(low['strace'], low['bare'], unit)})"
-        lines.append(f"| {name} | {unit} | {med['bare']:.2f} | {med['flightrec']:.2f} | {med['strace']:.2f} "
-                     f"| {fr} | {st} |")
+        ratio = {r: f"{versus(med[r], med['bare'], unit)} (min {versus(low[r], low['bare'], unit)})"
+                 for r in ("flightrec", "agent", "strace")}
+        lines.append(f"| {name} | {unit} | {med['bare']:.2f} | {med['flightrec']:.2f} | {med['agent']:.2f} "
+                     f"| {med['strace']:.2f} | {ratio['flightrec']} | {ratio['agent']} | {ratio['strace']} |")
     lines.append(f"| idle python3 agent RSS | MB | {rss['bare'][0] / 1024:.1f} | {rss['flightrec'][0] / 1024:.1f} "
-                 f"| {rss['strace'][0] / 1024:.1f} | | |")
+                 f"| | {rss['strace'][0] / 1024:.1f} | | | |")
     fr_total, fr_ring = rss["flightrec"][1]
     lines.append(f"| the recorder's own RSS (agent idle) | MB | - | {fr_total / 1024:.1f} "
-                 f"| {rss['strace'][1][0] / 1024:.1f} | | |")
-    lines.append(f"| ... of which the mapped ring buffer | MB | - | {fr_ring / 1024:.1f} | - | | |")
-    lines.append(f"| ... the rest (code, heap, SQLite cache) | MB | - | {(fr_total - fr_ring) / 1024:.1f} | - | | |")
+                 f"| | {rss['strace'][1][0] / 1024:.1f} | | | |")
+    lines.append(f"| ... of which the mapped ring buffer | MB | - | {fr_ring / 1024:.1f} | | - | | | |")
+    lines.append(f"| ... the rest (code, heap, SQLite cache) | MB | - | {(fr_total - fr_ring) / 1024:.1f} | | - | | | |")
     table = "\n".join(lines)
+    exec_table = "\n".join([
+        "| from `flightrec run` to the command's exec | median | fastest |",
+        "|---|---|---|",
+        f"| --policy observe (recording only) | {statistics.median(to_exec['flightrec']):.1f} ms "
+        f"| {min(to_exec['flightrec']):.1f} ms |",
+        f"| agent (namespaces, overlay, Landlock, seccomp, limits, egress programs) "
+        f"| {statistics.median(to_exec['agent']):.1f} ms | {min(to_exec['agent']):.1f} ms |"])
     ingest = "\n".join("    " + l for l in ingest_out.splitlines())
     e2e = (f"{best[0]:,} getppid()/s for 5 s ({best[1]:,} entries) with zero drops"
            if best else "below 100,000/s")
 
     print()
     print(table)
+    print()
+    print(exec_table)
     print()
     print(tls_table)
     print()
@@ -318,15 +354,27 @@ def main():
 
 Produced by `tools/bench/run.py` on {stamp}: {platform.node()}, kernel {platform.release()},
 {os.cpu_count()} CPUs ({cpu}). Medians of {args.reps} rounds; in every round each workload
-runs bare, under `flightrec run` (full capture: every syscall entry+exit joined,
-process events, hash chain, SQLite) and under `strace -f -o /dev/null`, one
-after the other. Workloads time themselves from inside, so a runner's own
-start-up is only in the start-up row. Ratios compare medians, and in
+runs bare, under `flightrec run --policy observe` (full capture: every syscall
+entry+exit joined, process events, hash chain, SQLite), under `flightrec run`
+with the default agent policy (the same capture plus the sandbox: namespaces,
+overlay root, Landlock, ~70 seccomp rules, cgroup limits, egress programs) and
+under `strace -f -o /dev/null`, one after the other. Workloads time themselves
+from inside, so a runner's own start-up is only in the start-up row. Under
+the agent policy the 10 MB file is written to the overlay's in-memory upper
+layer, so its fsync is not a disk flush. Ratios compare medians, and in
 brackets the fastest runs (this VM has noisy neighbours; the minimum is the
 cost without them). Re-run the script to refresh this file;
 numbers from one machine only compare within one run.
 
 {table}
+
+## Start-up
+
+Time from starting `flightrec run` to the command's exec (the exec entry's
+timestamp in the record; the aim is 20 ms or less). Most of it is loading and
+verifying the BPF programs, which both rows pay:
+
+{exec_table}
 
 ## TLS plaintext capture
 

@@ -23,7 +23,7 @@ int main() {
   skel->rodata->fr_cgroup_count = 1;
   skel->rodata->fr_tls_enabled = 1;
   bool lsm = flightrec::probe::bpf_lsm_available();
-  flightrec::probe::select_programs(skel->obj, lsm, true);
+  flightrec::probe::select_programs(skel->obj, lsm, true, true);
   if (int err = flightrec_bpf__load(skel)) {
     std::fprintf(stderr, "load failed: %s (run as root)\n", std::strerror(-err));
     flightrec_bpf__destroy(skel);

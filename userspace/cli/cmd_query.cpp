@@ -52,8 +52,8 @@ int cmd_query(const Args& args) {
       "json", po::bool_switch(), "one canonical JSON entry per line")(
       "session", po::value(&session), "only this session")(
       "type", po::value(&types), "only entries of this type (repeatable): syscall, file_open, "
-                                 "connect, exec, fork, exit, lost, genesis, session_end, "
-                                 "cgroup_gone, malformed")(
+                                 "connect, exec, fork, exit, tls, lsm, lost, violation, file_change, "
+                                 "snapshot, genesis, session_end, cgroup_gone, malformed")(
       "pid", po::value(&pid), "only entries of this process id");
   po::variables_map vm;
   if (!parse_options(args, desc, kQueryUsage, vm)) return 0;

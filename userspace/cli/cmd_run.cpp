@@ -12,6 +12,7 @@
 #include <iostream>
 
 #include "cli/commands.h"
+#include "cli/confinement.h"
 #include "cli/loss_policy.h"
 #include "cli/options.h"
 #include "cli/session_common.h"
@@ -20,6 +21,7 @@
 #include "common/error.h"
 #include "common/system.h"
 #include "ledger/store.h"
+#include "policy/policy.h"
 #include "probe/capture.h"
 #include "probe/features.h"
 #include "recorder/event_loop.h"
@@ -47,14 +49,19 @@ int read_signal(int sigfd) {
 namespace {
 
 const char* kRunUsage =
-    "usage: flightrec run --db FILE [OPTIONS] -- COMMAND [ARGS...]\n\n"
-    "Runs COMMAND in a new cgroup and records every syscall, exec, fork, exit and\n"
-    "connect of it and its descendants into FILE (SQLite; created if missing, appended\n"
-    "to if it is a flightrec record), sealed by a hash chain and Merkle tree\n"
-    "checkpoints (signed with --key). Exits with COMMAND's exit code (128+N if killed\n"
-    "by signal N); 125 if flightrec itself failed, 126 if COMMAND cannot be executed,\n"
-    "127 if it is not found, 2 for usage errors. Processes COMMAND leaves behind are\n"
-    "killed when it exits. Needs root.";
+    "usage: flightrec run --db FILE [--policy NAME|FILE] [OPTIONS] -- COMMAND [ARGS...]\n\n"
+    "Runs COMMAND confined as the policy says (default: the shipped policy 'agent':\n"
+    "namespaces, an overlay root, Landlock, seccomp, limits, an egress allowlist) and\n"
+    "records every syscall, exec, fork, exit and connect of it and its descendants,\n"
+    "every denial with the rule behind it, and the files it changed, into FILE\n"
+    "(SQLite; created if missing, appended to if it is a flightrec record), sealed by\n"
+    "a hash chain and Merkle tree checkpoints (signed with --key). Shipped policies:\n"
+    "agent, strict, observe (no confinement); see policies/README.md.\n\n"
+    "Exits with COMMAND's exit code (128+N if killed by signal N); 124 if the policy\n"
+    "ended the session (circuit breaker or on_violation: kill); 125 if flightrec\n"
+    "itself or the sandbox failed, 126 if COMMAND cannot be executed, 127 if it is\n"
+    "not found, 2 for usage errors. Processes COMMAND leaves behind are killed when\n"
+    "it exits. Needs root.";
 
 struct Child {
   pid_t pid = -1;
@@ -115,37 +122,72 @@ int cmd_run(const Args& all) {
 
   po::options_description desc("options");
   SessionOptions so;
-  desc.add_options()("help,h", "show this help");
+  std::string policy_name = "agent";
+  std::vector<std::string> allow, limit;
+  desc.add_options()("help,h", "show this help")
+      ("policy", po::value(&policy_name)->value_name("NAME|FILE"),
+       "confinement policy: agent (default), strict, observe, or a YAML file")
+      ("shadow", po::bool_switch(), "block nothing; record what the policy would deny (would-deny entries)")
+      ("allow", po::value(&allow)->value_name("HOST:PORT"),
+       "add to the policy's egress allowlist (CIDR:PORT, HOST:PORT, ADDR:*); repeatable")
+      ("limit", po::value(&limit)->value_name("KEY=VALUE"),
+       "override one of the policy's limits: memory, pids, cpu, wall_time, cpu_time, file_size, "
+       "open_files, disk (e.g. --limit wall_time=10m); repeatable");
   so.add_to(desc);
   po::variables_map vm;
   if (!parse_options(args, desc, kRunUsage, vm)) return 0;
   if (command.empty())
     throw UsageError("missing command: flightrec run --db FILE -- COMMAND [ARGS...]");
   so.validate(vm);
+  policy::Policy policy;
+  try {
+    policy = policy::load(policy_name);
+    for (const auto& a : allow) policy::add_allowed(policy, a);
+    for (const auto& l : limit) policy::override_limit(policy, l);
+  } catch (const policy::PolicyError& e) {
+    throw UsageError(e.what());
+  }
+  if (vm["shadow"].as<bool>()) policy.mode = policy::Mode::Shadow;
 
-  auto program = find_executable(command[0]);
+  // Found where the command will run: in the sandbox, only on its $PATH.
+  bool sandboxed = policy.confine && policy.mode == policy::Mode::Enforce;
+  auto program = sandboxed ? find_executable(command[0], sandbox_search_path(policy)) : find_executable(command[0]);
   if (!program) {
-    std::cerr << "flightrec: command not found or not executable: " << command[0] << "\n";
+    std::cerr << "flightrec: command not found or not executable" << (sandboxed ? " in the sandbox" : "")
+              << ": " << command[0] << "\n";
     return 127;
   }
   probe::require_recording_features();
-  auto key = so.load_key();
   // Before any thread exists, so that every thread inherits the mask and
   // SIGINT/SIGTERM arrive only through the signalfd.
   int sigfd = block_termination_signals();
-  ledger::Store store(so.db, ledger::Store::Mode::Write);
   sandbox::Cgroup cgroup = sandbox::Cgroup::create("run-" + std::to_string(getpid()) + "-" +
                                                    std::to_string(mono_ns()));
 
+  // The sandbox is built first, while flightrec has a single thread, and
+  // before the signing key and the record are opened, so that its init (a
+  // copy of this process) never holds them; its command waits for go.
+  std::unique_ptr<Confinement> confinement;
+  std::unique_ptr<ledger::SigningKey> key;
+  std::unique_ptr<ledger::Store> store_ptr;
   recorder::Recorder* rec_ptr = nullptr;
   probe::CaptureOptions copts;
   copts.cgroup_fds = {cgroup.fd()};
   so.fill(copts);
   std::unique_ptr<probe::Capture> capture;
   try {
+    confinement = std::make_unique<Confinement>(std::move(policy), cgroup, *program, command);
+    key = so.load_key();
+    store_ptr = std::make_unique<ledger::Store>(so.db, ledger::Store::Mode::Write);
+    confinement->fill(copts);
     capture = std::make_unique<probe::Capture>(
         copts, [&](const void* d, size_t n) { rec_ptr->on_record(d, n); });
   } catch (...) {
+    if (confinement && confinement->pid() > 0) {
+      kill(confinement->pid(), SIGKILL);
+      waitpid(confinement->pid(), nullptr, 0);
+    }
+    confinement.reset();
     cgroup.remove_if_owned();
     throw;
   }
@@ -162,7 +204,9 @@ int cmd_run(const Args& all) {
   meta.cgroups = {cgroup.path()};
   so.fill(meta);
   meta.capture = capture->attached();
+  confinement->fill(meta);
   meta.key = key.get();
+  ledger::Store& store = *store_ptr;
   recorder::Recorder rec(store, meta);
   rec_ptr = &rec;
   for (const auto& err : tls_errors) rec.note("error", "TLS capture: " + err);
@@ -173,14 +217,21 @@ int cmd_run(const Args& all) {
     if (loss.check()) loop.stop();
   });
 
-  Child child = spawn_waiting(*program, command);
+  confinement->watch(rec);
+  Child child;
+  if (confinement->sandboxed()) child.pid = confinement->pid();
+  else child = spawn_waiting(*program, command);
   int status = 0;
   std::string reason = "command exited";
   int pidfd = -1;
   try {
     cgroup.add_process(child.pid);
-    if (write(child.go_fd, "g", 1) != 1) throw Error(errno_message("starting the command", errno));
-    close(child.go_fd);
+    if (confinement->sandboxed()) {
+      confinement->go();
+    } else {
+      if (write(child.go_fd, "g", 1) != 1) throw Error(errno_message("starting the command", errno));
+      close(child.go_fd);
+    }
     pidfd = int(syscall(SYS_pidfd_open, child.pid, 0));
     if (pidfd < 0) throw Error(errno_message("pidfd_open", errno));
     loop.watch_fd(pidfd, [&] {
@@ -190,7 +241,9 @@ int cmd_run(const Args& all) {
       // Pass termination requests on; the session ends when the command does.
       if (int sig = read_signal(sigfd)) kill(child.pid, sig);
     });
-    loop.run([] {});
+    loop.run([&] {
+      if (confinement->check_breakers()) reason = "the policy ended the session: " + confinement->kill_rule();
+    });
   } catch (...) {
     // Never leave the command running unrecorded.
     kill(child.pid, SIGKILL);
@@ -200,9 +253,10 @@ int cmd_run(const Args& all) {
   }
 
   if (loss.killed()) reason = "events were lost and --on-loss kill ended the session";
+  if (confinement->killed_by_policy()) reason = "the policy ended the session: " + confinement->kill_rule();
   // Leftovers (daemons, background jobs) die with the session.
   if (cgroup.populated()) {
-    if (!loss.killed()) reason = "command exited; remaining processes killed";
+    if (!loss.killed() && !confinement->killed_by_policy()) reason = "command exited; remaining processes killed";
     cgroup.kill_all();
     uint64_t deadline = mono_ns() + 5'000'000'000ull;
     loop.run([&] {
@@ -216,10 +270,24 @@ int cmd_run(const Args& all) {
 
   loss.release();
   int exec_errno = 0;
-  bool exec_failed = read(child.err_fd, &exec_errno, sizeof(exec_errno)) == sizeof(exec_errno);
-  close(child.err_fd);
+  bool exec_failed = false;
+  if (confinement->sandboxed()) {
+    sandbox::Outcome out = confinement->finish();
+    exec_failed = out.exec_errno != 0;
+    exec_errno = out.exec_errno;
+    if (out.status) status = *out.status;  // the command's own status, as the sandbox's init saw it
+    if (!out.setup_error.empty()) {
+      reason = "the sandbox failed: " + out.setup_error;
+      std::cerr << "flightrec: the sandbox failed: " << out.setup_error << "\n";
+    }
+  } else {
+    exec_failed = read(child.err_fd, &exec_errno, sizeof(exec_errno)) == sizeof(exec_errno);
+    close(child.err_fd);
+  }
   if (exec_failed) reason = std::string("command could not be executed: ") + strerror(exec_errno);
   rec.finish(status, reason);
+  bool policy_kill = confinement->killed_by_policy();
+  confinement.reset();
   capture.reset();
   cgroup.remove_if_owned();
   close(pidfd);
@@ -229,6 +297,7 @@ int cmd_run(const Args& all) {
     std::cerr << "flightrec: cannot execute " << command[0] << ": " << strerror(exec_errno) << "\n";
     return exec_errno == ENOENT ? 127 : 126;
   }
+  if (policy_kill) return kPolicyKillExit;
   return exit_code_of(status);
 }
 

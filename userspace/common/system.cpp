@@ -91,11 +91,14 @@ std::optional<std::string> find_mount(const std::string& fstype) {
 }
 
 std::optional<std::string> find_executable(const std::string& name) {
+  const char* path = getenv("PATH");
+  return find_executable(name, path ? path : "/usr/local/bin:/usr/bin:/bin");
+}
+
+std::optional<std::string> find_executable(const std::string& name, const std::string& dirs) {
   if (name.empty()) return std::nullopt;
   if (name.find('/') != std::string::npos)
     return access(name.c_str(), X_OK) == 0 ? std::optional(name) : std::nullopt;
-  const char* path = getenv("PATH");
-  std::string dirs = path ? path : "/usr/local/bin:/usr/bin:/bin";
   std::istringstream in(dirs);
   std::string dir;
   while (std::getline(in, dir, ':')) {

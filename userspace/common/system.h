@@ -25,5 +25,7 @@ std::optional<std::string> find_mount(const std::string& fstype);
 // Where `name` would be executed from (PATH search as execvp does), or
 // nullopt if nothing executable is there.
 std::optional<std::string> find_executable(const std::string& name);
+// The same, searching the directories of `dirs` ("a:b:c").
+std::optional<std::string> find_executable(const std::string& name, const std::string& dirs);
 
 }  // namespace flightrec

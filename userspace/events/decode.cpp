@@ -105,6 +105,8 @@ Entry decode_syscall(const uint8_t* p, size_t size, const DecodeContext& ctx) {
   e.set("name", name ? std::string(name) : "syscall_" + std::to_string(r.nr));
   e.set("args", std::vector<int64_t>(r.args, r.args + 6));
   e.set("ts_enter_mono_ns", uint64_t(r.enter_ns));
+  // Stopped before it ran (seccomp): the policy judge names the rule.
+  if (r.flags & FR_SC_BLOCKED) e.set("blocked", 1);
   if (r.flags & FR_SC_NORETURN) {
     e.set("noreturn", 1);
   } else {

@@ -126,7 +126,7 @@ constexpr Row kRows[] = {
     {155, 0, 1, "new_root", "put_old", N, N, FR_SA_NONE}, // pivot_root
     {161, 0, N, "path", nullptr, N, N, FR_SA_NONE},       // chroot
     {163, 0, N, "path", nullptr, N, N, FR_SA_NONE},       // acct
-    {165, 0, 1, "source", "target", N, N, FR_SA_NONE},    // mount
+    {165, 0, 1, "mount_source", "target", N, N, FR_SA_NONE},    // mount
     {166, 0, N, "path", nullptr, N, N, FR_SA_NONE},       // umount2
     {167, 0, N, "path", nullptr, N, N, FR_SA_NONE},       // swapon
     {168, 0, N, "path", nullptr, N, N, FR_SA_NONE},       // swapoff

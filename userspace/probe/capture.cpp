@@ -33,13 +33,14 @@ int print_libbpf(enum libbpf_print_level level, const char* fmt, va_list args) {
 
 }  // namespace
 
-void select_programs(bpf_object* obj, bool lsm, bool tls) {
+void select_programs(bpf_object* obj, bool lsm, bool tls, bool egress) {
   bpf_program* prog;
   bpf_object__for_each_program(prog, obj) {
     std::string_view sec = bpf_program__section_name(prog);
     bool is_lsm = sec.rfind("lsm", 0) == 0;
     bool is_tls = sec.rfind("uprobe", 0) == 0 || sec.rfind("uretprobe", 0) == 0;
-    if ((is_lsm && !lsm) || (is_tls && !tls)) bpf_program__set_autoload(prog, false);
+    bool is_egress = sec.rfind("cgroup/", 0) == 0;
+    if ((is_lsm && !lsm) || (is_tls && !tls) || (is_egress && !egress)) bpf_program__set_autoload(prog, false);
   }
 }
 
@@ -77,7 +78,11 @@ Capture::Capture(const CaptureOptions& opts, Handler handler) : handler_(std::mo
   if (opts.deny_paths.size() > FR_DENY_RULES)
     throw Error("at most " + std::to_string(FR_DENY_RULES) + " deny rules");
   skel_->rodata->fr_deny_count = uint32_t(opts.deny_paths.size());
-  select_programs(skel_->obj, lsm, opts.tls);
+  bool egress = opts.egress_cgroup_fd >= 0;
+  if (opts.egress.size() > FR_EGRESS_MAX)
+    throw Error("at most " + std::to_string(FR_EGRESS_MAX) + " egress allowlist addresses");
+  skel_->rodata->fr_egress_count = uint32_t(opts.egress.size());
+  select_programs(skel_->obj, lsm, opts.tls, egress);
 
   if (int err = flightrec_bpf__load(skel_)) {
     flightrec_bpf__destroy(skel_);
@@ -122,7 +127,20 @@ Capture::Capture(const CaptureOptions& opts, Handler handler) : handler_(std::mo
     ring_bytes_ = opts.ring_bytes;
     if (int err = flightrec_bpf__attach(skel_))
       throw Error(errno_message("cannot attach flightrec's BPF programs", -err));
+    if (egress) {
+      int rules = bpf_map__fd(skel_->maps.fr_egress);
+      for (uint32_t i = 0; i < opts.egress.size(); ++i)
+        if (bpf_map_update_elem(rules, &i, &opts.egress[i], BPF_ANY) != 0)
+          throw Error(errno_message("cannot load the egress allowlist", errno));
+      for (auto* prog : {skel_->progs.fr_egress_connect4, skel_->progs.fr_egress_connect6,
+                         skel_->progs.fr_egress_sendmsg4, skel_->progs.fr_egress_sendmsg6}) {
+        bpf_link* link = bpf_program__attach_cgroup(prog, opts.egress_cgroup_fd);
+        if (!link) throw Error(errno_message("cannot attach the egress allowlist to the session's cgroup", errno));
+        egress_links_.push_back(link);
+      }
+    }
   } catch (...) {
+    for (auto* link : egress_links_) bpf_link__destroy(link);
     ring_buffer__free(ring_);
     flightrec_bpf__destroy(skel_);
     throw;
@@ -177,6 +195,7 @@ static void hand_uprobes_to_background(std::vector<bpf_link*>& links) {
 }
 
 Capture::~Capture() {
+  for (auto* link : egress_links_) bpf_link__destroy(link);
   hand_uprobes_to_background(tls_links_);
   for (auto* link : tls_links_) bpf_link__destroy(link);
   long page = sysconf(_SC_PAGESIZE);
@@ -242,7 +261,8 @@ std::vector<std::string> Capture::attached() const {
   bpf_object__for_each_program(prog, skel_->obj) {
     std::string sec = bpf_program__section_name(prog);
     if (!bpf_program__autoload(prog)) continue;
-    if (sec.rfind("tp_btf/", 0) == 0 || sec.rfind("lsm", 0) == 0) out.push_back(sec);
+    if (sec.rfind("tp_btf/", 0) == 0 || sec.rfind("lsm", 0) == 0 || sec.rfind("cgroup/", 0) == 0)
+      out.push_back(sec);
   }
   for (const auto& p : tls_paths_) out.push_back("uprobe:" + p + ":SSL_read,SSL_write,SSL_read_ex,SSL_write_ex");
   return out;

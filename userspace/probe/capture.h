@@ -12,6 +12,9 @@ struct flightrec_bpf;
 struct ring_buffer;
 struct bpf_link;
 struct bpf_object;
+extern "C" {
+#include "flightrec/abi/events.h"
+}
 
 namespace flightrec::probe {
 
@@ -23,6 +26,10 @@ struct CaptureOptions {
   size_t tls_chunk = 16384;               // bytes per TLS record (<= 16 KiB)
   size_t tls_cap = 262144;                // bytes per SSL call; the rest is counted, not kept
   std::vector<std::string> deny_paths;    // the session may not open these (BPF-LSM only)
+  // Egress allowlist enforced on egress_cgroup_fd (cgroup connect/sendmsg
+  // programs); -1: not loaded.
+  int egress_cgroup_fd = -1;
+  std::vector<fr_egress_rule> egress;
   bool verbose = false;                   // libbpf's own messages to stderr
 };
 
@@ -60,6 +67,7 @@ class Capture {
   const volatile unsigned long* producer_pos_ = nullptr;
   size_t ring_bytes_ = 0;
   std::vector<bpf_link*> tls_links_;
+  std::vector<bpf_link*> egress_links_;
   std::vector<std::pair<uint64_t, uint64_t>> tls_files_;  // (dev, inode) attached
   std::vector<std::pair<uint64_t, uint64_t>> tls_refused_;  // files without the symbols
   std::vector<std::string> tls_paths_;
@@ -69,8 +77,8 @@ class Capture {
 
 // Loads BPF-LSM programs only if `lsm` (where the kernel allows them) and
 // the TLS uprobe programs only if `tls` (--tls off: not even verified, which
-// is most of the load time). Programs are told apart by their ELF sections.
-void select_programs(bpf_object* obj, bool lsm, bool tls);
+// is most of the load time), the egress programs only if `egress`. Programs are told apart by their ELF sections.
+void select_programs(bpf_object* obj, bool lsm, bool tls, bool egress);
 
 // Ring sizes the kernel accepts: a power of two, at least 64 KiB, at most 1 GiB.
 bool valid_ring_size(size_t bytes);

@@ -87,6 +87,8 @@ Recorder::Recorder(ledger::Store& store, const SessionMeta& meta)
   e.set("on_loss", meta.on_loss);
   e.set("tls_capture", meta.tls ? 1 : 0);
   if (!meta.deny_paths.empty()) e.set("deny_paths", meta.deny_paths);
+  if (!meta.policy_mode.empty()) e.set("policy_mode", meta.policy_mode);
+  if (!meta.sandbox.empty()) e.set("sandbox", meta.sandbox);
   if (meta.tls) {
     e.set("tls_redact", meta.tls_redact ? 1 : 0);
     e.set("tls_chunk_bytes", meta.tls_chunk);
@@ -158,6 +160,7 @@ bool Recorder::append(events::Entry& e, int64_t pid, std::optional<size_t> recor
 void Recorder::on_record(const void* data, size_t size) {
   events::Entry e = events::decode_record(data, size, ctx_);
   if (!append(e, field_int(e, "pid"), size)) return;
+  if (on_kernel_entry) on_kernel_entry(e);
   if (on_exec && e.type() == "exec") {
     const events::Value* file = e.get("filename");
     if (file && std::get_if<std::string>(file)) on_exec(uint32_t(field_int(e, "pid")), std::get<std::string>(*file));
@@ -194,6 +197,8 @@ void Recorder::note_drops(const std::vector<uint64_t>& per_cpu, uint64_t program
   }
   drops_checked_ns_ = now;
 }
+
+void Recorder::record_own(events::Entry& e) { append(e, getpid()); }
 
 void Recorder::note_cgroup_gone(const std::string& path) {
   events::Entry e = own_entry("cgroup_gone");

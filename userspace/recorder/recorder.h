@@ -29,6 +29,8 @@ struct SessionMeta {
   bool tls = false;                    // TLS plaintext capture (for the genesis entry)
   bool tls_redact = true;
   std::vector<std::string> deny_paths;  // rule N is deny_paths[N-1]
+  std::string policy_mode;             // "enforce" | "shadow" | "" (observe)
+  std::vector<std::string> sandbox;    // what confinement was in force, for the genesis entry
   uint64_t tls_chunk = 16384, tls_cap = 262144;
 };
 
@@ -42,6 +44,9 @@ class Recorder {
   std::function<void(uint32_t, const std::string&)> on_libssl_open;
   // Called for every exec (pid, file), e.g. for programs with OpenSSL linked in.
   std::function<void(uint32_t, const std::string&)> on_exec;
+  // Called with every kernel entry once it is in the record (seq set),
+  // e.g. to judge it against the policy.
+  std::function<void(const events::Entry&)> on_kernel_entry;
 
   int64_t session() const { return writer_.session(); }
   int64_t entries() const { return writer_.count(); }
@@ -54,6 +59,10 @@ class Recorder {
   void note_cgroup_gone(const std::string& path);
   // An entry flightrec writes about the session itself (freeze, thaw, ...).
   void note(const char* type, const std::string& detail);
+  // Entries flightrec writes with fields of their own (violations, file
+  // changes): make one, set its fields, record it.
+  events::Entry own_entry(const char* type);
+  void record_own(events::Entry& e);
   // Checkpoint now if entries or time since the last one call for it.
   void checkpoint_if_due();
   void flush_if_due();
@@ -65,7 +74,6 @@ class Recorder {
   // Adds seq and session, seals and queues e. An entry that cannot be
   // encoded is replaced by a "malformed" one (returns false).
   bool append(events::Entry& e, int64_t pid, std::optional<size_t> record_size = std::nullopt);
-  events::Entry own_entry(const char* type);  // an entry flightrec itself writes
 
   ledger::Store& store_;
   ledger::SessionWriter writer_;

@@ -18,7 +18,7 @@
 #define FR_STATIC_ASSERT _Static_assert
 #endif
 
-#define FR_ABI_VERSION 3
+#define FR_ABI_VERSION 4
 
 #define FR_COMM_LEN 16
 #define FR_MAX_CGROUPS 8        /* cgroups one session can observe */
@@ -59,6 +59,7 @@ FR_STATIC_ASSERT(sizeof(struct fr_header) == 64, "fr_header layout");
 #define FR_SC_SOCKADDR_FAULT (1u << 5)
 #define FR_SC_HAS_DATA      (1u << 6)  /* struct fr_syscall_data follows */
 #define FR_SC_EXEC_PATH     (1u << 7)  /* str0 is the exec'd file (from the kernel) */
+#define FR_SC_BLOCKED       (1u << 8)  /* stopped before it ran (seccomp): sys_exit without sys_enter */
 
 /* One syscall, entry and exit joined. */
 struct fr_syscall {
@@ -178,6 +179,18 @@ struct fr_deny_rule {
 	char prefix[FR_DENY_PREFIX];
 };
 FR_STATIC_ASSERT(sizeof(struct fr_deny_rule) == 132, "fr_deny_rule layout");
+
+/* One egress allowlist entry (cgroup/connect and sendmsg programs): an
+ * address prefix and a port (0: any), both compared in network order. */
+#define FR_EGRESS_MAX 64
+struct fr_egress_rule {
+	__u8 addr[16];
+	__u32 family;            /* AF_INET (2) or AF_INET6 (10) */
+	__u32 prefix;            /* bits */
+	__u16 port;              /* host order; 0: any */
+	__u16 pad[3];
+};
+FR_STATIC_ASSERT(sizeof(struct fr_egress_rule) == 32, "fr_egress_rule layout");
 
 /* Which arguments of a syscall to read, indexed by syscall number.
  * FR_ARG_NONE marks an unused slot. */

@@ -1,0 +1,17 @@
+/* escape_proc_sysrq: open("/proc/sysrq-trigger", O_WRONLY) and close it again,
+ * writing nothing. ESCAPED if the open succeeded; BLOCKED on EPERM/EACCES/ENOSYS/
+ * EROFS/ENOENT. */
+#include "escape.h"
+
+int main(void)
+{
+	alarm(20);
+	int fd = open("/proc/sysrq-trigger", O_WRONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		close(fd);	/* never write: it would act on the host */
+		verdict(ESCAPED, "open(/proc/sysrq-trigger, O_WRONLY): returned fd %d (nothing written)", fd);
+	}
+	int e = errno;
+	verdict(is_refusal(e) || e == EROFS || e == ENOENT ? BLOCKED : INCONCLUSIVE,
+		"open(/proc/sysrq-trigger, O_WRONLY): %s", strerror(e));
+}

@@ -1,0 +1,332 @@
+// flightrec run --policy: confinement on the real kernel. What the sandbox
+// denies fails for the command, appears in the record with its rule, and
+// what the command changed is recorded (and kept off the host).
+#include <doctest/doctest.h>
+
+#include <openssl/sha.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+
+#include "runtime/harness.h"
+
+using nlohmann::json;
+using namespace rt;
+
+namespace {
+
+std::string sha256_hex(const std::string& data) {
+  unsigned char md[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(data.data()), data.size(), md);
+  static const char* hex = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : md) out += std::string{hex[c >> 4], hex[c & 15]};
+  return out;
+}
+
+void write(const std::string& path, const std::string& data) { std::ofstream(path) << data; }
+
+std::vector<json> violations(const std::vector<json>& all, const std::string& rule) {
+  std::vector<json> out;
+  for (const auto& e : all)
+    if (e["type"] == "violation" && e["rule_id"] == rule) out.push_back(e);
+  return out;
+}
+
+const json* by_seq(const std::vector<json>& all, int64_t seq) {
+  return seq >= 1 && size_t(seq) <= all.size() ? &all[size_t(seq - 1)] : nullptr;
+}
+
+const json* change_of(const std::vector<json>& all, const std::string& path) {
+  for (const auto& e : all)
+    if (e["type"] == "file_change" && e["path"] == path) return &e;
+  return nullptr;
+}
+
+}  // namespace
+
+TEST_CASE("agent, the default: host files hidden and read-only, changes recorded with hashes, host untouched") {
+  REQUIRE_MESSAGE(is_root(), "runtime tests need root");
+  TempDir dir;
+  std::string work = dir.file("work"), db = dir.file("s.db");
+  mkdir(work.c_str(), 0755);
+  write(work + "/existing.txt", "old\n");
+  write(work + "/gone.txt", "bye\n");
+  Result r = run_in(work, {FLIGHTREC_BIN, "run", "--db", db, "--", "sh", "-c",
+                           "cat /etc/shadow; echo x > /etc/flightrec-test; echo new > created.txt; "
+                           "echo more >> existing.txt; rm gone.txt; id -u; hostname"});
+  INFO(r.err);
+  CHECK(r.code == 0);
+  CHECK(r.out == "0\nflightrec\n");  // root inside, its own host name
+  CHECK(r.err.find("/etc/shadow: Permission denied") != std::string::npos);
+
+  // The host saw none of it: the writes went to the session's overlay.
+  CHECK(access((work + "/created.txt").c_str(), F_OK) != 0);
+  CHECK(slurp(work + "/existing.txt") == "old\n");
+  CHECK(slurp(work + "/gone.txt") == "bye\n");
+  CHECK(access("/etc/flightrec-test", F_OK) != 0);
+
+  auto all = entries(db);
+  REQUIRE(all.size() > 10);
+  const json& genesis = all.front();
+  CHECK(genesis["policy_name"] == "agent");
+  CHECK(genesis["policy_mode"] == "enforce");
+  std::string sandbox = genesis["sandbox"].dump();
+  CHECK(sandbox.find("namespaces: user") != std::string::npos);
+  CHECK(sandbox.find("landlock: abi") != std::string::npos);
+  CHECK(sandbox.find("seccomp: ") != std::string::npos);
+
+  auto hidden = violations(all, "filesystem.hidden");
+  REQUIRE(hidden.size() == 1);
+  CHECK(hidden[0]["detail"].get<std::string>().find("/etc/shadow") != std::string::npos);
+  CHECK(hidden[0]["level"] == "ALERT");
+  CHECK(hidden[0]["action"] == "denied");
+  const json* denied_open = by_seq(all, hidden[0]["of_seq"]);
+  REQUIRE(denied_open);
+  CHECK((*denied_open)["path"] == "/etc/shadow");
+  CHECK((*denied_open)["ret"] == -13);  // EACCES
+  CHECK((*denied_open)["pid"] == hidden[0]["subject_pid"]);
+
+  auto read_only = violations(all, "filesystem.read_only");
+  REQUIRE(read_only.size() == 1);
+  CHECK(read_only[0]["detail"].get<std::string>().find("/etc/flightrec-test") != std::string::npos);
+
+  const json* created = change_of(all, work + "/created.txt");
+  REQUIRE(created);
+  CHECK((*created)["change"] == "created");
+  CHECK((*created)["sha256_after"] == sha256_hex("new\n"));
+  CHECK((*created)["size"] == 4);
+  const json* modified = change_of(all, work + "/existing.txt");
+  REQUIRE(modified);
+  CHECK((*modified)["change"] == "modified");
+  CHECK((*modified)["sha256_before"] == sha256_hex("old\n"));
+  CHECK((*modified)["sha256_after"] == sha256_hex("old\nmore\n"));
+  const json* gone = change_of(all, work + "/gone.txt");
+  REQUIRE(gone);
+  CHECK((*gone)["change"] == "deleted");
+  CHECK((*gone)["sha256_before"] == sha256_hex("bye\n"));
+  CHECK_FALSE(change_of(all, "/etc/flightrec-test"));
+
+  // The kernel saw root inside as the unprivileged id outside.
+  int execs = 0;
+  for (const auto& e : of_type(all, "exec")) {
+    CHECK(e["uid"] == 1000000000);
+    ++execs;
+  }
+  CHECK(execs >= 3);
+  CHECK(flightrec({"verify", "--db", db}).code == 0);
+}
+
+TEST_CASE("a seccomp denial is recorded with the rule that fired and the blocked call") {
+  REQUIRE_MESSAGE(is_root(), "runtime tests need root");
+  TempDir dir;
+  std::string db = dir.file("s.db"), program = dir.file("escape_chroot");
+  std::filesystem::copy_file(ESCAPE_DIR "/escape_chroot", program);  // the build tree is not readable inside
+  Result r = run_in(dir.path.string(), {FLIGHTREC_BIN, "run", "--db", db, "--", program});
+  INFO(r.out << r.err);
+  CHECK(r.code == 1);
+  CHECK(r.out.rfind("BLOCKED", 0) == 0);
+  auto all = entries(db);
+  auto v = violations(all, "seccomp.deny.chroot");
+  REQUIRE(v.size() == 1);
+  const json* call = by_seq(all, v[0]["of_seq"]);
+  REQUIRE(call);
+  CHECK((*call)["name"] == "chroot");
+  CHECK((*call)["blocked"] == 1);
+  CHECK((*call)["ret"] == -1);  // EPERM
+}
+
+TEST_CASE("shadow mode blocks nothing and records what enforce mode would deny") {
+  REQUIRE_MESSAGE(is_root(), "runtime tests need root");
+  TempDir dir;
+  std::string db = dir.file("s.db");
+  Result r = run_in(dir.path.string(), {FLIGHTREC_BIN, "run", "--shadow", "--db", db, "--", "sh", "-c",
+                                        "cat /etc/shadow >/dev/null && echo read; " ESCAPE_DIR "/escape_chroot"});
+  INFO(r.err);
+  CHECK(r.code == 0);  // chroot worked: nothing was enforced
+  CHECK(r.out.find("read\n") == 0);
+  CHECK(r.out.find("ESCAPED") != std::string::npos);
+  auto all = entries(db);
+  CHECK(all.front()["policy_mode"] == "shadow");
+  auto hidden = violations(all, "filesystem.hidden");
+  REQUIRE(hidden.size() >= 1);
+  CHECK(hidden[0]["action"] == "would-deny");
+  auto chroot = violations(all, "seccomp.deny.chroot");
+  REQUIRE(chroot.size() == 1);
+  CHECK(chroot[0]["action"] == "would-deny");
+  const json* call = by_seq(all, chroot[0]["of_seq"]);
+  REQUIRE(call);
+  CHECK((*call)["ret"] == 0);
+  CHECK_FALSE(call->contains("blocked"));
+}
+
+TEST_CASE("strict: a few dozen syscalls, no fork, only the command itself") {
+  REQUIRE_MESSAGE(is_root(), "runtime tests need root");
+  TempDir dir;
+  std::string db = dir.file("s.db"), db2 = dir.file("s2.db");
+  Result r = flightrec({"run", "--policy", "strict", "--db", db, "--", "/bin/echo", "hello"});
+  CHECK(r.code == 0);
+  CHECK(r.out == "hello\n");
+  r = flightrec({"run", "--policy", "strict", "--db", db2, "--", "/bin/sh", "-c", "/bin/true"});
+  CHECK(r.code != 0);
+  auto all = entries(db2);
+  bool fork_denied = false;
+  for (const auto& v : violations(all, "seccomp.default")) {
+    const json* call = by_seq(all, v["of_seq"]);
+    fork_denied = fork_denied || (call && ((*call)["name"] == "vfork" || (*call)["name"] == "clone" ||
+                                           (*call)["name"] == "fork"));
+  }
+  CHECK(fork_denied);
+}
+
+TEST_CASE("policy files are checked: errors name the file, line and key, and nothing is recorded") {
+  TempDir dir;
+  std::string db = dir.file("s.db"), bad = dir.file("bad.yaml");
+  struct Case {
+    std::string yaml, expect;
+  } cases[] = {
+      {"version: 1\nname: t\nfilesystem:\n  read_only: [/usr]\n  bogus: 1\n", "bad.yaml:5: filesystem.bogus: unknown key"},
+      {"version: 1\nname: t\nlimits:\n  memory: lots\n", "bad.yaml:4: limits.memory: 'lots' is not a size"},
+      {"name: t\n", "version: missing"},
+      {"version: 1\nname: t\nseccomp:\n  deny: [not_a_syscall]\n", "'not_a_syscall' is not an x86-64 system call"},
+      {"version: 1\nname: t\nnetwork:\n  mode: allowlist\n  allow: [\"10.0.0.0/40:80\"]\n", "prefix longer than 32"},
+      {"version: 1\nname: t\nfilesystem:\n  hidden: [relative/path]\n", "must be an absolute path"},
+      {"version: 1\nname: t\nmode: [x\n", "not valid YAML"},
+  };
+  for (const auto& c : cases) {
+    write(bad, c.yaml);
+    Result r = flightrec({"run", "--policy", bad, "--db", db, "--", "true"});
+    INFO(c.yaml);
+    CHECK(r.code == 2);
+    CHECK_MESSAGE(r.err.find(c.expect) != std::string::npos, r.err);
+    CHECK(count_lines(r.err) == 1);
+    CHECK(access(db.c_str(), F_OK) != 0);
+  }
+  Result r = flightrec({"run", "--policy", "nosuch", "--db", db, "--", "true"});
+  CHECK(r.code == 2);
+  CHECK(r.err.find("no shipped policy named 'nosuch'") != std::string::npos);
+  r = flightrec({"run", "--policy", "/dev/zero", "--db", db, "--", "true"});
+  CHECK(r.code == 2);
+  CHECK(r.err.find("must be a regular file") != std::string::npos);
+  r = flightrec({"run", "--limit", "memory", "--db", db, "--", "true"});
+  CHECK(r.code == 2);
+  CHECK(r.err.find("expected KEY=VALUE") != std::string::npos);
+  CHECK(access(db.c_str(), F_OK) != 0);
+}
+
+TEST_CASE("circuit breaker: past the wall-clock limit the session is snapshotted, killed and marked") {
+  REQUIRE_MESSAGE(is_root(), "runtime tests need root");
+  TempDir dir;
+  std::string db = dir.file("s.db");
+  Result r = run_in(dir.path.string(),
+                    {FLIGHTREC_BIN, "run", "--limit", "wall_time=1s", "--db", db, "--", "sh", "-c", "sleep 30; echo no"});
+  CHECK(r.code == 124);
+  CHECK(r.out.empty());
+  auto all = entries(db);
+  auto snaps = of_type(all, "snapshot");
+  REQUIRE(snaps.size() == 1);
+  CHECK(snaps[0]["rule_id"] == "limits.wall_time");
+  CHECK(snaps[0]["processes"].get<std::string>().find("sleep 30") != std::string::npos);
+  CHECK(snaps[0]["open_fds"].get<std::string>().find("/dev/") != std::string::npos);
+  auto v = violations(all, "limits.wall_time");
+  REQUIRE(v.size() == 1);
+  CHECK(v[0]["level"] == "CRITICAL");
+  CHECK(v[0]["action"] == "killed");
+  CHECK(all.back()["type"] == "session_end");
+  CHECK(all.back()["reason"].get<std::string>().find("limits.wall_time") != std::string::npos);
+  CHECK(flightrec({"verify", "--db", db}).code == 0);
+}
+
+TEST_CASE("egress allowlist: the allowed loopback port connects, another fails with EPERM and is recorded") {
+  REQUIRE_MESSAGE(is_root(), "runtime tests need root");
+  TempDir dir;
+  std::string db = dir.file("s.db");
+  Listener allowed, other;
+  std::string script = "import socket,sys\n"
+                       "for p in sys.argv[1:]:\n"
+                       "    s = socket.socket()\n"
+                       "    try:\n"
+                       "        s.connect(('127.0.0.1', int(p))); print('connected')\n"
+                       "    except OSError as e:\n"
+                       "        print('errno', e.errno)\n";
+  Result r = run_in(dir.path.string(), {FLIGHTREC_BIN, "run", "--allow", "127.0.0.1:" + std::to_string(allowed.port),
+                                        "--db", db, "--", "python3", "-c", script, std::to_string(allowed.port),
+                                        std::to_string(other.port)});
+  INFO(r.err);
+  CHECK(r.code == 0);
+  // EACCES where Landlock has TCP port rules (it checks first), else EPERM
+  // from the cgroup connect program.
+  CHECK((r.out == "connected\nerrno 13\n" || r.out == "connected\nerrno 1\n"));
+  auto all = entries(db);
+  auto v = violations(all, "network.allow");
+  REQUIRE(v.size() == 1);
+  CHECK(v[0]["detail"].get<std::string>().find("port " + std::to_string(other.port)) != std::string::npos);
+  std::string sandbox = all.front()["sandbox"].dump();
+  CHECK(sandbox.find("127.0.0.1/32:" + std::to_string(allowed.port)) != std::string::npos);
+}
+
+TEST_CASE("useful agent work under agent: python3, node, pip from a local wheel, git") {
+  REQUIRE_MESSAGE(is_root(), "runtime tests need root");
+  TempDir dir;
+  std::string work = dir.file("work"), db = dir.file("s.db");
+  mkdir(work.c_str(), 0755);
+  // A wheel built by hand (it is a zip with metadata), so no network and no
+  // build tools are needed.
+  Result w = run_in(work, {"python3", "-c",
+                           "import zipfile,os\n"
+                           "os.makedirs('wheels')\n"
+                           "z=zipfile.ZipFile('wheels/frdemo-1.0-py3-none-any.whl','w')\n"
+                           "z.writestr('frdemo/__init__.py','VALUE=42\\n')\n"
+                           "z.writestr('frdemo-1.0.dist-info/METADATA','Metadata-Version: 2.1\\nName: frdemo\\nVersion: 1.0\\n')\n"
+                           "z.writestr('frdemo-1.0.dist-info/WHEEL','Wheel-Version: 1.0\\nGenerator: t\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n')\n"
+                           "z.writestr('frdemo-1.0.dist-info/RECORD','')\n"
+                           "z.close()\n"});
+  REQUIRE(w.code == 0);
+  bool node = run({"sh", "-c", "command -v node"}).code == 0;
+  std::string script =
+      "set -e\n"
+      "python3 -c 'print(sum(range(10)))'\n" +
+      std::string(node ? "node -e 'console.log(6*7)'\n" : "echo 42\n") +
+      "python3 -m pip install -q --no-index --find-links wheels --target pylib frdemo\n"
+      "PYTHONPATH=pylib python3 -c 'import frdemo; print(frdemo.VALUE)'\n"
+      "git init -q repo && cd repo && echo hello > f.txt && git add f.txt\n"
+      "git -c user.name=t -c user.email=t@example.com commit -qm first\n"
+      "git log --oneline | wc -l\n";
+  Result r = run_in(work, {FLIGHTREC_BIN, "run", "--db", db, "--", "sh", "-c", script});
+  INFO(r.err);
+  CHECK(r.code == 0);
+  CHECK(r.out == "45\n42\n42\n1\n");
+  auto all = entries(db);
+  CHECK(violations(all, "filesystem.read_only").empty());
+  const json* f = change_of(all, work + "/repo/f.txt");
+  REQUIRE(f);
+  CHECK((*f)["sha256_after"] == sha256_hex("hello\n"));
+  CHECK(change_of(all, work + "/pylib/frdemo/__init__.py"));
+}
+
+TEST_CASE("Docker's own seccomp profile (OCI JSON) is used as is") {
+  REQUIRE_MESSAGE(is_root(), "runtime tests need root");
+  const std::string profile = "/var/cache/flightrec-test/docker-seccomp-default.json";
+  REQUIRE_MESSAGE(access(profile.c_str(), R_OK) == 0, profile << " is missing: run tools/install-deps.sh");
+  TempDir dir;
+  std::string db = dir.file("s.db"), policy = dir.file("docker.yaml"), program = dir.file("escape_mount_tmpfs");
+  std::filesystem::copy_file(ESCAPE_DIR "/escape_mount_tmpfs", program);
+  write(policy, "version: 1\nname: docker-default\nnetwork:\n  mode: none\nseccomp:\n  profile: " + profile + "\n");
+  Result r = run_in(dir.path.string(), {FLIGHTREC_BIN, "run", "--policy", policy, "--db", db, "--", "sh", "-c",
+                                        "python3 -c 'print(6*7)' && " + program});
+  INFO(r.err);
+  CHECK(r.code == 1);  // the mount attempt was blocked; python ran
+  CHECK(r.out.find("42\nBLOCKED") == 0);
+  auto all = entries(db);
+  CHECK(all.front()["policy_name"] == "docker-default");
+  CHECK(all.front()["sandbox"].dump().find("profile " + profile) != std::string::npos);
+  // mount is allowed only with CAP_SYS_ADMIN, which the sandbox does not
+  // keep: Docker's defaultAction (errno) decides.
+  auto v = violations(all, "seccomp.default");
+  REQUIRE(v.size() == 1);
+  const json* call = by_seq(all, v[0]["of_seq"]);
+  REQUIRE(call);
+  CHECK((*call)["name"] == "mount");
+  CHECK((*call)["blocked"] == 1);
+}

@@ -1,0 +1,183 @@
+// Policies as data: the shipped files parse, errors point at the line and
+// key, sizes and durations, OCI profiles, and the judge's rule naming.
+#include <doctest/doctest.h>
+
+#include <cerrno>
+
+#include "events/entry.h"
+#include "policy/judge.h"
+#include "policy/policy.h"
+
+using namespace flightrec;
+using namespace flightrec::policy;
+
+namespace {
+
+std::string error_of(const std::string& yaml) {
+  try {
+    parse(yaml, "t.yaml");
+  } catch (const PolicyError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+events::Entry syscall(const char* name, int nr, int64_t ret, std::vector<int64_t> args = {0, 0, 0, 0, 0, 0}) {
+  events::Entry e;
+  e.set("type", "syscall");
+  e.set("name", name);
+  e.set("nr", nr);
+  e.set("args", std::move(args));
+  e.set("ret", ret);
+  return e;
+}
+
+}  // namespace
+
+TEST_CASE("the shipped policies parse and say what they are") {
+  REQUIRE(shipped().size() == 3);
+  Policy agent = load("agent");
+  CHECK(agent.name == "agent");
+  CHECK(agent.confine);
+  CHECK(agent.mode == Mode::Enforce);
+  CHECK(agent.network == Network::Allowlist);
+  CHECK(agent.allow.empty());
+  CHECK(agent.seccomp.default_action == Action::Allow);
+  CHECK(agent.seccomp.rules.size() > 50);
+  CHECK(agent.limits.pids == 1024);
+  CHECK(agent.limits.memory_bytes == 4ull << 30);
+  Policy strict = load("strict");
+  CHECK(strict.seccomp.default_action == Action::Errno);
+  CHECK(strict.filesystem.exec_only_command);
+  CHECK(strict.network == Network::None);
+  size_t allowed = 0;
+  for (const auto& r : strict.seccomp.rules) allowed += r.action == Action::Allow ? r.numbers.size() : 0;
+  CHECK(allowed >= 55);
+  CHECK(allowed <= 80);
+  CHECK_FALSE(load("observe").confine);
+  CHECK_THROWS_AS(load("nosuch"), PolicyError);
+}
+
+TEST_CASE("policy errors name the file, the line and the key") {
+  CHECK(error_of("version: 1\nname: x\nfilesystem:\n  hiden: [/a]\n").find("t.yaml:4: filesystem.hiden: unknown key") == 0);
+  CHECK(error_of("version: 1\nname: x\nlimits:\n  pids: -3\n").find("t.yaml:4: limits.pids:") == 0);
+  CHECK(error_of("version: 1\nname: x\nmode: sometimes\n").find("t.yaml:3: mode: 'sometimes' is not one of") == 0);
+  CHECK(error_of("version: 2\nname: x\n").find("t.yaml:1: version: only version 1") == 0);
+  CHECK(error_of("version: 1\nname: x\nseccomp:\n  deny:\n    - {syscall: clone, args: [{index: 9, value: 1}]}\n")
+            .find("must be 0-5") != std::string::npos);
+  CHECK(error_of("version: 1\nname: x\nconfine: false\nseccomp:\n  deny: [ptrace]\n").find("confine") != std::string::npos);
+  CHECK(error_of("version: 1\nname: x\nnetwork:\n  mode: none\n  allow: [\"1.2.3.4:80\"]\n").find("only with mode: allowlist") !=
+        std::string::npos);
+  CHECK(error_of("version: 1\nname: x\nnetwork:\n  mode: allowlist\n  allow: [\"1.2.3.4:99999\"]\n").find("not a port") !=
+        std::string::npos);
+}
+
+TEST_CASE("sizes, durations, endpoints and limit overrides") {
+  CHECK(parse_bytes("512M") == 512ull << 20);
+  CHECK(parse_bytes("2G") == 2ull << 30);
+  CHECK(parse_bytes("1000") == 1000);
+  CHECK_FALSE(parse_bytes("12X"));
+  CHECK_FALSE(parse_bytes("-1"));
+  CHECK_FALSE(parse_bytes("99999999999999999999T"));
+  CHECK(parse_duration_ms("30s") == 30000);
+  CHECK(parse_duration_ms("2h") == 7'200'000);
+  CHECK(parse_duration_ms("250ms") == 250);
+  CHECK_FALSE(parse_duration_ms("5"));
+  Policy p = parse("version: 1\nname: x\nnetwork:\n  mode: allowlist\n  allow: [\"10.0.0.0/8:443\", \"[::1]:*\"]\nlimits:\n  cpu: 0.5\n",
+                   "t.yaml");
+  REQUIRE(p.allow.size() == 2);
+  CHECK(p.allow[0].prefix == 8);
+  CHECK(p.allow[0].port == 443);
+  CHECK(p.allow[1].family == 10);
+  CHECK(p.allow[1].port == 0);
+  CHECK(p.limits.cpu_millicores == 500);
+  override_limit(p, "memory=256M");
+  CHECK(p.limits.memory_bytes == 256ull << 20);
+  CHECK(p.limits.cpu_millicores == 500);  // untouched
+  CHECK_THROWS_AS(override_limit(p, "memory"), PolicyError);
+  CHECK_THROWS_AS(override_limit(p, "colour=red"), PolicyError);
+  add_allowed(p, "192.168.1.7:8080");
+  CHECK(p.allow.size() == 3);
+  CHECK(p.overrides.size() == 2);
+  Judge j(p, "/w");
+  CHECK(j.allowed_endpoint(2, "10.200.1.1", 443));
+  CHECK_FALSE(j.allowed_endpoint(2, "10.200.1.1", 80));
+  CHECK_FALSE(j.allowed_endpoint(2, "11.0.0.1", 443));
+  CHECK(j.allowed_endpoint(10, "::1", 22));
+  CHECK(j.allowed_endpoint(2, "192.168.1.7", 8080));
+}
+
+TEST_CASE("an OCI profile is read as Docker reads it") {
+  const char* json = R"({
+    "defaultAction": "SCMP_ACT_ERRNO", "defaultErrnoRet": 1,
+    "syscalls": [
+      {"names": ["read", "write", "no_such_call_here"], "action": "SCMP_ACT_ALLOW"},
+      {"names": ["chroot"], "action": "SCMP_ACT_ALLOW", "includes": {"caps": ["CAP_SYS_CHROOT"]}},
+      {"names": ["clone3"], "action": "SCMP_ACT_ERRNO", "errnoRet": 38, "excludes": {"caps": ["CAP_SYS_ADMIN"]}},
+      {"names": ["personality"], "action": "SCMP_ACT_ALLOW", "args": [
+         {"index": 0, "value": 0, "op": "SCMP_CMP_EQ"}, {"index": 0, "value": 8, "op": "SCMP_CMP_EQ"}]},
+      {"names": ["sync_file_range2"], "action": "SCMP_ACT_ALLOW", "includes": {"arches": ["ppc64le"]}}
+    ]})";
+  Seccomp s = parse_oci_profile(json, "p.json", {});
+  CHECK(s.default_action == Action::Errno);
+  REQUIRE(s.rules.size() == 4);  // chroot (no cap) and the ppc64le rule left out
+  CHECK(s.rules[0].names == std::vector<std::string>{"read", "write"});
+  CHECK(s.rules[1].errno_value == 38);
+  CHECK(s.rules[2].args.size() == 1);  // one index, two values: two rules
+  CHECK(s.rules[3].args.size() == 1);
+  CHECK(parse_oci_profile(json, "p.json", {"CAP_SYS_CHROOT"}).rules.size() == 5);
+  CHECK_THROWS_AS(parse_oci_profile("{\"syscalls\": []}", "p.json", {}), PolicyError);
+  CHECK_THROWS_AS(parse_oci_profile("not json", "p.json", {}), PolicyError);
+  CHECK_THROWS_AS(parse_oci_profile(R"({"defaultAction": "SCMP_ACT_NOTIFY"})", "p.json", {}), PolicyError);
+}
+
+TEST_CASE("the judge names the rule behind a denial") {
+  Policy p = load("agent");
+  Judge j(p, "/work");
+  // A call seccomp stopped names its rule; the same call unblocked does not.
+  auto e = syscall("ptrace", 101, -EPERM);
+  e.set("blocked", 1);
+  auto v = j.judge(e);
+  REQUIRE(v);
+  CHECK(v->rule == "seccomp.deny.ptrace");
+  CHECK(std::string(v->action) == "denied");
+  CHECK_FALSE(j.judge(syscall("ptrace", 101, 0)));
+  // Argument rules: clone with CLONE_NEWUSER, not a plain fork-like clone.
+  auto c = syscall("clone", 56, -EPERM, {0x10000000 | 17, 0, 0, 0, 0, 0});
+  c.set("blocked", 1);
+  REQUIRE(j.judge(c));
+  CHECK(j.judge(c)->rule == "seccomp.deny.clone-newuser");
+  // Paths: hidden, through /proc/N/root, and writes outside the writable trees.
+  auto open = syscall("openat", 257, -EACCES);
+  open.set("path", "/proc/1/root/etc/../etc/shadow");
+  open.set("flags", int64_t(0));
+  REQUIRE(j.judge(open));
+  CHECK(j.judge(open)->rule == "filesystem.hidden");
+  auto w = syscall("openat", 257, -EACCES);
+  w.set("path", "/usr/bin/x");
+  w.set("flags", int64_t(01101));  // O_WRONLY|O_CREAT|O_TRUNC
+  REQUIRE(j.judge(w));
+  CHECK(j.judge(w)->rule == "filesystem.read_only");
+  auto ok = syscall("openat", 257, 3);
+  ok.set("path", "/work/notes.txt");
+  ok.set("flags", int64_t(01101));
+  CHECK_FALSE(j.judge(ok));
+  // Shadow mode: the same rules, nothing refused.
+  p.mode = Mode::Shadow;
+  Judge shadow(p, "/work");
+  auto v2 = shadow.judge(syscall("ptrace", 101, 0));
+  REQUIRE(v2);
+  CHECK(std::string(v2->action) == "would-deny");
+}
+
+TEST_CASE("path normalisation for rule matching") {
+  CHECK(normalize_path("/a/./b//c/../d") == "/a/b/d");
+  CHECK(normalize_path("/proc/self/root/etc/shadow") == "/etc/shadow");
+  CHECK(normalize_path("/proc/42/root/proc/self/root/x") == "/x");
+  CHECK(normalize_path("/proc/42/cwd/x") == "/proc/42/cwd/x");
+  CHECK(normalize_path("/../..") == "/");
+  CHECK(normalize_path("rel/../x") == "rel/../x");
+  CHECK(path_under("/etc/shadow", "/etc"));
+  CHECK_FALSE(path_under("/etcx", "/etc"));
+  CHECK(path_under("/anything", "/"));
+}

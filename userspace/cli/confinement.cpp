@@ -1,0 +1,319 @@
+#include "cli/confinement.h"
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <iostream>
+#include <sstream>
+
+#include "common/error.h"
+#include "common/system.h"
+#include "sandbox/changes.h"
+
+extern char** environ;
+
+namespace flightrec::cli {
+namespace {
+
+int level_rank(const char* level) {
+  return std::strcmp(level, "CRITICAL") == 0 ? 1 : std::strcmp(level, "ALERT") == 0 ? 2 : 3;
+}
+
+std::string readlink_str(const std::string& path) {
+  char buf[4096];
+  ssize_t n = readlink(path.c_str(), buf, sizeof(buf));
+  return n > 0 ? std::string(buf, size_t(n)) : std::string();
+}
+
+std::vector<pid_t> cgroup_pids(const std::string& dir) {
+  std::vector<pid_t> out;
+  std::istringstream in(try_read_file(dir + "/cgroup.procs").value_or(""));
+  pid_t p;
+  while (in >> p) out.push_back(p);
+  return out;
+}
+
+std::string work_dir_of(const policy::Policy& p) {
+  char cwd[4096];
+  if (!getcwd(cwd, sizeof(cwd))) throw Error(errno_message("getcwd", errno));
+  return p.filesystem.work_dir == "." ? cwd : p.filesystem.work_dir;
+}
+
+}  // namespace
+
+std::string sandbox_search_path(const policy::Policy& policy) {
+  const char* env = getenv("PATH");
+  std::istringstream in(env ? env : "/usr/local/bin:/usr/bin:/bin");
+  policy::Judge judge(policy, work_dir_of(policy));
+  std::string dir, out;
+  while (std::getline(in, dir, ':'))
+    if (!dir.empty() && dir[0] == '/' && judge.readable(dir)) out += (out.empty() ? "" : ":") + dir;
+  return out;
+}
+
+Confinement::Confinement(policy::Policy policy, sandbox::Cgroup& cgroup, const std::string& program,
+                         const std::vector<std::string>& command)
+    : policy_(std::move(policy)), cgroup_(cgroup) {
+  if (!policy_.confine) return;
+  work_dir_ = work_dir_of(policy_);
+  judge_ = std::make_unique<policy::Judge>(policy_, work_dir_);
+  if (policy_.mode == policy::Mode::Shadow) return;  // nothing blocked, everything judged
+
+  sandboxed_ = true;
+  std::string name = cgroup.path().substr(cgroup.path().rfind('/') + 1);
+  if (policy_.limits.memory_bytes || policy_.limits.pids || policy_.limits.cpu_millicores)
+    limits_ = std::make_unique<sandbox::ResourceLimits>(policy_.limits, cgroup.path(), name);
+  dir_ = std::make_unique<sandbox::SessionDir>(name, policy_.filesystem.keep_changes, policy_.limits.disk,
+                                               sandbox::kSandboxIdBase);
+  if (policy_.seccomp.enabled) seccomp_ = std::make_unique<sandbox::SeccompFilter>(policy_.seccomp);
+  landlock_ = sandbox::LandlockPlan::from(policy_, work_dir_, program);
+
+  sandbox::SandboxSpec spec;
+  spec.policy = &policy_;
+  spec.program = program;
+  spec.argv = command;
+  for (char** e = environ; *e; ++e)
+    if (std::strncmp(*e, "HOME=", 5) != 0 && std::strncmp(*e, "PATH=", 5) != 0) spec.env.push_back(*e);
+  spec.env.push_back("HOME=" + work_dir_);
+  spec.env.push_back("PATH=" + sandbox_search_path(policy_));
+  spec.work_dir = work_dir_;
+  spec.session_dir = dir_->path();
+  spec.seccomp = seccomp_.get();
+  spec.landlock = landlock_;
+  spec.id_base = sandbox::kSandboxIdBase;
+  child_ = sandbox::spawn_sandboxed(spec);
+}
+
+Confinement::~Confinement() {
+  if (child_.go_fd >= 0) close(child_.go_fd);
+  if (child_.report_fd >= 0) close(child_.report_fd);
+}
+
+void Confinement::fill(probe::CaptureOptions& copts) const {
+  if (!sandboxed_ || policy_.network != policy::Network::Allowlist) return;
+  copts.egress_cgroup_fd = cgroup_.fd();
+  for (const auto& ep : policy_.allow) {
+    fr_egress_rule r{};
+    std::memcpy(r.addr, ep.addr, sizeof(r.addr));
+    r.family = uint32_t(ep.family);
+    r.prefix = ep.prefix;
+    r.port = ep.port;
+    copts.egress.push_back(r);
+  }
+}
+
+void Confinement::fill(recorder::SessionMeta& meta) const {
+  meta.policy_name = policy_.name;
+  meta.policy_text = policy_.text;
+  if (!policy_.confine) return;
+  meta.policy_mode = policy_.mode == policy::Mode::Shadow ? "shadow" : "enforce";
+  auto& s = meta.sandbox;
+  s.push_back("policy source: " + policy_.source);
+  for (const auto& o : policy_.overrides) s.push_back("override: " + o);
+  if (!sandboxed_) {
+    s.push_back("shadow mode: nothing is confined; would-deny entries say what enforce mode would deny");
+    return;
+  }
+  s.push_back(std::string("namespaces: user (root inside is host uid ") + std::to_string(sandbox::kSandboxIdBase) +
+              "), mount, pid, ipc, uts" + (policy_.network == policy::Network::None ? ", net" : ""));
+  s.push_back("root: overlay of " + policy_.filesystem.root + ", writes in " + dir_->path() +
+              (policy_.filesystem.keep_changes ? " (kept)" : " (memory, discarded)"));
+  s.push_back("work_dir: " + work_dir_);
+  s.push_back("landlock: " + landlock_.describe());
+  if (seccomp_)
+    s.push_back("seccomp: " + std::to_string(policy_.seccomp.rules.size()) + " rules, default " +
+                (policy_.seccomp.default_action == policy::Action::Allow ? "allow" : "deny") +
+                ", other ABIs killed" + (policy_.seccomp.profile.empty() ? "" : ", profile " + policy_.seccomp.profile));
+  std::string net = policy_.network == policy::Network::None ? "none (own loopback only)"
+                    : policy_.network == policy::Network::Host ? "host"
+                                                                : "allowlist (cgroup connect/sendmsg programs):";
+  if (policy_.network == policy::Network::Allowlist)
+    for (const auto& ep : policy_.allow) {
+      char text[INET6_ADDRSTRLEN] = {};
+      inet_ntop(ep.family, ep.addr, text, sizeof(text));
+      net += " " + std::string(text) + "/" + std::to_string(ep.prefix) + ":" +
+             (ep.port ? std::to_string(ep.port) : "*");
+    }
+  for (const auto& u : policy_.unresolved) net += " (unresolved, nothing allowed: " + u + ")";
+  s.push_back("network: " + net);
+  if (limits_)
+    for (const auto& c : limits_->describe()) s.push_back("limit: " + c);
+  s.push_back("capabilities kept: " + std::to_string(policy_.keep_capabilities.size()) + ", no_new_privs");
+}
+
+void Confinement::watch(recorder::Recorder& rec) {
+  rec_ = &rec;
+  started_ns_ = mono_ns();
+  if (!judge_) return;
+  rec.on_kernel_entry = [this](const events::Entry& e) {
+    auto v = judge_->judge(e);
+    if (!v) return;
+    auto num = [&](const char* k) -> int64_t {
+      const events::Value* x = e.get(k);
+      if (!x) return -1;
+      if (auto* i = std::get_if<int64_t>(x)) return *i;
+      if (auto* u = std::get_if<uint64_t>(x)) return int64_t(*u);
+      return -1;
+    };
+    violation(*v, num("pid"), num("seq"));
+  };
+}
+
+void Confinement::record_violation(const policy::Violation& v, int64_t pid, int64_t seq, uint64_t count) {
+  events::Entry e = rec_->own_entry("violation");
+  e.set("level", v.level);
+  e.set("rule_id", v.rule);
+  e.set("action", v.action);
+  e.set_bytes("detail", v.detail);
+  e.set("subject_pid", pid);
+  e.set("of_seq", seq);
+  if (count) e.set("count", count);
+  rec_->record_own(e);
+}
+
+void Confinement::violation(const policy::Violation& v, int64_t pid, int64_t seq) {
+  record_violation(v, pid, seq);
+  // On stderr as they happen, but a flood stays in the record only.
+  if (level_rank(v.level) <= policy_.log_stderr && ++printed_ <= kMaxPrinted)
+    std::cerr << "flightrec: " << v.level << " " << v.rule << " " << v.action << ": " << v.detail << " (pid " << pid
+              << ")\n"
+              << (printed_ == kMaxPrinted ? "flightrec: further violations are in the record only\n" : "");
+  if (sandboxed_ && policy_.on_violation == policy::OnViolation::Kill && kill_rule_.empty())
+    kill_session("on_violation:" + v.rule, "on_violation is kill and " + v.detail);
+}
+
+void Confinement::go() {
+  if (!sandboxed_) return;
+  if (limits_) limits_->add_process(child_.pid);
+  if (write(child_.go_fd, "g", 1) != 1) throw Error(errno_message("starting the sandbox", errno));
+  close(child_.go_fd);
+  child_.go_fd = -1;
+}
+
+bool Confinement::check_breakers() {
+  if (!sandboxed_ || !kill_rule_.empty() || !rec_) return false;
+  const auto& l = policy_.limits;
+  uint64_t elapsed_ms = (mono_ns() - started_ns_) / 1'000'000;
+  if (l.wall_ms && elapsed_ms > l.wall_ms) {
+    kill_session("limits.wall_time", "the session ran " + std::to_string(elapsed_ms) + " ms (limit " +
+                                         std::to_string(l.wall_ms) + " ms)");
+    return true;
+  }
+  if (l.cpu_ms) {
+    // cpu.stat's usage_usec is in every cgroup v2 directory, controllers or not.
+    uint64_t usec = 0;
+    std::istringstream in(try_read_file(cgroup_.path() + "/cpu.stat").value_or(""));
+    std::string k;
+    uint64_t val;
+    while (in >> k >> val)
+      if (k == "usage_usec") usec = val;
+    if (usec / 1000 > l.cpu_ms) {
+      kill_session("limits.cpu_time", "the session used " + std::to_string(usec / 1000) + " ms of CPU (limit " +
+                                          std::to_string(l.cpu_ms) + " ms)");
+      return true;
+    }
+  }
+  return false;
+}
+
+// Freeze, take a snapshot of what the session is doing into the record,
+// kill everything, and say why at the CRITICAL level.
+void Confinement::kill_session(const std::string& rule, const std::string& why) {
+  kill_rule_ = rule;
+  bool frozen = false;
+  try {
+    cgroup_.freeze(true);
+    frozen = true;
+  } catch (const Error&) {
+  }
+  events::Entry snap = rec_->own_entry("snapshot");
+  snap.set("rule_id", rule);
+  std::vector<std::string> procs, fds;
+  for (pid_t p : cgroup_pids(cgroup_.path())) {
+    std::string base = "/proc/" + std::to_string(p);
+    std::string stat = try_read_file(base + "/stat").value_or("");
+    std::string cmdline = try_read_file(base + "/cmdline").value_or("");
+    for (char& c : cmdline)
+      if (c == 0) c = ' ';
+    size_t rp = stat.rfind(')');
+    std::string ppid = rp == std::string::npos ? "?" : stat.substr(rp + 4, stat.find(' ', rp + 4) - rp - 4);
+    std::string rss;
+    std::istringstream status(try_read_file(base + "/status").value_or(""));
+    std::string line;
+    while (std::getline(status, line))
+      if (line.starts_with("VmRSS:")) rss = line.substr(6);
+    procs.push_back("pid " + std::to_string(p) + " ppid " + ppid + " cwd " + readlink_str(base + "/cwd") +
+                    " rss" + rss + " cmd " + cmdline);
+    if (DIR* d = opendir((base + "/fd").c_str())) {
+      while (dirent* de = readdir(d)) {
+        if (de->d_name[0] == '.') continue;
+        fds.push_back(std::to_string(p) + ":" + de->d_name + " " + readlink_str(base + "/fd/" + de->d_name));
+      }
+      closedir(d);
+    }
+  }
+  snap.set_bytes("processes", [&] {
+    std::string all;
+    for (const auto& p : procs) all += p + "\n";
+    return all;
+  }());
+  snap.set_bytes("open_fds", [&] {
+    std::string all;
+    for (const auto& f : fds) all += f + "\n";
+    return all;
+  }());
+  std::string mem = try_read_file(cgroup_.path() + "/memory.current").value_or("");
+  if (!mem.empty()) snap.set_bytes("memory_current", mem);
+  snap.set("frozen", frozen ? 1 : 0);
+  rec_->record_own(snap);
+  cgroup_.kill_all();
+  if (frozen) {
+    try {
+      cgroup_.freeze(false);  // SIGKILL is delivered on thaw
+    } catch (const Error&) {
+    }
+  }
+  record_violation({rule, "CRITICAL", "killed", "session killed: " + why}, -1, -1);
+  std::cerr << "flightrec: CRITICAL " << rule << ": session killed: " << why << "\n";
+}
+
+sandbox::Outcome Confinement::finish() {
+  sandbox::Outcome out;
+  if (!sandboxed_) return out;
+  out = sandbox::read_reports(child_.report_fd);
+  if (limits_) {
+    auto c = limits_->read();
+    if (c.oom_kills)
+      record_violation({"limits.memory", "CRITICAL", "killed",
+                        std::to_string(c.oom_kills) + " process(es) killed by the OOM killer at the memory limit"},
+                       -1, -1, c.oom_kills);
+    if (c.pids_refused)
+      record_violation({"limits.pids", "ALERT", "denied",
+                        std::to_string(c.pids_refused) + " fork(s) refused at the pids limit"},
+                       -1, -1, c.pids_refused);
+    limits_->remove();
+  }
+  size_t more = 0;
+  auto changes = sandbox::diff_layers(dir_->upper(), policy_.filesystem.root, 100000, &more);
+  for (const auto& c : changes) {
+    events::Entry e = rec_->own_entry("file_change");
+    e.set("change", c.change);
+    e.set_bytes("path", c.path);
+    e.set("kind", c.kind);
+    e.set("size", c.size);
+    e.set("mode", c.mode);
+    if (!c.sha256_before.empty()) e.set("sha256_before", c.sha256_before);
+    if (!c.sha256_after.empty()) e.set("sha256_after", c.sha256_after);
+    if (!c.link_target.empty()) e.set_bytes("link_target", c.link_target);
+    rec_->record_own(e);
+  }
+  if (more) rec_->note("file_changes_truncated", std::to_string(more) + " more file changes not listed");
+  if (policy_.filesystem.keep_changes) rec_->note("changes_kept", dir_->upper());
+  dir_->discard();
+  return out;
+}
+
+}  // namespace flightrec::cli

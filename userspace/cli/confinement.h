@@ -1,0 +1,79 @@
+#pragma once
+// What `run --policy` adds to a session: the sandboxed command, its
+// resource limits, the egress allowlist, the judge that turns denials into
+// violation entries, circuit breakers (wall clock, CPU time, on_violation:
+// kill) and, at the end, limit counters and the file changes.
+#include <sys/types.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "policy/judge.h"
+#include "policy/policy.h"
+#include "probe/capture.h"
+#include "recorder/recorder.h"
+#include "sandbox/cgroup.h"
+#include "sandbox/launch.h"
+#include "sandbox/limits.h"
+
+namespace flightrec::cli {
+
+// Exit code of `run` when the policy ended the session (circuit breaker or
+// on_violation: kill).
+constexpr int kPolicyKillExit = 124;
+
+// $PATH without the directories the policy hides or does not let the
+// sandbox read (a search there would only fail, as a violation).
+std::string sandbox_search_path(const policy::Policy& policy);
+
+class Confinement {
+ public:
+  // Builds the sandbox (when the policy confines and enforces) and leaves
+  // the command waiting for go(). Call while flightrec has one thread.
+  Confinement(policy::Policy policy, sandbox::Cgroup& cgroup, const std::string& program,
+              const std::vector<std::string>& command);
+  ~Confinement();
+
+  bool sandboxed() const { return sandboxed_; }
+  const policy::Policy& policy() const { return policy_; }
+  pid_t pid() const { return child_.pid; }
+  void fill(probe::CaptureOptions& copts) const;
+  void fill(recorder::SessionMeta& meta) const;
+  // Judges every kernel entry from now on.
+  void watch(recorder::Recorder& rec);
+  // The command may start (it is in every cgroup by now).
+  void go();
+  // Checks the circuit breakers; true when the session was just killed.
+  bool check_breakers();
+  bool killed_by_policy() const { return !kill_rule_.empty(); }
+  const std::string& kill_rule() const { return kill_rule_; }
+  // Records limit hits and file changes, and returns how the sandbox's
+  // init saw the command end (exec errors included).
+  sandbox::Outcome finish();
+
+ private:
+  // Judged: recorded, printed, and ends the session under on_violation: kill.
+  void violation(const policy::Violation& v, int64_t pid, int64_t seq);
+  void record_violation(const policy::Violation& v, int64_t pid, int64_t seq, uint64_t count = 0);
+  void kill_session(const std::string& rule, const std::string& why);
+
+  policy::Policy policy_;
+  sandbox::Cgroup& cgroup_;
+  bool sandboxed_ = false;
+  std::string work_dir_;
+  std::unique_ptr<sandbox::SessionDir> dir_;
+  std::unique_ptr<sandbox::SeccompFilter> seccomp_;
+  std::unique_ptr<sandbox::ResourceLimits> limits_;
+  std::unique_ptr<policy::Judge> judge_;
+  sandbox::LandlockPlan landlock_;
+  sandbox::SandboxChild child_;
+  recorder::Recorder* rec_ = nullptr;
+  uint64_t started_ns_ = 0;
+  std::string kill_rule_;
+  uint64_t printed_ = 0;
+  static constexpr uint64_t kMaxPrinted = 100;
+};
+
+}  // namespace flightrec::cli

@@ -1,0 +1,13 @@
+# Writes OUT: a C++ table of the files in INPUTS (name without .yaml, text).
+string(REPLACE "|" ";" INPUTS "${INPUTS}")
+set(body "#include <string>\n#include <utility>\n#include <vector>\nnamespace flightrec::policy {\n")
+string(APPEND body "const std::vector<std::pair<std::string, std::string>>& shipped_policies_table() {\n")
+string(APPEND body "  static const std::vector<std::pair<std::string, std::string>> table = {\n")
+foreach(f ${INPUTS})
+  get_filename_component(name ${f} NAME_WE)
+  file(READ ${f} text HEX)
+  string(REGEX REPLACE "([0-9a-f][0-9a-f])" "\\\\x\\1" text "${text}")
+  string(APPEND body "    {\"${name}\", std::string(\"${text}\", sizeof(\"${text}\") - 1)},\n")
+endforeach()
+string(APPEND body "  };\n  return table;\n}\n}  // namespace flightrec::policy\n")
+file(WRITE ${OUT} "${body}")

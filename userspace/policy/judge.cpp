@@ -1,0 +1,254 @@
+#include "policy/judge.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <cstring>
+#include <set>
+
+namespace flightrec::policy {
+namespace {
+
+int64_t int_field(const events::Entry& e, const char* key, int64_t fallback = 0) {
+  const events::Value* v = e.get(key);
+  if (!v) return fallback;
+  if (auto* i = std::get_if<int64_t>(v)) return *i;
+  if (auto* u = std::get_if<uint64_t>(v)) return int64_t(*u);
+  return fallback;
+}
+
+std::string str_field(const events::Entry& e, const char* key) {
+  const events::Value* v = e.get(key);
+  if (v)
+    if (auto* s = std::get_if<std::string>(v)) return *s;
+  return {};
+}
+
+bool arg_matches(const ArgCheck& c, uint64_t arg) {
+  switch (c.op) {
+    case ArgCheck::Op::Eq: return arg == c.value;
+    case ArgCheck::Op::Ne: return arg != c.value;
+    case ArgCheck::Op::Lt: return arg < c.value;
+    case ArgCheck::Op::Le: return arg <= c.value;
+    case ArgCheck::Op::Gt: return arg > c.value;
+    case ArgCheck::Op::Ge: return arg >= c.value;
+    case ArgCheck::Op::MaskedEq: return (arg & c.value) == c.value_two;
+  }
+  return false;
+}
+
+// Syscalls that change the file system at their path argument(s).
+const std::set<std::string> kWriteCalls = {
+    "mkdir", "mkdirat", "rmdir", "unlink", "unlinkat", "rename", "renameat", "renameat2",
+    "link", "linkat", "symlink", "symlinkat", "truncate", "mknod", "mknodat", "chmod",
+    "fchmodat", "chown", "lchown", "fchownat", "utimensat", "creat", "setxattr", "lsetxattr",
+    "removexattr", "lremovexattr"};
+
+bool write_intent(const std::string& name, const events::Entry& e) {
+  if (kWriteCalls.count(name)) return true;
+  if (name == "open" || name == "openat" || name == "openat2") {
+    int64_t flags = int_field(e, "flags");
+    return (flags & O_ACCMODE) != O_RDONLY || (flags & (O_CREAT | O_TRUNC));
+  }
+  return false;
+}
+
+}  // namespace
+
+std::string normalize_path(const std::string& path) {
+  if (path.empty() || path[0] != '/') return path;
+  std::vector<std::string> parts;
+  size_t i = 0;
+  while (i < path.size()) {
+    size_t j = path.find('/', i);
+    if (j == std::string::npos) j = path.size();
+    std::string part = path.substr(i, j - i);
+    if (part == "..") {
+      if (!parts.empty()) parts.pop_back();
+    } else if (!part.empty() && part != ".") {
+      parts.push_back(part);
+    }
+    i = j + 1;
+  }
+  // /proc/<pid|self|thread-self>/root/... names the same file as /...
+  while (parts.size() >= 3 && parts[0] == "proc" && parts[2] == "root" &&
+         (parts[1] == "self" || parts[1] == "thread-self" ||
+          parts[1].find_first_not_of("0123456789") == std::string::npos))
+    parts.erase(parts.begin(), parts.begin() + 3);
+  std::string out;
+  for (const auto& p : parts) out += "/" + p;
+  return out.empty() ? "/" : out;
+}
+
+bool path_under(const std::string& path, const std::string& prefix) {
+  if (prefix == "/") return !path.empty() && path[0] == '/';
+  return path == prefix || (path.size() > prefix.size() && path.compare(0, prefix.size(), prefix) == 0 &&
+                            path[prefix.size()] == '/');
+}
+
+Judge::Judge(const Policy& policy, std::string work_dir)
+    : policy_(policy), shadow_(policy.mode == Mode::Shadow), work_dir_(std::move(work_dir)) {
+  writable_ = policy.filesystem.read_write;
+  writable_.push_back(work_dir_);
+  for (const char* dev : {"/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/pts", "/dev/shm", "/dev/ptmx"})
+    writable_.push_back(dev);
+}
+
+const char* Judge::verdict(bool kernel_denied) const {
+  return shadow_ ? "would-deny" : kernel_denied ? "denied" : nullptr;
+}
+
+bool Judge::readable(const std::string& path) const {
+  std::string p = normalize_path(path);
+  for (const auto& h : policy_.filesystem.hidden)
+    if (path_under(p, h)) return false;
+  if (writable(p)) return true;
+  for (const auto& r : policy_.filesystem.read_only)
+    if (path_under(p, r)) return true;
+  return false;
+}
+
+bool Judge::writable(const std::string& path) const {
+  for (const auto& w : writable_)
+    if (path_under(path, w)) return true;
+  return false;
+}
+
+const SyscallRule* Judge::seccomp_rule(int nr, const std::vector<int64_t>& args) const {
+  for (const auto& rule : policy_.seccomp.rules) {
+    bool named = false;
+    for (int n : rule.numbers) named = named || n == nr;
+    if (!named) continue;
+    bool all = true;
+    for (const auto& c : rule.args)
+      all = all && c.index < args.size() && arg_matches(c, uint64_t(args[c.index]));
+    if (all) return &rule;
+  }
+  return nullptr;
+}
+
+bool Judge::allowed_endpoint(int family, const std::string& addr, int port) const {
+  uint8_t bytes[16] = {};
+  if (inet_pton(family, addr.c_str(), bytes) != 1) return false;
+  for (const auto& ep : policy_.allow) {
+    if (ep.family != family || (ep.port && ep.port != port)) continue;
+    unsigned full = ep.prefix / 8, rest = ep.prefix % 8;
+    if (memcmp(bytes, ep.addr, full) != 0) continue;
+    if (rest && ((bytes[full] ^ ep.addr[full]) & uint8_t(0xff << (8 - rest)))) continue;
+    return true;
+  }
+  return false;
+}
+
+std::optional<Violation> Judge::judge(const events::Entry& e) const {
+  if (!policy_.confine) return std::nullopt;
+  std::string type = e.type();
+  if (type == "exit") {
+    // SECCOMP_RET_KILL_PROCESS ends the process with SIGSYS (other ABIs,
+    // rules with action kill).
+    int sig = int(int_field(e, "signal"));
+    if (sig == 31 && policy_.seccomp.enabled && !shadow_)
+      return Violation{"seccomp.kill", "CRITICAL", "killed", "killed by seccomp (SIGSYS)"};
+    if (sig == 25 && policy_.limits.file_size && !shadow_)
+      return Violation{"limits.file_size", "ALERT", "killed", "killed for writing past the file size limit (SIGXFSZ)"};
+    return std::nullopt;
+  }
+  if (type == "syscall" || type == "file_open" || type == "connect") return judge_syscall(e);
+  return std::nullopt;
+}
+
+std::optional<Violation> Judge::judge_syscall(const events::Entry& e) const {
+  std::string name = str_field(e, "name");
+  int64_t ret = int_field(e, "ret");
+  // Seccomp: a blocked call names its rule; in shadow mode the same rules
+  // are evaluated here.
+  const Seccomp& sc = policy_.seccomp;
+  if (sc.enabled && (e.get("blocked") || shadow_)) {
+    const events::Value* argv = e.get("args");
+    std::vector<int64_t> args;
+    if (argv)
+      if (auto* v = std::get_if<std::vector<int64_t>>(argv)) args = *v;
+    const SyscallRule* rule = seccomp_rule(int(int_field(e, "nr")), args);
+    Action action = rule ? rule->action : sc.default_action;
+    if (action != Action::Allow) {
+      std::string id = rule ? rule->id : "seccomp.default";
+      return Violation{id, action == Action::Kill ? "CRITICAL" : "ALERT", shadow_ ? "would-deny" : "denied",
+                       name + " " + (shadow_ ? "would be stopped" : "stopped") + " by seccomp"};
+    }
+  }
+  if (!shadow_ && ret == -EFBIG && policy_.limits.file_size)
+    return Violation{"limits.file_size", "ALERT", "denied", name + " past the file size limit"};
+  if (auto v = judge_connect(e, ret)) return v;
+  for (const char* key : {"path", "oldpath", "newpath", "linkpath", "target"})
+    if (e.get(key))
+      if (auto v = judge_path(e, key, ret)) return v;
+  return std::nullopt;
+}
+
+std::optional<Violation> Judge::judge_path(const events::Entry& e, const std::string& key, int64_t ret) const {
+  std::string name = str_field(e, "name");
+  std::string raw = str_field(e, key.c_str());
+  std::string path = normalize_path(raw);
+  bool eacces = ret == -EACCES;
+  bool absolute = !path.empty() && path[0] == '/';
+  // Looking a path up (stat, access, a PATH search) only learns whether
+  // it exists; opening, executing and changing are what the rules deny.
+  bool exec = name == "execve" || name == "execveat";
+  bool opens = name == "open" || name == "openat" || name == "openat2" || name == "creat" || exec;
+  bool write = write_intent(name, e) || (key == "newpath" || key == "linkpath");
+  if (!opens && !write) return std::nullopt;
+  for (const auto& hidden : policy_.filesystem.hidden)
+    if (absolute && path_under(path, hidden))
+      if (const char* v = verdict(eacces || ret == -ENOENT))
+        return Violation{"filesystem.hidden", "ALERT", v, name + " of hidden " + raw};
+  if (write && (absolute ? !writable(path) : eacces))
+    if (const char* v = verdict(eacces))
+      return Violation{"filesystem.read_only", "ALERT", v, name + " writes outside the writable paths: " + raw};
+  // Landlock refuses links and renames across its rules with EXDEV.
+  if (!shadow_ && ret == -EXDEV && (name.starts_with("link") || name.starts_with("rename")))
+    return Violation{"filesystem.refer", "ALERT", "denied", name + " of " + raw + " across the filesystem rules"};
+  // EACCES under /proc is the kernel's ptrace-access check: the sandbox's
+  // init cannot be inspected (a tool like ps meets it too: INFO).
+  if (!shadow_ && eacces && path_under(path, "/proc"))
+    return Violation{"proc.access", "INFO", "denied", name + " of " + raw + " refused by the kernel's ptrace check"};
+  if (!shadow_ && eacces) {
+    return Violation{exec ? "filesystem.exec" : "filesystem.read", "ALERT", "denied",
+                     name + " of " + raw + " denied by the filesystem rules"};
+  }
+  return std::nullopt;
+}
+
+std::optional<Violation> Judge::judge_connect(const events::Entry& e, int64_t ret) const {
+  std::string name = str_field(e, "name");
+  if (name != "connect" && name != "sendto") return std::nullopt;
+  std::string family = str_field(e, "family"), addr = str_field(e, "addr");
+  if (family == "AF_UNIX" && !shadow_) {
+    // Abstract sockets outside the sandbox are scoped away by Landlock;
+    // socket files under hidden paths cannot be reached.
+    if (addr.starts_with("@") && ret == -EPERM)
+      return Violation{"landlock.scope", "ALERT", "denied", name + " to abstract socket " + addr + " outside the sandbox"};
+    for (const auto& hidden : policy_.filesystem.hidden)
+      if (path_under(normalize_path(addr), hidden) && (ret == -EACCES || ret == -ENOENT))
+        return Violation{"filesystem.hidden", "ALERT", "denied", name + " to hidden socket " + addr};
+    return std::nullopt;
+  }
+  if (family != "AF_INET" && family != "AF_INET6") return std::nullopt;
+  int port = int(int_field(e, "port"));
+  std::string where = addr + " port " + std::to_string(port);
+  if (policy_.network == Network::None) {
+    // The sandbox's own loopback is its own business.
+    if (addr.starts_with("127.") || addr == "::1") return std::nullopt;
+    if (const char* v = verdict(ret == -ENETUNREACH || ret == -EPERM || ret == -ECONNREFUSED))
+      return Violation{"network.none", "ALERT", v, name + " to " + where + " (no network)"};
+  } else if (policy_.network == Network::Allowlist &&
+             !allowed_endpoint(family == "AF_INET" ? AF_INET : AF_INET6, addr, port)) {
+    // EPERM from the egress program, EACCES from Landlock's port rules.
+    if (const char* v = verdict(ret == -EPERM || ret == -EACCES))
+      return Violation{"network.allow", "ALERT", v, name + " to " + where + " is not on the allowlist"};
+  }
+  return std::nullopt;
+}
+
+}  // namespace flightrec::policy

@@ -1,0 +1,52 @@
+#pragma once
+// Which rule of the policy a recorded event broke. Run on every kernel
+// entry of a confined session: in enforce mode it names the rule behind a
+// denial the kernel already made (seccomp, Landlock, egress), in shadow mode
+// it says what enforce mode would have denied.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "events/entry.h"
+#include "policy/policy.h"
+
+namespace flightrec::policy {
+
+struct Violation {
+  std::string rule;       // e.g. "seccomp.deny.ptrace", "filesystem.read_only"
+  const char* level;      // "CRITICAL", "ALERT" or "INFO"
+  const char* action;     // "denied", "would-deny" or "killed"
+  std::string detail;     // one line for people
+};
+
+class Judge {
+ public:
+  // work_dir: the absolute path of the session's work directory.
+  Judge(const Policy& policy, std::string work_dir);
+  std::optional<Violation> judge(const events::Entry& e) const;
+
+  // The seccomp rule that decides this call (nullptr: the default action).
+  const SyscallRule* seccomp_rule(int nr, const std::vector<int64_t>& args) const;
+  bool allowed_endpoint(int family, const std::string& addr, int port) const;
+  // Whether the sandbox can read this absolute path at all.
+  bool readable(const std::string& path) const;
+
+ private:
+  std::optional<Violation> judge_syscall(const events::Entry& e) const;
+  std::optional<Violation> judge_path(const events::Entry& e, const std::string& name, int64_t ret) const;
+  std::optional<Violation> judge_connect(const events::Entry& e, int64_t ret) const;
+  bool writable(const std::string& path) const;
+  const char* verdict(bool kernel_denied) const;
+
+  const Policy& policy_;
+  bool shadow_;
+  std::string work_dir_;
+  std::vector<std::string> writable_;
+};
+
+// "/a/./b//c/../d" -> "/a/b/d"; "/proc/self/root/x" and "/proc/N/root/x"
+// -> "/x" (the same file, seen through procfs). Relative paths unchanged.
+std::string normalize_path(const std::string& path);
+bool path_under(const std::string& path, const std::string& prefix);
+
+}  // namespace flightrec::policy

@@ -1,0 +1,499 @@
+// Policy files: YAML read with yaml-cpp (it keeps line numbers for every
+// node, so errors can point at the line), then checked key by key.
+#include "policy/policy.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <seccomp.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <yaml-cpp/yaml.h>
+
+#include "common/system.h"
+
+namespace flightrec::policy {
+namespace {
+
+class Reader {
+ public:
+  explicit Reader(std::string source) : source_(std::move(source)) {}
+
+  [[noreturn]] void fail(const YAML::Node& n, const std::string& key, const std::string& what) const {
+    std::string where = source_;
+    if (n.IsDefined() && n.Mark().line >= 0) where += ":" + std::to_string(n.Mark().line + 1);
+    throw PolicyError(where + ": " + key + ": " + what);
+  }
+
+  // Every key of a mapping must be one we know: a typo is an error, not a
+  // silently ignored rule.
+  void only_keys(const YAML::Node& map, const std::string& path, std::set<std::string> known) const {
+    if (!map.IsMap()) fail(map, path, "must be a mapping");
+    for (const auto& kv : map) {
+      std::string k = kv.first.as<std::string>();
+      if (!known.count(k)) {
+        std::string list;
+        for (const auto& x : known) list += (list.empty() ? "" : ", ") + x;
+        fail(kv.first, path.empty() ? k : path + "." + k, "unknown key (known: " + list + ")");
+      }
+    }
+  }
+
+  std::string str(const YAML::Node& n, const std::string& key) const {
+    if (!n.IsScalar()) fail(n, key, "must be a string");
+    return n.Scalar();
+  }
+
+  bool boolean(const YAML::Node& n, const std::string& key) const {
+    std::string s = str(n, key);
+    if (s == "true") return true;
+    if (s == "false") return false;
+    fail(n, key, "must be true or false, not '" + s + "'");
+  }
+
+  template <typename T>
+  T choice(const YAML::Node& n, const std::string& key, const std::map<std::string, T>& values) const {
+    std::string s = str(n, key);
+    auto it = values.find(s);
+    if (it != values.end()) return it->second;
+    std::string list;
+    for (const auto& [k, v] : values) list += (list.empty() ? "" : ", ") + k;
+    fail(n, key, "'" + s + "' is not one of: " + list);
+  }
+
+  std::vector<std::string> strings(const YAML::Node& n, const std::string& key) const {
+    if (!n.IsSequence()) fail(n, key, "must be a list");
+    std::vector<std::string> out;
+    for (const auto& item : n) out.push_back(str(item, key));
+    return out;
+  }
+
+  std::string abs_path(const YAML::Node& n, const std::string& key) const {
+    std::string p = str(n, key);
+    if (p.empty() || p[0] != '/') fail(n, key, "'" + p + "' must be an absolute path");
+    if (p.find("/../") != std::string::npos || p.ends_with("/..") || p.find('\n') != std::string::npos)
+      fail(n, key, "'" + p + "' must not contain '..'");
+    while (p.size() > 1 && p.back() == '/') p.pop_back();
+    return p;
+  }
+
+  std::vector<std::string> paths(const YAML::Node& n, const std::string& key) const {
+    if (!n.IsSequence()) fail(n, key, "must be a list of absolute paths");
+    std::vector<std::string> out;
+    for (const auto& item : n) out.push_back(abs_path(item, key));
+    return out;
+  }
+
+  uint64_t number(const YAML::Node& n, const std::string& key) const {
+    std::string s = str(n, key);
+    errno = 0;
+    char* end = nullptr;
+    unsigned long long v = strtoull(s.c_str(), &end, 0);
+    if (s.empty() || s[0] == '-' || *end || errno) fail(n, key, "'" + s + "' is not a non-negative integer");
+    return v;
+  }
+
+  const std::string& source() const { return source_; }
+
+ private:
+  std::string source_;
+};
+
+const std::map<std::string, int> kErrnos = {
+    {"EPERM", EPERM}, {"EACCES", EACCES}, {"ENOSYS", ENOSYS}, {"EINVAL", EINVAL}, {"ENOENT", ENOENT}};
+
+int syscall_number_or_fail(const Reader& r, const YAML::Node& n, const std::string& key,
+                           const std::string& name) {
+  int nr = seccomp_syscall_resolve_name_arch(SCMP_ARCH_X86_64, name.c_str());
+  if (nr == __NR_SCMP_ERROR || nr < 0) r.fail(n, key, "'" + name + "' is not an x86-64 system call");
+  return nr;
+}
+
+ArgCheck arg_check(const Reader& r, const YAML::Node& n, const std::string& key) {
+  r.only_keys(n, key, {"index", "op", "value", "mask"});
+  ArgCheck a;
+  if (!n["index"]) r.fail(n, key, "needs index");
+  a.index = unsigned(r.number(n["index"], key + ".index"));
+  if (a.index > 5) r.fail(n["index"], key + ".index", "must be 0-5");
+  a.op = n["op"] ? r.choice<ArgCheck::Op>(n["op"], key + ".op",
+                                           {{"eq", ArgCheck::Op::Eq},
+                                            {"ne", ArgCheck::Op::Ne},
+                                            {"lt", ArgCheck::Op::Lt},
+                                            {"le", ArgCheck::Op::Le},
+                                            {"gt", ArgCheck::Op::Gt},
+                                            {"ge", ArgCheck::Op::Ge},
+                                            {"masked_eq", ArgCheck::Op::MaskedEq}})
+                 : ArgCheck::Op::Eq;
+  if (!n["value"]) r.fail(n, key, "needs value");
+  if (a.op == ArgCheck::Op::MaskedEq) {
+    if (!n["mask"]) r.fail(n, key, "masked_eq needs mask");
+    a.value = r.number(n["mask"], key + ".mask");
+    a.value_two = r.number(n["value"], key + ".value");
+  } else {
+    if (n["mask"]) r.fail(n["mask"], key + ".mask", "only for op masked_eq");
+    a.value = r.number(n["value"], key + ".value");
+  }
+  return a;
+}
+
+// A seccomp list item: "name", or {syscall: name | [names], args: [...],
+// errno: ENOSYS, action: errno|kill}.
+SyscallRule syscall_rule(const Reader& r, const YAML::Node& n, const std::string& key, Action action,
+                         const std::string& id_prefix) {
+  SyscallRule rule;
+  rule.action = action;
+  if (n.IsScalar()) {
+    rule.names = {n.Scalar()};
+  } else {
+    r.only_keys(n, key, {"syscall", "args", "errno", "action", "id"});
+    if (!n["syscall"]) r.fail(n, key, "needs syscall");
+    rule.names = n["syscall"].IsSequence() ? r.strings(n["syscall"], key + ".syscall")
+                                           : std::vector<std::string>{r.str(n["syscall"], key + ".syscall")};
+    if (n["args"]) {
+      if (!n["args"].IsSequence()) r.fail(n["args"], key + ".args", "must be a list");
+      for (const auto& a : n["args"]) rule.args.push_back(arg_check(r, a, key + ".args"));
+    }
+    if (n["action"])
+      rule.action = r.choice<Action>(n["action"], key + ".action",
+                                     {{"allow", Action::Allow}, {"errno", Action::Errno}, {"kill", Action::Kill}});
+    if (n["errno"]) rule.errno_value = r.choice<int>(n["errno"], key + ".errno", kErrnos);
+    if (n["id"]) rule.id = r.str(n["id"], key + ".id");
+  }
+  for (const auto& name : rule.names) rule.numbers.push_back(syscall_number_or_fail(r, n, key, name));
+  if (rule.id.empty()) rule.id = id_prefix + rule.names.front();
+  return rule;
+}
+
+void parse_seccomp(const Reader& r, const YAML::Node& n, Policy& p) {
+  r.only_keys(n, "seccomp", {"default", "errno", "profile", "allow", "deny", "deny_action"});
+  Seccomp& s = p.seccomp;
+  s.enabled = true;
+  if (n["profile"]) {
+    std::string path = r.str(n["profile"], "seccomp.profile");
+    auto json = try_read_file(path);
+    if (!json) r.fail(n["profile"], "seccomp.profile", "cannot read '" + path + "'");
+    Seccomp oci = parse_oci_profile(*json, path, p.keep_capabilities);
+    s = oci;
+    s.enabled = true;
+  }
+  if (n["default"])
+    s.default_action = r.choice<Action>(n["default"], "seccomp.default",
+                                        {{"allow", Action::Allow}, {"errno", Action::Errno}, {"kill", Action::Kill}});
+  if (n["errno"]) s.default_errno = r.choice<int>(n["errno"], "seccomp.errno", kErrnos);
+  Action deny_action = Action::Errno;
+  if (n["deny_action"])
+    deny_action = r.choice<Action>(n["deny_action"], "seccomp.deny_action",
+                                   {{"errno", Action::Errno}, {"kill", Action::Kill}});
+  // Denials first: the first matching rule is the one a denial names.
+  std::vector<SyscallRule> rules;
+  if (n["deny"]) {
+    if (!n["deny"].IsSequence()) r.fail(n["deny"], "seccomp.deny", "must be a list");
+    for (const auto& item : n["deny"]) rules.push_back(syscall_rule(r, item, "seccomp.deny", deny_action, "seccomp.deny."));
+  }
+  if (n["allow"]) {
+    if (!n["allow"].IsSequence()) r.fail(n["allow"], "seccomp.allow", "must be a list");
+    for (const auto& item : n["allow"])
+      rules.push_back(syscall_rule(r, item, "seccomp.allow", Action::Allow, "seccomp.allow."));
+  }
+  rules.insert(rules.end(), s.rules.begin(), s.rules.end());
+  s.rules = std::move(rules);
+}
+
+std::vector<Endpoint> parse_endpoint(const Reader& r, const YAML::Node& n) {
+  const std::string key = "network.allow";
+  std::string text = r.str(n, key);
+  size_t colon = text.rfind(':');
+  if (colon == std::string::npos) r.fail(n, key, "'" + text + "' needs a port: HOST:PORT, CIDR:PORT or ...:*");
+  std::string host = text.substr(0, colon), port_text = text.substr(colon + 1);
+  uint16_t port = 0;
+  if (port_text != "*") {
+    char* end = nullptr;
+    unsigned long v = strtoul(port_text.c_str(), &end, 10);
+    if (port_text.empty() || *end || v == 0 || v > 65535) r.fail(n, key, "'" + port_text + "' is not a port (1-65535 or *)");
+    port = uint16_t(v);
+  }
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  int prefix = -1;
+  if (size_t slash = host.find('/'); slash != std::string::npos) {
+    char* end = nullptr;
+    prefix = int(strtol(host.c_str() + slash + 1, &end, 10));
+    if (*end || slash + 1 == host.size()) r.fail(n, key, "'" + text + "': bad prefix length");
+    host = host.substr(0, slash);
+  }
+  std::vector<Endpoint> out;
+  Endpoint e;
+  e.text = text;
+  e.port = port;
+  if (inet_pton(AF_INET, host.c_str(), e.addr) == 1) {
+    e.family = AF_INET;
+    e.prefix = prefix < 0 ? 32 : unsigned(prefix);
+    if (e.prefix > 32) r.fail(n, key, "'" + text + "': prefix longer than 32");
+    out.push_back(e);
+  } else if (inet_pton(AF_INET6, host.c_str(), e.addr) == 1) {
+    e.family = AF_INET6;
+    e.prefix = prefix < 0 ? 128 : unsigned(prefix);
+    if (e.prefix > 128) r.fail(n, key, "'" + text + "': prefix longer than 128");
+    out.push_back(e);
+  } else {
+    if (prefix >= 0) r.fail(n, key, "'" + text + "': a prefix needs an address, not a host name");
+    // Host names are resolved once, at start: the record then says exactly
+    // which addresses were allowed.
+    addrinfo hints{}, *res = nullptr;
+    hints.ai_socktype = SOCK_STREAM;
+    int rc = getaddrinfo(host.c_str(), nullptr, &hints, &res);
+    if (rc != 0) {
+      // Nothing is allowed for a name that does not resolve; the record
+      // says so (policy.unresolved) rather than the session not starting.
+      e.family = 0;
+      out.push_back(e);
+      return out;
+    }
+    for (auto* ai = res; ai; ai = ai->ai_next) {
+      Endpoint a = e;
+      a.family = ai->ai_family;
+      if (ai->ai_family == AF_INET) {
+        memcpy(a.addr, &reinterpret_cast<sockaddr_in*>(ai->ai_addr)->sin_addr, 4);
+        a.prefix = 32;
+      } else if (ai->ai_family == AF_INET6) {
+        memcpy(a.addr, &reinterpret_cast<sockaddr_in6*>(ai->ai_addr)->sin6_addr, 16);
+        a.prefix = 128;
+      } else {
+        continue;
+      }
+      out.push_back(a);
+    }
+    freeaddrinfo(res);
+  }
+  return out;
+}
+
+// Nameservers from /etc/resolv.conf, port 53, so names resolve.
+std::vector<Endpoint> resolvers() {
+  std::vector<Endpoint> out;
+  std::istringstream in(try_read_file("/etc/resolv.conf").value_or(""));
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream words(line);
+    std::string kw, addr;
+    if (!(words >> kw >> addr) || kw != "nameserver") continue;
+    Endpoint e;
+    e.text = "dns " + addr;
+    e.port = 53;
+    if (inet_pton(AF_INET, addr.c_str(), e.addr) == 1) e.family = AF_INET, e.prefix = 32;
+    else if (inet_pton(AF_INET6, addr.c_str(), e.addr) == 1) e.family = AF_INET6, e.prefix = 128;
+    else continue;
+    out.push_back(e);
+  }
+  return out;
+}
+
+void parse_limits(const Reader& r, const YAML::Node& n, Limits& l) {
+  r.only_keys(n, "limits", {"memory", "pids", "cpu", "wall_time", "cpu_time", "file_size", "open_files", "disk"});
+  // Only the keys present change a limit (so --limit can override one).
+  auto bytes = [&](const char* k, uint64_t& out) {
+    if (!n[k]) return;
+    auto v = parse_bytes(r.str(n[k], std::string("limits.") + k));
+    if (!v || *v == 0) r.fail(n[k], std::string("limits.") + k, "'" + n[k].Scalar() + "' is not a size like 512M or 2G");
+    out = *v;
+  };
+  auto duration = [&](const char* k, uint64_t& out) {
+    if (!n[k]) return;
+    auto v = parse_duration_ms(r.str(n[k], std::string("limits.") + k));
+    if (!v || *v == 0) r.fail(n[k], std::string("limits.") + k, "'" + n[k].Scalar() + "' is not a duration like 500ms, 30s, 10m or 1h");
+    out = *v;
+  };
+  bytes("memory", l.memory_bytes);
+  bytes("file_size", l.file_size);
+  bytes("disk", l.disk);
+  duration("wall_time", l.wall_ms);
+  duration("cpu_time", l.cpu_ms);
+  if (n["pids"]) {
+    l.pids = r.number(n["pids"], "limits.pids");
+    if (l.pids == 0) r.fail(n["pids"], "limits.pids", "must be at least 1");
+  }
+  if (n["open_files"]) l.open_files = r.number(n["open_files"], "limits.open_files");
+  if (n["cpu"]) {
+    // Cores, e.g. 0.5 or 2: as millicores, without floating point.
+    std::string s = r.str(n["cpu"], "limits.cpu");
+    size_t dot = s.find('.');
+    std::string whole = s.substr(0, dot), frac = dot == std::string::npos ? "" : s.substr(dot + 1);
+    bool ok = !whole.empty() && whole.size() <= 4 && frac.size() <= 3 &&
+              whole.find_first_not_of("0123456789") == std::string::npos &&
+              frac.find_first_not_of("0123456789") == std::string::npos;
+    if (ok) {
+      while (frac.size() < 3) frac += '0';
+      l.cpu_millicores = std::stoull(whole) * 1000 + std::stoull(frac);
+    }
+    if (!ok || l.cpu_millicores == 0) r.fail(n["cpu"], "limits.cpu", "'" + s + "' is not a number of cores like 0.5 or 2");
+  }
+}
+
+}  // namespace
+
+namespace {
+
+// A non-negative integer followed by one of the units (suffix, multiplier).
+std::optional<uint64_t> with_unit(const std::string& s, std::initializer_list<std::pair<const char*, uint64_t>> units) {
+  if (s.empty() || !isdigit(static_cast<unsigned char>(s[0]))) return std::nullopt;
+  size_t used = 0;
+  uint64_t v;
+  try {
+    v = std::stoull(s, &used);
+  } catch (...) {
+    return std::nullopt;
+  }
+  for (const auto& [suffix, mult] : units)
+    if (s.compare(used, std::string::npos, suffix) == 0) {
+      if (v > UINT64_MAX / mult) return std::nullopt;
+      return v * mult;
+    }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<uint64_t> parse_bytes(const std::string& s) {
+  return with_unit(s, {{"", 1}, {"K", 1ull << 10}, {"M", 1ull << 20}, {"G", 1ull << 30}, {"T", 1ull << 40}});
+}
+
+std::optional<uint64_t> parse_duration_ms(const std::string& s) {
+  return with_unit(s, {{"ms", 1}, {"s", 1000}, {"m", 60'000}, {"h", 3'600'000}});
+}
+
+Policy parse(const std::string& text, const std::string& source) {
+  Reader r(source);
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    throw PolicyError(source + ":" + std::to_string(e.mark.line + 1) + ": not valid YAML: " + e.msg);
+  }
+  r.only_keys(root, "", {"version", "name", "description", "confine", "mode", "on_violation", "filesystem",
+                         "network", "seccomp", "limits", "capabilities", "hostname", "log"});
+  Policy p;
+  p.source = source;
+  p.text = text;
+  if (!root["version"]) r.fail(root, "version", "missing (this flightrec reads version 1)");
+  if (r.number(root["version"], "version") != 1) r.fail(root["version"], "version", "only version 1 is known");
+  if (!root["name"]) r.fail(root, "name", "missing");
+  p.name = r.str(root["name"], "name");
+  if (root["confine"]) p.confine = r.boolean(root["confine"], "confine");
+  if (root["mode"]) p.mode = r.choice<Mode>(root["mode"], "mode", {{"enforce", Mode::Enforce}, {"shadow", Mode::Shadow}});
+  if (root["on_violation"])
+    p.on_violation = r.choice<OnViolation>(root["on_violation"], "on_violation",
+                                           {{"kill", OnViolation::Kill}, {"deny-and-continue", OnViolation::DenyAndContinue}});
+  if (root["hostname"]) p.hostname = r.str(root["hostname"], "hostname");
+  if (root["log"]) r.only_keys(root["log"], "log", {"stderr"});
+  if (root["log"] && root["log"]["stderr"])
+    p.log_stderr = r.choice<int>(root["log"]["stderr"], "log.stderr", {{"none", 0}, {"critical", 1}, {"alert", 2}, {"info", 3}});
+  if (root["capabilities"]) {
+    p.keep_capabilities = r.strings(root["capabilities"], "capabilities");
+    for (size_t i = 0; i < p.keep_capabilities.size(); ++i)
+      if (!p.keep_capabilities[i].starts_with("CAP_"))
+        r.fail(root["capabilities"][i], "capabilities", "'" + p.keep_capabilities[i] + "' is not a CAP_ name");
+  }
+
+  if (const auto& fs = root["filesystem"]) {
+    r.only_keys(fs, "filesystem", {"root", "work_dir", "read_only", "read_write", "hidden", "exec", "keep_changes", "proc", "sys", "dev_pts"});
+    auto& f = p.filesystem;
+    if (fs["root"]) f.root = r.abs_path(fs["root"], "filesystem.root");
+    if (fs["work_dir"]) {
+      f.work_dir = r.str(fs["work_dir"], "filesystem.work_dir");
+      if (f.work_dir != ".") f.work_dir = r.abs_path(fs["work_dir"], "filesystem.work_dir");
+    }
+    if (fs["read_only"]) f.read_only = r.paths(fs["read_only"], "filesystem.read_only");
+    if (fs["read_write"]) f.read_write = r.paths(fs["read_write"], "filesystem.read_write");
+    if (fs["hidden"]) f.hidden = r.paths(fs["hidden"], "filesystem.hidden");
+    if (fs["exec"]) {
+      if (fs["exec"].IsSequence() && fs["exec"].size() == 1 && fs["exec"][0].IsScalar() &&
+          fs["exec"][0].Scalar() == "command")
+        f.exec_only_command = true;
+      else
+        f.exec = r.paths(fs["exec"], "filesystem.exec");
+    }
+    if (fs["keep_changes"]) f.keep_changes = r.boolean(fs["keep_changes"], "filesystem.keep_changes");
+    if (fs["proc"]) f.proc = r.boolean(fs["proc"], "filesystem.proc");
+    if (fs["sys"]) f.sys = r.boolean(fs["sys"], "filesystem.sys");
+    if (fs["dev_pts"]) f.dev_pts = r.boolean(fs["dev_pts"], "filesystem.dev_pts");
+    for (size_t i = 0; i < f.hidden.size(); ++i)
+      if (f.hidden[i] == "/") r.fail(fs["hidden"][i], "filesystem.hidden", "cannot hide /");
+  }
+  if (const auto& net = root["network"]) {
+    r.only_keys(net, "network", {"mode", "allow", "dns"});
+    if (net["mode"])
+      p.network = r.choice<Network>(net["mode"], "network.mode",
+                                    {{"none", Network::None}, {"allowlist", Network::Allowlist}, {"host", Network::Host}});
+    if (net["allow"]) {
+      if (!net["allow"].IsSequence()) r.fail(net["allow"], "network.allow", "must be a list");
+      if (p.network != Network::Allowlist) r.fail(net["allow"], "network.allow", "only with mode: allowlist");
+      for (const auto& item : net["allow"])
+        for (auto& e : parse_endpoint(r, item)) {
+          if (e.family) p.allow.push_back(e);
+          else p.unresolved.push_back(e.text);
+        }
+    }
+    if (net["dns"]) p.allow_dns = r.boolean(net["dns"], "network.dns");
+    if (p.allow_dns && p.network == Network::Allowlist)
+      for (auto& e : resolvers()) p.allow.push_back(e);
+  }
+  if (root["seccomp"]) parse_seccomp(r, root["seccomp"], p);
+  if (root["limits"]) parse_limits(r, root["limits"], p.limits);
+  if (!p.confine && (root["filesystem"] || root["network"] || root["seccomp"]))
+    r.fail(root["confine"], "confine", "false (observe only) cannot have filesystem, network or seccomp rules");
+  return p;
+}
+
+void add_allowed(Policy& p, const std::string& endpoint) {
+  if (p.network != Network::Allowlist)
+    throw PolicyError("--allow " + endpoint + ": policy " + p.name + " has no network allowlist (network.mode is not allowlist)");
+  Reader r("--allow");
+  YAML::Node n(endpoint);
+  for (auto& e : parse_endpoint(r, n)) {
+    if (!e.family) throw PolicyError("--allow " + endpoint + ": cannot resolve the host name");
+    p.allow.push_back(e);
+  }
+  p.overrides.push_back("network.allow+=" + endpoint);
+}
+
+void override_limit(Policy& p, const std::string& key_value) {
+  size_t eq = key_value.find('=');
+  if (eq == std::string::npos || eq == 0)
+    throw PolicyError("--limit " + key_value + ": expected KEY=VALUE, e.g. memory=512M or cpu_time=30s");
+  if (!p.confine) throw PolicyError("--limit: policy " + p.name + " does not confine, so it has no limits");
+  YAML::Node n(YAML::NodeType::Map);
+  n[key_value.substr(0, eq)] = key_value.substr(eq + 1);
+  parse_limits(Reader("--limit"), n, p.limits);
+  p.overrides.push_back("limits." + key_value);
+}
+
+const std::vector<std::pair<std::string, std::string>>& shipped_policies_table();
+
+const std::vector<std::pair<std::string, std::string>>& shipped() { return shipped_policies_table(); }
+
+Policy load(const std::string& name_or_path) {
+  if (name_or_path.find('/') == std::string::npos && !name_or_path.ends_with(".yaml") &&
+      !name_or_path.ends_with(".yml")) {
+    for (const auto& [name, text] : shipped())
+      if (name == name_or_path) return parse(text, "builtin:" + name);
+    std::string names;
+    for (const auto& [name, text] : shipped()) names += (names.empty() ? "" : ", ") + name;
+    throw PolicyError("no shipped policy named '" + name_or_path + "' (shipped: " + names +
+                      "; a file path needs a / or a .yaml ending)");
+  }
+  // A regular file of sane size: not a device, a FIFO or a huge file.
+  struct stat st;
+  if (stat(name_or_path.c_str(), &st) != 0) throw PolicyError(errno_message("cannot read policy " + name_or_path, errno));
+  if (!S_ISREG(st.st_mode)) throw PolicyError(name_or_path + ": a policy must be a regular file");
+  if (st.st_size > (1 << 20)) throw PolicyError(name_or_path + ": a policy is at most 1 MiB");
+  auto text = try_read_file(name_or_path);
+  if (!text) throw PolicyError(errno_message("cannot read policy " + name_or_path, errno));
+  return parse(*text, name_or_path);
+}
+
+}  // namespace flightrec::policy

@@ -1,0 +1,126 @@
+#pragma once
+// A confinement policy: what `flightrec run` lets the command see and do.
+// Loaded from YAML (policies/*.yaml; the schema is policies/README.md) and
+// checked strictly: an unknown key, a wrong type or a bad value is an error
+// naming the file, line and key. Nothing here touches the system.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+
+namespace flightrec::policy {
+
+struct PolicyError : Error {
+  using Error::Error;
+};
+
+enum class Mode { Enforce, Shadow };
+enum class OnViolation { DenyAndContinue, Kill };
+enum class Network { None, Allowlist, Host };
+enum class Action { Allow, Errno, Kill };
+
+// One seccomp argument comparison, as libseccomp and OCI profiles have them.
+struct ArgCheck {
+  enum class Op { Eq, Ne, Lt, Le, Gt, Ge, MaskedEq } op = Op::Eq;
+  unsigned index = 0;
+  uint64_t value = 0;      // MaskedEq: the mask
+  uint64_t value_two = 0;  // MaskedEq: the expected (arg & mask)
+};
+
+struct SyscallRule {
+  std::string id;          // recorded with every denial it causes
+  std::vector<int> numbers;        // x86-64 syscall numbers
+  std::vector<std::string> names;  // as written (for messages)
+  Action action = Action::Errno;
+  int errno_value = 1;     // EPERM
+  std::vector<ArgCheck> args;      // all must hold
+};
+
+struct Seccomp {
+  bool enabled = false;
+  Action default_action = Action::Allow;
+  int default_errno = 1;
+  std::vector<SyscallRule> rules;
+  std::string profile;     // OCI profile path the rules came from, if any
+};
+
+// An egress allowlist entry: an address range and a port (0: any port).
+struct Endpoint {
+  std::string text;        // as written, for rule ids and messages
+  int family = 0;          // AF_INET or AF_INET6
+  uint8_t addr[16] = {};
+  unsigned prefix = 0;     // bits
+  uint16_t port = 0;
+};
+
+struct Limits {
+  uint64_t memory_bytes = 0;   // 0: no limit
+  uint64_t pids = 0;
+  uint64_t cpu_millicores = 0; // cpu.max bandwidth: 1000 = one core
+  uint64_t wall_ms = 0;        // circuit breaker
+  uint64_t cpu_ms = 0;         // circuit breaker (CPU time of the whole session)
+  uint64_t file_size = 0;      // RLIMIT_FSIZE
+  uint64_t open_files = 0;     // RLIMIT_NOFILE
+  uint64_t disk = 1ull << 30;  // size of the writable layer (tmpfs)
+};
+
+struct Policy {
+  std::string name;        // policy name (from the file)
+  std::string source;      // file path or "builtin:agent"
+  std::string text;        // the exact bytes loaded (hashed into the record)
+  bool confine = true;     // false: observe only (no namespaces, no rules)
+  Mode mode = Mode::Enforce;
+  OnViolation on_violation = OnViolation::DenyAndContinue;
+
+  struct Filesystem {
+    std::string root = "/";        // lower layer of the overlay root
+    std::string work_dir = ".";    // ".": where flightrec was started
+    std::vector<std::string> read_only = {"/"};  // readable trees (Landlock)
+    std::vector<std::string> read_write;  // besides the work dir
+    std::vector<std::string> hidden;      // replaced by empty, read-only ones
+    std::vector<std::string> exec;        // executable paths (empty: any readable)
+    bool exec_only_command = false;       // exec: [command]
+    bool keep_changes = false;     // keep the overlay's upper layer after the session
+    bool proc = true, sys = false, dev_pts = true;
+  } filesystem;
+
+  Network network = Network::None;
+  std::vector<Endpoint> allow;        // resolved at load time
+  std::vector<std::string> unresolved;  // host names that did not resolve (nothing allowed)
+  bool allow_dns = false;             // nameservers of /etc/resolv.conf, port 53
+
+  Seccomp seccomp;
+  Limits limits;
+  std::vector<std::string> keep_capabilities;  // inside the sandbox's user namespace
+  std::string hostname = "flightrec";
+  int log_stderr = 2;  // violations printed as they happen: 0 none, 1 critical, 2 alert, 3 info
+  std::vector<std::string> overrides;  // changes made on the command line, recorded with the policy
+};
+
+// Overrides one limit: "memory=512M", "cpu_time=30s" (flightrec run --limit).
+void override_limit(Policy& p, const std::string& key_value);
+
+// Adds "HOST:PORT" / "CIDR:PORT" to the allowlist (flightrec run --allow).
+// Throws PolicyError.
+void add_allowed(Policy& p, const std::string& endpoint);
+
+// Loads a policy: a shipped name (agent, strict, observe) or a file path.
+// Throws PolicyError "FILE:LINE: KEY: problem".
+Policy load(const std::string& name_or_path);
+Policy parse(const std::string& text, const std::string& source);
+
+// The shipped policies, built into the binary from policies/*.yaml.
+const std::vector<std::pair<std::string, std::string>>& shipped();
+
+// Parses an OCI / Docker seccomp JSON profile into rules for x86-64 with
+// the given capabilities kept. Throws PolicyError.
+Seccomp parse_oci_profile(const std::string& json, const std::string& source,
+                          const std::vector<std::string>& kept_caps);
+
+// "1G", "512M", "64K", "1000" -> bytes; "30s", "5m", "100ms" -> ms.
+std::optional<uint64_t> parse_bytes(const std::string& s);
+std::optional<uint64_t> parse_duration_ms(const std::string& s);
+
+}  // namespace flightrec::policy

@@ -1,0 +1,32 @@
+#pragma once
+// What the session changed in the file system: the overlay's upper layer
+// compared with the lower one. Whiteouts (0/0 character devices) are
+// deletions; a file in both is a modification when its bytes or mode
+// differ (a copy-up alone, e.g. open for writing without writing, is not).
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace flightrec::sandbox {
+
+struct FileChange {
+  std::string change;    // created | modified | deleted
+  std::string path;      // as the sandbox saw it
+  std::string kind;      // file | dir | symlink | other
+  uint64_t size = 0;     // after (deleted: before)
+  uint32_t mode = 0;     // after (deleted: before)
+  std::string sha256_before, sha256_after;  // regular files only
+  std::string link_target;
+};
+
+// upper: the upper directory; lower_root: the lower layer's root on the
+// host (the policy's root). At most max_changes are returned; *more is set
+// to how many were left out.
+std::vector<FileChange> diff_layers(const std::string& upper, const std::string& lower_root,
+                                    size_t max_changes, size_t* more);
+
+std::string sha256_file(const std::string& path);  // "" if unreadable
+
+}  // namespace flightrec::sandbox

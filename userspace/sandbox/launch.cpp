@@ -1,0 +1,412 @@
+#include "sandbox/launch.h"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <linux/capability.h>
+#include <linux/mount.h>
+#include <linux/securebits.h>
+#include <net/if.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "common/error.h"
+#include "common/system.h"
+
+namespace flightrec::sandbox {
+namespace {
+
+// ---- in the children: no exceptions, no allocation that can be avoided ----
+
+int g_report_fd = -1;
+
+void report(Report::Kind kind, int value, const char* stage) {
+  Report r;
+  r.kind = kind;
+  r.value = value;
+  strncpy(r.stage, stage, sizeof(r.stage) - 1);
+  (void)!write(g_report_fd, &r, sizeof(r));
+}
+
+[[noreturn]] void fail(const char* stage, int err = errno) {
+  report(Report::SetupFailed, err, stage);
+  _exit(125);
+}
+
+// A stage name with a path in it, for the report.
+const char* stage_with(const char* what, const std::string& path) {
+  static char buf[120];
+  snprintf(buf, sizeof(buf), "%s %s", what, path.c_str());
+  return buf;
+}
+
+void mount_or_fail(const char* src, const std::string& dst, const char* type, unsigned long flags,
+                   const char* data) {
+  if (mount(src, dst.c_str(), type, flags, data) != 0) fail(stage_with("mount", dst));
+}
+
+void bind_readonly(const std::string& src, const std::string& dst, bool recursive) {
+  mount_or_fail(src.c_str(), dst, nullptr, MS_BIND | (recursive ? MS_REC : 0), nullptr);
+  mount_or_fail(nullptr, dst, nullptr, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, nullptr);
+}
+
+void lo_up() {
+  int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (s < 0) fail("socket for lo");
+  ifreq ifr{};
+  strncpy(ifr.ifr_name, "lo", IFNAMSIZ - 1);
+  if (ioctl(s, SIOCGIFFLAGS, &ifr) != 0) fail("SIOCGIFFLAGS lo");
+  ifr.ifr_flags |= IFF_UP;
+  if (ioctl(s, SIOCSIFFLAGS, &ifr) != 0) fail("SIOCSIFFLAGS lo");
+  close(s);
+}
+
+// The policy's root as a read-only mount whose files appear owned by the
+// sandbox's ids (an idmapped mount), so root inside owns what host root
+// owns, in the overlay only.
+void idmapped_lower(const std::string& from, const std::string& at, int userns_fd) {
+  int tree = int(syscall(SYS_open_tree, AT_FDCWD, from.c_str(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC));
+  if (tree < 0) fail(stage_with("open_tree", from));
+  mount_attr attr{};
+  attr.attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_RDONLY | MOUNT_ATTR_NODEV;
+  attr.userns_fd = uint64_t(userns_fd);
+  if (syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH, &attr, sizeof(attr)) != 0)
+    fail(stage_with("idmapped mount of", from));
+  if (syscall(SYS_move_mount, tree, "", AT_FDCWD, at.c_str(), MOVE_MOUNT_F_EMPTY_PATH) != 0)
+    fail(stage_with("move_mount to", at));
+  close(tree);
+}
+
+void minimal_dev(const std::string& root, const policy::Policy& p) {
+  std::string dev = root + "/dev";
+  mount_or_fail("tmpfs", dev, "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=755,size=1m");
+  for (const char* name : {"null", "zero", "full", "random", "urandom", "tty"}) {
+    std::string host = std::string("/dev/") + name, inside = dev + "/" + name;
+    int fd = open(inside.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0666);
+    if (fd < 0) fail(stage_with("create", inside));
+    close(fd);
+    mount_or_fail(host.c_str(), inside, nullptr, MS_BIND, nullptr);
+  }
+  for (const char* d : {"/pts", "/shm"})
+    if (mkdir((dev + d).c_str(), 0755) != 0) fail(stage_with("mkdir", dev + d));
+  if (p.filesystem.dev_pts) {
+    mount_or_fail("devpts", dev + "/pts", "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=620");
+    if (symlink("pts/ptmx", (dev + "/ptmx").c_str()) != 0) fail("symlink /dev/ptmx");
+  }
+  mount_or_fail("tmpfs", dev + "/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
+  const char* links[][2] = {{"/proc/self/fd", "/fd"}, {"/proc/self/fd/0", "/stdin"},
+                            {"/proc/self/fd/1", "/stdout"}, {"/proc/self/fd/2", "/stderr"}};
+  for (const auto& l : links)
+    if (symlink(l[0], (dev + l[1]).c_str()) != 0) fail("symlink in /dev");
+}
+
+// Hidden paths: an empty, unreadable directory or file in their place, so
+// an attempt fails with EACCES (and the record names the rule).
+void hide(const std::string& root, const std::string& path, const std::string& mask_file) {
+  std::string at = root + path;
+  struct stat st;
+  if (lstat(at.c_str(), &st) != 0) {
+    // Devices nobody may have (/dev/mem, /dev/kmsg): a placeholder in our /dev.
+    if (path.starts_with("/dev/")) {
+      int fd = open(at.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0);
+      if (fd >= 0) close(fd);
+    }
+    return;
+  }
+  if (S_ISDIR(st.st_mode))
+    mount_or_fail("tmpfs", at, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=000,size=4k");
+  else if (S_ISLNK(st.st_mode))
+    return;  // the target is what counts; list the target
+  else
+    mount_or_fail(mask_file.c_str(), at, nullptr, MS_BIND | MS_RDONLY, nullptr);
+}
+
+void build_root(const SandboxSpec& s, int userns_fd) {
+  const policy::Policy& p = *s.policy;
+  const std::string root = s.session_dir + "/root", lower = s.session_dir + "/lower";
+  if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) fail("making mounts private");
+  idmapped_lower(p.filesystem.root, lower, userns_fd);
+  std::string opts = "lowerdir=" + lower + ",upperdir=" + s.session_dir + "/upper,workdir=" + s.session_dir + "/work";
+  mount_or_fail("overlay", root, "overlay", MS_NOSUID | MS_NODEV, opts.c_str());
+  if (p.filesystem.proc) mount_or_fail("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr);
+  minimal_dev(root, p);
+  // A fresh /tmp, unless the work directory is in it (then it stays the
+  // overlay's, so the command's files are there and their changes recorded).
+  if (s.work_dir != "/tmp" && !s.work_dir.starts_with("/tmp/"))
+    mount_or_fail("tmpfs", root + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
+  if (p.filesystem.sys) bind_readonly("/sys", root + "/sys", true);
+  for (const auto& h : p.filesystem.hidden) {
+    // The work directory stays visible even inside a hidden tree (Landlock
+    // still denies the rest of that tree).
+    if (s.work_dir == h || s.work_dir.starts_with(h + "/")) continue;
+    hide(root, h, s.session_dir + "/mask");
+  }
+  if (chdir(root.c_str()) != 0) fail("chdir to the new root");
+  if (syscall(SYS_pivot_root, ".", ".") != 0) fail("pivot_root");
+  if (umount2(".", MNT_DETACH) != 0) fail("detaching the host root");
+  if (chdir(s.work_dir.c_str()) != 0) fail(stage_with("chdir to the work directory", s.work_dir));
+}
+
+void drop_capabilities(const policy::Policy& p) {
+  uint64_t keep = 0;
+  for (const auto& name : p.keep_capabilities)
+    for (int cap = 0; cap <= CAP_LAST_CAP; ++cap) {
+      static const char* names[] = {"CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_DAC_READ_SEARCH", "CAP_FOWNER",
+                                    "CAP_FSETID", "CAP_KILL", "CAP_SETGID", "CAP_SETUID", "CAP_SETPCAP",
+                                    "CAP_LINUX_IMMUTABLE", "CAP_NET_BIND_SERVICE", "CAP_NET_BROADCAST",
+                                    "CAP_NET_ADMIN", "CAP_NET_RAW", "CAP_IPC_LOCK", "CAP_IPC_OWNER",
+                                    "CAP_SYS_MODULE", "CAP_SYS_RAWIO", "CAP_SYS_CHROOT", "CAP_SYS_PTRACE",
+                                    "CAP_SYS_PACCT", "CAP_SYS_ADMIN", "CAP_SYS_BOOT", "CAP_SYS_NICE",
+                                    "CAP_SYS_RESOURCE", "CAP_SYS_TIME", "CAP_SYS_TTY_CONFIG", "CAP_MKNOD",
+                                    "CAP_LEASE", "CAP_AUDIT_WRITE", "CAP_AUDIT_CONTROL", "CAP_SETFCAP",
+                                    "CAP_MAC_OVERRIDE", "CAP_MAC_ADMIN", "CAP_SYSLOG", "CAP_WAKE_ALARM",
+                                    "CAP_BLOCK_SUSPEND", "CAP_AUDIT_READ", "CAP_PERFMON", "CAP_BPF",
+                                    "CAP_CHECKPOINT_RESTORE"};
+      if (cap < int(sizeof(names) / sizeof(names[0])) && name == names[cap]) keep |= 1ull << cap;
+    }
+  for (int cap = 0; cap <= CAP_LAST_CAP; ++cap)
+    if (!(keep & (1ull << cap)) && prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno != EINVAL)
+      fail("dropping the capability bounding set");
+  // Root inside gains nothing from exec or setuid: fixed, for good.
+  int bits = SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP | SECBIT_NO_SETUID_FIXUP_LOCKED |
+             SECBIT_KEEP_CAPS_LOCKED | (keep ? 0 : SECBIT_NO_CAP_AMBIENT_RAISE | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED);
+  if (prctl(PR_SET_SECUREBITS, bits, 0, 0, 0) != 0) fail("setting securebits");
+  __user_cap_header_struct hdr{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[2]{};
+  for (int i = 0; i < 2; ++i) {
+    uint32_t word = uint32_t(keep >> (32 * i));
+    data[i].effective = data[i].permitted = data[i].inheritable = word;
+  }
+  if (syscall(SYS_capset, &hdr, data) != 0) fail("dropping capabilities");
+  prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+  for (int cap = 0; cap <= CAP_LAST_CAP; ++cap)
+    if (keep & (1ull << cap)) prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, cap, 0, 0);
+}
+
+void set_rlimits(const policy::Limits& l) {
+  rlimit none{0, 0};
+  setrlimit(RLIMIT_CORE, &none);
+  if (l.file_size) {
+    rlimit r{l.file_size, l.file_size};
+    if (setrlimit(RLIMIT_FSIZE, &r) != 0) fail("RLIMIT_FSIZE");
+  }
+  if (l.open_files) {
+    rlimit r{l.open_files, l.open_files};
+    if (setrlimit(RLIMIT_NOFILE, &r) != 0) fail("RLIMIT_NOFILE");
+  }
+}
+
+[[noreturn]] void exec_command(const SandboxSpec& s, char* const* argv, char* const* envp) {
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  set_rlimits(s.policy->limits);
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) fail("no_new_privs");
+  if (int err = s.landlock.apply()) fail("Landlock", err);
+  drop_capabilities(*s.policy);
+  if (s.seccomp)
+    if (int err = s.seccomp->load()) fail("loading the seccomp filter", err);
+  execve(s.program.c_str(), argv, envp);
+  int err = errno;
+  report(Report::ExecFailed, err, "exec");
+  _exit(err == ENOENT ? 127 : 126);
+}
+
+// pid 1 of the sandbox: starts the command, passes termination signals on,
+// reaps orphans, and reports the command's status when it ends.
+[[noreturn]] void init_loop(pid_t command) {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int sig : {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaddset(&set, sig);
+  for (;;) {
+    siginfo_t info;
+    int sig = sigwaitinfo(&set, &info);
+    if (sig < 0) continue;
+    if (sig != SIGCHLD) {
+      kill(command, sig);
+      continue;
+    }
+    int status;
+    pid_t pid;
+    while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
+      if (pid == command) {
+        report(Report::Exited, status, "exited");
+        _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+      }
+  }
+}
+
+[[noreturn]] void sandbox_init(const SandboxSpec& s, int go_fd, int userns_fd, char* const* argv,
+                               char* const* envp) {
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  // Keep only what the sandbox needs: the record, keys and BPF objects of
+  // flightrec must not be reachable from inside.
+  for (int fd = 3; fd < 1024; ++fd)
+    if (fd != go_fd && fd != userns_fd && fd != g_report_fd) close(fd);
+  syscall(SYS_close_range, 1024, ~0u, 0);
+  const policy::Policy& p = *s.policy;
+  if (sethostname(p.hostname.data(), p.hostname.size()) != 0) fail("sethostname");
+  if (p.network == policy::Network::None) lo_up();
+  build_root(s, userns_fd);
+  report(Report::Ready, 0, "ready");
+
+  char byte;
+  if (read(go_fd, &byte, 1) != 1) _exit(125);  // flightrec went away
+  close(go_fd);
+  if (setns(userns_fd, CLONE_NEWUSER) != 0) fail("entering the user namespace");
+  close(userns_fd);
+  if (setgroups(0, nullptr) != 0 || setresgid(0, 0, 0) != 0 || setresuid(0, 0, 0) != 0)
+    fail("becoming root of the user namespace");
+  prctl(PR_SET_DUMPABLE, 0);
+
+  sigset_t set;
+  sigemptyset(&set);
+  for (int sig : {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaddset(&set, sig);
+  sigprocmask(SIG_BLOCK, &set, nullptr);
+  pid_t command = fork();
+  if (command < 0) fail("fork");
+  if (command == 0) exec_command(s, argv, envp);
+  init_loop(command);
+}
+
+// A user namespace mapping 0..65535 inside to id_base.. outside, held by fd.
+int make_userns(uid_t base) {
+  int sync[2];
+  if (pipe2(sync, O_CLOEXEC) != 0) throw Error(errno_message("pipe", errno));
+  pid_t pid = fork();
+  if (pid < 0) throw Error(errno_message("fork", errno));
+  if (pid == 0) {
+    close(sync[0]);
+    char ok = unshare(CLONE_NEWUSER) == 0 ? 'y' : 'n';
+    (void)!write(sync[1], &ok, 1);
+    pause();
+    _exit(0);
+  }
+  close(sync[1]);
+  char ok = 0;
+  bool created = read(sync[0], &ok, 1) == 1 && ok == 'y';
+  close(sync[0]);
+  int fd = -1;
+  std::string err;
+  if (created) {
+    std::string map = "0 " + std::to_string(base) + " " + std::to_string(kSandboxIdCount) + "\n";
+    try {
+      write_file("/proc/" + std::to_string(pid) + "/uid_map", map);
+      write_file("/proc/" + std::to_string(pid) + "/gid_map", map);
+      fd = ::open(("/proc/" + std::to_string(pid) + "/ns/user").c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd < 0) err = errno_message("opening the user namespace", errno);
+    } catch (const Error& e) {
+      err = e.what();
+    }
+  } else {
+    err = "user namespaces are not available (unshare(CLONE_NEWUSER) failed)";
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+  if (fd < 0) throw Error("cannot create the sandbox's user namespace: " + err);
+  return fd;
+}
+
+}  // namespace
+
+SessionDir::SessionDir(const std::string& name, bool keep, uint64_t size_bytes, uid_t owner) : keep_(keep) {
+  std::string base = "/var/lib/flightrec/sessions";
+  std::filesystem::create_directories(base);
+  chmod("/var/lib/flightrec", 0700);
+  path_ = base + "/" + name;
+  if (mkdir(path_.c_str(), 0700) != 0) throw Error(errno_message("cannot create " + path_, errno));
+  if (!keep) {
+    // In memory and bounded: what the command writes cannot fill the disk.
+    std::string opts = "mode=0700,size=" + std::to_string(size_bytes);
+    if (mount("flightrec-session", path_.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, opts.c_str()) != 0)
+      throw Error(errno_message("cannot mount a tmpfs at " + path_, errno));
+    mounted_ = true;
+  }
+  for (const char* d : {"/upper", "/work", "/lower", "/root"})
+    if (mkdir((path_ + d).c_str(), 0755) != 0) throw Error(errno_message("cannot create " + path_ + d, errno));
+  for (const char* d : {"/upper", "/work"})
+    if (chown((path_ + d).c_str(), owner, owner) != 0) throw Error(errno_message("chown " + path_ + d, errno));
+  int fd = ::open((path_ + "/mask").c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0);
+  if (fd < 0) throw Error(errno_message("cannot create " + path_ + "/mask", errno));
+  close(fd);
+}
+
+SessionDir::~SessionDir() { discard(); }
+
+void SessionDir::discard() {
+  if (path_.empty() || keep_) return;
+  if (mounted_) umount2(path_.c_str(), MNT_DETACH);
+  mounted_ = false;
+  rmdir(path_.c_str());
+  path_.clear();
+}
+
+SandboxChild spawn_sandboxed(const SandboxSpec& s) {
+  int userns_fd = make_userns(s.id_base);
+  int go[2], rep[2];
+  if (pipe2(go, O_CLOEXEC) != 0 || pipe2(rep, O_CLOEXEC) != 0) throw Error(errno_message("pipe", errno));
+  std::vector<char*> argv, envp;
+  for (const auto& a : s.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  for (const auto& e : s.env) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+
+  unsigned long flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | SIGCHLD;
+  if (s.policy->network == policy::Network::None) flags |= CLONE_NEWNET;
+  pid_t pid = pid_t(syscall(SYS_clone, flags, nullptr, nullptr, nullptr, nullptr));
+  if (pid < 0) {
+    int err = errno;
+    close(userns_fd);
+    throw Error(errno_message("cannot create the sandbox's namespaces", err));
+  }
+  if (pid == 0) {
+    close(go[1]);
+    close(rep[0]);
+    g_report_fd = rep[1];
+    sandbox_init(s, go[0], userns_fd, argv.data(), envp.data());
+  }
+  close(go[0]);
+  close(rep[1]);
+  close(userns_fd);
+  Report r;
+  if (read(rep[0], &r, sizeof(r)) != sizeof(r) || r.kind != Report::Ready) {
+    r.stage[sizeof(r.stage) - 1] = 0;
+    std::string why = r.kind == Report::SetupFailed ? std::string(r.stage) + ": " + strerror(r.value)
+                                                    : "it ended without saying why";
+    close(go[1]);
+    close(rep[0]);
+    waitpid(pid, nullptr, 0);
+    throw Error("cannot build the sandbox: " + why);
+  }
+  return SandboxChild{pid, go[1], rep[0]};
+}
+
+Outcome read_reports(int fd) {
+  Outcome out;
+  Report r;
+  while (read(fd, &r, sizeof(r)) == sizeof(r)) {
+    r.stage[sizeof(r.stage) - 1] = 0;
+    if (r.kind == Report::SetupFailed && out.setup_error.empty())
+      out.setup_error = std::string(r.stage) + ": " + strerror(r.value);
+    else if (r.kind == Report::ExecFailed)
+      out.exec_errno = r.value;
+    else if (r.kind == Report::Exited)
+      out.status = r.value;
+  }
+  return out;
+}
+
+}  // namespace flightrec::sandbox

@@ -1,0 +1,81 @@
+#pragma once
+// Starts a command confined as a policy says: new user (root inside is an
+// unprivileged id range outside), mount, pid, ipc, uts and (network: none)
+// net namespaces; an overlay root whose writes land in the session's upper
+// layer; fresh /proc, minimal /dev, tmpfs /tmp; hidden paths masked; then
+// no_new_privs, Landlock, capabilities dropped, rlimits and seccomp last
+// before exec.
+//
+// Processes: flightrec forks the sandbox's init (pid 1 inside), which
+// builds the mounts as real root, waits for "go" (it is in the session's
+// cgroups by then), enters the user namespace, forks the command and reaps
+// orphans until the command exits. Everything the children must tell the
+// parent goes through the report pipe as fixed-size Reports.
+#include <sys/types.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "policy/policy.h"
+#include "sandbox/landlock.h"
+#include "sandbox/seccomp_filter.h"
+
+namespace flightrec::sandbox {
+
+struct SandboxSpec {
+  const policy::Policy* policy = nullptr;
+  std::string program;                 // absolute path, the same inside
+  std::vector<std::string> argv, env;
+  std::string work_dir;                // absolute; the same path inside
+  std::string session_dir;             // holds upper/, work/, lower/, root/
+  const SeccompFilter* seccomp = nullptr;
+  LandlockPlan landlock;
+  uid_t id_base = 0;                   // host id that uid/gid 0 inside maps to
+};
+
+// The session's private directory: a tmpfs (unless changes are kept) with
+// the overlay's upper and work directories owned by the sandbox's root.
+class SessionDir {
+ public:
+  SessionDir(const std::string& name, bool keep, uint64_t size_bytes, uid_t owner);
+  SessionDir(const SessionDir&) = delete;
+  SessionDir& operator=(const SessionDir&) = delete;
+  ~SessionDir();
+  const std::string& path() const { return path_; }
+  std::string upper() const { return path_ + "/upper"; }
+  void discard();  // unmounts the tmpfs / removes the directory (unless kept)
+ private:
+  std::string path_;
+  bool keep_, mounted_ = false;
+};
+
+struct Report {
+  enum Kind : int32_t { SetupFailed = 1, ExecFailed = 2, Exited = 3, Ready = 4 };
+  int32_t kind = 0;
+  int32_t value = 0;        // errno, or the command's wait status
+  char stage[120] = {};     // what the sandbox was doing
+};
+
+struct SandboxChild {
+  pid_t pid = -1;      // the sandbox's init
+  int go_fd = -1;      // write one byte: the command may start
+  int report_fd = -1;  // Reports; EOF when the sandbox is gone
+};
+
+// Returns once the sandbox is built and waits for go. Call it while the
+// process has one thread (the sandbox's init is made with a raw clone).
+// Throws Error saying what could not be set up.
+SandboxChild spawn_sandboxed(const SandboxSpec& spec);
+
+struct Outcome {
+  std::string setup_error;     // non-empty: the sandbox could not be built
+  int exec_errno = 0;          // non-zero: the command could not be executed
+  std::optional<int> status;   // the command's wait status, as init saw it
+};
+Outcome read_reports(int report_fd);
+
+constexpr uid_t kSandboxIdBase = 1'000'000'000;  // documented in README
+constexpr uid_t kSandboxIdCount = 65536;
+
+}  // namespace flightrec::sandbox

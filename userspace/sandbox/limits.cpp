@@ -1,0 +1,142 @@
+#include "sandbox/limits.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <sstream>
+
+#include "common/error.h"
+#include "common/system.h"
+
+namespace flightrec::sandbox {
+namespace {
+
+bool v2_has(const std::string& dir, const std::string& controller) {
+  std::istringstream in(try_read_file(dir + "/cgroup.controllers").value_or(""));
+  std::string c;
+  while (in >> c)
+    if (c == controller) return true;
+  return false;
+}
+
+// The v1 hierarchy that has this controller mounted, from mountinfo.
+std::string v1_mount(const std::string& controller) {
+  std::istringstream in(try_read_file("/proc/self/mountinfo").value_or(""));
+  std::string line;
+  while (std::getline(in, line)) {
+    size_t dash = line.find(" - cgroup ");
+    if (dash == std::string::npos) continue;
+    std::istringstream fields(line);
+    std::string id, parent, devno, root, mount_point;
+    fields >> id >> parent >> devno >> root >> mount_point;
+    std::istringstream opts(line.substr(dash + 10));
+    std::string source, super;
+    opts >> source >> super;
+    std::stringstream list(super);
+    std::string opt;
+    while (std::getline(list, opt, ','))
+      if (opt == controller) return mount_point;
+  }
+  return {};
+}
+
+uint64_t stat_value(const std::string& text, const std::string& key) {
+  std::istringstream in(text);
+  std::string k;
+  uint64_t v;
+  while (in >> k >> v)
+    if (k == key) return v;
+  return 0;
+}
+
+}  // namespace
+
+ResourceLimits::ResourceLimits(const policy::Limits& l, const std::string& v2_dir, const std::string& name)
+    : v2_dir_(v2_dir) {
+  struct Want {
+    const char* controller;
+    bool wanted;
+  } wants[] = {{"memory", l.memory_bytes > 0}, {"pids", l.pids > 0}, {"cpu", l.cpu_millicores > 0}};
+  std::string parent = v2_dir.substr(0, v2_dir.rfind('/'));
+  for (const auto& w : wants) {
+    if (!w.wanted) continue;
+    Controller c{w.controller, v2_dir, false};
+    // v2: the controller must be enabled for the flightrec/ parent's children.
+    if (v2_has(parent, w.controller)) {
+      try {
+        write_file(parent + "/cgroup.subtree_control", std::string("+") + w.controller);
+      } catch (const Error&) {
+      }
+    }
+    if (!v2_has(v2_dir, w.controller)) {
+      std::string mount = v1_mount(w.controller);
+      if (mount.empty())
+        throw Error(std::string("cannot limit ") + w.controller + ": no cgroup v2 or v1 " + w.controller + " controller");
+      std::string base = mount + "/flightrec";
+      if (mkdir(base.c_str(), 0755) != 0 && errno != EEXIST) throw Error(errno_message("cannot create " + base, errno));
+      c.dir = base + "/" + name;
+      if (mkdir(c.dir.c_str(), 0755) != 0) throw Error(errno_message("cannot create " + c.dir, errno));
+      c.v1 = true;
+    }
+    controllers_.push_back(c);
+    const std::string& d = controllers_.back().dir;
+    if (c.name == "memory") {
+      if (c.v1) {
+        write_file(d + "/memory.limit_in_bytes", std::to_string(l.memory_bytes));
+      } else {
+        write_file(d + "/memory.max", std::to_string(l.memory_bytes));
+        try {
+          write_file(d + "/memory.swap.max", "0");
+        } catch (const Error&) {
+        }
+      }
+    } else if (c.name == "pids") {
+      write_file(d + "/pids.max", std::to_string(l.pids));
+    } else {
+      // 100 ms periods; quota in microseconds per period.
+      uint64_t quota = l.cpu_millicores * 100;
+      if (c.v1) {
+        write_file(d + "/cpu.cfs_period_us", "100000");
+        write_file(d + "/cpu.cfs_quota_us", std::to_string(quota));
+      } else {
+        write_file(d + "/cpu.max", std::to_string(quota) + " 100000");
+      }
+    }
+  }
+}
+
+ResourceLimits::~ResourceLimits() { remove(); }
+
+void ResourceLimits::add_process(pid_t pid) {
+  for (const auto& c : controllers_)
+    if (c.v1) write_file(c.dir + "/cgroup.procs", std::to_string(pid));
+}
+
+LimitCounters ResourceLimits::read() const {
+  LimitCounters out;
+  out.cpu_usec = stat_value(try_read_file(v2_dir_ + "/cpu.stat").value_or(""), "usage_usec");
+  for (const auto& c : controllers_) {
+    if (c.name == "memory") {
+      out.oom_kills = c.v1 ? stat_value(try_read_file(c.dir + "/memory.oom_control").value_or(""), "oom_kill")
+                           : stat_value(try_read_file(c.dir + "/memory.events").value_or(""), "oom_kill");
+    } else if (c.name == "pids") {
+      out.pids_refused = stat_value(try_read_file(c.dir + "/pids.events").value_or(""), "max");
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> ResourceLimits::describe() const {
+  std::vector<std::string> out;
+  for (const auto& c : controllers_) out.push_back(c.name + (c.v1 ? ":v1" : ":v2"));
+  return out;
+}
+
+void ResourceLimits::remove() {
+  for (const auto& c : controllers_)
+    if (c.v1) rmdir(c.dir.c_str());
+  controllers_.clear();
+}
+
+}  // namespace flightrec::sandbox
