@@ -38,9 +38,10 @@ const json* by_seq(const std::vector<json>& all, int64_t seq) {
   return seq >= 1 && size_t(seq) <= all.size() ? &all[size_t(seq - 1)] : nullptr;
 }
 
+// The end-of-session change of a path.
 const json* change_of(const std::vector<json>& all, const std::string& path) {
   for (const auto& e : all)
-    if (e["type"] == "file_change" && e["path"] == path) return &e;
+    if (e["type"] == "file_change" && e["when"] == "end" && e["path"] == path) return &e;
   return nullptr;
 }
 
@@ -55,7 +56,9 @@ TEST_CASE("agent, the default: host files hidden and read-only, changes recorded
   write(work + "/gone.txt", "bye\n");
   Result r = run_in(work, {FLIGHTREC_BIN, "run", "--db", db, "--", "sh", "-c",
                            "cat /etc/shadow; echo x > /etc/flightrec-test; echo new > created.txt; "
-                           "echo more >> existing.txt; rm gone.txt; id -u; hostname"});
+                           "echo more >> existing.txt; rm gone.txt; "
+                           "python3 -c \"f=open('py.txt','w'); f.write('data'); f.close(); open('py.txt','a').write('!')\"; "
+                           "id -u; hostname"});
   INFO(r.err);
   CHECK(r.code == 0);
   CHECK(r.out == "0\nflightrec\n");  // root inside, its own host name
@@ -92,6 +95,19 @@ TEST_CASE("agent, the default: host files hidden and read-only, changes recorded
   REQUIRE(read_only.size() == 1);
   CHECK(read_only[0]["detail"].get<std::string>().find("/etc/flightrec-test") != std::string::npos);
 
+  // Each close of a file written to is a change entry with the state
+  // flightrec read when it handled the close (it may already be later than
+  // the close: the record is read asynchronously); the end diff has the
+  // final state.
+  std::vector<std::string> py_when;
+  for (const auto& e : all)
+    if (e["type"] == "file_change" && e["path"] == work + "/py.txt") {
+      py_when.push_back(e["when"]);
+      std::string sha = e["sha256_after"];
+      CHECK((sha == sha256_hex("data") || sha == sha256_hex("data!")));
+      if (e["when"] == "end") CHECK(sha == sha256_hex("data!"));
+    }
+  CHECK(py_when == std::vector<std::string>{"close", "close", "end"});
   const json* created = change_of(all, work + "/created.txt");
   REQUIRE(created);
   CHECK((*created)["change"] == "created");

@@ -1,6 +1,7 @@
 #include "cli/confinement.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <dirent.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -149,6 +150,7 @@ void Confinement::watch(recorder::Recorder& rec) {
   started_ns_ = mono_ns();
   if (!judge_) return;
   rec.on_kernel_entry = [this](const events::Entry& e) {
+    if (sandboxed_) track_writes(e);
     auto v = judge_->judge(e);
     if (!v) return;
     auto num = [&](const char* k) -> int64_t {
@@ -183,6 +185,65 @@ void Confinement::violation(const policy::Violation& v, int64_t pid, int64_t seq
               << (printed_ == kMaxPrinted ? "flightrec: further violations are in the record only\n" : "");
   if (sandboxed_ && policy_.on_violation == policy::OnViolation::Kill && kill_rule_.empty())
     kill_session("on_violation:" + v.rule, "on_violation is kill and " + v.detail);
+}
+
+void Confinement::track_writes(const events::Entry& e) {
+  auto num = [&](const char* k) -> int64_t {
+    const events::Value* x = e.get(k);
+    if (!x) return INT64_MIN;
+    if (auto* i = std::get_if<int64_t>(x)) return *i;
+    if (auto* u = std::get_if<uint64_t>(x)) return int64_t(*u);
+    return INT64_MIN;
+  };
+  int64_t pid = num("pid"), ret = num("ret");
+  if (e.type() == "exit") {  // fds close with the process, without close()
+    if (num("process_exit") == 1)
+      for (auto it = written_.lower_bound({pid, INT64_MIN}); it != written_.end() && it->first.first == pid;)
+        it = written_.erase(it);
+    return;
+  }
+  const events::Value* name_v = e.get("name");
+  const std::string* name = name_v ? std::get_if<std::string>(name_v) : nullptr;
+  if (!name) return;
+  if (*name == "close") {
+    const auto* args = std::get_if<std::vector<int64_t>>(e.get("args"));
+    if (ret != 0 || !args || args->empty()) return;
+    auto it = written_.find({pid, (*args)[0]});
+    if (it == written_.end()) return;
+    if (auto c = sandbox::diff_path(dir_->upper(), policy_.filesystem.root, it->second)) record_change(*c, "close");
+    written_.erase(it);
+    return;
+  }
+  if ((*name != "open" && *name != "openat" && *name != "creat") || ret < 0) return;
+  int64_t flags = num("flags");
+  if ((flags & O_ACCMODE) == O_RDONLY && !(flags & (O_CREAT | O_TRUNC))) return;
+  const events::Value* path_v = e.get("path");
+  const std::string* path = path_v ? std::get_if<std::string>(path_v) : nullptr;
+  if (!path || path->empty()) return;
+  std::string abs = *path;
+  if (abs[0] != '/') {
+    // Relative to the process's directory (openat with a directory fd
+    // other than AT_FDCWD is left to the end-of-session diff).
+    const auto* args = std::get_if<std::vector<int64_t>>(e.get("args"));
+    if (*name == "openat" && (!args || int32_t((*args)[0]) != AT_FDCWD)) return;
+    std::string cwd = readlink_str("/proc/" + std::to_string(pid) + "/cwd");
+    abs = (cwd.empty() ? work_dir_ : cwd) + "/" + abs;
+  }
+  if (written_.size() < 65536) written_[{pid, ret}] = policy::normalize_path(abs);
+}
+
+void Confinement::record_change(const sandbox::FileChange& c, const char* when) {
+  events::Entry e = rec_->own_entry("file_change");
+  e.set("change", c.change);
+  e.set("when", when);
+  e.set_bytes("path", c.path);
+  e.set("kind", c.kind);
+  e.set("size", c.size);
+  e.set("mode", c.mode);
+  if (!c.sha256_before.empty()) e.set("sha256_before", c.sha256_before);
+  if (!c.sha256_after.empty()) e.set("sha256_after", c.sha256_after);
+  if (!c.link_target.empty()) e.set_bytes("link_target", c.link_target);
+  rec_->record_own(e);
 }
 
 void Confinement::go() {
@@ -298,18 +359,7 @@ sandbox::Outcome Confinement::finish() {
   }
   size_t more = 0;
   auto changes = sandbox::diff_layers(dir_->upper(), policy_.filesystem.root, 100000, &more);
-  for (const auto& c : changes) {
-    events::Entry e = rec_->own_entry("file_change");
-    e.set("change", c.change);
-    e.set_bytes("path", c.path);
-    e.set("kind", c.kind);
-    e.set("size", c.size);
-    e.set("mode", c.mode);
-    if (!c.sha256_before.empty()) e.set("sha256_before", c.sha256_before);
-    if (!c.sha256_after.empty()) e.set("sha256_after", c.sha256_after);
-    if (!c.link_target.empty()) e.set_bytes("link_target", c.link_target);
-    rec_->record_own(e);
-  }
+  for (const auto& c : changes) record_change(c, "end");
   if (more) rec_->note("file_changes_truncated", std::to_string(more) + " more file changes not listed");
   if (policy_.filesystem.keep_changes) rec_->note("changes_kept", dir_->upper());
   dir_->discard();

@@ -5,6 +5,7 @@
 // kill) and, at the end, limit counters and the file changes.
 #include <sys/types.h>
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -15,6 +16,7 @@
 #include "probe/capture.h"
 #include "recorder/recorder.h"
 #include "sandbox/cgroup.h"
+#include "sandbox/changes.h"
 #include "sandbox/launch.h"
 #include "sandbox/limits.h"
 
@@ -57,6 +59,10 @@ class Confinement {
   // Judged: recorded, printed, and ends the session under on_violation: kill.
   void violation(const policy::Violation& v, int64_t pid, int64_t seq);
   void record_violation(const policy::Violation& v, int64_t pid, int64_t seq, uint64_t count = 0);
+  // Files opened for writing, by (pid, fd): when closed, their change is
+  // recorded right away (the end-of-session diff has the final state).
+  void track_writes(const events::Entry& e);
+  void record_change(const sandbox::FileChange& c, const char* when);
   void kill_session(const std::string& rule, const std::string& why);
 
   policy::Policy policy_;
@@ -73,6 +79,7 @@ class Confinement {
   uint64_t started_ns_ = 0;
   std::string kill_rule_;
   uint64_t printed_ = 0;
+  std::map<std::pair<int64_t, int64_t>, std::string> written_;
   static constexpr uint64_t kMaxPrinted = 100;
 };
 

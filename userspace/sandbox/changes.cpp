@@ -23,6 +23,24 @@ std::string link_of(const std::string& path) {
   return n > 0 ? std::string(buf, size_t(n)) : std::string();
 }
 
+// A non-directory in the upper layer against the same path in the lower.
+std::optional<FileChange> compare(const std::string& up, const std::string& lp, const std::string& path,
+                                  const struct stat& su, const struct stat* sl) {
+  FileChange c{sl ? "modified" : "created", path, kind_of(su.st_mode), uint64_t(su.st_size), su.st_mode & 07777,
+               "", "", ""};
+  if (S_ISREG(su.st_mode)) {
+    c.sha256_after = sha256_file(up);
+    if (sl && S_ISREG(sl->st_mode)) {
+      c.sha256_before = sha256_file(lp);
+      if (c.sha256_before == c.sha256_after && (sl->st_mode & 07777) == (su.st_mode & 07777)) return std::nullopt;
+    }
+  } else if (S_ISLNK(su.st_mode)) {
+    c.link_target = link_of(up);
+    if (sl && S_ISLNK(sl->st_mode) && link_of(lp) == c.link_target) return std::nullopt;
+  }
+  return c;
+}
+
 struct Walker {
   std::string upper, lower;
   size_t max;
@@ -71,9 +89,8 @@ struct Walker {
         deleted_tree(r);
         continue;
       }
-      FileChange c{in_lower ? "modified" : "created", r, kind_of(su.st_mode), uint64_t(su.st_size),
-                   su.st_mode & 07777, "", "", ""};
       if (S_ISDIR(su.st_mode)) {
+        FileChange c{in_lower ? "modified" : "created", r, "dir", 0, su.st_mode & 07777, "", "", ""};
         char opaque[2] = {};
         bool is_opaque = getxattr(up.c_str(), "trusted.overlay.opaque", opaque, 1) == 1 && opaque[0] == 'y';
         if (in_lower && S_ISDIR(sl.st_mode)) {
@@ -82,28 +99,25 @@ struct Walker {
             for (const auto& n : list(lp)) deleted_tree(r + "/" + n);
           if ((sl.st_mode & 07777) != (su.st_mode & 07777)) add(c);
         } else {
-          c.size = 0;
           add(c);
         }
         walk(r);
         continue;
       }
-      if (S_ISREG(su.st_mode)) {
-        c.sha256_after = sha256_file(up);
-        if (in_lower && S_ISREG(sl.st_mode)) {
-          c.sha256_before = sha256_file(lp);
-          if (c.sha256_before == c.sha256_after && (sl.st_mode & 07777) == (su.st_mode & 07777)) continue;
-        }
-      } else if (S_ISLNK(su.st_mode)) {
-        c.link_target = link_of(up);
-        if (in_lower && S_ISLNK(sl.st_mode) && link_of(lp) == c.link_target) continue;
-      }
-      add(std::move(c));
+      if (auto c = compare(up, lp, r, su, in_lower ? &sl : nullptr)) add(std::move(*c));
     }
   }
 };
 
 }  // namespace
+
+std::optional<FileChange> diff_path(const std::string& upper, const std::string& lower_root, const std::string& path) {
+  if (path.empty() || path[0] != '/' || path.find("/../") != std::string::npos) return std::nullopt;
+  std::string up = upper + path, lp = (lower_root == "/" ? "" : lower_root) + path;
+  struct stat su, sl;
+  if (lstat(up.c_str(), &su) != 0 || S_ISDIR(su.st_mode) || S_ISCHR(su.st_mode)) return std::nullopt;
+  return compare(up, lp, path, su, lstat(lp.c_str(), &sl) == 0 ? &sl : nullptr);
+}
 
 std::string sha256_file(const std::string& path) {
   int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);

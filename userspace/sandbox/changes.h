@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,11 @@ struct FileChange {
 // to how many were left out.
 std::vector<FileChange> diff_layers(const std::string& upper, const std::string& lower_root,
                                     size_t max_changes, size_t* more);
+
+// One path (as the sandbox sees it), e.g. when a file written to is closed:
+// its change, or nothing when it is not in the upper layer or unchanged.
+std::optional<FileChange> diff_path(const std::string& upper, const std::string& lower_root,
+                                    const std::string& path);
 
 std::string sha256_file(const std::string& path);  // "" if unreadable
 
