@@ -1,8 +1,9 @@
 /* Egress allowlist for confined sessions: cgroup sock_addr programs on the
  * session's cgroup (they load on kernels that refuse BPF-LSM). connect()
  * and unconnected UDP sendmsg() to an address:port not on the list fail
- * with EPERM; the recorded syscall carries the address and the policy
- * judge names the rule. Loaded only when the policy has an allowlist. */
+ * with EPERM, as does bind() to anything but loopback; the recorded syscall
+ * carries the address and the policy judge names the rule. Loaded only
+ * when the policy has an allowlist. */
 #include "lib/common.bpf.h"
 #include <bpf/bpf_endian.h>
 
@@ -75,3 +76,22 @@ int fr_egress_sendmsg4(struct bpf_sock_addr *ctx) { return check4(ctx); }
 
 SEC("cgroup/sendmsg6")
 int fr_egress_sendmsg6(struct bpf_sock_addr *ctx) { return check6(ctx); }
+
+/* Binding a listening address: loopback or port 0 (an ephemeral client
+ * port) only. In allowlist mode the sandbox shares the host's network
+ * stack, and a socket bound to a public address would take connections
+ * from anywhere. */
+SEC("cgroup/bind4")
+int fr_egress_bind4(struct bpf_sock_addr *ctx)
+{
+	__u32 ip = bpf_ntohl(ctx->user_ip4);
+	return (ip >> 24) == 127 || ctx->user_port == 0;
+}
+
+SEC("cgroup/bind6")
+int fr_egress_bind6(struct bpf_sock_addr *ctx)
+{
+	int loopback = ctx->user_ip6[0] == 0 && ctx->user_ip6[1] == 0 && ctx->user_ip6[2] == 0 &&
+		       ctx->user_ip6[3] == bpf_htonl(1);
+	return loopback || ctx->user_port == 0;
+}

@@ -22,6 +22,13 @@ int BPF_PROG(fr_fork, struct task_struct *parent, struct task_struct *child)
 {
 	if (!fr_task_tracked(parent))
 		return 0;
+	/* The child is watched from its first syscall on (one seccomp stops
+	 * before sys_enter too); its first sys_exit is fork returning in it. */
+	struct fr_task_state *st = bpf_task_storage_get(&fr_tasks, child, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (st) {
+		st->active = 0;
+		st->fork_return = 1;
+	}
 	struct fr_fork *r = bpf_ringbuf_reserve(&fr_events, sizeof(*r), 0);
 	if (!r) {
 		fr_count_drop();

@@ -215,12 +215,17 @@ int BPF_PROG(fr_sys_exit, struct pt_regs *regs, long ret)
 	if (!st)
 		return 0;
 	__u32 blocked = 0;
+	if (!st->active && st->fork_return) {
+		st->fork_return = 0;  /* fork returning in the new task */
+		return 0;
+	}
+	st->fork_return = 0;
 	if (!st->active) {
 		/* A syscall that reaches sys_exit without sys_enter was stopped
 		 * before it ran: seccomp (or a ptrace tracer) skipped it. Its
 		 * arguments are still in the registers. A task with no storage
-		 * yet (a new child, or one in a syscall when we attached) is not
-		 * counted: it never passed sys_enter under our eyes. */
+		 * (one in a syscall when we attached) is not counted; new tasks
+		 * get storage at fork (process.bpf.c). */
 		blocked = FR_SC_BLOCKED;
 		save_call(st, regs, regs->orig_ax);
 		st->sa_buf_len = 0;

@@ -33,6 +33,7 @@ struct fr_task_state {
 	__u32 exec_path_len;     /* filename of a successful exec, set by process.bpf.c */
 	__u32 exec_flags;
 	__u32 sa_buf_len;        /* accept & co: the caller's buffer size, read at entry */
+	__u32 fork_return;       /* a new task: its first sys_exit is fork's return in it */
 	char exec_path[FR_STR_MAX];
 };
 

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <openssl/sha.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -54,14 +55,22 @@ TEST_CASE("agent, the default: host files hidden and read-only, changes recorded
   mkdir(work.c_str(), 0755);
   write(work + "/existing.txt", "old\n");
   write(work + "/gone.txt", "bye\n");
+  // A root-only file in a readable tree: root inside is not root outside.
+  const std::string root_only = "/var/cache/flightrec-test-root-only";
+  write(root_only, "root only\n");
+  chmod(root_only.c_str(), 0600);
   Result r = run_in(work, {FLIGHTREC_BIN, "run", "--db", db, "--", "sh", "-c",
+                           "cat " + root_only + " " + db + "; "
                            "cat /etc/shadow; echo x > /etc/flightrec-test; echo new > created.txt; "
                            "echo more >> existing.txt; rm gone.txt; "
                            "python3 -c \"f=open('py.txt','w'); f.write('data'); f.close(); open('py.txt','a').write('!')\"; "
                            "id -u; hostname"});
   INFO(r.err);
   CHECK(r.code == 0);
-  CHECK(r.out == "0\nflightrec\n");  // root inside, its own host name
+  unlink(root_only.c_str());
+  CHECK(r.out == "0\nflightrec\n");  // root inside (the work directory's owner), its own host name
+  CHECK(r.err.find(root_only + ": Permission denied") != std::string::npos);
+  CHECK(r.err.find("cat: " + db + ": ") != std::string::npos);  // the record is hidden (here also under a fresh /tmp)
   CHECK(r.err.find("/etc/shadow: Permission denied") != std::string::npos);
 
   // The host saw none of it: the writes went to the session's overlay.
@@ -81,8 +90,11 @@ TEST_CASE("agent, the default: host files hidden and read-only, changes recorded
   CHECK(sandbox.find("seccomp: ") != std::string::npos);
 
   auto hidden = violations(all, "filesystem.hidden");
-  REQUIRE(hidden.size() == 1);
+  REQUIRE(hidden.size() == 2);
+  CHECK(hidden[0]["detail"].get<std::string>().find(db) != std::string::npos);
+  hidden.erase(hidden.begin());
   CHECK(hidden[0]["detail"].get<std::string>().find("/etc/shadow") != std::string::npos);
+  CHECK(violations(all, "filesystem.read").size() == 1);  // the root-only file
   CHECK(hidden[0]["level"] == "ALERT");
   CHECK(hidden[0]["action"] == "denied");
   const json* denied_open = by_seq(all, hidden[0]["of_seq"]);
@@ -209,6 +221,14 @@ TEST_CASE("policy files are checked: errors name the file, line and key, and not
       {"version: 1\nname: t\nnetwork:\n  mode: allowlist\n  allow: [\"10.0.0.0/40:80\"]\n", "prefix longer than 32"},
       {"version: 1\nname: t\nfilesystem:\n  hidden: [relative/path]\n", "must be an absolute path"},
       {"version: 1\nname: t\nmode: [x\n", "not valid YAML"},
+      {"version: 1\nname: t\nseccomp:\n  deny:\n    - {syscall: clone, args: [{index: 4294967296, value: 1}]}\n", "must be 0-5"},
+      {"version: 1\nname: t\nhostname: " + std::string(70, 'a') + "\n", "is not a host name"},
+      {"version: 1\nname: t\ncapabilities: [CAP_NOT_A_CAP]\n", "is not a capability name"},
+      {"version: 1\nname: t\nseccomp:\n  profile: /dev/zero\n", "not a readable regular file"},
+      {"version: 1\nname: t\n? [a, b]\n: 1\n", "bad.yaml:3: not valid here"},
+      {"version: 1\nname: t\nseccomp:\n  default: errno\n  allow: [openat]\n  deny:\n"
+       "    - {syscall: openat, args: [{index: 2, op: masked_eq, mask: 64, value: 64}]}\n",
+       "decide the same call differently"},
   };
   for (const auto& c : cases) {
     write(bad, c.yaml);
@@ -265,7 +285,13 @@ TEST_CASE("egress allowlist: the allowed loopback port connects, another fails w
                        "    try:\n"
                        "        s.connect(('127.0.0.1', int(p))); print('connected')\n"
                        "    except OSError as e:\n"
-                       "        print('errno', e.errno)\n";
+                       "        print('errno', e.errno)\n"
+                       "for a in ('127.0.0.1', '0.0.0.0'):\n"
+                       "    s = socket.socket()\n"
+                       "    try:\n"
+                       "        s.bind((a, 47613)); print('bound', a)\n"
+                       "    except OSError as e:\n"
+                       "        print('bind errno', e.errno)\n";
   Result r = run_in(dir.path.string(), {FLIGHTREC_BIN, "run", "--allow", "127.0.0.1:" + std::to_string(allowed.port),
                                         "--db", db, "--", "python3", "-c", script, std::to_string(allowed.port),
                                         std::to_string(other.port)});
@@ -273,11 +299,15 @@ TEST_CASE("egress allowlist: the allowed loopback port connects, another fails w
   CHECK(r.code == 0);
   // EACCES where Landlock has TCP port rules (it checks first), else EPERM
   // from the cgroup connect program.
-  CHECK((r.out == "connected\nerrno 13\n" || r.out == "connected\nerrno 1\n"));
+  CHECK((r.out == "connected\nerrno 13\nbound 127.0.0.1\nbind errno 1\n" ||
+         r.out == "connected\nerrno 1\nbound 127.0.0.1\nbind errno 1\n"));
   auto all = entries(db);
   auto v = violations(all, "network.allow");
   REQUIRE(v.size() == 1);
   CHECK(v[0]["detail"].get<std::string>().find("port " + std::to_string(other.port)) != std::string::npos);
+  auto bind = violations(all, "network.bind");
+  REQUIRE(bind.size() == 1);  // listening on a public address: inbound traffic
+  CHECK(bind[0]["detail"].get<std::string>().find("0.0.0.0 port 47613") != std::string::npos);
   std::string sandbox = all.front()["sandbox"].dump();
   CHECK(sandbox.find("127.0.0.1/32:" + std::to_string(allowed.port)) != std::string::npos);
 }
@@ -345,4 +375,36 @@ TEST_CASE("Docker's own seccomp profile (OCI JSON) is used as is") {
   REQUIRE(call);
   CHECK((*call)["name"] == "mount");
   CHECK((*call)["blocked"] == 1);
+}
+
+TEST_CASE("the sandbox dies with flightrec, even killed with SIGKILL") {
+  REQUIRE_MESSAGE(is_root(), "runtime tests need root");
+  TempDir dir;
+  std::string db = dir.file("s.db");
+  Proc p = start_in(dir.path.string(), {FLIGHTREC_BIN, "run", "--db", db, "--", "sleep", "31.713"}, {});
+  auto sleeping = [] { return run({"pgrep", "-f", "sleep 31.713"}).code == 0; };
+  for (int i = 0; i < 100 && !sleeping(); ++i) usleep(50000);
+  REQUIRE(sleeping());
+  kill(p.pid, SIGKILL);
+  wait(p);
+  for (int i = 0; i < 100 && sleeping(); ++i) usleep(50000);
+  CHECK_FALSE(sleeping());
+}
+
+TEST_CASE("a deep tree of changes is diffed without recursion limits; the record is sealed") {
+  REQUIRE_MESSAGE(is_root(), "runtime tests need root");
+  TempDir dir;
+  std::string work = dir.file("work"), db = dir.file("s.db");
+  mkdir(work.c_str(), 0755);
+  Result r = run_in(work, {FLIGHTREC_BIN, "run", "--db", db, "--", "python3", "-c",
+                           "import os\nfor i in range(2100):\n    os.mkdir('d'); os.chdir('d')\nopen('f','w').write('x')\n"});
+  INFO(r.err);
+  CHECK(r.code == 0);
+  auto all = entries(db);
+  CHECK(all.back()["type"] == "session_end");
+  size_t dirs = 0;
+  for (const auto& e : all)
+    if (e["type"] == "file_change" && e["when"] == "end" && e["kind"] == "dir") ++dirs;
+  CHECK(dirs > 1000);  // those whose path fits in PATH_MAX; the rest are counted in a note
+  CHECK(flightrec({"verify", "--db", db}).code == 0);
 }

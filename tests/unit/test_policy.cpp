@@ -142,6 +142,11 @@ TEST_CASE("the judge names the rule behind a denial") {
   CHECK(v->rule == "seccomp.deny.ptrace");
   CHECK(std::string(v->action) == "denied");
   CHECK_FALSE(j.judge(syscall("ptrace", 101, 0)));
+  // 32-bit arguments are matched on their low half, as the kernel reads them.
+  auto sti = syscall("ioctl", 16, -EPERM, {0, 0x100005412, 0, 0, 0, 0});
+  sti.set("blocked", 1);
+  REQUIRE(j.judge(sti));
+  CHECK(j.judge(sti)->rule == "seccomp.deny.tiocsti");
   // Argument rules: clone with CLONE_NEWUSER, not a plain fork-like clone.
   auto c = syscall("clone", 56, -EPERM, {0x10000000 | 17, 0, 0, 0, 0, 0});
   c.set("blocked", 1);

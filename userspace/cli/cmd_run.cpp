@@ -164,9 +164,10 @@ int cmd_run(const Args& all) {
   sandbox::Cgroup cgroup = sandbox::Cgroup::create("run-" + std::to_string(getpid()) + "-" +
                                                    std::to_string(mono_ns()));
 
-  // The sandbox is built first, while flightrec has a single thread, and
-  // before the signing key and the record are opened, so that its init (a
-  // copy of this process) never holds them; its command waits for go.
+  // The sandbox is built while flightrec has a single thread, after the
+  // record exists (it is hidden from the command) and before the signing
+  // key is loaded (the sandbox's init, a copy of this process, never holds
+  // it); its command waits for go.
   std::unique_ptr<Confinement> confinement;
   std::unique_ptr<ledger::SigningKey> key;
   std::unique_ptr<ledger::Store> store_ptr;
@@ -176,9 +177,11 @@ int cmd_run(const Args& all) {
   so.fill(copts);
   std::unique_ptr<probe::Capture> capture;
   try {
-    confinement = std::make_unique<Confinement>(std::move(policy), cgroup, *program, command);
-    key = so.load_key();
     store_ptr = std::make_unique<ledger::Store>(so.db, ledger::Store::Mode::Write);
+    std::vector<std::string> protect = {so.db, so.db + "-wal", so.db + "-shm"};
+    if (!so.key_dir.empty()) protect.push_back(so.key_dir);
+    confinement = std::make_unique<Confinement>(std::move(policy), cgroup, *program, command, protect);
+    key = so.load_key();
     confinement->fill(copts);
     capture = std::make_unique<probe::Capture>(
         copts, [&](const void* d, size_t n) { rec_ptr->on_record(d, n); });

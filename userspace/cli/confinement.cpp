@@ -3,11 +3,17 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <dirent.h>
+#include <sys/stat.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <condition_variable>
 #include <cstring>
+#include <deque>
 #include <iostream>
+#include <mutex>
+#include <thread>
 #include <sstream>
 
 #include "common/error.h"
@@ -37,6 +43,52 @@ std::vector<pid_t> cgroup_pids(const std::string& dir) {
   return out;
 }
 
+// Lines for stderr, written by a thread of their own: the command shares
+// flightrec's terminal and can stop its output (tcflow), which must not
+// stall the recorder. Never destroyed: a writer blocked for good does not
+// hold up flightrec's exit.
+class StderrLog {
+ public:
+  static StderrLog& get() {
+    static StderrLog* log = new StderrLog();
+    return *log;
+  }
+  void line(std::string text) {
+    std::lock_guard lock(mu_);
+    if (queue_.size() >= 1000) return;  // the record has them all
+    queue_.push_back(std::move(text));
+    cv_.notify_one();
+  }
+  // Waits up to `ms` for queued lines to be written.
+  void flush(int ms) {
+    std::unique_lock lock(mu_);
+    cv_.wait_for(lock, std::chrono::milliseconds(ms), [&] { return queue_.empty() && !writing_; });
+  }
+
+ private:
+  StderrLog() { std::thread([this] { run(); }).detach(); }
+  void run() {
+    for (;;) {
+      std::string text;
+      {
+        std::unique_lock lock(mu_);
+        cv_.wait(lock, [&] { return !queue_.empty(); });
+        text = std::move(queue_.front());
+        queue_.pop_front();
+        writing_ = true;
+      }
+      (void)!write(2, text.data(), text.size());
+      std::lock_guard lock(mu_);
+      writing_ = false;
+      cv_.notify_all();
+    }
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::string> queue_;
+  bool writing_ = false;
+};
+
 std::string work_dir_of(const policy::Policy& p) {
   char cwd[4096];
   if (!getcwd(cwd, sizeof(cwd))) throw Error(errno_message("getcwd", errno));
@@ -56,10 +108,15 @@ std::string sandbox_search_path(const policy::Policy& policy) {
 }
 
 Confinement::Confinement(policy::Policy policy, sandbox::Cgroup& cgroup, const std::string& program,
-                         const std::vector<std::string>& command)
+                         const std::vector<std::string>& command, const std::vector<std::string>& protect)
     : policy_(std::move(policy)), cgroup_(cgroup) {
   if (!policy_.confine) return;
   work_dir_ = work_dir_of(policy_);
+  for (const auto& p : protect) {
+    // Hidden however the policy reads; also from the judge's rules.
+    char real[PATH_MAX];
+    if (realpath(p.c_str(), real)) policy_.filesystem.hidden.push_back(real);
+  }
   judge_ = std::make_unique<policy::Judge>(policy_, work_dir_);
   if (policy_.mode == policy::Mode::Shadow) return;  // nothing blocked, everything judged
 
@@ -67,8 +124,20 @@ Confinement::Confinement(policy::Policy policy, sandbox::Cgroup& cgroup, const s
   std::string name = cgroup.path().substr(cgroup.path().rfind('/') + 1);
   if (policy_.limits.memory_bytes || policy_.limits.pids || policy_.limits.cpu_millicores)
     limits_ = std::make_unique<sandbox::ResourceLimits>(policy_.limits, cgroup.path(), name);
-  dir_ = std::make_unique<sandbox::SessionDir>(name, policy_.filesystem.keep_changes, policy_.limits.disk,
-                                               sandbox::kSandboxIdBase);
+  // The command runs as the work directory's owner (ids 0-65535 map into
+  // the sandbox's range), so it may change what that owner may.
+  struct stat wst;
+  if (work_dir_ == "/") throw Error("the work directory cannot be /: run flightrec from a project directory");
+  if (stat(work_dir_.c_str(), &wst) != 0 || !S_ISDIR(wst.st_mode))
+    throw Error(errno_message("the work directory " + work_dir_ + " is not a directory", errno));
+  if (wst.st_uid >= sandbox::kSandboxIdCount || wst.st_gid >= sandbox::kSandboxIdCount)
+    throw Error("the work directory " + work_dir_ + " is owned by an id above 65535, which the sandbox cannot map");
+  dir_ = std::make_unique<sandbox::SessionDir>(name, policy_.filesystem.keep_changes, policy_.limits.disk);
+  // The work overlay's root directory takes its owner and mode from the
+  // upper directory: make them the work directory's, as seen inside.
+  if (chown(dir_->upper_work().c_str(), sandbox::kSandboxIdBase + wst.st_uid, sandbox::kSandboxIdBase + wst.st_gid) != 0 ||
+      chmod(dir_->upper_work().c_str(), wst.st_mode & 07777) != 0)
+    throw Error(errno_message("cannot prepare " + dir_->upper_work(), errno));
   if (policy_.seccomp.enabled) seccomp_ = std::make_unique<sandbox::SeccompFilter>(policy_.seccomp);
   landlock_ = sandbox::LandlockPlan::from(policy_, work_dir_, program);
 
@@ -85,6 +154,10 @@ Confinement::Confinement(policy::Policy policy, sandbox::Cgroup& cgroup, const s
   spec.seccomp = seccomp_.get();
   spec.landlock = landlock_;
   spec.id_base = sandbox::kSandboxIdBase;
+  spec.uid = wst.st_uid;
+  spec.gid = wst.st_gid;
+  spec.hidden = policy_.filesystem.hidden;
+  spec.tmpfs_size = policy_.limits.disk;
   child_ = sandbox::spawn_sandboxed(spec);
 }
 
@@ -180,9 +253,9 @@ void Confinement::violation(const policy::Violation& v, int64_t pid, int64_t seq
   record_violation(v, pid, seq);
   // On stderr as they happen, but a flood stays in the record only.
   if (level_rank(v.level) <= policy_.log_stderr && ++printed_ <= kMaxPrinted)
-    std::cerr << "flightrec: " << v.level << " " << v.rule << " " << v.action << ": " << v.detail << " (pid " << pid
-              << ")\n"
-              << (printed_ == kMaxPrinted ? "flightrec: further violations are in the record only\n" : "");
+    StderrLog::get().line("flightrec: " + std::string(v.level) + " " + v.rule + " " + v.action + ": " + v.detail +
+                          " (pid " + std::to_string(pid) + ")\n" +
+                          (printed_ == kMaxPrinted ? "flightrec: further violations are in the record only\n" : ""));
   if (sandboxed_ && policy_.on_violation == policy::OnViolation::Kill && kill_rule_.empty())
     kill_session("on_violation:" + v.rule, "on_violation is kill and " + v.detail);
 }
@@ -210,7 +283,7 @@ void Confinement::track_writes(const events::Entry& e) {
     if (ret != 0 || !args || args->empty()) return;
     auto it = written_.find({pid, (*args)[0]});
     if (it == written_.end()) return;
-    if (auto c = sandbox::diff_path(dir_->upper(), policy_.filesystem.root, it->second)) record_change(*c, "close");
+    if (auto c = diff_one(it->second)) record_change(*c, "close");
     written_.erase(it);
     return;
   }
@@ -230,6 +303,12 @@ void Confinement::track_writes(const events::Entry& e) {
     abs = (cwd.empty() ? work_dir_ : cwd) + "/" + abs;
   }
   if (written_.size() < 65536) written_[{pid, ret}] = policy::normalize_path(abs);
+}
+
+std::optional<sandbox::FileChange> Confinement::diff_one(const std::string& path) const {
+  if (policy::path_under(path, work_dir_))
+    return sandbox::diff_path(dir_->upper_work(), work_dir_, work_dir_, path.substr(work_dir_.size()));
+  return sandbox::diff_path(dir_->upper(), policy_.filesystem.root, "", path);
 }
 
 void Confinement::record_change(const sandbox::FileChange& c, const char* when) {
@@ -338,10 +417,11 @@ void Confinement::kill_session(const std::string& rule, const std::string& why) 
     }
   }
   record_violation({rule, "CRITICAL", "killed", "session killed: " + why}, -1, -1);
-  std::cerr << "flightrec: CRITICAL " << rule << ": session killed: " << why << "\n";
+  StderrLog::get().line("flightrec: CRITICAL " + rule + ": session killed: " + why + "\n");
 }
 
 sandbox::Outcome Confinement::finish() {
+  StderrLog::get().flush(200);
   sandbox::Outcome out;
   if (!sandboxed_) return out;
   out = sandbox::read_reports(child_.report_fd);
@@ -357,8 +437,16 @@ sandbox::Outcome Confinement::finish() {
                        -1, -1, c.pids_refused);
     limits_->remove();
   }
-  size_t more = 0;
-  auto changes = sandbox::diff_layers(dir_->upper(), policy_.filesystem.root, 100000, &more);
+  size_t more = 0, more_work = 0;
+  std::vector<sandbox::FileChange> changes;
+  try {
+    changes = sandbox::diff_layers(dir_->upper(), policy_.filesystem.root, "", 100000, &more);
+    auto work = sandbox::diff_layers(dir_->upper_work(), work_dir_, work_dir_, 100000, &more_work);
+    changes.insert(changes.end(), work.begin(), work.end());
+  } catch (const std::exception& e) {
+    rec_->note("error", std::string("file changes could not be diffed: ") + e.what());
+  }
+  more += more_work;
   for (const auto& c : changes) record_change(c, "end");
   if (more) rec_->note("file_changes_truncated", std::to_string(more) + " more file changes not listed");
   if (policy_.filesystem.keep_changes) rec_->note("changes_kept", dir_->upper());

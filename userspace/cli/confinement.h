@@ -34,8 +34,10 @@ class Confinement {
  public:
   // Builds the sandbox (when the policy confines and enforces) and leaves
   // the command waiting for go(). Call while flightrec has one thread.
+  // protect: paths the command must not see however the policy reads
+  // (the record and its -wal/-shm, the signing key's directory).
   Confinement(policy::Policy policy, sandbox::Cgroup& cgroup, const std::string& program,
-              const std::vector<std::string>& command);
+              const std::vector<std::string>& command, const std::vector<std::string>& protect);
   ~Confinement();
 
   bool sandboxed() const { return sandboxed_; }
@@ -63,6 +65,7 @@ class Confinement {
   // recorded right away (the end-of-session diff has the final state).
   void track_writes(const events::Entry& e);
   void record_change(const sandbox::FileChange& c, const char* when);
+  std::optional<sandbox::FileChange> diff_one(const std::string& path) const;
   void kill_session(const std::string& rule, const std::string& why);
 
   policy::Policy policy_;

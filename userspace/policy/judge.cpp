@@ -55,6 +55,13 @@ bool write_intent(const std::string& name, const events::Entry& e) {
   return false;
 }
 
+// /proc/N/cwd, /proc/N/fd/M, /proc/N/root: links to other files, which a
+// lexical normalisation cannot follow; such a path is judged as a file path.
+bool through_proc_link(const std::string& raw) {
+  return raw.starts_with("/proc/") && (raw.find("/cwd") != std::string::npos || raw.find("/fd/") != std::string::npos ||
+                                       raw.find("/root") != std::string::npos || raw.find("/exe") != std::string::npos);
+}
+
 }  // namespace
 
 std::string normalize_path(const std::string& path) {
@@ -211,7 +218,7 @@ std::optional<Violation> Judge::judge_path(const events::Entry& e, const std::st
     return Violation{"filesystem.refer", "ALERT", "denied", name + " of " + raw + " across the filesystem rules"};
   // EACCES under /proc is the kernel's ptrace-access check: the sandbox's
   // init cannot be inspected (a tool like ps meets it too: INFO).
-  if (!shadow_ && eacces && path_under(path, "/proc"))
+  if (!shadow_ && eacces && path_under(path, "/proc") && !through_proc_link(raw))
     return Violation{"proc.access", "INFO", "denied", name + " of " + raw + " refused by the kernel's ptrace check"};
   if (!shadow_ && eacces) {
     return Violation{exec ? "filesystem.exec" : "filesystem.read", "ALERT", "denied",
@@ -222,13 +229,30 @@ std::optional<Violation> Judge::judge_path(const events::Entry& e, const std::st
 
 std::optional<Violation> Judge::judge_connect(const events::Entry& e, int64_t ret) const {
   std::string name = str_field(e, "name");
-  if (name != "connect" && name != "sendto") return std::nullopt;
   std::string family = str_field(e, "family"), addr = str_field(e, "addr");
+  if (name == "bind") {
+    // A listening address other than loopback (allowlist mode shares the host's stack).
+    bool inet = family == "AF_INET" || family == "AF_INET6";
+    if (inet && policy_.network == Network::Allowlist && int_field(e, "port") != 0 && !addr.starts_with("127.") &&
+        addr != "::1")
+      if (const char* v = verdict(ret == -EPERM || ret == -EACCES))
+        return Violation{"network.bind", "ALERT", v, name + " to " + addr + " port " + std::to_string(int_field(e, "port"))};
+    return std::nullopt;
+  }
+  if (name == "kill" || name == "tkill" || name == "tgkill") {
+    // Landlock's signal scope: processes outside the sandbox (its init).
+    if (!shadow_ && ret == -EPERM)
+      return Violation{"landlock.scope", "ALERT", "denied", name + " of a process outside the sandbox"};
+    return std::nullopt;
+  }
+  if (name != "connect" && name != "sendto") return std::nullopt;
   if (family == "AF_UNIX" && !shadow_) {
     // Abstract sockets outside the sandbox are scoped away by Landlock;
     // socket files under hidden paths cannot be reached.
     if (addr.starts_with("@") && ret == -EPERM)
       return Violation{"landlock.scope", "ALERT", "denied", name + " to abstract socket " + addr + " outside the sandbox"};
+    // glibc asks nscd on every name lookup: not an attempt worth an alert.
+    if (addr == "/var/run/nscd/socket" || addr == "/run/nscd/socket") return std::nullopt;
     for (const auto& hidden : policy_.filesystem.hidden)
       if (path_under(normalize_path(addr), hidden) && (ret == -EACCES || ret == -ENOENT))
         return Violation{"filesystem.hidden", "ALERT", "denied", name + " to hidden socket " + addr};

@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -119,8 +120,9 @@ ArgCheck arg_check(const Reader& r, const YAML::Node& n, const std::string& key)
   r.only_keys(n, key, {"index", "op", "value", "mask"});
   ArgCheck a;
   if (!n["index"]) r.fail(n, key, "needs index");
-  a.index = unsigned(r.number(n["index"], key + ".index"));
-  if (a.index > 5) r.fail(n["index"], key + ".index", "must be 0-5");
+  uint64_t index = r.number(n["index"], key + ".index");
+  if (index > 5) r.fail(n["index"], key + ".index", "must be 0-5");
+  a.index = unsigned(index);
   a.op = n["op"] ? r.choice<ArgCheck::Op>(n["op"], key + ".op",
                                            {{"eq", ArgCheck::Op::Eq},
                                             {"ne", ArgCheck::Op::Ne},
@@ -170,12 +172,31 @@ SyscallRule syscall_rule(const Reader& r, const YAML::Node& n, const std::string
   return rule;
 }
 
+// The first matching rule decides (the judge names it), but libseccomp
+// lets a rule without argument checks win over rules with them for the
+// same call, whatever their order. Such a pair must not mean two things.
+void check_order(const Reader& r, const YAML::Node& n, const Seccomp& s) {
+  auto effect = [&](const SyscallRule& x) { return std::make_pair(x.action, x.action == Action::Errno ? x.errno_value : 0); };
+  for (size_t i = 0; i < s.rules.size(); ++i)
+    for (size_t j = 0; j < s.rules.size(); ++j) {
+      const SyscallRule &a = s.rules[i], &b = s.rules[j];
+      if (i == j || !a.args.empty() || b.args.empty() || effect(a) == effect(b)) continue;
+      for (int nr : a.numbers)
+        if (std::find(b.numbers.begin(), b.numbers.end(), nr) != b.numbers.end())
+          r.fail(n, "seccomp", "rules " + a.id + " and " + b.id + " decide the same call differently, and " + a.id +
+                                   " (no argument checks) would always win; drop one or give both argument checks");
+    }
+}
+
 void parse_seccomp(const Reader& r, const YAML::Node& n, Policy& p) {
   r.only_keys(n, "seccomp", {"default", "errno", "profile", "allow", "deny", "deny_action"});
   Seccomp& s = p.seccomp;
   s.enabled = true;
   if (n["profile"]) {
     std::string path = r.str(n["profile"], "seccomp.profile");
+    struct stat st;
+    if (stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > (4 << 20))
+      r.fail(n["profile"], "seccomp.profile", "'" + path + "' is not a readable regular file of at most 4 MiB");
     auto json = try_read_file(path);
     if (!json) r.fail(n["profile"], "seccomp.profile", "cannot read '" + path + "'");
     Seccomp oci = parse_oci_profile(*json, path, p.keep_capabilities);
@@ -203,6 +224,7 @@ void parse_seccomp(const Reader& r, const YAML::Node& n, Policy& p) {
   }
   rules.insert(rules.end(), s.rules.begin(), s.rules.end());
   s.rules = std::move(rules);
+  check_order(r, n, s);
 }
 
 std::vector<Endpoint> parse_endpoint(const Reader& r, const YAML::Node& n) {
@@ -358,6 +380,8 @@ std::optional<uint64_t> with_unit(const std::string& s, std::initializer_list<st
 
 }  // namespace
 
+Policy parse_yaml(const std::string& text, const std::string& source);
+
 std::optional<uint64_t> parse_bytes(const std::string& s) {
   return with_unit(s, {{"", 1}, {"K", 1ull << 10}, {"M", 1ull << 20}, {"G", 1ull << 30}, {"T", 1ull << 40}});
 }
@@ -367,6 +391,16 @@ std::optional<uint64_t> parse_duration_ms(const std::string& s) {
 }
 
 Policy parse(const std::string& text, const std::string& source) {
+  // yaml-cpp throws on shapes it cannot convert (a mapping as a key, ...):
+  // those are errors in the file too.
+  try {
+    return parse_yaml(text, source);
+  } catch (const YAML::Exception& e) {
+    throw PolicyError(source + ":" + std::to_string(e.mark.line + 1) + ": not valid here: " + e.msg);
+  }
+}
+
+Policy parse_yaml(const std::string& text, const std::string& source) {
   Reader r(source);
   YAML::Node root;
   try {
@@ -388,15 +422,20 @@ Policy parse(const std::string& text, const std::string& source) {
   if (root["on_violation"])
     p.on_violation = r.choice<OnViolation>(root["on_violation"], "on_violation",
                                            {{"kill", OnViolation::Kill}, {"deny-and-continue", OnViolation::DenyAndContinue}});
-  if (root["hostname"]) p.hostname = r.str(root["hostname"], "hostname");
+  if (root["hostname"]) {
+    p.hostname = r.str(root["hostname"], "hostname");
+    if (p.hostname.empty() || p.hostname.size() > 64 || p.hostname.find_first_not_of(
+            "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-.") != std::string::npos)
+      r.fail(root["hostname"], "hostname", "'" + p.hostname + "' is not a host name (1-64 of a-z A-Z 0-9 - .)");
+  }
   if (root["log"]) r.only_keys(root["log"], "log", {"stderr"});
   if (root["log"] && root["log"]["stderr"])
     p.log_stderr = r.choice<int>(root["log"]["stderr"], "log.stderr", {{"none", 0}, {"critical", 1}, {"alert", 2}, {"info", 3}});
   if (root["capabilities"]) {
     p.keep_capabilities = r.strings(root["capabilities"], "capabilities");
     for (size_t i = 0; i < p.keep_capabilities.size(); ++i)
-      if (!p.keep_capabilities[i].starts_with("CAP_"))
-        r.fail(root["capabilities"][i], "capabilities", "'" + p.keep_capabilities[i] + "' is not a CAP_ name");
+      if (capability_number(p.keep_capabilities[i]) < 0)
+        r.fail(root["capabilities"][i], "capabilities", "'" + p.keep_capabilities[i] + "' is not a capability name");
   }
 
   if (const auto& fs = root["filesystem"]) {
@@ -473,6 +512,20 @@ void override_limit(Policy& p, const std::string& key_value) {
 }
 
 const std::vector<std::pair<std::string, std::string>>& shipped_policies_table();
+
+int capability_number(const std::string& name) {
+  static const char* names[] = {
+      "CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_DAC_READ_SEARCH", "CAP_FOWNER", "CAP_FSETID", "CAP_KILL", "CAP_SETGID",
+      "CAP_SETUID", "CAP_SETPCAP", "CAP_LINUX_IMMUTABLE", "CAP_NET_BIND_SERVICE", "CAP_NET_BROADCAST",
+      "CAP_NET_ADMIN", "CAP_NET_RAW", "CAP_IPC_LOCK", "CAP_IPC_OWNER", "CAP_SYS_MODULE", "CAP_SYS_RAWIO",
+      "CAP_SYS_CHROOT", "CAP_SYS_PTRACE", "CAP_SYS_PACCT", "CAP_SYS_ADMIN", "CAP_SYS_BOOT", "CAP_SYS_NICE",
+      "CAP_SYS_RESOURCE", "CAP_SYS_TIME", "CAP_SYS_TTY_CONFIG", "CAP_MKNOD", "CAP_LEASE", "CAP_AUDIT_WRITE",
+      "CAP_AUDIT_CONTROL", "CAP_SETFCAP", "CAP_MAC_OVERRIDE", "CAP_MAC_ADMIN", "CAP_SYSLOG", "CAP_WAKE_ALARM",
+      "CAP_BLOCK_SUSPEND", "CAP_AUDIT_READ", "CAP_PERFMON", "CAP_BPF", "CAP_CHECKPOINT_RESTORE"};
+  for (int i = 0; i < int(sizeof(names) / sizeof(names[0])); ++i)
+    if (name == names[i]) return i;
+  return -1;
+}
 
 const std::vector<std::pair<std::string, std::string>>& shipped() { return shipped_policies_table(); }
 

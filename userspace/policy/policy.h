@@ -99,6 +99,9 @@ struct Policy {
   std::vector<std::string> overrides;  // changes made on the command line, recorded with the policy
 };
 
+// CAP_CHOWN -> 0 ... CAP_CHECKPOINT_RESTORE -> 40; -1 if not a capability.
+int capability_number(const std::string& name);
+
 // Overrides one limit: "memory=512M", "cpu_time=30s" (flightrec run --limit).
 void override_limit(Policy& p, const std::string& key_value);
 

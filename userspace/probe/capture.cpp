@@ -133,7 +133,8 @@ Capture::Capture(const CaptureOptions& opts, Handler handler) : handler_(std::mo
         if (bpf_map_update_elem(rules, &i, &opts.egress[i], BPF_ANY) != 0)
           throw Error(errno_message("cannot load the egress allowlist", errno));
       for (auto* prog : {skel_->progs.fr_egress_connect4, skel_->progs.fr_egress_connect6,
-                         skel_->progs.fr_egress_sendmsg4, skel_->progs.fr_egress_sendmsg6}) {
+                         skel_->progs.fr_egress_sendmsg4, skel_->progs.fr_egress_sendmsg6,
+                         skel_->progs.fr_egress_bind4, skel_->progs.fr_egress_bind6}) {
         bpf_link* link = bpf_program__attach_cgroup(prog, opts.egress_cgroup_fd);
         if (!link) throw Error(errno_message("cannot attach the egress allowlist to the session's cgroup", errno));
         egress_links_.push_back(link);

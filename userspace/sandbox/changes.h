@@ -22,17 +22,21 @@ struct FileChange {
   std::string link_target;
 };
 
-// upper: the upper directory; lower_root: the lower layer's root on the
-// host (the policy's root). At most max_changes are returned; *more is set
-// to how many were left out.
+// upper: an overlay's upper directory; lower_root: its lower layer on the
+// host, read without following symlinks or crossing into other mounts (as
+// the overlay saw it); prefix: where the overlay is mounted in the sandbox
+// ("" for its root). At most max_changes are returned; *more is set to how
+// many were left out (and to those that could not be read).
 std::vector<FileChange> diff_layers(const std::string& upper, const std::string& lower_root,
-                                    size_t max_changes, size_t* more);
+                                    const std::string& prefix, size_t max_changes, size_t* more);
 
-// One path (as the sandbox sees it), e.g. when a file written to is closed:
-// its change, or nothing when it is not in the upper layer or unchanged.
+// One path ("/a/b", relative to the overlay's mount point), e.g. when a
+// file written to is closed: its change, or nothing when it is not in the
+// upper layer or unchanged.
 std::optional<FileChange> diff_path(const std::string& upper, const std::string& lower_root,
-                                    const std::string& path);
+                                    const std::string& prefix, const std::string& rel);
 
 std::string sha256_file(const std::string& path);  // "" if unreadable
+std::string sha256_fd(int fd);                     // reads to the end; "" on error
 
 }  // namespace flightrec::sandbox

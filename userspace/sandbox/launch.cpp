@@ -8,6 +8,7 @@
 #include <net/if.h>
 #include <sched.h>
 #include <signal.h>
+#include <poll.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
@@ -16,6 +17,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <linux/openat2.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -73,23 +75,59 @@ void lo_up() {
   close(s);
 }
 
-// The policy's root as a read-only mount whose files appear owned by the
-// sandbox's ids (an idmapped mount), so root inside owns what host root
-// owns, in the overlay only.
-void idmapped_lower(const std::string& from, const std::string& at, int userns_fd) {
+// A read-only, detached copy of a host directory's mount, placed at `at`.
+// With a user namespace fd, it is idmapped through it: files appear owned
+// by the ids they map to inside (the work directory: its owner is the
+// command's uid). Without, host ids stay unmapped inside (the root file
+// system: what host root owns is nobody's to the command).
+void clone_readonly(const std::string& from, const std::string& at, int userns_fd) {
   int tree = int(syscall(SYS_open_tree, AT_FDCWD, from.c_str(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC));
   if (tree < 0) fail(stage_with("open_tree", from));
   mount_attr attr{};
-  attr.attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_RDONLY | MOUNT_ATTR_NODEV;
-  attr.userns_fd = uint64_t(userns_fd);
+  attr.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOSUID;
+  if (userns_fd >= 0) {
+    attr.attr_set |= MOUNT_ATTR_IDMAP;
+    attr.userns_fd = uint64_t(userns_fd);
+  }
   if (syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH, &attr, sizeof(attr)) != 0)
-    fail(stage_with("idmapped mount of", from));
+    fail(stage_with(userns_fd >= 0 ? "idmapped mount of" : "read-only mount of", from));
   if (syscall(SYS_move_mount, tree, "", AT_FDCWD, at.c_str(), MOVE_MOUNT_F_EMPTY_PATH) != 0)
     fail(stage_with("move_mount to", at));
   close(tree);
 }
 
-void minimal_dev(const std::string& root, const policy::Policy& p) {
+// `path` inside the new root, symlinks resolved inside it (an absolute
+// link must not lead to the host's file): the host-side path, or "" if it
+// does not exist.
+std::string in_root(const std::string& root, const std::string& path) {
+  open_how how{};
+  how.flags = O_PATH | O_CLOEXEC;
+  how.resolve = RESOLVE_IN_ROOT;
+  int rootfd = open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (rootfd < 0) return "";
+  int fd = int(syscall(SYS_openat2, rootfd, path.c_str(), &how, sizeof(how)));
+  close(rootfd);
+  if (fd < 0) return "";
+  char buf[4096];
+  ssize_t n = readlink(("/proc/self/fd/" + std::to_string(fd)).c_str(), buf, sizeof(buf) - 1);
+  close(fd);
+  return n > 0 ? std::string(buf, size_t(n)) : "";
+}
+
+// mkdir -p of `rel` below `base` (a tmpfs of ours), traversable only.
+void make_path(const std::string& base, const std::string& rel) {
+  std::string at = base;
+  size_t i = 1;
+  while (i <= rel.size()) {
+    size_t j = rel.find('/', i);
+    if (j == std::string::npos) j = rel.size();
+    at += "/" + rel.substr(i, j - i);
+    if (mkdir(at.c_str(), 0711) != 0 && errno != EEXIST) fail(stage_with("mkdir", at));
+    i = j + 1;
+  }
+}
+
+void minimal_dev(const std::string& root, const policy::Policy& p, uint64_t shm_size) {
   std::string dev = root + "/dev";
   mount_or_fail("tmpfs", dev, "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=755,size=1m");
   for (const char* name : {"null", "zero", "full", "random", "urandom", "tty"}) {
@@ -105,7 +143,8 @@ void minimal_dev(const std::string& root, const policy::Policy& p) {
     mount_or_fail("devpts", dev + "/pts", "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=620");
     if (symlink("pts/ptmx", (dev + "/ptmx").c_str()) != 0) fail("symlink /dev/ptmx");
   }
-  mount_or_fail("tmpfs", dev + "/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
+  std::string shm_opts = "mode=1777,size=" + std::to_string(shm_size);
+  mount_or_fail("tmpfs", dev + "/shm", "tmpfs", MS_NOSUID | MS_NODEV, shm_opts.c_str());
   const char* links[][2] = {{"/proc/self/fd", "/fd"}, {"/proc/self/fd/0", "/stdin"},
                             {"/proc/self/fd/1", "/stdout"}, {"/proc/self/fd/2", "/stderr"}};
   for (const auto& l : links)
@@ -113,69 +152,81 @@ void minimal_dev(const std::string& root, const policy::Policy& p) {
 }
 
 // Hidden paths: an empty, unreadable directory or file in their place, so
-// an attempt fails with EACCES (and the record names the rule).
-void hide(const std::string& root, const std::string& path, const std::string& mask_file) {
-  std::string at = root + path;
-  struct stat st;
-  if (lstat(at.c_str(), &st) != 0) {
+// an attempt fails with EACCES (and the record names the rule). A hidden
+// tree that holds the work directory stays traversable to it only.
+void hide(const std::string& root, const std::string& path, const std::string& mask_file, const std::string& work_dir) {
+  std::string at = in_root(root, path);
+  if (at.empty()) {
     // Devices nobody may have (/dev/mem, /dev/kmsg): a placeholder in our /dev.
     if (path.starts_with("/dev/")) {
-      int fd = open(at.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0);
+      int fd = open((root + path).c_str(), O_CREAT | O_WRONLY | O_CLOEXEC | O_NOFOLLOW, 0);
       if (fd >= 0) close(fd);
     }
     return;
   }
-  if (S_ISDIR(st.st_mode))
-    mount_or_fail("tmpfs", at, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=000,size=4k");
-  else if (S_ISLNK(st.st_mode))
-    return;  // the target is what counts; list the target
-  else
+  struct stat st;
+  if (lstat(at.c_str(), &st) != 0) return;
+  if (!S_ISDIR(st.st_mode)) {
     mount_or_fail(mask_file.c_str(), at, nullptr, MS_BIND | MS_RDONLY, nullptr);
+    return;
+  }
+  bool holds_work = work_dir.starts_with(path + "/");
+  mount_or_fail("tmpfs", at, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, holds_work ? "mode=711,size=64k" : "mode=000,size=4k");
+  if (holds_work) make_path(at, work_dir.substr(path.size()));
+  mount_or_fail(nullptr, at, nullptr, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr);
 }
 
 void build_root(const SandboxSpec& s, int userns_fd) {
   const policy::Policy& p = *s.policy;
-  const std::string root = s.session_dir + "/root", lower = s.session_dir + "/lower";
+  const std::string& d = s.session_dir;
+  const std::string root = d + "/root";
   if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) fail("making mounts private");
-  idmapped_lower(p.filesystem.root, lower, userns_fd);
-  std::string opts = "lowerdir=" + lower + ",upperdir=" + s.session_dir + "/upper,workdir=" + s.session_dir + "/work";
+  // The root: the policy's root file system read-only below, the session's
+  // writes above.
+  clone_readonly(p.filesystem.root, d + "/lower", -1);
+  std::string opts = "lowerdir=" + d + "/lower,upperdir=" + d + "/upper,workdir=" + d + "/work";
   mount_or_fail("overlay", root, "overlay", MS_NOSUID | MS_NODEV, opts.c_str());
   if (p.filesystem.proc) mount_or_fail("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr);
-  minimal_dev(root, p);
-  // A fresh /tmp, unless the work directory is in it (then it stays the
-  // overlay's, so the command's files are there and their changes recorded).
-  if (s.work_dir != "/tmp" && !s.work_dir.starts_with("/tmp/"))
-    mount_or_fail("tmpfs", root + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
+  minimal_dev(root, p, s.tmpfs_size);
+  std::string tmp_opts = "mode=1777,size=" + std::to_string(s.tmpfs_size);
+  mount_or_fail("tmpfs", root + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, tmp_opts.c_str());
   if (p.filesystem.sys) bind_readonly("/sys", root + "/sys", true);
-  for (const auto& h : p.filesystem.hidden) {
-    // The work directory stays visible even inside a hidden tree (Landlock
-    // still denies the rest of that tree).
-    if (s.work_dir == h || s.work_dir.starts_with(h + "/")) continue;
-    hide(root, h, s.session_dir + "/mask");
-  }
+  // Readable trees that are file systems of their own (the overlay shows
+  // only the root file system's directories).
+  struct stat root_st, st;
+  if (stat(p.filesystem.root.c_str(), &root_st) != 0) fail(stage_with("stat", p.filesystem.root));
+  for (const auto& r : p.filesystem.read_only)
+    if (r != "/" && stat(r.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && st.st_dev != root_st.st_dev) {
+      std::string at = in_root(root, r);
+      if (!at.empty()) bind_readonly(r, at, true);
+    }
+  // Hidden paths outside the work directory now, those inside it once it
+  // is mounted (else its overlay would cover their masks).
+  auto inside_work = [&](const std::string& h) { return h == s.work_dir || h.starts_with(s.work_dir + "/"); };
+  for (const auto& h : s.hidden)
+    if (!inside_work(h)) hide(root, h, d + "/mask", s.work_dir);
+  // The work directory: an overlay of its own, its files owned inside by
+  // whom owns them outside (the command runs as the directory's owner).
+  if (s.work_dir.starts_with("/tmp/")) make_path(root + "/tmp", s.work_dir.substr(4));
+  std::string work_at = in_root(root, s.work_dir);
+  if (work_at.empty()) fail(stage_with("finding the work directory inside", s.work_dir), ENOENT);
+  clone_readonly(s.work_dir, d + "/lower-work", userns_fd);
+  opts = "lowerdir=" + d + "/lower-work,upperdir=" + d + "/upper-work,workdir=" + d + "/work-work";
+  mount_or_fail("overlay", work_at, "overlay", MS_NOSUID | MS_NODEV, opts.c_str());
+  for (const auto& h : s.hidden)
+    if (inside_work(h) && h != s.work_dir) hide(root, h, d + "/mask", s.work_dir);
   if (chdir(root.c_str()) != 0) fail("chdir to the new root");
   if (syscall(SYS_pivot_root, ".", ".") != 0) fail("pivot_root");
   if (umount2(".", MNT_DETACH) != 0) fail("detaching the host root");
   if (chdir(s.work_dir.c_str()) != 0) fail(stage_with("chdir to the work directory", s.work_dir));
 }
 
-void drop_capabilities(const policy::Policy& p) {
+// Bounding set and securebits first (they need CAP_SETPCAP), then the
+// command's ids (CAP_SETUID/SETGID), then nothing but the kept capabilities.
+void drop_privileges(const policy::Policy& p, uid_t uid, gid_t gid) {
   uint64_t keep = 0;
   for (const auto& name : p.keep_capabilities)
-    for (int cap = 0; cap <= CAP_LAST_CAP; ++cap) {
-      static const char* names[] = {"CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_DAC_READ_SEARCH", "CAP_FOWNER",
-                                    "CAP_FSETID", "CAP_KILL", "CAP_SETGID", "CAP_SETUID", "CAP_SETPCAP",
-                                    "CAP_LINUX_IMMUTABLE", "CAP_NET_BIND_SERVICE", "CAP_NET_BROADCAST",
-                                    "CAP_NET_ADMIN", "CAP_NET_RAW", "CAP_IPC_LOCK", "CAP_IPC_OWNER",
-                                    "CAP_SYS_MODULE", "CAP_SYS_RAWIO", "CAP_SYS_CHROOT", "CAP_SYS_PTRACE",
-                                    "CAP_SYS_PACCT", "CAP_SYS_ADMIN", "CAP_SYS_BOOT", "CAP_SYS_NICE",
-                                    "CAP_SYS_RESOURCE", "CAP_SYS_TIME", "CAP_SYS_TTY_CONFIG", "CAP_MKNOD",
-                                    "CAP_LEASE", "CAP_AUDIT_WRITE", "CAP_AUDIT_CONTROL", "CAP_SETFCAP",
-                                    "CAP_MAC_OVERRIDE", "CAP_MAC_ADMIN", "CAP_SYSLOG", "CAP_WAKE_ALARM",
-                                    "CAP_BLOCK_SUSPEND", "CAP_AUDIT_READ", "CAP_PERFMON", "CAP_BPF",
-                                    "CAP_CHECKPOINT_RESTORE"};
-      if (cap < int(sizeof(names) / sizeof(names[0])) && name == names[cap]) keep |= 1ull << cap;
-    }
+    if (int cap = policy::capability_number(name); cap >= 0 && cap <= CAP_LAST_CAP) keep |= 1ull << cap;
   for (int cap = 0; cap <= CAP_LAST_CAP; ++cap)
     if (!(keep & (1ull << cap)) && prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno != EINVAL)
       fail("dropping the capability bounding set");
@@ -183,6 +234,8 @@ void drop_capabilities(const policy::Policy& p) {
   int bits = SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP | SECBIT_NO_SETUID_FIXUP_LOCKED |
              SECBIT_KEEP_CAPS_LOCKED | (keep ? 0 : SECBIT_NO_CAP_AMBIENT_RAISE | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED);
   if (prctl(PR_SET_SECUREBITS, bits, 0, 0, 0) != 0) fail("setting securebits");
+  if (setgroups(0, nullptr) != 0 || setresgid(gid, gid, gid) != 0 || setresuid(uid, uid, uid) != 0)
+    fail("taking the work directory owner's ids");
   __user_cap_header_struct hdr{_LINUX_CAPABILITY_VERSION_3, 0};
   __user_cap_data_struct data[2]{};
   for (int i = 0; i < 2; ++i) {
@@ -216,7 +269,12 @@ void set_rlimits(const policy::Limits& l) {
   set_rlimits(s.policy->limits);
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) fail("no_new_privs");
   if (int err = s.landlock.apply()) fail("Landlock", err);
-  drop_capabilities(*s.policy);
+  drop_privileges(*s.policy, s.uid, s.gid);
+  prctl(PR_SET_PDEATHSIG, SIGKILL);  // cleared by the id change
+  if (getppid() != 1) _exit(125);  // the sandbox's init (pid 1 inside) is gone
+  // A session of its own: no controlling terminal to push input into
+  // (TIOCSTI) or to stop.
+  if (setsid() < 0) fail("setsid");
   if (s.seccomp)
     if (int err = s.seccomp->load()) fail("loading the seccomp filter", err);
   execve(s.program.c_str(), argv, envp);
@@ -270,6 +328,12 @@ void set_rlimits(const policy::Limits& l) {
   close(userns_fd);
   if (setgroups(0, nullptr) != 0 || setresgid(0, 0, 0) != 0 || setresuid(0, 0, 0) != 0)
     fail("becoming root of the user namespace");
+  // Changing ids cleared the parent-death signal: set it again, and make
+  // sure flightrec did not die in between (its end of the report pipe is
+  // then closed; getppid() says nothing to a pid namespace's init).
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  pollfd pfd{g_report_fd, POLLOUT, 0};
+  if (poll(&pfd, 1, 0) < 0 || (pfd.revents & (POLLERR | POLLHUP))) _exit(125);
   prctl(PR_SET_DUMPABLE, 0);
 
   sigset_t set;
@@ -322,7 +386,7 @@ int make_userns(uid_t base) {
 
 }  // namespace
 
-SessionDir::SessionDir(const std::string& name, bool keep, uint64_t size_bytes, uid_t owner) : keep_(keep) {
+SessionDir::SessionDir(const std::string& name, bool keep, uint64_t size_bytes) : keep_(keep) {
   std::string base = "/var/lib/flightrec/sessions";
   std::filesystem::create_directories(base);
   chmod("/var/lib/flightrec", 0700);
@@ -335,10 +399,10 @@ SessionDir::SessionDir(const std::string& name, bool keep, uint64_t size_bytes, 
       throw Error(errno_message("cannot mount a tmpfs at " + path_, errno));
     mounted_ = true;
   }
-  for (const char* d : {"/upper", "/work", "/lower", "/root"})
+  // Overlay directories: created by us, written by the overlay with our
+  // credentials (files the command creates are owned by its ids).
+  for (const char* d : {"/upper", "/work", "/lower", "/root", "/upper-work", "/work-work", "/lower-work"})
     if (mkdir((path_ + d).c_str(), 0755) != 0) throw Error(errno_message("cannot create " + path_ + d, errno));
-  for (const char* d : {"/upper", "/work"})
-    if (chown((path_ + d).c_str(), owner, owner) != 0) throw Error(errno_message("chown " + path_ + d, errno));
   int fd = ::open((path_ + "/mask").c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0);
   if (fd < 0) throw Error(errno_message("cannot create " + path_ + "/mask", errno));
   close(fd);

@@ -32,18 +32,23 @@ struct SandboxSpec {
   const SeccompFilter* seccomp = nullptr;
   LandlockPlan landlock;
   uid_t id_base = 0;                   // host id that uid/gid 0 inside maps to
+  uid_t uid = 0;                       // the command's ids inside: the work directory's owner
+  gid_t gid = 0;
+  std::vector<std::string> hidden;     // the policy's, plus the record and the key
+  uint64_t tmpfs_size = 1ull << 30;    // /tmp and /dev/shm
 };
 
 // The session's private directory: a tmpfs (unless changes are kept) with
 // the overlay's upper and work directories owned by the sandbox's root.
 class SessionDir {
  public:
-  SessionDir(const std::string& name, bool keep, uint64_t size_bytes, uid_t owner);
+  SessionDir(const std::string& name, bool keep, uint64_t size_bytes);
   SessionDir(const SessionDir&) = delete;
   SessionDir& operator=(const SessionDir&) = delete;
   ~SessionDir();
   const std::string& path() const { return path_; }
-  std::string upper() const { return path_ + "/upper"; }
+  std::string upper() const { return path_ + "/upper"; }            // the root's changes
+  std::string upper_work() const { return path_ + "/upper-work"; }  // the work directory's
   void discard();  // unmounts the tmpfs / removes the directory (unless kept)
  private:
   std::string path_;
