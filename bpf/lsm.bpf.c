@@ -161,3 +161,91 @@ int BPF_PROG(fr_lsm_capable, const struct cred *cred, struct user_namespace *ns,
 	lsm_emit(r);
 	return ret;
 }
+
+/* File changes. The directory part needs bpf_d_path, which older kernels
+ * (6.1) refuse in these hooks: there the program is refused alone, the
+ * genesis entry lists it under capture_refused, and the syscall tracepoints
+ * still record the unlink or rename (userspace loads hook by hook). */
+
+/* dir's path, '/', the dentry's name, into buf (at most max bytes, max a
+ * power of two); returns the length without the NUL. */
+static __always_inline __u32 dir_and_name(char *buf, __u32 max, const struct path *dir, struct dentry *d)
+{
+	long n = bpf_d_path((struct path *)dir, buf, max);
+	if (n <= 0)
+		return 0;
+	__u32 off = (__u32)(n - 1) & (max - 1);
+	if (off == 1)
+		off = 0;  /* the root: "/" + name */
+	if (off > max - 257)
+		return off;
+	buf[off] = '/';
+	long m = bpf_probe_read_kernel_str(buf + off + 1, 256, BPF_CORE_READ(d, d_name.name));
+	return m > 0 ? off + (__u32)m : off;
+}
+
+SEC("lsm/path_unlink")
+int BPF_PROG(fr_lsm_path_unlink, const struct path *dir, struct dentry *dentry, int ret)
+{
+	if (ret || !fr_task_tracked(bpf_get_current_task_btf()))
+		return ret;
+	struct fr_lsm *r = lsm_record(FR_LSM_PATH_UNLINK);
+	if (!r)
+		return ret;
+	r->path_len = (__u16)dir_and_name(r->path, FR_STR_MAX, dir, dentry);
+	lsm_emit(r);
+	return ret;
+}
+
+SEC("lsm/path_rename")
+int BPF_PROG(fr_lsm_path_rename, const struct path *old_dir, struct dentry *old_dentry,
+	     const struct path *new_dir, struct dentry *new_dentry, unsigned int flags, int ret)
+{
+	if (ret || !fr_task_tracked(bpf_get_current_task_btf()))
+		return ret;
+	struct fr_lsm *r = lsm_record(FR_LSM_PATH_RENAME);
+	if (!r)
+		return ret;
+	r->path_len = (__u16)dir_and_name(r->path, FR_RENAME_NEW, old_dir, old_dentry);
+	r->target = dir_and_name(r->path + FR_RENAME_NEW, FR_RENAME_NEW, new_dir, new_dentry);
+	r->flags = flags;
+	__u32 size = sizeof(*r) + FR_RENAME_NEW + (r->target & (FR_RENAME_NEW - 1));
+	fr_fill_header(&r->h, FR_REC_LSM, size);
+	if (size <= sizeof(struct lsm_scratch))
+		fr_output(r, size);
+	return ret;
+}
+
+/* The hook gained a first argument (struct mnt_idmap *) in 6.3. One
+ * program per signature, each reading its arguments at fixed positions;
+ * the one that does not match the running kernel returns at once. */
+static __always_inline int setattr(struct dentry *dentry, struct iattr *attr, int ret)
+{
+	if (ret || !fr_task_tracked(bpf_get_current_task_btf()))
+		return ret;
+	struct fr_lsm *r = lsm_record(FR_LSM_INODE_SETATTR);
+	if (!r)
+		return ret;
+	long n = bpf_probe_read_kernel_str(r->path, 256, BPF_CORE_READ(dentry, d_name.name));
+	r->path_len = n > 0 ? (__u16)(n - 1) : 0;
+	r->flags = BPF_CORE_READ(attr, ia_valid);
+	r->target = BPF_CORE_READ(attr, ia_mode);
+	lsm_emit(r);
+	return ret;
+}
+
+SEC("lsm/inode_setattr")
+int fr_lsm_inode_setattr(unsigned long long *ctx)
+{
+	if (!bpf_core_type_exists(struct mnt_idmap))
+		return (int)ctx[2];  /* before 6.3: fr_lsm_inode_setattr_old; pass the verdict on */
+	return setattr((struct dentry *)ctx[1], (struct iattr *)ctx[2], (int)ctx[3]);
+}
+
+SEC("lsm/inode_setattr")
+int fr_lsm_inode_setattr_old(unsigned long long *ctx)
+{
+	if (bpf_core_type_exists(struct mnt_idmap))
+		return (int)ctx[3];
+	return setattr((struct dentry *)ctx[0], (struct iattr *)ctx[1], (int)ctx[2]);
+}

@@ -9,7 +9,8 @@ apt-get install -y -q --no-install-recommends \
   libsqlite3-dev libssl-dev libboost-program-options-dev nlohmann-json3-dev doctest-dev \
   libseccomp-dev libyaml-cpp-dev \
   util-linux coreutils procps \
-  python3 python3-cryptography python3-pip git openssl curl
+  python3 python3-cryptography python3-pip git openssl curl \
+  qemu-system-x86 busybox-static cpio kmod xz-utils zstd
 
 # Docker's own seccomp profile, used as is by the sandbox tests (the package
 # that carries it pulls in half of Go, so only the file is taken from it).

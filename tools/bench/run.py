@@ -227,6 +227,7 @@ def main():
     ap.add_argument("--reps", type=int, default=9)
     ap.add_argument("--out", default="docs/BENCHMARKS.md")
     args = ap.parse_args()
+    args.out = os.path.abspath(args.out)  # the benchmarks run from a work directory
 
     if os.geteuid() != 0:
         sys.exit("run.py: needs root (flightrec loads BPF programs)")

@@ -207,6 +207,7 @@ int cmd_run(const Args& all) {
   meta.cgroups = {cgroup.path()};
   so.fill(meta);
   meta.capture = capture->attached();
+  meta.capture_refused = capture->refused();
   confinement->fill(meta);
   meta.key = key.get();
   ledger::Store& store = *store_ptr;

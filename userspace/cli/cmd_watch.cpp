@@ -77,6 +77,7 @@ int cmd_watch(const Args& args) {
   meta.cgroups = paths;
   so.fill(meta);
   meta.capture = capture.attached();
+  meta.capture_refused = capture.refused();
   meta.key = key.get();
   recorder::Recorder rec(store, meta);
   rec_ptr = &rec;

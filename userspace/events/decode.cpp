@@ -247,6 +247,9 @@ Entry decode_lsm(const uint8_t* p, size_t size, const DecodeContext& ctx) {
   Entry e;
   e.set("type", "lsm");
   add_header(e, r.h, ctx);
+  if (r.hook == FR_LSM_PATH_RENAME &&
+      (r.path_len >= FR_RENAME_NEW || r.target >= FR_RENAME_NEW || size < sizeof(fr_lsm) + FR_RENAME_NEW + r.target))
+    return malformed("lsm rename record lengths out of bounds", size);
   std::string_view path(reinterpret_cast<const char*>(p + sizeof(fr_lsm)), r.path_len);
   switch (r.hook) {
     case FR_LSM_FILE_OPEN:
@@ -276,6 +279,22 @@ Entry decode_lsm(const uint8_t* p, size_t size, const DecodeContext& ctx) {
     case FR_LSM_CAPABLE:
       e.set("hook", "capable");
       e.set("capability", r.flags);
+      break;
+    case FR_LSM_PATH_UNLINK:
+      e.set("hook", "path_unlink");
+      e.set_bytes("path", path);
+      break;
+    case FR_LSM_PATH_RENAME:
+      e.set("hook", "path_rename");
+      e.set_bytes("path", path);
+      e.set_bytes("new_path", {reinterpret_cast<const char*>(p + sizeof(fr_lsm) + FR_RENAME_NEW), r.target});
+      e.set("rename_flags", r.flags);
+      break;
+    case FR_LSM_INODE_SETATTR:
+      e.set("hook", "inode_setattr");
+      e.set_bytes("name", path);
+      e.set("ia_valid", r.flags);
+      if (r.flags & 1) e.set("mode", r.target & 07777);  // ATTR_MODE
       break;
     default:
       return malformed("unknown lsm hook", size);

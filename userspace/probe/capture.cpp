@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstdarg>
 #include <cstdio>
+#include <algorithm>
 #include <cstring>
 
 #include "common/error.h"
@@ -24,11 +25,30 @@ namespace flightrec::probe {
 namespace {
 
 bool g_verbose = false;
+std::string* g_log = nullptr;  // while loading: libbpf's messages, to find a refused program
 
 int print_libbpf(enum libbpf_print_level level, const char* fmt, va_list args) {
-  if (!g_verbose && level != LIBBPF_WARN) return 0;
+  if (g_log && level != LIBBPF_DEBUG) {
+    char line[1024];
+    va_list copy;
+    va_copy(copy, args);
+    vsnprintf(line, sizeof(line), fmt, copy);
+    va_end(copy);
+    *g_log += line;
+  }
   if (!g_verbose) return 0;
   return vfprintf(stderr, fmt, args);
+}
+
+// The program libbpf says the kernel refused ("prog 'NAME': failed to load").
+std::string refused_program(const std::string& log) {
+  const std::string mark = "prog '", failed = "': failed to load";
+  for (size_t at = log.find(mark); at != std::string::npos; at = log.find(mark, at + 1)) {
+    size_t end = log.find('\'', at + mark.size());
+    if (end != std::string::npos && log.compare(end, failed.size(), failed) == 0)
+      return log.substr(at + mark.size(), end - at - mark.size());
+  }
+  return "";
 }
 
 }  // namespace
@@ -56,19 +76,6 @@ Capture::Capture(const CaptureOptions& opts, Handler handler) : handler_(std::mo
   if (!valid_ring_size(opts.ring_bytes))
     throw Error("ring buffer size must be a power of two from 64 KiB to 1 GiB");
 
-  skel_ = flightrec_bpf__open();
-  if (!skel_) throw Error(errno_message("cannot open the BPF object", errno));
-  skel_->rodata->fr_cgroup_count = uint32_t(opts.cgroup_fds.size());
-  skel_->rodata->fr_self_tgid = uint32_t(getpid());
-  skel_->rodata->fr_tls_enabled = opts.tls ? 1 : 0;
-  skel_->rodata->fr_tls_chunk = opts.tls_chunk;
-  skel_->rodata->fr_tls_cap = opts.tls_cap;
-  if (opts.tls && (opts.tls_chunk == 0 || opts.tls_chunk > FR_TLS_CHUNK_MAX ||
-                   opts.tls_cap / opts.tls_chunk > FR_TLS_CHUNKS_MAX))
-    throw Error("TLS capture: at most " + std::to_string(FR_TLS_CHUNK_MAX) + " bytes per record and " +
-                std::to_string(FR_TLS_CHUNKS_MAX) + " records per call");
-  skel_->rodata->fr_wakeup_bytes = opts.wakeup_bytes ? opts.wakeup_bytes : opts.ring_bytes / 8;
-  bpf_map__set_max_entries(skel_->maps.fr_events, uint32_t(opts.ring_bytes));
   // BPF-LSM where the kernel allows it; elsewhere the syscall tracepoints
   // alone (the genesis entry's capture list says which).
   bool lsm = bpf_lsm_available();
@@ -77,19 +84,49 @@ Capture::Capture(const CaptureOptions& opts, Handler handler) : handler_(std::mo
                 "flightrec will not run the command unconfined (boot with lsm=...,bpf)");
   if (opts.deny_paths.size() > FR_DENY_RULES)
     throw Error("at most " + std::to_string(FR_DENY_RULES) + " deny rules");
-  skel_->rodata->fr_deny_count = uint32_t(opts.deny_paths.size());
+  if (opts.tls && (opts.tls_chunk == 0 || opts.tls_chunk > FR_TLS_CHUNK_MAX ||
+                   opts.tls_cap / opts.tls_chunk > FR_TLS_CHUNKS_MAX))
+    throw Error("TLS capture: at most " + std::to_string(FR_TLS_CHUNK_MAX) + " bytes per record and " +
+                std::to_string(FR_TLS_CHUNKS_MAX) + " records per call");
   bool egress = opts.egress_cgroup_fd >= 0;
   if (opts.egress.size() > FR_EGRESS_MAX)
     throw Error("at most " + std::to_string(FR_EGRESS_MAX) + " egress allowlist addresses");
-  skel_->rodata->fr_egress_count = uint32_t(opts.egress.size());
-  select_programs(skel_->obj, lsm, opts.tls, egress);
 
-  if (int err = flightrec_bpf__load(skel_)) {
+  // Load; where the kernel refuses one LSM program (a helper that hook may
+  // not call on this kernel, a hook it does not have), load again without
+  // it: that hook falls back to the tracepoints alone, and refused() says so.
+  for (int attempt = 0;; ++attempt) {
+    skel_ = flightrec_bpf__open();
+    if (!skel_) throw Error(errno_message("cannot open the BPF object", errno));
+    skel_->rodata->fr_cgroup_count = uint32_t(opts.cgroup_fds.size());
+    skel_->rodata->fr_self_tgid = uint32_t(getpid());
+    skel_->rodata->fr_tls_enabled = opts.tls ? 1 : 0;
+    skel_->rodata->fr_tls_chunk = opts.tls_chunk;
+    skel_->rodata->fr_tls_cap = opts.tls_cap;
+    skel_->rodata->fr_wakeup_bytes = opts.wakeup_bytes ? opts.wakeup_bytes : opts.ring_bytes / 8;
+    skel_->rodata->fr_deny_count = uint32_t(opts.deny_paths.size());
+    skel_->rodata->fr_egress_count = uint32_t(opts.egress.size());
+    bpf_map__set_max_entries(skel_->maps.fr_events, uint32_t(opts.ring_bytes));
+    select_programs(skel_->obj, lsm, opts.tls, egress);
+    for (const auto& name : refused_names_)
+      if (auto* prog = bpf_object__find_program_by_name(skel_->obj, name.c_str())) bpf_program__set_autoload(prog, false);
+    std::string log;
+    g_log = &log;
+    int err = flightrec_bpf__load(skel_);
+    g_log = nullptr;
+    if (!err) break;
+    std::string name = refused_program(log);
+    auto* prog = name.empty() ? nullptr : bpf_object__find_program_by_name(skel_->obj, name.c_str());
+    std::string section = prog ? bpf_program__section_name(prog) : "";
     flightrec_bpf__destroy(skel_);
     skel_ = nullptr;
-    throw Error(errno_message("the kernel refused flightrec's BPF programs (run with --verbose for "
-                              "the verifier log)",
-                              -err));
+    bool optional = section.rfind("lsm/", 0) == 0 && !(section == "lsm/file_open" && !opts.deny_paths.empty());
+    if (!optional || attempt >= 16)
+      throw Error(errno_message("the kernel refused flightrec's BPF program " + (name.empty() ? "" : name + " ") +
+                                    "(run with --verbose for the verifier log)",
+                                -err));
+    refused_names_.push_back(name);
+    refused_.push_back(section);
   }
   try {
     int specs = bpf_map__fd(skel_->maps.fr_syscall_specs);
@@ -262,7 +299,8 @@ std::vector<std::string> Capture::attached() const {
   bpf_object__for_each_program(prog, skel_->obj) {
     std::string sec = bpf_program__section_name(prog);
     if (!bpf_program__autoload(prog)) continue;
-    if (sec.rfind("tp_btf/", 0) == 0 || sec.rfind("lsm", 0) == 0 || sec.rfind("cgroup/", 0) == 0)
+    bool listed = std::find(out.begin(), out.end(), sec) != out.end();  // one hook, two signatures
+    if (!listed && (sec.rfind("tp_btf/", 0) == 0 || sec.rfind("lsm", 0) == 0 || sec.rfind("cgroup/", 0) == 0))
       out.push_back(sec);
   }
   for (const auto& p : tls_paths_) out.push_back("uprobe:" + p + ":SSL_read,SSL_write,SSL_read_ex,SSL_write_ex");

@@ -57,6 +57,9 @@ class Capture {
   std::string attach_tls(const std::string& library_path);
   // "tp_btf/sys_enter", ...: what is attached, for the genesis entry.
   std::vector<std::string> attached() const;
+  // LSM programs this kernel refused one by one ("lsm/path_unlink"): those
+  // hooks are seen by the syscall tracepoints only.
+  const std::vector<std::string>& refused() const { return refused_; }
 
  private:
   static int on_record(void* ctx, void* data, size_t size);
@@ -68,6 +71,7 @@ class Capture {
   size_t ring_bytes_ = 0;
   std::vector<bpf_link*> tls_links_;
   std::vector<bpf_link*> egress_links_;
+  std::vector<std::string> refused_, refused_names_;
   std::vector<std::pair<uint64_t, uint64_t>> tls_files_;  // (dev, inode) attached
   std::vector<std::pair<uint64_t, uint64_t>> tls_refused_;  // files without the symbols
   std::vector<std::string> tls_paths_;

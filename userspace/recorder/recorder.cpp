@@ -81,6 +81,7 @@ Recorder::Recorder(ledger::Store& store, const SessionMeta& meta)
   e.set("cgroups", meta.cgroups);
   e.set("ring_bytes", uint64_t(meta.ring_bytes));
   e.set("capture", meta.capture);
+  if (!meta.capture_refused.empty()) e.set("capture_refused", meta.capture_refused);
   e.set("policy_name", meta.policy_name);
   e.set_bytes("policy", meta.policy_text);
   e.set("policy_sha256", ledger::to_hex(ledger::sha256(meta.policy_text)));

@@ -20,6 +20,7 @@ struct SessionMeta {
   std::vector<std::string> cgroups;    // observed cgroup paths
   size_t ring_bytes = 0;
   std::vector<std::string> capture;    // hooks actually attached
+  std::vector<std::string> capture_refused;  // LSM hooks this kernel refused (tracepoints see those calls)
   std::string policy_name = "none";
   std::string policy_text;             // bound into the genesis entry with its SHA-256
   std::string on_loss = "continue";

@@ -156,6 +156,9 @@ enum fr_lsm_hook {
 	FR_LSM_TASK_KILL = 4,    /* flags: signal, target: pid */
 	FR_LSM_BPF = 5,          /* flags: bpf command */
 	FR_LSM_CAPABLE = 6,      /* flags: capability */
+	FR_LSM_PATH_UNLINK = 7,  /* path: the file removed */
+	FR_LSM_PATH_RENAME = 8,  /* path: old; new path at path + FR_RENAME_NEW, target: its length */
+	FR_LSM_INODE_SETATTR = 9, /* path: the file's name (no directory), flags: ia_valid, target: new mode */
 };
 struct fr_lsm {
 	struct fr_header h;
@@ -170,6 +173,8 @@ struct fr_lsm {
 	char path[];
 };
 FR_STATIC_ASSERT(sizeof(struct fr_lsm) == 216, "fr_lsm layout");
+
+#define FR_RENAME_NEW 2048  /* path_rename: where the new path starts in path[] */
 
 /* Paths the session may not open (enforced by lsm/file_open). */
 #define FR_DENY_RULES 8
