@@ -285,7 +285,8 @@ TEST_CASE("LSM file-change hooks load one by one; a refused hook falls back to t
       if (c == section) return true;
     return false;
   };
-  bool lsm = flightrec({"probe"}).out.find("BPF-LSM                                         yes") != std::string::npos;
+  std::string probe = flightrec({"probe"}).out;
+  bool lsm = probe.find("BPF-LSM                                         yes") != std::string::npos;
   auto hooks = of_type(all, "lsm");
   // The syscalls are recorded whatever the LSM hooks do.
   CHECK(find(all, [&](const json& e) { return e.value("name", "") == "unlinkat" && e.value("path", "") == b; }));
@@ -309,6 +310,11 @@ TEST_CASE("LSM file-change hooks load one by one; a refused hook falls back to t
     bool attached = listed("capture", h.section), refused = listed("capture_refused", h.section);
     INFO(h.section);
     CHECK(attached != refused);  // exactly one of the two, said in the record
+    // ... and by flightrec probe, which loads the programs the same way.
+    std::string row = "program " + std::string(h.section);
+    size_t at = probe.find(row);
+    REQUIRE(at != std::string::npos);
+    CHECK(probe.compare(probe.find_first_not_of(' ', at + row.size()), 3, attached ? "yes" : "no ") == 0);
     CHECK(bool(find(hooks, h.seen)) == attached);
     std::string said = std::string(h.section) + (attached ? ": attached" : ": refused by this kernel");
     MESSAGE(said);

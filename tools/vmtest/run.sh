@@ -44,7 +44,7 @@ prepare() {
   pkg=$(package_for "$series")
   [ -n "$pkg" ] || { echo "vmtest: no Debian package for kernel $series" >&2; return 1; }
   dir="$cache/$pkg"
-  if [ ! -f "$dir/initrd.gz" ]; then
+  if [ ! -f "$dir/initrd.gz" ] || [ "$(dirname "$0")/init" -nt "$dir/initrd.gz" ]; then
     rm -rf "$dir" && mkdir -p "$dir/pkg" "$dir/initrd/bin" "$dir/initrd/modules"
     (cd "$dir" && apt-get download -q "$pkg" >/dev/null && dpkg-deb -x ./*.deb pkg && rm -f ./*.deb)
     cp "$dir"/pkg/boot/vmlinuz-* "$dir/vmlinuz"
@@ -90,6 +90,9 @@ run_one() {
   dir=$(prepare "$series")
   out=$(mktemp -d /tmp/flightrec-vmtest-XXXXXX)
   printf '%q ' "$@" > "$out/command"
+  # The guest gets a fresh /tmp; a command that lives under the host's /tmp
+  # (a CI clone, say) keeps its top directory there, read-only.
+  case "$1" in /tmp/?*) echo "$1" | cut -d/ -f3 > "$out/keep-tmp" ;; esac
   echo "vmtest: kernel $series ($(basename "$dir")): $*"
   timeout "$timeout" qemu-system-x86_64 -accel tcg -cpu max -smp 2 -m 3072 -nographic -no-reboot \
     -kernel "$dir/vmlinuz" -initrd "$dir/initrd.gz" \
