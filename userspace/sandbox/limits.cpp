@@ -8,6 +8,7 @@
 
 #include "common/error.h"
 #include "common/system.h"
+#include "sandbox/cgroup.h"
 
 namespace flightrec::sandbox {
 namespace {
@@ -58,15 +59,24 @@ ResourceLimits::ResourceLimits(const policy::Limits& l, const std::string& v2_di
     const char* controller;
     bool wanted;
   } wants[] = {{"memory", l.memory_bytes > 0}, {"pids", l.pids > 0}, {"cpu", l.cpu_millicores > 0}};
-  std::string parent = v2_dir.substr(0, v2_dir.rfind('/'));
+  // The v2 directories from the hierarchy's root down to the session's
+  // parent: a controller reaches the session only if each enables it for
+  // its children (on a host without systemd, not even the root does).
+  std::string root = cgroup2_root();
+  std::vector<std::string> ancestors;
+  for (std::string d = v2_dir.substr(0, v2_dir.rfind('/')); d.size() >= root.size(); d = d.substr(0, d.rfind('/'))) {
+    ancestors.insert(ancestors.begin(), d);
+    if (d == root) break;
+  }
   for (const auto& w : wants) {
     if (!w.wanted) continue;
     Controller c{w.controller, v2_dir, false};
-    // v2: the controller must be enabled for the flightrec/ parent's children.
-    if (v2_has(parent, w.controller)) {
+    for (const auto& a : ancestors) {
+      if (!v2_has(a, w.controller)) break;
       try {
-        write_file(parent + "/cgroup.subtree_control", std::string("+") + w.controller);
+        write_file(a + "/cgroup.subtree_control", std::string("+") + w.controller);
       } catch (const Error&) {
+        break;  // e.g. a parent with processes of its own: v1 or nothing
       }
     }
     if (!v2_has(v2_dir, w.controller)) {
