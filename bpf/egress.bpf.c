@@ -7,51 +7,12 @@
 #include "lib/common.bpf.h"
 #include <bpf/bpf_endian.h>
 
-const volatile __u32 fr_egress_count = 0;
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, FR_EGRESS_MAX);
-	__type(key, __u32);
-	__type(value, struct fr_egress_rule);
-} fr_egress SEC(".maps");
-
-static __always_inline int prefix_matches(const __u8 *a, const __u8 *b, __u32 bits)
-{
-	for (int i = 0; i < 16; i++) {
-		if (bits == 0)
-			return 1;
-		__u8 mask = bits >= 8 ? 0xff : (__u8)(0xff << (8 - bits));
-		if ((a[i] ^ b[i]) & mask)
-			return 0;
-		bits = bits >= 8 ? bits - 8 : 0;
-	}
-	return 1;
-}
-
-static __always_inline int allowed(__u32 family, const __u8 *addr, __u16 port)
-{
-	for (__u32 i = 0; i < FR_EGRESS_MAX; i++) {
-		if (i >= fr_egress_count)
-			break;
-		__u32 key = i;
-		struct fr_egress_rule *r = bpf_map_lookup_elem(&fr_egress, &key);
-		if (!r)
-			break;
-		if (r->family != family || (r->port && r->port != port))
-			continue;
-		if (prefix_matches(addr, r->addr, r->prefix))
-			return 1;
-	}
-	return 0;
-}
-
 static __always_inline int check4(struct bpf_sock_addr *ctx)
 {
 	__u8 addr[16] = {};
 	__u32 ip = ctx->user_ip4;
 	__builtin_memcpy(addr, &ip, 4);
-	return allowed(2, addr, bpf_ntohs((__u16)ctx->user_port));
+	return fr_egress_allowed(2, addr, bpf_ntohs((__u16)ctx->user_port));
 }
 
 static __always_inline int check6(struct bpf_sock_addr *ctx)
@@ -62,7 +23,7 @@ static __always_inline int check6(struct bpf_sock_addr *ctx)
 	__builtin_memcpy(addr + 4, &w1, 4);
 	__builtin_memcpy(addr + 8, &w2, 4);
 	__builtin_memcpy(addr + 12, &w3, 4);
-	return allowed(10, addr, bpf_ntohs((__u16)ctx->user_port));
+	return fr_egress_allowed(10, addr, bpf_ntohs((__u16)ctx->user_port));
 }
 
 SEC("cgroup/connect4")

@@ -7,6 +7,7 @@
  * -EPERM and a record naming the rule. Processes outside the session are
  * never affected. The other hooks only audit. */
 #include "lib/common.bpf.h"
+#include <bpf/bpf_endian.h>
 
 #define PATH_MASK (FR_STR_MAX - 1)
 
@@ -116,6 +117,24 @@ int BPF_PROG(fr_lsm_socket_connect, struct socket *sock, struct sockaddr *addres
 		len = FR_SOCKADDR_MAX;
 	if (len && bpf_probe_read_kernel(r->sockaddr, FR_SOCKADDR_MAX, address) == 0)
 		r->sockaddr_len = len;
+	/* The egress allowlist, decided on the kernel's copy of the address
+	 * (the cgroup connect programs enforce it too, and alone where this
+	 * hook does not load). */
+	if (fr_egress_lsm && r->sockaddr_len >= 8) {
+		__u16 family = *(__u16 *)r->sockaddr;
+		__u16 port = bpf_ntohs(*(__u16 *)(r->sockaddr + 2));
+		__u8 addr[16] = {};
+		int inet = family == 2, inet6 = family == 10 && r->sockaddr_len >= 24;
+		if (inet)
+			__builtin_memcpy(addr, r->sockaddr + 4, 4);
+		if (inet6)
+			__builtin_memcpy(addr, r->sockaddr + 8, 16);
+		if ((inet || inet6) && !fr_egress_allowed(family, addr, port)) {
+			r->denied_by = FR_DENY_EGRESS;
+			lsm_emit(r);
+			return -1;  /* -EPERM */
+		}
+	}
 	lsm_emit(r);
 	return ret;
 }

@@ -21,6 +21,8 @@ extern const volatile __u32 fr_cgroup_count;
 extern const volatile __u32 fr_self_tgid;  /* flightrec itself: never recorded */
 extern const volatile __u32 fr_tls_enabled;
 extern const volatile __u32 fr_deny_count;    /* deny rules in fr_deny_paths */
+extern const volatile __u32 fr_egress_count;  /* allowlist entries in fr_egress */
+extern const volatile __u32 fr_egress_lsm;    /* lsm/socket_connect enforces the allowlist too */
 extern const volatile __u64 fr_tls_chunk;  /* bytes per TLS record */
 extern const volatile __u64 fr_tls_cap;    /* bytes per SSL call */
 extern const volatile __u64 fr_wakeup_bytes;
@@ -69,6 +71,44 @@ FR_SHARED struct {
 	__type(key, __u32);
 	__type(value, struct fr_deny_rule);
 } fr_deny_paths SEC(".maps");
+
+FR_SHARED struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, FR_EGRESS_MAX);
+	__type(key, __u32);
+	__type(value, struct fr_egress_rule);
+} fr_egress SEC(".maps");
+
+static __always_inline int fr_prefix_matches(const __u8 *a, const __u8 *b, __u32 bits)
+{
+	for (int i = 0; i < 16; i++) {
+		if (bits == 0)
+			return 1;
+		__u8 mask = bits >= 8 ? 0xff : (__u8)(0xff << (8 - bits));
+		if ((a[i] ^ b[i]) & mask)
+			return 0;
+		bits = bits >= 8 ? bits - 8 : 0;
+	}
+	return 1;
+}
+
+/* Is family/addr (network order, 16 bytes)/port (host order) on the egress allowlist? */
+static __always_inline int fr_egress_allowed(__u32 family, const __u8 *addr, __u16 port)
+{
+	for (__u32 i = 0; i < FR_EGRESS_MAX; i++) {
+		if (i >= fr_egress_count)
+			break;
+		__u32 key = i;
+		struct fr_egress_rule *r = bpf_map_lookup_elem(&fr_egress, &key);
+		if (!r)
+			break;
+		if (r->family != family || (r->port && r->port != port))
+			continue;
+		if (fr_prefix_matches(addr, r->addr, r->prefix))
+			return 1;
+	}
+	return 0;
+}
 
 /* An SSL_read/SSL_write in progress, by thread id. */
 struct fr_tls_call {

@@ -288,6 +288,11 @@ TEST_CASE("egress allowlist: the allowed loopback port connects, another fails w
                        "        s.connect(('127.0.0.1', int(p))); print('connected')\n"
                        "    except OSError as e:\n"
                        "        print('errno', e.errno)\n"
+                       "u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+                       "try:\n"
+                       "    u.connect(('127.0.0.1', int(sys.argv[2]))); print('udp connected')\n"
+                       "except OSError as e:\n"
+                       "    print('udp errno', e.errno)\n"
                        "for a in ('127.0.0.1', '0.0.0.0'):\n"
                        "    s = socket.socket()\n"
                        "    try:\n"
@@ -301,17 +306,36 @@ TEST_CASE("egress allowlist: the allowed loopback port connects, another fails w
   CHECK(r.code == 0);
   // EACCES where Landlock has TCP port rules (it checks first), else EPERM
   // from the cgroup connect program.
-  CHECK((r.out == "connected\nerrno 13\nbound 127.0.0.1\nbind errno 1\n" ||
-         r.out == "connected\nerrno 1\nbound 127.0.0.1\nbind errno 1\n"));
+  CHECK((r.out == "connected\nerrno 13\nudp errno 1\nbound 127.0.0.1\nbind errno 1\n" ||
+         r.out == "connected\nerrno 1\nudp errno 1\nbound 127.0.0.1\nbind errno 1\n"));
   auto all = entries(db);
   auto v = violations(all, "network.allow");
-  REQUIRE(v.size() == 1);
-  CHECK(v[0]["detail"].get<std::string>().find("port " + std::to_string(other.port)) != std::string::npos);
+  REQUIRE(v.size() == 2);  // TCP and UDP
+  for (const auto& x : v) CHECK(x["detail"].get<std::string>().find("port " + std::to_string(other.port)) != std::string::npos);
   auto bind = violations(all, "network.bind");
   REQUIRE(bind.size() == 1);  // listening on a public address: inbound traffic
   CHECK(bind[0]["detail"].get<std::string>().find("0.0.0.0 port 47613") != std::string::npos);
   std::string sandbox = all.front()["sandbox"].dump();
   CHECK(sandbox.find("127.0.0.1/32:" + std::to_string(allowed.port)) != std::string::npos);
+  // Where lsm/socket_connect loads, it decides too, on the kernel's copy of
+  // the address: the other port denied over UDP, and over TCP unless
+  // Landlock's port rules (an earlier LSM) refused it first with EACCES;
+  // the allowed one allowed.
+  bool lsm_connect = false;
+  for (const auto& c : all.front()["capture"]) lsm_connect = lsm_connect || c == "lsm/socket_connect";
+  int lsm_denied = 0, lsm_allowed = 0;
+  for (const auto& e : of_type(all, "lsm"))
+    if (e["hook"] == "socket_connect" && e.value("addr", "") == "127.0.0.1") {
+      if (e["decision"] == "deny" && e["port"] == other.port && e.value("rule_id", "") == "network.allow") ++lsm_denied;
+      if (e["decision"] == "allow" && e["port"] == allowed.port) ++lsm_allowed;
+    }
+  bool landlock_first = r.out.find("errno 13") != std::string::npos;
+  // UDP is not Landlock's: there the LSM hook always decides.
+  CHECK(lsm_denied == (lsm_connect ? (landlock_first ? 1 : 2) : 0));
+  CHECK(lsm_allowed == (lsm_connect ? 1 : 0));
+  std::string said = lsm_connect ? "lsm/socket_connect decided the egress allowlist too"
+                                  : "egress decided by the cgroup programs alone";
+  MESSAGE(said);
 }
 
 TEST_CASE("useful agent work under agent: python3, node, pip from a local wheel, git") {

@@ -266,6 +266,8 @@ Entry decode_lsm(const uint8_t* p, size_t size, const DecodeContext& ctx) {
     case FR_LSM_SOCKET_CONNECT:
       e.set("hook", "socket_connect");
       add_sockaddr(e, r.sockaddr, r.sockaddr_len);
+      e.set("decision", r.denied_by ? "deny" : "allow");
+      if (r.denied_by == FR_DENY_EGRESS) e.set("rule_id", "network.allow");
       break;
     case FR_LSM_TASK_KILL:
       e.set("hook", "task_kill");

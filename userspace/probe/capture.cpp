@@ -106,6 +106,7 @@ Capture::Capture(const CaptureOptions& opts, Handler handler) : handler_(std::mo
     skel_->rodata->fr_wakeup_bytes = opts.wakeup_bytes ? opts.wakeup_bytes : opts.ring_bytes / 8;
     skel_->rodata->fr_deny_count = uint32_t(opts.deny_paths.size());
     skel_->rodata->fr_egress_count = uint32_t(opts.egress.size());
+    skel_->rodata->fr_egress_lsm = egress && lsm ? 1 : 0;
     bpf_map__set_max_entries(skel_->maps.fr_events, uint32_t(opts.ring_bytes));
     select_programs(skel_->obj, lsm, opts.tls, egress);
     for (const auto& name : refused_names_)

@@ -166,7 +166,7 @@ struct fr_lsm {
 	__u32 flags;             /* file_open: f_flags */
 	__u16 path_len;
 	__u16 sockaddr_len;
-	__u32 denied_by;         /* 0: allowed; N: refused (-EPERM) by deny rule N */
+	__u32 denied_by;         /* 0: allowed; N: refused (-EPERM) by deny rule N; FR_DENY_EGRESS */
 	__u32 target;            /* task_kill: the target's thread-group id */
 	__u32 pad;
 	__u8 sockaddr[FR_SOCKADDR_MAX];
@@ -174,7 +174,8 @@ struct fr_lsm {
 };
 FR_STATIC_ASSERT(sizeof(struct fr_lsm) == 216, "fr_lsm layout");
 
-#define FR_RENAME_NEW 2048  /* path_rename: where the new path starts in path[] */
+#define FR_RENAME_NEW 2048
+#define FR_DENY_EGRESS 0xffffu  /* socket_connect: not on the egress allowlist */  /* path_rename: where the new path starts in path[] */
 
 /* Paths the session may not open (enforced by lsm/file_open). */
 #define FR_DENY_RULES 8
