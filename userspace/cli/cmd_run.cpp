@@ -150,7 +150,7 @@ int cmd_run(const Args& all) {
   if (vm["shadow"].as<bool>()) policy.mode = policy::Mode::Shadow;
 
   // Found where the command will run: in the sandbox, only on its $PATH.
-  bool sandboxed = policy.confine && policy.mode == policy::Mode::Enforce;
+  bool sandboxed = sandboxes(policy);
   auto program = sandboxed ? find_executable(command[0], sandbox_search_path(policy)) : find_executable(command[0]);
   if (!program) {
     std::cerr << "flightrec: command not found or not executable" << (sandboxed ? " in the sandbox" : "")

@@ -97,6 +97,8 @@ std::string work_dir_of(const policy::Policy& p) {
 
 }  // namespace
 
+bool sandboxes(const policy::Policy& p) { return p.confine && p.mode == policy::Mode::Enforce; }
+
 std::string sandbox_search_path(const policy::Policy& policy) {
   const char* env = getenv("PATH");
   std::istringstream in(env ? env : "/usr/local/bin:/usr/bin:/bin");
@@ -118,7 +120,7 @@ Confinement::Confinement(policy::Policy policy, sandbox::Cgroup& cgroup, const s
     if (realpath(p.c_str(), real)) policy_.filesystem.hidden.push_back(real);
   }
   judge_ = std::make_unique<policy::Judge>(policy_, work_dir_);
-  if (policy_.mode == policy::Mode::Shadow) return;  // nothing blocked, everything judged
+  if (!sandboxes(policy_)) return;  // shadow: nothing blocked, everything judged
 
   sandboxed_ = true;
   std::string name = cgroup.path().substr(cgroup.path().rfind('/') + 1);
@@ -224,16 +226,7 @@ void Confinement::watch(recorder::Recorder& rec) {
   if (!judge_) return;
   rec.on_kernel_entry = [this](const events::Entry& e) {
     if (sandboxed_) track_writes(e);
-    auto v = judge_->judge(e);
-    if (!v) return;
-    auto num = [&](const char* k) -> int64_t {
-      const events::Value* x = e.get(k);
-      if (!x) return -1;
-      if (auto* i = std::get_if<int64_t>(x)) return *i;
-      if (auto* u = std::get_if<uint64_t>(x)) return int64_t(*u);
-      return -1;
-    };
-    violation(*v, num("pid"), num("seq"));
+    if (auto v = judge_->judge(e)) violation(*v, e.int_or("pid", -1), e.int_or("seq", -1));
   };
 }
 
@@ -261,24 +254,15 @@ void Confinement::violation(const policy::Violation& v, int64_t pid, int64_t seq
 }
 
 void Confinement::track_writes(const events::Entry& e) {
-  auto num = [&](const char* k) -> int64_t {
-    const events::Value* x = e.get(k);
-    if (!x) return INT64_MIN;
-    if (auto* i = std::get_if<int64_t>(x)) return *i;
-    if (auto* u = std::get_if<uint64_t>(x)) return int64_t(*u);
-    return INT64_MIN;
-  };
-  int64_t pid = num("pid"), ret = num("ret");
+  int64_t pid = e.int_or("pid", INT64_MIN), ret = e.int_or("ret", INT64_MIN);
   if (e.type() == "exit") {  // fds close with the process, without close()
-    if (num("process_exit") == 1)
+    if (e.int_or("process_exit") == 1)
       for (auto it = written_.lower_bound({pid, INT64_MIN}); it != written_.end() && it->first.first == pid;)
         it = written_.erase(it);
     return;
   }
-  const events::Value* name_v = e.get("name");
-  const std::string* name = name_v ? std::get_if<std::string>(name_v) : nullptr;
-  if (!name) return;
-  if (*name == "close") {
+  const std::string name = e.string_or("name");
+  if (name == "close") {
     const auto* args = std::get_if<std::vector<int64_t>>(e.get("args"));
     if (ret != 0 || !args || args->empty()) return;
     auto it = written_.find({pid, (*args)[0]});
@@ -287,18 +271,15 @@ void Confinement::track_writes(const events::Entry& e) {
     written_.erase(it);
     return;
   }
-  if ((*name != "open" && *name != "openat" && *name != "creat") || ret < 0) return;
-  int64_t flags = num("flags");
-  if ((flags & O_ACCMODE) == O_RDONLY && !(flags & (O_CREAT | O_TRUNC))) return;
-  const events::Value* path_v = e.get("path");
-  const std::string* path = path_v ? std::get_if<std::string>(path_v) : nullptr;
-  if (!path || path->empty()) return;
-  std::string abs = *path;
+  if ((name != "open" && name != "openat" && name != "creat") || ret < 0) return;
+  if (!policy::opens_for_writing(e.int_or("flags"))) return;
+  std::string abs = e.string_or("path");
+  if (abs.empty()) return;
   if (abs[0] != '/') {
     // Relative to the process's directory (openat with a directory fd
     // other than AT_FDCWD is left to the end-of-session diff).
     const auto* args = std::get_if<std::vector<int64_t>>(e.get("args"));
-    if (*name == "openat" && (!args || int32_t((*args)[0]) != AT_FDCWD)) return;
+    if (name == "openat" && (!args || int32_t((*args)[0]) != AT_FDCWD)) return;
     std::string cwd = readlink_str("/proc/" + std::to_string(pid) + "/cwd");
     abs = (cwd.empty() ? work_dir_ : cwd) + "/" + abs;
   }
@@ -343,15 +324,9 @@ bool Confinement::check_breakers() {
     return true;
   }
   if (l.cpu_ms) {
-    // cpu.stat's usage_usec is in every cgroup v2 directory, controllers or not.
-    uint64_t usec = 0;
-    std::istringstream in(try_read_file(cgroup_.path() + "/cpu.stat").value_or(""));
-    std::string k;
-    uint64_t val;
-    while (in >> k >> val)
-      if (k == "usage_usec") usec = val;
-    if (usec / 1000 > l.cpu_ms) {
-      kill_session("limits.cpu_time", "the session used " + std::to_string(usec / 1000) + " ms of CPU (limit " +
+    uint64_t cpu_ms = cgroup_.cpu_usec() / 1000;
+    if (cpu_ms > l.cpu_ms) {
+      kill_session("limits.cpu_time", "the session used " + std::to_string(cpu_ms) + " ms of CPU (limit " +
                                           std::to_string(l.cpu_ms) + " ms)");
       return true;
     }

@@ -26,6 +26,9 @@ namespace flightrec::cli {
 // on_violation: kill).
 constexpr int kPolicyKillExit = 124;
 
+// Whether the policy runs the command in a sandbox (confining, not shadow).
+bool sandboxes(const policy::Policy& p);
+
 // $PATH without the directories the policy hides or does not let the
 // sandbox read (a search there would only fail, as a violation).
 std::string sandbox_search_path(const policy::Policy& policy);

@@ -21,9 +21,19 @@ const Value* Entry::get(std::string_view key) const {
   return nullptr;
 }
 
-std::string Entry::type() const {
-  const Value* v = get("type");
-  return v && std::holds_alternative<std::string>(*v) ? std::get<std::string>(*v) : "";
+int64_t Entry::int_or(std::string_view key, int64_t fallback) const {
+  const Value* v = get(key);
+  if (!v) return fallback;
+  if (auto* i = std::get_if<int64_t>(v)) return *i;
+  if (auto* u = std::get_if<uint64_t>(v)) return int64_t(*u);
+  return fallback;
+}
+
+std::string Entry::string_or(std::string_view key, std::string fallback) const {
+  const Value* v = get(key);
+  if (v)
+    if (auto* s = std::get_if<std::string>(v)) return *s;
+  return fallback;
 }
 
 namespace {

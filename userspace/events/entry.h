@@ -44,7 +44,10 @@ class Entry {
   }
 
   const Value* get(std::string_view key) const;
-  std::string type() const;  // the "type" field, or ""
+  // Typed reads of a field; the fallback when it is absent or of another type.
+  int64_t int_or(std::string_view key, int64_t fallback = 0) const;
+  std::string string_or(std::string_view key, std::string fallback = "") const;
+  std::string type() const { return string_or("type"); }
 
   // Throws std::logic_error on a duplicate key or invalid UTF-8 (a bug).
   std::string canonical() const;

@@ -11,21 +11,6 @@
 namespace flightrec::policy {
 namespace {
 
-int64_t int_field(const events::Entry& e, const char* key, int64_t fallback = 0) {
-  const events::Value* v = e.get(key);
-  if (!v) return fallback;
-  if (auto* i = std::get_if<int64_t>(v)) return *i;
-  if (auto* u = std::get_if<uint64_t>(v)) return int64_t(*u);
-  return fallback;
-}
-
-std::string str_field(const events::Entry& e, const char* key) {
-  const events::Value* v = e.get(key);
-  if (v)
-    if (auto* s = std::get_if<std::string>(v)) return *s;
-  return {};
-}
-
 bool arg_matches(const ArgCheck& c, uint64_t arg) {
   switch (c.op) {
     case ArgCheck::Op::Eq: return arg == c.value;
@@ -48,10 +33,7 @@ const std::set<std::string> kWriteCalls = {
 
 bool write_intent(const std::string& name, const events::Entry& e) {
   if (kWriteCalls.count(name)) return true;
-  if (name == "open" || name == "openat" || name == "openat2") {
-    int64_t flags = int_field(e, "flags");
-    return (flags & O_ACCMODE) != O_RDONLY || (flags & (O_CREAT | O_TRUNC));
-  }
+  if (name == "open" || name == "openat" || name == "openat2") return opens_for_writing(e.int_or("flags"));
   return false;
 }
 
@@ -63,6 +45,8 @@ bool through_proc_link(const std::string& raw) {
 }
 
 }  // namespace
+
+bool opens_for_writing(int64_t flags) { return (flags & O_ACCMODE) != O_RDONLY || (flags & (O_CREAT | O_TRUNC)); }
 
 std::string normalize_path(const std::string& path) {
   if (path.empty() || path[0] != '/') return path;
@@ -155,7 +139,7 @@ std::optional<Violation> Judge::judge(const events::Entry& e) const {
   if (type == "exit") {
     // SECCOMP_RET_KILL_PROCESS ends the process with SIGSYS (other ABIs,
     // rules with action kill).
-    int sig = int(int_field(e, "signal"));
+    int sig = int(e.int_or("signal"));
     if (sig == 31 && policy_.seccomp.enabled && !shadow_)
       return Violation{"seccomp.kill", "CRITICAL", "killed", "killed by seccomp (SIGSYS)"};
     if (sig == 25 && policy_.limits.file_size && !shadow_)
@@ -167,8 +151,8 @@ std::optional<Violation> Judge::judge(const events::Entry& e) const {
 }
 
 std::optional<Violation> Judge::judge_syscall(const events::Entry& e) const {
-  std::string name = str_field(e, "name");
-  int64_t ret = int_field(e, "ret");
+  std::string name = e.string_or("name");
+  int64_t ret = e.int_or("ret");
   // Seccomp: a blocked call names its rule; in shadow mode the same rules
   // are evaluated here.
   const Seccomp& sc = policy_.seccomp;
@@ -177,7 +161,7 @@ std::optional<Violation> Judge::judge_syscall(const events::Entry& e) const {
     std::vector<int64_t> args;
     if (argv)
       if (auto* v = std::get_if<std::vector<int64_t>>(argv)) args = *v;
-    const SyscallRule* rule = seccomp_rule(int(int_field(e, "nr")), args);
+    const SyscallRule* rule = seccomp_rule(int(e.int_or("nr")), args);
     Action action = rule ? rule->action : sc.default_action;
     if (action != Action::Allow) {
       std::string id = rule ? rule->id : "seccomp.default";
@@ -195,8 +179,8 @@ std::optional<Violation> Judge::judge_syscall(const events::Entry& e) const {
 }
 
 std::optional<Violation> Judge::judge_path(const events::Entry& e, const std::string& key, int64_t ret) const {
-  std::string name = str_field(e, "name");
-  std::string raw = str_field(e, key.c_str());
+  std::string name = e.string_or("name");
+  std::string raw = e.string_or(key);
   std::string path = normalize_path(raw);
   bool eacces = ret == -EACCES;
   bool absolute = !path.empty() && path[0] == '/';
@@ -228,15 +212,15 @@ std::optional<Violation> Judge::judge_path(const events::Entry& e, const std::st
 }
 
 std::optional<Violation> Judge::judge_connect(const events::Entry& e, int64_t ret) const {
-  std::string name = str_field(e, "name");
-  std::string family = str_field(e, "family"), addr = str_field(e, "addr");
+  std::string name = e.string_or("name");
+  std::string family = e.string_or("family"), addr = e.string_or("addr");
   if (name == "bind") {
     // A listening address other than loopback (allowlist mode shares the host's stack).
     bool inet = family == "AF_INET" || family == "AF_INET6";
-    if (inet && policy_.network == Network::Allowlist && int_field(e, "port") != 0 && !addr.starts_with("127.") &&
+    if (inet && policy_.network == Network::Allowlist && e.int_or("port") != 0 && !addr.starts_with("127.") &&
         addr != "::1")
       if (const char* v = verdict(ret == -EPERM || ret == -EACCES))
-        return Violation{"network.bind", "ALERT", v, name + " to " + addr + " port " + std::to_string(int_field(e, "port"))};
+        return Violation{"network.bind", "ALERT", v, name + " to " + addr + " port " + std::to_string(e.int_or("port"))};
     return std::nullopt;
   }
   if (name == "kill" || name == "tkill" || name == "tgkill") {
@@ -259,7 +243,7 @@ std::optional<Violation> Judge::judge_connect(const events::Entry& e, int64_t re
     return std::nullopt;
   }
   if (family != "AF_INET" && family != "AF_INET6") return std::nullopt;
-  int port = int(int_field(e, "port"));
+  int port = int(e.int_or("port"));
   std::string where = addr + " port " + std::to_string(port);
   if (policy_.network == Network::None) {
     // The sandbox's own loopback is its own business.

@@ -48,5 +48,7 @@ class Judge {
 // -> "/x" (the same file, seen through procfs). Relative paths unchanged.
 std::string normalize_path(const std::string& path);
 bool path_under(const std::string& path, const std::string& prefix);
+// open(2) flags that write, create or truncate.
+bool opens_for_writing(int64_t flags);
 
 }  // namespace flightrec::policy

@@ -27,13 +27,6 @@ int64_t begin_session(ledger::Store& store, const SessionMeta& meta) {
   return store.begin_session(row);
 }
 
-int64_t field_int(const events::Entry& e, const char* key) {
-  const events::Value* v = e.get(key);
-  if (!v) return 0;
-  if (auto* i = std::get_if<int64_t>(v)) return *i;
-  if (auto* u = std::get_if<uint64_t>(v)) return int64_t(*u);
-  return 0;
-}
 
 }  // namespace
 
@@ -160,17 +153,17 @@ bool Recorder::append(events::Entry& e, int64_t pid, std::optional<size_t> recor
 
 void Recorder::on_record(const void* data, size_t size) {
   events::Entry e = events::decode_record(data, size, ctx_);
-  if (!append(e, field_int(e, "pid"), size)) return;
+  if (!append(e, e.int_or("pid"), size)) return;
   if (on_kernel_entry) on_kernel_entry(e);
   if (on_exec && e.type() == "exec") {
     const events::Value* file = e.get("filename");
-    if (file && std::get_if<std::string>(file)) on_exec(uint32_t(field_int(e, "pid")), std::get<std::string>(*file));
+    if (file && std::get_if<std::string>(file)) on_exec(uint32_t(e.int_or("pid")), std::get<std::string>(*file));
   }
-  if (on_libssl_open && field_int(e, "ret") >= 0 && e.type() == "file_open") {
+  if (on_libssl_open && e.int_or("ret") >= 0 && e.type() == "file_open") {
     const events::Value* path = e.get("path");
     if (path && std::get_if<std::string>(path) &&
         std::get<std::string>(*path).find("libssl.so") != std::string::npos)
-      on_libssl_open(uint32_t(field_int(e, "pid")), std::get<std::string>(*path));
+      on_libssl_open(uint32_t(e.int_or("pid")), std::get<std::string>(*path));
   }
 }
 

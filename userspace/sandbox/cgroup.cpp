@@ -103,6 +103,15 @@ bool Cgroup::populated() const {
   return false;
 }
 
+uint64_t Cgroup::cpu_usec() const {
+  std::istringstream in(read_at(fd_, "cpu.stat"));
+  std::string key;
+  uint64_t value;
+  while (in >> key >> value)
+    if (key == "usage_usec") return value;
+  return 0;
+}
+
 void Cgroup::kill_all() {
   int fd = openat(fd_, "cgroup.kill", O_WRONLY | O_CLOEXEC);
   if (fd >= 0) {

@@ -27,6 +27,7 @@ class Cgroup {
   void add_process(pid_t pid);   // throws Error
   bool exists() const;           // false once the directory is removed
   bool populated() const;        // any process in it or below
+  uint64_t cpu_usec() const;     // CPU time used in it and below (cpu.stat, in every v2 cgroup)
   // Kills every process in it and below (cgroup.kill, or SIGKILL each
   // member until it is empty on kernels without cgroup.kill).
   void kill_all();

@@ -53,8 +53,7 @@ uint64_t stat_value(const std::string& text, const std::string& key) {
 
 }  // namespace
 
-ResourceLimits::ResourceLimits(const policy::Limits& l, const std::string& v2_dir, const std::string& name)
-    : v2_dir_(v2_dir) {
+ResourceLimits::ResourceLimits(const policy::Limits& l, const std::string& v2_dir, const std::string& name) {
   struct Want {
     const char* controller;
     bool wanted;
@@ -125,7 +124,6 @@ void ResourceLimits::add_process(pid_t pid) {
 
 LimitCounters ResourceLimits::read() const {
   LimitCounters out;
-  out.cpu_usec = stat_value(try_read_file(v2_dir_ + "/cpu.stat").value_or(""), "usage_usec");
   for (const auto& c : controllers_) {
     if (c.name == "memory") {
       out.oom_kills = c.v1 ? stat_value(try_read_file(c.dir + "/memory.oom_control").value_or(""), "oom_kill")

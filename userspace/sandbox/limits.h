@@ -16,7 +16,6 @@ namespace flightrec::sandbox {
 struct LimitCounters {
   uint64_t oom_kills = 0;      // processes the OOM killer ended
   uint64_t pids_refused = 0;   // forks refused by pids.max
-  uint64_t cpu_usec = 0;       // CPU time used by the session
 };
 
 class ResourceLimits {
@@ -40,7 +39,6 @@ class ResourceLimits {
     std::string dir;    // where its files are
     bool v1 = false;
   };
-  std::string v2_dir_;
   std::vector<Controller> controllers_;
 };
 
