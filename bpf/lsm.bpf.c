@@ -3,17 +3,24 @@
  * kernel itself resolved: the opened file's path (bpf_d_path), the exec'd
  * file, the connect address after it was copied in - no time-of-check /
  * time-of-use gap as with syscall arguments read from user memory.
- * file_open also enforces the session's deny rules (paths it may not open):
- * -EPERM and a record naming the rule. Processes outside the session are
- * never affected. The other hooks only audit. */
+ * file_open also enforces the session's path rules, compiled from the
+ * policy into two tries: hidden paths may not be opened, and files opened
+ * for exec must lie on the exec allowlist. A refusal is -EPERM and a record
+ * naming the rule; processes outside the session are never affected.
+ * socket_connect enforces the egress allowlist. The other hooks audit. */
 #include "lib/common.bpf.h"
 #include <bpf/bpf_endian.h>
 
 #define PATH_MASK (FR_STR_MAX - 1)
 
 struct lsm_scratch {
-	__u8 buf[sizeof(struct fr_lsm) + FR_STR_MAX];
+	__u8 buf[sizeof(struct fr_lsm) + FR_STR_MAX];  /* the record; lsm_record() */
+	struct fr_path_key key;                        /* a trie lookup */
 };
+
+/* __FMODE_EXEC in f_flags: the open of a file to execute it (execve, the
+ * ELF interpreter, a script's interpreter), as Landlock tells it too. */
+#define FR_FMODE_EXEC 0x20
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -47,25 +54,61 @@ static __always_inline void lsm_emit(struct fr_lsm *r)
 		fr_output(r, size);
 }
 
-/* Does path start with rule's prefix? */
-static __always_inline bool has_prefix(const char *path, struct fr_deny_rule *rule)
+/* The rule of a path trie that covers r's path (len bytes): its number, or
+ * 0. The key is the path plus "/", cut at FR_PATH_RULE_MAX bytes: a rule is
+ * at most that long with its own "/", so the cut never hides a match. */
+static __always_inline __u32 path_rule(void *trie, struct fr_lsm *r, __u32 len)
 {
-	__u32 len = rule->len;
-	if (len == 0 || len > FR_DENY_PREFIX)
-		return false;
-	for (__u32 j = 0; j < FR_DENY_PREFIX; j++) {
-		if (j >= len)
-			return true;
-		if (path[j] != rule->prefix[j])
-			return false;
+	struct fr_path_key *key = &((struct lsm_scratch *)r)->key;
+	if (bpf_probe_read_kernel(key->data, FR_PATH_RULE_MAX, r->path))
+		return 0;
+	if (len < FR_PATH_RULE_MAX) {
+		key->data[len & (FR_PATH_RULE_MAX - 1)] = '/';
+		len += 1;
+	} else {
+		len = FR_PATH_RULE_MAX;
 	}
-	return true;
+	key->prefixlen = len * 8;
+	__u32 *rule = bpf_map_lookup_elem(trie, key);
+	return rule ? *rule : 0;
+}
+
+/* 0: the open may go on; else why not (denied_by). n is bpf_d_path's result. */
+static __always_inline __u32 open_verdict(struct fr_lsm *r, long n, bool exec)
+{
+	bool check_exec = exec && fr_exec_rules;
+	if (!check_exec && !fr_hidden_rules)
+		return 0;
+	if (n <= 0)  /* no path (longer than PATH_MAX): an exec cannot be shown allowed */
+		return check_exec ? FR_DENY_EXEC : 0;
+	__u32 len = (__u32)(n - 1);
+	if (check_exec && !path_rule(&fr_exec_paths, r, len))
+		return FR_DENY_EXEC;
+	return fr_hidden_rules ? path_rule(&fr_hidden_paths, r, len) : 0;
+}
+
+/* overlayfs opens the real file behind an overlay file itself (6.6+: a
+ * backing file): on a private clone of a layer's mount, which no mount
+ * namespace holds, under the mounter's credentials. Its path is relative
+ * to the layer, not what the process opened, and the process's own open of
+ * the overlay file was checked already. Both conditions: a memfd (internal
+ * mount) opened on the caller's own credentials is still checked, and so
+ * is an open under borrowed credentials (io_uring personalities) of a file
+ * in a namespace. */
+static __always_inline bool backing_open(struct file *file, struct task_struct *task)
+{
+	struct vfsmount *vfs = BPF_CORE_READ(file, f_path.mnt);
+	struct mount *m = (struct mount *)((char *)vfs - bpf_core_field_offset(struct mount, mnt));
+	unsigned long ns = (unsigned long)BPF_CORE_READ(m, mnt_ns);
+	bool internal = ns == 0 || ns >= (unsigned long)-4095;  /* NULL or MNT_NS_INTERNAL */
+	return internal && BPF_CORE_READ(task, cred) != BPF_CORE_READ(task, real_cred);
 }
 
 SEC("lsm/file_open")  /* bpf_d_path is allowed: file_open is a sleepable-capable hook */
 int BPF_PROG(fr_lsm_file_open, struct file *file, int ret)
 {
-	if (ret || !fr_task_tracked(bpf_get_current_task_btf()))
+	struct task_struct *task = bpf_get_current_task_btf();
+	if (ret || !fr_task_tracked(task) || backing_open(file, task))
 		return ret;
 	struct fr_lsm *r = lsm_record(FR_LSM_FILE_OPEN);
 	if (!r)
@@ -73,19 +116,9 @@ int BPF_PROG(fr_lsm_file_open, struct file *file, int ret)
 	long n = bpf_d_path((struct path *)&file->f_path, r->path, FR_STR_MAX);
 	r->path_len = n > 0 ? (__u16)((n - 1) & PATH_MASK) : 0;
 	r->flags = file->f_flags;
-	for (__u32 i = 0; i < FR_DENY_RULES; i++) {
-		if (i >= fr_deny_count)
-			break;
-		__u32 key = i;
-		struct fr_deny_rule *rule = bpf_map_lookup_elem(&fr_deny_paths, &key);
-		if (rule && n > 0 && has_prefix(r->path, rule)) {
-			r->denied_by = i + 1;
-			lsm_emit(r);
-			return -1;  /* -EPERM */
-		}
-	}
+	r->denied_by = open_verdict(r, n, r->flags & FR_FMODE_EXEC);
 	lsm_emit(r);
-	return ret;
+	return r->denied_by ? -1 /* -EPERM */ : ret;
 }
 
 SEC("lsm/bprm_check_security")

@@ -6,7 +6,8 @@
 const volatile __u32 fr_cgroup_count = 0;
 const volatile __u32 fr_self_tgid = 0;
 const volatile __u32 fr_tls_enabled = 0;
-const volatile __u32 fr_deny_count = 0;
+const volatile __u32 fr_hidden_rules = 0;
+const volatile __u32 fr_exec_rules = 0;
 const volatile __u32 fr_egress_count = 0;
 const volatile __u32 fr_egress_lsm = 0;
 const volatile __u64 fr_tls_chunk = 16384;

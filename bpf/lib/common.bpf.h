@@ -20,7 +20,8 @@
 extern const volatile __u32 fr_cgroup_count;
 extern const volatile __u32 fr_self_tgid;  /* flightrec itself: never recorded */
 extern const volatile __u32 fr_tls_enabled;
-extern const volatile __u32 fr_deny_count;    /* deny rules in fr_deny_paths */
+extern const volatile __u32 fr_hidden_rules;  /* fr_hidden holds rules: file_open enforces them */
+extern const volatile __u32 fr_exec_rules;    /* fr_exec holds the exec allowlist: file_open enforces it */
 extern const volatile __u32 fr_egress_count;  /* allowlist entries in fr_egress */
 extern const volatile __u32 fr_egress_lsm;    /* lsm/socket_connect enforces the allowlist too */
 extern const volatile __u64 fr_tls_chunk;  /* bytes per TLS record */
@@ -65,12 +66,22 @@ FR_SHARED struct {
 	__type(value, struct fr_task_state);
 } fr_tasks SEC(".maps");
 
+/* Path rules (see struct fr_path_key); the value is the rule's number. */
 FR_SHARED struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, FR_DENY_RULES);
-	__type(key, __u32);
-	__type(value, struct fr_deny_rule);
-} fr_deny_paths SEC(".maps");
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, FR_PATH_RULES);
+	__type(key, struct fr_path_key);
+	__type(value, __u32);
+} fr_hidden_paths SEC(".maps");
+
+FR_SHARED struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, FR_PATH_RULES);
+	__type(key, struct fr_path_key);
+	__type(value, __u32);
+} fr_exec_paths SEC(".maps");
 
 FR_SHARED struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);

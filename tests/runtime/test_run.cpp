@@ -1,5 +1,6 @@
 // flightrec run on the real kernel: exact syscalls, processes and
 // addresses of known programs, and nothing from outside the session.
+#include <algorithm>
 #include <doctest/doctest.h>
 
 #include <fcntl.h>
@@ -326,29 +327,78 @@ TEST_CASE("--deny-path: refused with EPERM and recorded where BPF-LSM loads, nev
   TempDir dir;
   std::string secret = dir.file("secret"), db = dir.file("s.db");
   std::ofstream(secret) << "top secret\n";
+  std::ofstream(dir.file("secretly")) << "not covered\n";  // a rule covers a path and below, not a longer name
+  REQUIRE(symlink(secret.c_str(), dir.file("link").c_str()) == 0);
   Result r = flightrec({"run", "--policy", "observe", "--deny-path", secret, "--db", db, "--", "sh", "-c",
-                        "cat " + secret + "; echo rc=$?; cat /etc/hostname >/dev/null && echo other-ok"});
+                        "cat " + secret + "; echo rc=$?; cat " + dir.file("link") + "; echo link-rc=$?; cat " +
+                            dir.file("secretly") + " && cat /etc/hostname >/dev/null && echo other-ok"});
   bool lsm = flightrec({"probe"}).out.find("BPF-LSM                                         yes") != std::string::npos;
   if (!lsm) {
     CHECK(r.code == 125);
     CHECK(r.err.find("cannot be enforced") != std::string::npos);
     CHECK(count_lines(r.err) == 1);
+    CHECK(access(db.c_str(), F_OK) != 0);  // no record begun
     return;
   }
   REQUIRE(r.code == 0);
   CHECK(r.out.find("top secret") == std::string::npos);
   CHECK(r.out.find("rc=1") != std::string::npos);
+  CHECK(r.out.find("link-rc=1") != std::string::npos);  // the kernel's resolved path, not the name given
+  CHECK(r.out.find("not covered") != std::string::npos);
   CHECK(r.out.find("other-ok") != std::string::npos);
   CHECK(r.err.find("Operation not permitted") != std::string::npos);  // EPERM
   auto all = entries(db);
-  CHECK(all.front()["deny_paths"] == json::array({secret}));
-  CHECK(find(all, [&](const json& e) {
-    return e["type"] == "lsm" && e["path"] == secret && e["decision"] == "deny" && e["rule"] == 1;
-  }));
+  CHECK(all.front()["lsm_hidden"] == json::array({secret}));
+  CHECK(std::count_if(all.begin(), all.end(), [&](const json& e) {
+          return e["type"] == "lsm" && e["path"] == secret && e["decision"] == "deny" && e["rule"] == 1 &&
+                 e["rule_id"] == "filesystem.hidden";
+        }) == 2);  // by name and through the link
   CHECK(find(all, [&](const json& e) {
     return e["type"] == "file_open" && e.value("path", "") == secret && e["err"] == "EPERM";
   }));
   // Outside the session the same file opens.
   CHECK(slurp(secret) == "top secret\n");
   CHECK(run({"cat", secret}).out == "top secret\n");
+}
+
+TEST_CASE("--allow-exec: only files under the allowed paths execute, by their resolved path, where BPF-LSM loads") {
+  REQUIRE(is_root());
+  TempDir dir;
+  std::string db = dir.file("x.db"), copy = dir.file("true-copy"), link = dir.file("true-link");
+  REQUIRE(run({"cp", "/usr/bin/true", copy}).code == 0);
+  REQUIRE(symlink("/usr/bin/true", link.c_str()) == 0);
+  // /usr holds the shell, true and (merged /usr) the ELF interpreter. A copy
+  // outside it is refused; a link into it runs; so does nothing fileless.
+  std::string script = copy + "; echo copy-rc=$?; " + link + " && echo link-ok; " +
+                       "python3 -c 'import os; fd = os.memfd_create(\"x\"); "
+                       "os.write(fd, open(\"/usr/bin/true\", \"rb\").read()); "
+                       "os.execv(f\"/proc/self/fd/{fd}\", [\"x\"])'; echo memfd-rc=$?";
+  Result r = flightrec({"run", "--policy", "observe", "--allow-exec", "/usr", "--db", db, "--", "sh", "-c", script});
+  bool lsm = flightrec({"probe"}).out.find("BPF-LSM                                         yes") != std::string::npos;
+  if (!lsm) {
+    CHECK(r.code == 125);
+    CHECK(r.err.find("cannot be enforced") != std::string::npos);
+    return;
+  }
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("copy-rc=126") != std::string::npos);  // sh: found but cannot execute
+  CHECK(r.out.find("link-ok") != std::string::npos);
+  CHECK(r.out.find("memfd-rc=1") != std::string::npos);  // python: PermissionError
+  auto all = entries(db);
+  CHECK(all.front()["lsm_exec"] == json::array({"/usr"}));
+  auto refused = [&](const std::string& prefix) {
+    return find(all, [&](const json& e) {
+      return e["type"] == "lsm" && e["hook"] == "file_open" && e["decision"] == "deny" &&
+             e["rule_id"] == "filesystem.exec" && e["path"].get<std::string>().rfind(prefix, 0) == 0;
+    });
+  };
+  CHECK(refused(copy));
+  CHECK(refused("/memfd:x"));
+  CHECK(find(all, [&](const json& e) {
+    return e["type"] == "exec" && e.value("filename", "") == link;
+  }));
+  // A sandbox's policy decides what it executes: the option is refused there.
+  Result sandboxed = flightrec({"run", "--allow-exec", "/usr", "--db", dir.file("y.db"), "--", "true"});
+  CHECK(sandboxed.code == 2);
+  CHECK(sandboxed.err.find("filesystem.exec") != std::string::npos);
 }

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 
 #include "runtime/harness.h"
@@ -146,6 +147,55 @@ TEST_CASE("agent, the default: host files hidden and read-only, changes recorded
   }
   CHECK(execs >= 3);
   CHECK(flightrec({"verify", "--db", db}).code == 0);
+}
+
+TEST_CASE("sandbox path rules are decided by the LSM hook too: a hidden path made during the session stays closed") {
+  REQUIRE(is_root());
+  TempDir dir;
+  std::string work = dir.file("work"), db = dir.file("s.db"), policy = dir.file("later.yaml");
+  mkdir(work.c_str(), 0755);
+  // The mounts can only mask what exists when the sandbox is built.
+  write(policy, "version: 1\nname: later\nfilesystem:\n  read_only: [/usr, /etc, /bin, /lib, /lib64]\n"
+                "  hidden: [/tmp/later]\n");
+  Result r = run_in(work, {FLIGHTREC_BIN, "run", "--policy", policy, "--db", db, "--", "sh", "-c",
+                           "echo data > /tmp/later; echo w=$?; cat /tmp/later; echo r=$?; echo ok > /tmp/laterx && "
+                           "cat /tmp/laterx; cp /usr/bin/true ./t && ./t && echo exec-ok"});
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  auto all = entries(db);
+  const json& genesis = all.front();
+  bool lsm = flightrec({"probe"}).out.find("BPF-LSM                                         yes") != std::string::npos;
+  CHECK(r.out.find("ok\n") != std::string::npos);  // a rule covers its path and below, nothing longer
+  // The work directory is executable (an overlay: the kernel's own open of
+  // the file in its upper layer is not mistaken for the command's).
+  CHECK(r.out.find("exec-ok\n") != std::string::npos);
+  if (!lsm) {
+    // Here the mounts and Landlock alone enforce the policy; the record says
+    // no path rule was decided by BPF-LSM.
+    CHECK_FALSE(genesis.contains("lsm_hidden"));
+    CHECK_FALSE(genesis.contains("lsm_exec"));
+    return;
+  }
+  CHECK(r.out.find("w=2\n") != std::string::npos);  // sh: a redirection that failed
+  CHECK(r.out.find("r=1\n") != std::string::npos);
+  CHECK(r.out.find("data") == std::string::npos);
+  CHECK(genesis["lsm_hidden"][0] == "/tmp/later");
+  CHECK(genesis["lsm_exec"] == json::array({"/usr", "/etc", "/bin", "/lib", "/lib64", work}));
+  auto hidden = violations(all, "filesystem.hidden");
+  REQUIRE(hidden.size() == 2);  // the write and the read
+  for (const auto& v : hidden) {
+    CHECK(v["detail"] == "open of /tmp/later refused by BPF-LSM (hidden)");
+    const json* e = by_seq(all, v["of_seq"]);
+    REQUIRE(e);
+    CHECK((*e)["type"] == "lsm");
+    CHECK((*e)["rule"] == 1);
+  }
+  // Execs passed the exec allowlist on their resolved paths (/bin/sh is /usr/bin/dash).
+  CHECK(std::any_of(all.begin(), all.end(), [](const json& e) {
+    return e["type"] == "lsm" && e["hook"] == "file_open" && e["decision"] == "allow" &&
+           e["path"] == "/usr/bin/dash" && (e["flags"].get<int64_t>() & 0x20);
+  }));
+  CHECK(violations(all, "filesystem.exec").empty());
 }
 
 TEST_CASE("a seccomp denial is recorded with the rule that fired and the blocked call") {

@@ -32,18 +32,19 @@ std::string cgroup2_root() {
   return "";
 }
 
-// A cgroup with one shell loop in it that keeps testing for `marker`.
+// A cgroup with one shell loop in it that keeps testing for `marker`
+// (or runs `loop_body` over and over).
 struct Workload {
   std::string path;
   pid_t pid = -1;
-  Workload(const std::string& name, const std::string& marker) {
+  Workload(const std::string& name, const std::string& marker, std::string loop_body = "") {
+    if (loop_body.empty()) loop_body = "test -e " + marker + "; sleep 0.02";
     path = cgroup2_root() + "/" + name;
     REQUIRE(mkdir(path.c_str(), 0755) == 0);
     pid = fork();
     if (pid == 0) {
       std::ofstream(path + "/cgroup.procs") << getpid() << std::endl;
-      execlp("sh", "sh", "-c", ("while :; do test -e " + marker + "; sleep 0.02; done").c_str(),
-             (char*)nullptr);
+      execlp("sh", "sh", "-c", ("while :; do " + loop_body + "; done").c_str(), (char*)nullptr);
       _exit(127);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -136,4 +137,46 @@ TEST_CASE("watching the cgroup flightrec itself runs in does not record the reco
   }
   CHECK(own_syscalls == 0);
   CHECK(workload > 10);
+}
+
+TEST_CASE("watch with --deny-path and --allow-exec confines processes already running, for the session only") {
+  REQUIRE(is_root());
+  TempDir dir;
+  std::string secret = dir.file("secret"), copy = dir.file("true-copy"), out = dir.file("out"), db = dir.file("w.db");
+  std::ofstream(secret) << "s3cret\n";
+  REQUIRE(run({"cp", "/usr/bin/true", copy}).code == 0);
+  Workload w("flightrec-test-confine-" + std::to_string(getpid()), "",
+             "cat " + secret + " >/dev/null 2>&1; echo cat=$? >> " + out + "; " + copy + " 2>/dev/null; echo copy=$? >> " +
+                 out + "; sleep 0.05");
+  Result r = flightrec({"watch", "--cgroup", w.path, "--deny-path", secret, "--allow-exec", "/usr", "--db", db,
+                        "--duration", "1.5"});
+  bool lsm = flightrec({"probe"}).out.find("BPF-LSM                                         yes") != std::string::npos;
+  if (!lsm) {
+    CHECK(r.code == 1);  // flightrec's own error: nothing was watched unconfined
+    CHECK(r.err.find("cannot be enforced") != std::string::npos);
+    CHECK(access(db.c_str(), F_OK) != 0);  // and no record begun
+    return;
+  }
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  w.stop();
+  // Before the session the loop could read and execute; during it, not;
+  // after it, again.
+  std::string lines = slurp(out);
+  size_t denied = lines.find("cat=1\ncopy=126\n");
+  REQUIRE(denied != std::string::npos);
+  CHECK(lines.rfind("cat=0\ncopy=0\n", denied) != std::string::npos);
+  CHECK(lines.find("cat=0\ncopy=0\n", denied) != std::string::npos);
+  auto all = entries(db);
+  CHECK(all.front()["lsm_hidden"] == json::array({secret}));
+  CHECK(all.front()["lsm_exec"] == json::array({"/usr"}));
+  bool hidden = false, exec = false;
+  for (const auto& e : all) {
+    if (e["type"] != "lsm" || e.value("decision", "") != "deny") continue;
+    hidden = hidden || (e["path"] == secret && e["rule_id"] == "filesystem.hidden");
+    exec = exec || (e["path"] == copy && e["rule_id"] == "filesystem.exec");
+  }
+  CHECK(hidden);
+  CHECK(exec);
 }

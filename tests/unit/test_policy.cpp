@@ -56,6 +56,10 @@ TEST_CASE("the shipped policies parse and say what they are") {
   CHECK(allowed <= 80);
   CHECK_FALSE(load("observe").confine);
   CHECK_THROWS_AS(load("nosuch"), PolicyError);
+  // Every path list is also a BPF-LSM rule list: bounded.
+  std::string many = "version: 1\nname: t\nfilesystem:\n  hidden: [";
+  for (int i = 0; i < 257; ++i) many += (i ? ", /h" : "/h") + std::to_string(i);
+  CHECK_THROWS_WITH_AS(parse(many + "]\n", "t.yaml"), "t.yaml:4: filesystem.hidden: at most 256 paths", PolicyError);
 }
 
 TEST_CASE("policy errors name the file, the line and the key") {
@@ -167,6 +171,20 @@ TEST_CASE("the judge names the rule behind a denial") {
   ok.set("path", "/work/notes.txt");
   ok.set("flags", int64_t(01101));
   CHECK_FALSE(j.judge(ok));
+  // BPF-LSM's refusals carry their rule; its allowed opens are no violation.
+  auto lsm = [](const char* decision, const char* rule_id) {
+    flightrec::events::Entry e;
+    e.set("type", "lsm");
+    e.set("hook", "file_open");
+    e.set("path", "/tmp/x");
+    e.set("decision", decision);
+    if (*rule_id) e.set("rule_id", rule_id);
+    return e;
+  };
+  REQUIRE(j.judge(lsm("deny", "filesystem.exec")));
+  CHECK(j.judge(lsm("deny", "filesystem.exec"))->rule == "filesystem.exec");
+  CHECK(j.judge(lsm("deny", "filesystem.hidden"))->detail == "open of /tmp/x refused by BPF-LSM (hidden)");
+  CHECK_FALSE(j.judge(lsm("allow", "")));
   // Shadow mode: the same rules, nothing refused.
   p.mode = Mode::Shadow;
   Judge shadow(p, "/work");

@@ -151,6 +151,9 @@ int cmd_run(const Args& all) {
 
   // Found where the command will run: in the sandbox, only on its $PATH.
   bool sandboxed = sandboxes(policy);
+  if (sandboxed && !so.allow_exec.empty())
+    throw UsageError("--allow-exec is for sessions without a sandbox: policy " + policy.name +
+                     " says what its sandbox may execute (filesystem.exec)");
   auto program = sandboxed ? find_executable(command[0], sandbox_search_path(policy)) : find_executable(command[0]);
   if (!program) {
     std::cerr << "flightrec: command not found or not executable" << (sandboxed ? " in the sandbox" : "")
@@ -206,8 +209,7 @@ int cmd_run(const Args& all) {
   meta.command = command;
   meta.cgroups = {cgroup.path()};
   so.fill(meta);
-  meta.capture = capture->attached();
-  meta.capture_refused = capture->refused();
+  describe_capture(*capture, copts, meta);
   confinement->fill(meta);
   meta.key = key.get();
   ledger::Store& store = *store_ptr;

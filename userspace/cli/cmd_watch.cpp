@@ -76,8 +76,7 @@ int cmd_watch(const Args& args) {
   meta.mode = "watch";
   meta.cgroups = paths;
   so.fill(meta);
-  meta.capture = capture.attached();
-  meta.capture_refused = capture.refused();
+  describe_capture(capture, copts, meta);
   meta.key = key.get();
   recorder::Recorder rec(store, meta);
   rec_ptr = &rec;

@@ -16,6 +16,7 @@
 #include <thread>
 #include <sstream>
 
+#include "cli/path_rules.h"
 #include "common/error.h"
 #include "common/system.h"
 #include "sandbox/changes.h"
@@ -169,7 +170,15 @@ Confinement::~Confinement() {
 }
 
 void Confinement::fill(probe::CaptureOptions& copts) const {
-  if (!sandboxed_ || policy_.network != policy::Network::Allowlist) return;
+  if (!sandboxed_) return;
+  // Where BPF-LSM loads, it decides the hidden paths and the exec allowlist
+  // too, on the path the kernel resolved: behind the mounts and Landlock,
+  // and alone where Landlock is missing or a hidden path appears later.
+  // A path too long for the trie: a hidden one is left to the mounts, and
+  // the exec allowlist to Landlock as a whole (without it, it would deny).
+  add_path_rules(copts.hidden, policy_.filesystem.hidden, policy_.filesystem.root);
+  if (!add_path_rules(copts.exec, landlock_.exec, policy_.filesystem.root)) copts.exec = {};
+  if (policy_.network != policy::Network::Allowlist) return;
   copts.egress_cgroup_fd = cgroup_.fd();
   for (const auto& ep : policy_.allow) {
     fr_egress_rule r{};

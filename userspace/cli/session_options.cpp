@@ -1,7 +1,10 @@
 #include "cli/session_options.h"
 
+#include "cli/path_rules.h"
+#include "common/error.h"
 #include "common/text.h"
 #include "probe/capture.h"
+#include "probe/features.h"
 
 namespace flightrec::cli {
 
@@ -18,8 +21,13 @@ void SessionOptions::add_to(po::options_description& desc) {
       "when the kernel loses events: continue (record the gap), freeze (pause the session's "
       "cgroup until the collector catches up), kill (end the session)")(
       "deny-path", po::value(&deny_paths),
-      "the session may not open files under this path (repeatable, up to 8; enforced by BPF-LSM, "
-      "so only where the kernel allows it; refused otherwise)")(
+      "the session may not open this file or anything under it (repeatable, up to 64; enforced "
+      "by BPF-LSM on the kernel's resolved path, so only where the kernel allows it; refused "
+      "otherwise)")(
+      "allow-exec", po::value(&allow_exec)->value_name("PATH"),
+      "the session may execute only files under these paths (repeatable, up to 64; with the ELF "
+      "interpreter's, e.g. /usr on Debian); enforced by BPF-LSM as --deny-path is. In a sandbox "
+      "the policy's filesystem.exec decides instead")(
       "tls", po::value(&tls)->default_value(tls),
       "on: record TLS plaintext from OpenSSL (uprobes on libssl's SSL_read/SSL_write); off: "
       "attach nothing")(
@@ -40,10 +48,17 @@ void SessionOptions::validate(const po::variables_map&) {
   if (on_loss != "continue" && on_loss != "freeze" && on_loss != "kill")
     throw UsageError("--on-loss must be continue, freeze or kill");
   if (checkpoint_entries == 0) throw UsageError("--checkpoint-entries must be at least 1");
-  if (deny_paths.size() > 8) throw UsageError("at most 8 --deny-path rules");
-  for (const auto& p : deny_paths)
-    if (p.empty() || p[0] != '/' || p.size() > 128 || !is_valid_utf8(p))
-      throw UsageError("--deny-path takes an absolute UTF-8 path of at most 128 bytes: '" + p + "'");
+  for (const auto& [paths, option] : {std::pair{&deny_paths, "--deny-path"}, std::pair{&allow_exec, "--allow-exec"}}) {
+    if (paths->size() > 64) throw UsageError(std::string("at most 64 ") + option + " rules");
+    for (const auto& p : *paths)
+      if (p.empty() || p[0] != '/' || p.size() >= FR_PATH_RULE_MAX || !is_valid_utf8(p))
+        throw UsageError(std::string(option) + " takes an absolute UTF-8 path shorter than " +
+                         std::to_string(FR_PATH_RULE_MAX) + " bytes: '" + p + "'");
+  }
+  // Before anything is created: without BPF-LSM nothing would enforce them.
+  if ((!deny_paths.empty() || !allow_exec.empty()) && !probe::bpf_lsm_available())
+    throw Error("this kernel refuses BPF-LSM programs, so --deny-path and --allow-exec cannot be enforced; "
+                "flightrec will not run unconfined (boot with lsm=...,bpf)");
   if ((tls != "on" && tls != "off") || (tls_redact != "on" && tls_redact != "off"))
     throw UsageError("--tls and --tls-redact take on or off");
   size_t chunk = tls_chunk_bytes(), cap = tls_cap_bytes();
@@ -64,7 +79,6 @@ void SessionOptions::fill(recorder::SessionMeta& meta) const {
   meta.checkpoint_entries = checkpoint_entries;
   meta.checkpoint_ms = checkpoint_ms;
   meta.tls = tls_enabled();
-  meta.deny_paths = deny_paths;
   meta.tls_redact = tls_redact == "on";
   meta.tls_chunk = tls_chunk_bytes();
   meta.tls_cap = tls_cap_bytes();
@@ -74,9 +88,20 @@ void SessionOptions::fill(probe::CaptureOptions& copts) const {
   copts.ring_bytes = ring_bytes();
   copts.verbose = verbose;
   copts.tls = tls_enabled();
-  copts.deny_paths = deny_paths;
+  add_path_rules(copts.hidden, deny_paths, "/");
+  add_path_rules(copts.exec, allow_exec, "/");
+  copts.require_lsm = !deny_paths.empty() || !allow_exec.empty();  // nothing else enforces them
   copts.tls_chunk = tls_chunk_bytes();
   copts.tls_cap = tls_cap_bytes();
+}
+
+void describe_capture(const probe::Capture& capture, const probe::CaptureOptions& copts, recorder::SessionMeta& meta) {
+  meta.capture = capture.attached();
+  meta.capture_refused = capture.refused();
+  if (capture.enforces_path_rules()) {
+    meta.lsm_hidden = copts.hidden.listed;
+    meta.lsm_exec = copts.exec.listed;
+  }
 }
 
 }  // namespace flightrec::cli

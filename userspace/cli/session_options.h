@@ -19,7 +19,7 @@ struct SessionOptions {
   uint64_t checkpoint_entries = 1000;
   uint64_t checkpoint_ms = 1000;
   std::string on_loss = "continue";
-  std::vector<std::string> deny_paths;
+  std::vector<std::string> deny_paths, allow_exec;
   std::string tls = "on", tls_redact = "on", tls_chunk = "16K", tls_cap = "256K";
   bool verbose = false;
 
@@ -35,5 +35,9 @@ struct SessionOptions {
   size_t tls_chunk_bytes() const { return parse_size(tls_chunk, "--tls-chunk"); }
   size_t tls_cap_bytes() const { return parse_size(tls_cap, "--tls-cap"); }
 };
+
+// What the capture attached, what the kernel refused, and the path rules
+// lsm/file_open enforces (if it does), for the genesis entry.
+void describe_capture(const probe::Capture& capture, const probe::CaptureOptions& copts, recorder::SessionMeta& meta);
 
 }  // namespace flightrec::cli

@@ -257,7 +257,12 @@ Entry decode_lsm(const uint8_t* p, size_t size, const DecodeContext& ctx) {
       e.set_bytes("path", path);
       e.set("flags", r.flags);
       e.set("decision", r.denied_by ? "deny" : "allow");
-      if (r.denied_by) e.set("rule", r.denied_by);
+      if (r.denied_by == FR_DENY_EXEC) {
+        e.set("rule_id", "filesystem.exec");
+      } else if (r.denied_by) {
+        e.set("rule_id", "filesystem.hidden");
+        e.set("rule", r.denied_by);  // the genesis entry's lsm_hidden[rule - 1]
+      }
       break;
     case FR_LSM_BPRM_CHECK:
       e.set("hook", "bprm_check_security");

@@ -147,6 +147,16 @@ std::optional<Violation> Judge::judge(const events::Entry& e) const {
     return std::nullopt;
   }
   if (type == "syscall" || type == "file_open" || type == "connect") return judge_syscall(e);
+  // BPF-LSM refused an open (hidden path, exec allowlist) on the kernel's
+  // resolved path; the syscall itself only says EPERM, so this is the one
+  // entry to judge. Refused connects are judged on the syscall.
+  if (type == "lsm" && e.string_or("hook") == "file_open" && e.string_or("decision") == "deny") {
+    std::string rule = e.string_or("rule_id"), path = e.string_or("path");
+    bool exec = rule == "filesystem.exec";
+    return Violation{rule, "ALERT", "denied",
+                     (exec ? "exec of " : "open of ") + path + " refused by BPF-LSM" +
+                         (exec ? " (not on the exec allowlist)" : " (hidden)")};
+  }
   return std::nullopt;
 }
 

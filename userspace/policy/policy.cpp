@@ -86,6 +86,7 @@ class Reader {
 
   std::vector<std::string> paths(const YAML::Node& n, const std::string& key) const {
     if (!n.IsSequence()) fail(n, key, "must be a list of absolute paths");
+    if (n.size() > 256) fail(n, key, "at most 256 paths");  // each is a BPF-LSM rule too
     std::vector<std::string> out;
     for (const auto& item : n) out.push_back(abs_path(item, key));
     return out;
@@ -512,6 +513,15 @@ void override_limit(Policy& p, const std::string& key_value) {
 }
 
 const std::vector<std::pair<std::string, std::string>>& shipped_policies_table();
+
+std::vector<std::string> executable_paths(const Policy& p, const std::string& work_dir, const std::string& command) {
+  const auto& fs = p.filesystem;
+  if (fs.exec_only_command) return {command, "/lib64/ld-linux-x86-64.so.2"};
+  if (!fs.exec.empty()) return fs.exec;
+  std::vector<std::string> out = fs.read_only;
+  out.push_back(work_dir);
+  return out;
+}
 
 int capability_number(const std::string& name) {
   static const char* names[] = {

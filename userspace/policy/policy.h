@@ -99,6 +99,11 @@ struct Policy {
   std::vector<std::string> overrides;  // changes made on the command line, recorded with the policy
 };
 
+// The trees and files the sandbox may execute: filesystem.exec, or the
+// readable trees and the work directory; exec: [command] is the command and
+// the ELF interpreter. Landlock and BPF-LSM enforce the same list.
+std::vector<std::string> executable_paths(const Policy& p, const std::string& work_dir, const std::string& command);
+
 // CAP_CHOWN -> 0 ... CAP_CHECKPOINT_RESTORE -> 40; -1 if not a capability.
 int capability_number(const std::string& name);
 

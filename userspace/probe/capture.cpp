@@ -9,10 +9,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdarg>
 #include <cstdio>
-#include <algorithm>
 #include <cstring>
 
 #include "common/error.h"
@@ -51,6 +51,18 @@ std::string refused_program(const std::string& log) {
   return "";
 }
 
+// A rule "/a/b" is stored as "/a/b/" ("/" as itself): see fr_path_key.
+void fill_path_rules(int trie, const PathRules& rules) {
+  for (const auto& [path, number] : rules.match) {
+    fr_path_key key{};
+    std::string data = path == "/" ? path : path + "/";
+    std::memcpy(key.data, data.data(), data.size());
+    key.prefixlen = uint32_t(data.size() * 8);
+    if (bpf_map_update_elem(trie, &key, &number, BPF_ANY) != 0)
+      throw Error(errno_message("cannot load the path rules", errno));
+  }
+}
+
 }  // namespace
 
 void select_programs(bpf_object* obj, bool lsm, bool tls, bool egress) {
@@ -79,11 +91,18 @@ Capture::Capture(const CaptureOptions& opts, Handler handler) : handler_(std::mo
   // BPF-LSM where the kernel allows it; elsewhere the syscall tracepoints
   // alone (the genesis entry's capture list says which).
   bool lsm = bpf_lsm_available();
-  if (!opts.deny_paths.empty() && !lsm)
-    throw Error("this kernel refuses BPF-LSM programs, so the deny rules cannot be enforced; "
+  if (opts.require_lsm && !lsm)
+    throw Error("this kernel refuses BPF-LSM programs, so the path rules cannot be enforced; "
                 "flightrec will not run the command unconfined (boot with lsm=...,bpf)");
-  if (opts.deny_paths.size() > FR_DENY_RULES)
-    throw Error("at most " + std::to_string(FR_DENY_RULES) + " deny rules");
+  for (const auto* rules : {&opts.hidden, &opts.exec}) {
+    if (rules->match.size() > FR_PATH_RULES)
+      throw Error("at most " + std::to_string(FR_PATH_RULES) + " paths per kind of path rule");
+    for (const auto& [path, number] : rules->match)
+      if (path.empty() || path[0] != '/' || path.size() >= FR_PATH_RULE_MAX || number == 0 ||
+          number > rules->listed.size())
+        throw Error("a path rule must be an absolute path shorter than " + std::to_string(FR_PATH_RULE_MAX) +
+                    " bytes: '" + path + "'");
+  }
   if (opts.tls && (opts.tls_chunk == 0 || opts.tls_chunk > FR_TLS_CHUNK_MAX ||
                    opts.tls_cap / opts.tls_chunk > FR_TLS_CHUNKS_MAX))
     throw Error("TLS capture: at most " + std::to_string(FR_TLS_CHUNK_MAX) + " bytes per record and " +
@@ -104,7 +123,8 @@ Capture::Capture(const CaptureOptions& opts, Handler handler) : handler_(std::mo
     skel_->rodata->fr_tls_chunk = opts.tls_chunk;
     skel_->rodata->fr_tls_cap = opts.tls_cap;
     skel_->rodata->fr_wakeup_bytes = opts.wakeup_bytes ? opts.wakeup_bytes : opts.ring_bytes / 8;
-    skel_->rodata->fr_deny_count = uint32_t(opts.deny_paths.size());
+    skel_->rodata->fr_hidden_rules = opts.hidden.empty() ? 0 : 1;
+    skel_->rodata->fr_exec_rules = opts.exec.empty() ? 0 : 1;
     skel_->rodata->fr_egress_count = uint32_t(opts.egress.size());
     skel_->rodata->fr_egress_lsm = egress && lsm ? 1 : 0;
     bpf_map__set_max_entries(skel_->maps.fr_events, uint32_t(opts.ring_bytes));
@@ -121,7 +141,7 @@ Capture::Capture(const CaptureOptions& opts, Handler handler) : handler_(std::mo
     std::string section = prog ? bpf_program__section_name(prog) : "";
     flightrec_bpf__destroy(skel_);
     skel_ = nullptr;
-    bool optional = section.rfind("lsm/", 0) == 0 && !(section == "lsm/file_open" && !opts.deny_paths.empty());
+    bool optional = section.rfind("lsm/", 0) == 0 && !(section == "lsm/file_open" && opts.require_lsm);
     if (!optional || attempt >= 16)
       throw Error(errno_message("the kernel refused flightrec's BPF program " + (name.empty() ? "" : name + " ") +
                                     "(run with --verbose for the verifier log)",
@@ -129,6 +149,8 @@ Capture::Capture(const CaptureOptions& opts, Handler handler) : handler_(std::mo
     refused_names_.push_back(name);
     refused_.push_back(section);
   }
+  path_rules_ = lsm && (!opts.hidden.empty() || !opts.exec.empty()) &&
+                std::find(refused_.begin(), refused_.end(), "lsm/file_open") == refused_.end();
   try {
     int specs = bpf_map__fd(skel_->maps.fr_syscall_specs);
     for (uint32_t nr = 0; nr < FR_SYSCALL_TABLE_SIZE; ++nr) {
@@ -136,16 +158,8 @@ Capture::Capture(const CaptureOptions& opts, Handler handler) : handler_(std::mo
       if (bpf_map_update_elem(specs, &nr, &info->spec, BPF_ANY) != 0)
         throw Error(errno_message("cannot fill the syscall table map", errno));
     }
-    int deny = bpf_map__fd(skel_->maps.fr_deny_paths);
-    for (uint32_t i = 0; i < opts.deny_paths.size(); ++i) {
-      fr_deny_rule rule{};
-      const std::string& p = opts.deny_paths[i];
-      if (p.empty() || p.size() > FR_DENY_PREFIX) throw Error("deny rule too long: " + p);
-      rule.len = uint32_t(p.size());
-      std::memcpy(rule.prefix, p.data(), p.size());
-      if (bpf_map_update_elem(deny, &i, &rule, BPF_ANY) != 0)
-        throw Error(errno_message("cannot load the deny rules", errno));
-    }
+    fill_path_rules(bpf_map__fd(skel_->maps.fr_hidden_paths), opts.hidden);
+    fill_path_rules(bpf_map__fd(skel_->maps.fr_exec_paths), opts.exec);
     int cgroups = bpf_map__fd(skel_->maps.fr_cgroups);
     for (uint32_t i = 0; i < opts.cgroup_fds.size(); ++i) {
       uint32_t fd = uint32_t(opts.cgroup_fds[i]);

@@ -18,6 +18,16 @@ extern "C" {
 
 namespace flightrec::probe {
 
+// Path rules for lsm/file_open (see fr_path_key). Rule N is listed[N-1],
+// as written (the genesis entry records the list); match holds the paths
+// the trie matches, each covering itself and everything under it: every
+// listed path, and where its symlinks lead, under its rule's number.
+struct PathRules {
+  std::vector<std::string> listed;
+  std::vector<std::pair<std::string, uint32_t>> match;
+  bool empty() const { return listed.empty(); }
+};
+
 struct CaptureOptions {
   std::vector<int> cgroup_fds;            // observe these cgroups and below (max FR_MAX_CGROUPS)
   size_t ring_bytes = 16u << 20;          // power of two, >= 64 KiB
@@ -25,7 +35,9 @@ struct CaptureOptions {
   bool tls = false;                       // load the TLS plaintext probes (attach with attach_tls)
   size_t tls_chunk = 16384;               // bytes per TLS record (<= 16 KiB)
   size_t tls_cap = 262144;                // bytes per SSL call; the rest is counted, not kept
-  std::vector<std::string> deny_paths;    // the session may not open these (BPF-LSM only)
+  PathRules hidden;                       // the session may not open these (BPF-LSM only)
+  PathRules exec;                         // the session may execute only these (empty: anything)
+  bool require_lsm = false;               // the path rules are the only enforcement: no BPF-LSM, no run
   // Egress allowlist enforced on egress_cgroup_fd (cgroup connect/sendmsg
   // programs); -1: not loaded.
   int egress_cgroup_fd = -1;
@@ -60,6 +72,8 @@ class Capture {
   // LSM programs this kernel refused one by one ("lsm/path_unlink"): those
   // hooks are seen by the syscall tracepoints only.
   const std::vector<std::string>& refused() const { return refused_; }
+  // Whether lsm/file_open decides the path rules on this kernel.
+  bool enforces_path_rules() const { return path_rules_; }
 
  private:
   static int on_record(void* ctx, void* data, size_t size);
@@ -77,6 +91,7 @@ class Capture {
   std::vector<std::string> tls_paths_;
   Handler handler_;
   int handled_ = 0;
+  bool path_rules_ = false;
 };
 
 // Loads BPF-LSM programs only if `lsm` (where the kernel allows them) and

@@ -80,7 +80,8 @@ Recorder::Recorder(ledger::Store& store, const SessionMeta& meta)
   e.set("policy_sha256", ledger::to_hex(ledger::sha256(meta.policy_text)));
   e.set("on_loss", meta.on_loss);
   e.set("tls_capture", meta.tls ? 1 : 0);
-  if (!meta.deny_paths.empty()) e.set("deny_paths", meta.deny_paths);
+  if (!meta.lsm_hidden.empty()) e.set("lsm_hidden", meta.lsm_hidden);
+  if (!meta.lsm_exec.empty()) e.set("lsm_exec", meta.lsm_exec);
   if (!meta.policy_mode.empty()) e.set("policy_mode", meta.policy_mode);
   if (!meta.sandbox.empty()) e.set("sandbox", meta.sandbox);
   if (meta.tls) {

@@ -29,7 +29,8 @@ struct SessionMeta {
   uint64_t checkpoint_ms = 1000;       // ...or this often, whichever comes first
   bool tls = false;                    // TLS plaintext capture (for the genesis entry)
   bool tls_redact = true;
-  std::vector<std::string> deny_paths;  // rule N is deny_paths[N-1]
+  // Path rules BPF-LSM enforces: a file_open entry's rule N is lsm_hidden[N-1].
+  std::vector<std::string> lsm_hidden, lsm_exec;
   std::string policy_mode;             // "enforce" | "shadow" | "" (observe)
   std::vector<std::string> sandbox;    // what confinement was in force, for the genesis entry
   uint64_t tls_chunk = 16384, tls_cap = 262144;

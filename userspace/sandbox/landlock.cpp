@@ -81,12 +81,7 @@ LandlockPlan LandlockPlan::from(const policy::Policy& p, const std::string& work
   plan.write.push_back("/dev/shm");
   plan.write.push_back("/dev/pts");
   plan.write_files = {"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty", "/dev/ptmx"};
-  if (fs.exec_only_command) {
-    plan.exec = {command, "/lib64/ld-linux-x86-64.so.2"};  // the command and the ELF interpreter
-  } else {
-    plan.exec = fs.exec.empty() ? fs.read_only : fs.exec;
-    if (fs.exec.empty()) plan.exec.push_back(work_dir);
-  }
+  plan.exec = policy::executable_paths(p, work_dir, command);
   if (p.network == policy::Network::Allowlist) {
     plan.restrict_connect = true;
     for (const auto& e : p.allow) {

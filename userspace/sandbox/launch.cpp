@@ -96,9 +96,8 @@ void clone_readonly(const std::string& from, const std::string& at, int userns_f
   close(tree);
 }
 
-// `path` inside the new root, symlinks resolved inside it (an absolute
-// link must not lead to the host's file): the host-side path, or "" if it
-// does not exist.
+}  // namespace
+
 std::string in_root(const std::string& root, const std::string& path) {
   open_how how{};
   how.flags = O_PATH | O_CLOEXEC;
@@ -113,6 +112,8 @@ std::string in_root(const std::string& root, const std::string& path) {
   close(fd);
   return n > 0 ? std::string(buf, size_t(n)) : "";
 }
+
+namespace {
 
 // mkdir -p of `rel` below `base` (a tmpfs of ours), traversable only.
 void make_path(const std::string& base, const std::string& rel) {

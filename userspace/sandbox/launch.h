@@ -80,6 +80,11 @@ struct Outcome {
 };
 Outcome read_reports(int report_fd);
 
+// `path` inside `root`, symlinks resolved inside it (an absolute link
+// leads to root's file, not the host's): the host-side path, or "" if it
+// does not exist.
+std::string in_root(const std::string& root, const std::string& path);
+
 constexpr uid_t kSandboxIdBase = 1'000'000'000;  // documented in README
 constexpr uid_t kSandboxIdCount = 65536;
 

@@ -18,7 +18,7 @@
 #define FR_STATIC_ASSERT _Static_assert
 #endif
 
-#define FR_ABI_VERSION 4
+#define FR_ABI_VERSION 5
 
 #define FR_COMM_LEN 16
 #define FR_MAX_CGROUPS 8        /* cgroups one session can observe */
@@ -166,7 +166,7 @@ struct fr_lsm {
 	__u32 flags;             /* file_open: f_flags */
 	__u16 path_len;
 	__u16 sockaddr_len;
-	__u32 denied_by;         /* 0: allowed; N: refused (-EPERM) by deny rule N; FR_DENY_EGRESS */
+	__u32 denied_by;         /* 0: allowed; else refused with -EPERM (FR_DENY_*, hidden rule N) */
 	__u32 target;            /* task_kill: the target's thread-group id */
 	__u32 pad;
 	__u8 sockaddr[FR_SOCKADDR_MAX];
@@ -174,17 +174,24 @@ struct fr_lsm {
 };
 FR_STATIC_ASSERT(sizeof(struct fr_lsm) == 216, "fr_lsm layout");
 
-#define FR_RENAME_NEW 2048
-#define FR_DENY_EGRESS 0xffffu  /* socket_connect: not on the egress allowlist */  /* path_rename: where the new path starts in path[] */
+#define FR_RENAME_NEW 2048   /* path_rename: where the new path starts in path[] */
 
-/* Paths the session may not open (enforced by lsm/file_open). */
-#define FR_DENY_RULES 8
-#define FR_DENY_PREFIX 128
-struct fr_deny_rule {
-	__u32 len;
-	char prefix[FR_DENY_PREFIX];
+/* denied_by of file_open and socket_connect records: 0 allowed; 1..FR_PATH_RULES
+ * the hidden-path rule of that number; or one of these. */
+#define FR_DENY_EXEC 0xfffeu    /* file_open for exec: outside the exec allowlist */
+#define FR_DENY_EGRESS 0xffffu  /* socket_connect: not on the egress allowlist */
+
+/* Path rules enforced by lsm/file_open, in two longest-prefix-match tries
+ * (fr_hidden_paths: may not be opened; fr_exec_paths: may be executed). A rule "/a/b"
+ * is stored as "/a/b/" and matched against the opened path plus "/", so it
+ * covers /a/b and everything under it but not /a/bc. */
+#define FR_PATH_RULES 1024
+#define FR_PATH_RULE_MAX 256     /* bytes of a rule with its '/' */
+struct fr_path_key {
+	__u32 prefixlen;         /* bits */
+	__u8 data[FR_PATH_RULE_MAX];
 };
-FR_STATIC_ASSERT(sizeof(struct fr_deny_rule) == 132, "fr_deny_rule layout");
+FR_STATIC_ASSERT(sizeof(struct fr_path_key) == 260, "fr_path_key layout");
 
 /* One egress allowlist entry (cgroup/connect and sendmsg programs): an
  * address prefix and a port (0: any), both compared in network order. */

@@ -1,0 +1,18 @@
+#pragma once
+// Path rules (hidden paths, the exec allowlist) as lsm/file_open sees
+// paths: the kernel reports an opened file by its resolved path, so a rule
+// for /bin (a symlink to usr/bin on Debian) must also match /usr/bin.
+#include <string>
+#include <vector>
+
+#include "probe/capture.h"
+
+namespace flightrec::cli {
+
+// Appends each path as the next rule, matched as written and, where it
+// exists, at the place its symlinks lead inside `root` (the file system
+// the session sees as /). A path too long for the trie (FR_PATH_RULE_MAX)
+// is left out: returns false if any was.
+bool add_path_rules(probe::PathRules& rules, const std::vector<std::string>& paths, const std::string& root);
+
+}  // namespace flightrec::cli
