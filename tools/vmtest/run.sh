@@ -94,9 +94,9 @@ run_one() {
   # (a CI clone, say) keeps its top directory there, read-only.
   case "$1" in /tmp/?*) echo "$1" | cut -d/ -f3 > "$out/keep-tmp" ;; esac
   echo "vmtest: kernel $series ($(basename "$dir")): $*"
-  timeout "$timeout" qemu-system-x86_64 -accel tcg -cpu max -smp 2 -m 3072 -nographic -no-reboot \
+  timeout "$timeout" qemu-system-x86_64 -accel tcg,thread=single -cpu max -smp 2 -m 3072 -nographic -no-reboot \
     -kernel "$dir/vmlinuz" -initrd "$dir/initrd.gz" \
-    -append "console=ttyS0 quiet panic=-1 lsm=lockdown,capability,landlock,yama,apparmor,bpf" \
+    -append "console=ttyS0 quiet loglevel=5 panic=-1 softlockup_panic=1 lsm=lockdown,capability,landlock,yama,apparmor,bpf" \
     -virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
     -virtfs local,path="$out",mount_tag=out,security_model=none \
     </dev/null | sed -u "s/^/[$series] /" || true
