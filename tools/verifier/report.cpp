@@ -19,9 +19,14 @@ int main() {
     std::perror("open");
     return 1;
   }
-  // Settings as a recording session has them, so no branch is cut as dead.
+  // Settings as a recording session has them, so no branch is cut as dead,
+  // and with every enforcement on (path rules, egress allowlist).
   skel->rodata->fr_cgroup_count = 1;
   skel->rodata->fr_tls_enabled = 1;
+  skel->rodata->fr_hidden_rules = 1;
+  skel->rodata->fr_exec_rules = 1;
+  skel->rodata->fr_egress_count = 1;
+  skel->rodata->fr_egress_lsm = 1;
   bool lsm = flightrec::probe::bpf_lsm_available();
   flightrec::probe::select_programs(skel->obj, lsm, true, true);
   if (int err = flightrec_bpf__load(skel)) {
