@@ -55,7 +55,8 @@ static __always_inline void lsm_emit(struct fr_lsm *r)
 }
 
 /* The rule of a path trie that covers r's path (len bytes): its number, or
- * 0. The key is the path plus "/", cut at FR_PATH_RULE_MAX bytes: a rule is
+ * 0 (no rule, or an exception such as the work directory under a hidden
+ * path: the longest match wins). The key is the path plus "/", cut at FR_PATH_RULE_MAX bytes: a rule is
  * at most that long with its own "/", so the cut never hides a match. */
 static __always_inline __u32 path_rule(void *trie, struct fr_lsm *r, __u32 len)
 {
@@ -84,7 +85,20 @@ static __always_inline __u32 open_verdict(struct fr_lsm *r, long n, bool exec)
 	__u32 len = (__u32)(n - 1);
 	if (check_exec && !path_rule(&fr_exec_paths, r, len))
 		return FR_DENY_EXEC;
-	return fr_hidden_rules ? path_rule(&fr_hidden_paths, r, len) : 0;
+	if (!fr_hidden_rules)
+		return 0;
+	/* A file replaced since it was opened (by an O_PATH fd, reopened
+	 * through /proc/self/fd) is named "PATH (deleted)": judged as PATH.
+	 * Only for hidden paths, where it can only refuse more. */
+	const char deleted[] = " (deleted)";
+	if (len > sizeof(deleted) - 1) {
+		bool suffix = true;
+		for (__u32 i = 0; i < sizeof(deleted) - 1; i++)
+			suffix = suffix && r->path[(len - (sizeof(deleted) - 1) + i) & PATH_MASK] == deleted[i];
+		if (suffix)
+			len -= sizeof(deleted) - 1;
+	}
+	return path_rule(&fr_hidden_paths, r, len);
 }
 
 /* overlayfs opens the real file behind an overlay file itself (6.6+: a
@@ -99,8 +113,9 @@ static __always_inline bool backing_open(struct file *file, struct task_struct *
 {
 	struct vfsmount *vfs = BPF_CORE_READ(file, f_path.mnt);
 	struct mount *m = (struct mount *)((char *)vfs - bpf_core_field_offset(struct mount, mnt));
-	unsigned long ns = (unsigned long)BPF_CORE_READ(m, mnt_ns);
-	bool internal = ns == 0 || ns >= (unsigned long)-4095;  /* NULL or MNT_NS_INTERNAL */
+	/* MNT_NS_INTERNAL (ERR_PTR(-EINVAL)) marks clone_private_mount's clones
+	 * (and kern_mount's); a lazily detached mount (NULL) is still checked. */
+	bool internal = (unsigned long)BPF_CORE_READ(m, mnt_ns) == (unsigned long)-22;
 	return internal && BPF_CORE_READ(task, cred) != BPF_CORE_READ(task, real_cred);
 }
 

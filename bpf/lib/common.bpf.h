@@ -209,7 +209,10 @@ static __always_inline __u64 fr_wakeup_flag(__u64 size)
  * with state is in the session; the cgroup walk is for the others. */
 static __always_inline bool fr_task_tracked(struct task_struct *task)
 {
-	return bpf_task_storage_get(&fr_tasks, task, 0, 0) || fr_in_session();
+	/* The group leader too: io_uring's workers are made without a fork
+	 * event, and a process that left the session's cgroup keeps them. */
+	return bpf_task_storage_get(&fr_tasks, task, 0, 0) ||
+	       bpf_task_storage_get(&fr_tasks, task->group_leader, 0, 0) || fr_in_session();
 }
 
 /* Copy a record built in scratch space to the ring buffer. Scratch space

@@ -5,6 +5,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -329,9 +330,15 @@ TEST_CASE("--deny-path: refused with EPERM and recorded where BPF-LSM loads, nev
   std::ofstream(secret) << "top secret\n";
   std::ofstream(dir.file("secretly")) << "not covered\n";  // a rule covers a path and below, not a longer name
   REQUIRE(symlink(secret.c_str(), dir.file("link").c_str()) == 0);
-  Result r = flightrec({"run", "--policy", "observe", "--deny-path", secret, "--db", db, "--", "sh", "-c",
+  // A rule for a file that appears during the session, named through a
+  // symlinked directory and with a trailing slash: it covers the real place.
+  mkdir(dir.file("real").c_str(), 0755);
+  REQUIRE(symlink(dir.file("real").c_str(), dir.file("alias").c_str()) == 0);
+  Result r = flightrec({"run", "--policy", "observe", "--deny-path", secret, "--deny-path", dir.file("alias/later/"),
+                        "--db", db, "--", "sh", "-c",
                         "cat " + secret + "; echo rc=$?; cat " + dir.file("link") + "; echo link-rc=$?; cat " +
-                            dir.file("secretly") + " && cat /etc/hostname >/dev/null && echo other-ok"});
+                            dir.file("secretly") + " && cat /etc/hostname >/dev/null && echo other-ok; echo s > " +
+                            dir.file("real/later") + "; echo later-rc=$?"});
   bool lsm = flightrec({"probe"}).out.find("BPF-LSM                                         yes") != std::string::npos;
   if (!lsm) {
     CHECK(r.code == 125);
@@ -346,9 +353,10 @@ TEST_CASE("--deny-path: refused with EPERM and recorded where BPF-LSM loads, nev
   CHECK(r.out.find("link-rc=1") != std::string::npos);  // the kernel's resolved path, not the name given
   CHECK(r.out.find("not covered") != std::string::npos);
   CHECK(r.out.find("other-ok") != std::string::npos);
+  CHECK(r.out.find("later-rc=2") != std::string::npos);  // sh: the redirection failed
   CHECK(r.err.find("Operation not permitted") != std::string::npos);  // EPERM
   auto all = entries(db);
-  CHECK(all.front()["lsm_hidden"] == json::array({secret}));
+  CHECK(all.front()["lsm_hidden"] == json::array({secret, dir.file("alias/later")}));
   CHECK(std::count_if(all.begin(), all.end(), [&](const json& e) {
           return e["type"] == "lsm" && e["path"] == secret && e["decision"] == "deny" && e["rule"] == 1 &&
                  e["rule_id"] == "filesystem.hidden";

@@ -169,6 +169,22 @@ TEST_CASE("sandbox path rules are decided by the LSM hook too: a hidden path mad
   // The work directory is executable (an overlay: the kernel's own open of
   // the file in its upper layer is not mistaken for the command's).
   CHECK(r.out.find("exec-ok\n") != std::string::npos);
+  // A work directory under a hidden tree (the agent policy hides /home):
+  // it stays usable, what else the tree holds does not.
+  std::string tree = dir.file("tree"), inner = tree + "/proj", policy2 = dir.file("tree.yaml"), db2 = dir.file("t.db");
+  mkdir(tree.c_str(), 0755);
+  mkdir(inner.c_str(), 0755);
+  write(tree + "/other", "other\n");
+  write(policy2, "version: 1\nname: tree\nfilesystem:\n  read_only: [/usr, /etc, /bin, /lib, /lib64]\n"
+                 "  hidden: [" + tree + "]\n");
+  Result t = run_in(inner, {FLIGHTREC_BIN, "run", "--policy", policy2, "--db", db2, "--", "sh", "-c",
+                            "echo x > f && cat f && cp /usr/bin/true ./t && ./t && echo inner-ok; cat " + tree + "/other"});
+  INFO(t.err);
+  CHECK(t.out == "x\ninner-ok\n");
+  auto all2 = entries(db2);
+  CHECK(violations(all2, "filesystem.exec").empty());
+  CHECK(violations(all2, "filesystem.hidden").size() == 1);  // the other file
+
   if (!lsm) {
     // Here the mounts and Landlock alone enforce the policy; the record says
     // no path rule was decided by BPF-LSM.
@@ -196,6 +212,7 @@ TEST_CASE("sandbox path rules are decided by the LSM hook too: a hidden path mad
            e["path"] == "/usr/bin/dash" && (e["flags"].get<int64_t>() & 0x20);
   }));
   CHECK(violations(all, "filesystem.exec").empty());
+
 }
 
 TEST_CASE("a seccomp denial is recorded with the rule that fired and the blocked call") {

@@ -60,6 +60,9 @@ TEST_CASE("the shipped policies parse and say what they are") {
   std::string many = "version: 1\nname: t\nfilesystem:\n  hidden: [";
   for (int i = 0; i < 257; ++i) many += (i ? ", /h" : "/h") + std::to_string(i);
   CHECK_THROWS_WITH_AS(parse(many + "]\n", "t.yaml"), "t.yaml:4: filesystem.hidden: at most 256 paths", PolicyError);
+  // One spelling per path.
+  auto spelled = parse("version: 1\nname: t\nfilesystem:\n  hidden: [/a//b/./c/, /d/.]\n", "t.yaml");
+  CHECK(spelled.filesystem.hidden == std::vector<std::string>{"/a/b/c", "/d"});
 }
 
 TEST_CASE("policy errors name the file, the line and the key") {
@@ -171,6 +174,20 @@ TEST_CASE("the judge names the rule behind a denial") {
   ok.set("path", "/work/notes.txt");
   ok.set("flags", int64_t(01101));
   CHECK_FALSE(j.judge(ok));
+  // The work directory under a hidden tree stays reachable; a hidden path in it does not.
+  Policy home = p;
+  home.filesystem.hidden = {"/home", "/home/u/proj/.env"};
+  Judge in_home(home, "/home/u/proj");
+  auto missing = [](const char* path) {
+    auto e = syscall("openat", 257, -ENOENT);
+    e.set("path", path);
+    e.set("flags", int64_t(0));
+    return e;
+  };
+  CHECK_FALSE(in_home.judge(missing("/home/u/proj/missing.txt")));
+  REQUIRE(in_home.judge(missing("/home/u/proj/.env")));
+  CHECK(in_home.judge(missing("/home/u/proj/.env"))->rule == "filesystem.hidden");
+  CHECK(in_home.judge(missing("/home/other/x")));
   // BPF-LSM's refusals carry their rule; its allowed opens are no violation.
   auto lsm = [](const char* decision, const char* rule_id) {
     flightrec::events::Entry e;

@@ -177,6 +177,7 @@ void Confinement::fill(probe::CaptureOptions& copts) const {
   // A path too long for the trie: a hidden one is left to the mounts, and
   // the exec allowlist to Landlock as a whole (without it, it would deny).
   add_path_rules(copts.hidden, policy_.filesystem.hidden, policy_.filesystem.root);
+  add_path_exception(copts.hidden, work_dir_, policy_.filesystem.root);  // the mounts keep it reachable too
   if (!add_path_rules(copts.exec, landlock_.exec, policy_.filesystem.root)) copts.exec = {};
   if (policy_.network != policy::Network::Allowlist) return;
   copts.egress_cgroup_fd = cgroup_.fd();

@@ -25,9 +25,10 @@ void SessionOptions::add_to(po::options_description& desc) {
       "by BPF-LSM on the kernel's resolved path, so only where the kernel allows it; refused "
       "otherwise)")(
       "allow-exec", po::value(&allow_exec)->value_name("PATH"),
-      "the session may execute only files under these paths (repeatable, up to 64; with the ELF "
+      "the session may execve only files under these paths (repeatable, up to 64; with the ELF "
       "interpreter's, e.g. /usr on Debian); enforced by BPF-LSM as --deny-path is. In a sandbox "
-      "the policy's filesystem.exec decides instead")(
+      "the policy's filesystem.exec decides instead. Path rules: a session that may mount or "
+      "chroot can rename its files (see README)")(
       "tls", po::value(&tls)->default_value(tls),
       "on: record TLS plaintext from OpenSSL (uprobes on libssl's SSL_read/SSL_write); off: "
       "attach nothing")(
@@ -50,10 +51,15 @@ void SessionOptions::validate(const po::variables_map&) {
   if (checkpoint_entries == 0) throw UsageError("--checkpoint-entries must be at least 1");
   for (const auto& [paths, option] : {std::pair{&deny_paths, "--deny-path"}, std::pair{&allow_exec, "--allow-exec"}}) {
     if (paths->size() > 64) throw UsageError(std::string("at most 64 ") + option + " rules");
-    for (const auto& p : *paths)
-      if (p.empty() || p[0] != '/' || p.size() >= FR_PATH_RULE_MAX || !is_valid_utf8(p))
-        throw UsageError(std::string(option) + " takes an absolute UTF-8 path shorter than " +
-                         std::to_string(FR_PATH_RULE_MAX) + " bytes: '" + p + "'");
+    for (auto& p : *paths) {
+      while (p.size() > 1 && p.back() == '/') p.pop_back();
+      // Matched byte for byte against the kernel's path, which has no "//", "." or "..".
+      bool plain = p.find("//") == std::string::npos && p.find("/./") == std::string::npos &&
+                   p.find("/../") == std::string::npos && !p.ends_with("/.") && !p.ends_with("/..");
+      if (p.empty() || p[0] != '/' || !plain || p.size() >= FR_PATH_RULE_MAX || !is_valid_utf8(p))
+        throw UsageError(std::string(option) + " takes an absolute UTF-8 path without '.', '..' or '//', " +
+                         "shorter than " + std::to_string(FR_PATH_RULE_MAX) + " bytes: '" + p + "'");
+    }
   }
   // Before anything is created: without BPF-LSM nothing would enforce them.
   if ((!deny_paths.empty() || !allow_exec.empty()) && !probe::bpf_lsm_available())

@@ -201,7 +201,8 @@ std::optional<Violation> Judge::judge_path(const events::Entry& e, const std::st
   bool write = write_intent(name, e) || (key == "newpath" || key == "linkpath");
   if (!opens && !write) return std::nullopt;
   for (const auto& hidden : policy_.filesystem.hidden)
-    if (absolute && path_under(path, hidden))
+    if (absolute && path_under(path, hidden) && !(path_under(path, work_dir_) && path_under(work_dir_, hidden) &&
+                                                  work_dir_ != hidden))  // the work directory stays reachable
       if (const char* v = verdict(eacces || ret == -ENOENT))
         return Violation{"filesystem.hidden", "ALERT", v, name + " of hidden " + raw};
   if (write && (absolute ? !writable(path) : eacces))

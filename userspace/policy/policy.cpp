@@ -80,6 +80,10 @@ class Reader {
     if (p.empty() || p[0] != '/') fail(n, key, "'" + p + "' must be an absolute path");
     if (p.find("/../") != std::string::npos || p.ends_with("/..") || p.find('\n') != std::string::npos)
       fail(n, key, "'" + p + "' must not contain '..'");
+    // One spelling per path: rules are also matched byte for byte (BPF-LSM).
+    for (size_t at; (at = p.find("//")) != std::string::npos;) p.erase(at, 1);
+    for (size_t at; (at = p.find("/./")) != std::string::npos;) p.erase(at, 2);
+    if (p.ends_with("/.")) p.pop_back();
     while (p.size() > 1 && p.back() == '/') p.pop_back();
     return p;
   }

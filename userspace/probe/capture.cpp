@@ -58,7 +58,8 @@ void fill_path_rules(int trie, const PathRules& rules) {
     std::string data = path == "/" ? path : path + "/";
     std::memcpy(key.data, data.data(), data.size());
     key.prefixlen = uint32_t(data.size() * 8);
-    if (bpf_map_update_elem(trie, &key, &number, BPF_ANY) != 0)
+    // The first rule to name a path keeps it (the record names that one).
+    if (bpf_map_update_elem(trie, &key, &number, BPF_NOEXIST) != 0 && errno != EEXIST)
       throw Error(errno_message("cannot load the path rules", errno));
   }
 }
@@ -98,8 +99,7 @@ Capture::Capture(const CaptureOptions& opts, Handler handler) : handler_(std::mo
     if (rules->match.size() > FR_PATH_RULES)
       throw Error("at most " + std::to_string(FR_PATH_RULES) + " paths per kind of path rule");
     for (const auto& [path, number] : rules->match)
-      if (path.empty() || path[0] != '/' || path.size() >= FR_PATH_RULE_MAX || number == 0 ||
-          number > rules->listed.size())
+      if (path.empty() || path[0] != '/' || path.size() >= FR_PATH_RULE_MAX || number > rules->listed.size())
         throw Error("a path rule must be an absolute path shorter than " + std::to_string(FR_PATH_RULE_MAX) +
                     " bytes: '" + path + "'");
   }

@@ -21,7 +21,8 @@ namespace flightrec::probe {
 // Path rules for lsm/file_open (see fr_path_key). Rule N is listed[N-1],
 // as written (the genesis entry records the list); match holds the paths
 // the trie matches, each covering itself and everything under it: every
-// listed path, and where its symlinks lead, under its rule's number.
+// listed path, and where its symlinks lead, under its rule's number (0: an
+// exception inside a rule, e.g. the work directory under a hidden path).
 struct PathRules {
   std::vector<std::string> listed;
   std::vector<std::pair<std::string, uint32_t>> match;
