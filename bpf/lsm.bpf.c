@@ -136,6 +136,46 @@ int BPF_PROG(fr_lsm_file_open, struct file *file, int ret)
 	return r->denied_by ? -1 /* -EPERM */ : ret;
 }
 
+/* Path rules hold only while the session's files keep their paths. While
+ * they are enforced, the session may not create a user namespace (inside
+ * one an unprivileged process may mount), mount, or chroot. Fails closed. */
+static __always_inline int refuse_new_view(__u32 hook, int ret)
+{
+	if (ret || !(fr_hidden_rules || fr_exec_rules) || !fr_task_tracked(bpf_get_current_task_btf()))
+		return ret;
+	struct fr_lsm *r = lsm_record(hook);
+	if (r) {
+		r->denied_by = FR_DENY_VIEW;
+		lsm_emit(r);
+	}
+	return -1;  /* -EPERM */
+}
+
+SEC("lsm/userns_create")
+int BPF_PROG(fr_lsm_userns_create, const struct cred *cred, int ret)
+{
+	return refuse_new_view(FR_LSM_USERNS_CREATE, ret);
+}
+
+SEC("lsm/sb_mount")
+int BPF_PROG(fr_lsm_sb_mount, const char *dev_name, const struct path *path, const char *type,
+	     unsigned long flags, void *data, int ret)
+{
+	return refuse_new_view(FR_LSM_SB_MOUNT, ret);
+}
+
+SEC("lsm/move_mount")
+int BPF_PROG(fr_lsm_move_mount, const struct path *from_path, const struct path *to_path, int ret)
+{
+	return refuse_new_view(FR_LSM_MOVE_MOUNT, ret);
+}
+
+SEC("lsm/path_chroot")
+int BPF_PROG(fr_lsm_path_chroot, const struct path *path, int ret)
+{
+	return refuse_new_view(FR_LSM_PATH_CHROOT, ret);
+}
+
 SEC("lsm/bprm_check_security")
 int BPF_PROG(fr_lsm_bprm_check, struct linux_binprm *bprm, int ret)
 {

@@ -338,7 +338,11 @@ TEST_CASE("--deny-path: refused with EPERM and recorded where BPF-LSM loads, nev
                         "--db", db, "--", "sh", "-c",
                         "cat " + secret + "; echo rc=$?; cat " + dir.file("link") + "; echo link-rc=$?; cat " +
                             dir.file("secretly") + " && cat /etc/hostname >/dev/null && echo other-ok; echo s > " +
-                            dir.file("real/later") + "; echo later-rc=$?"});
+                            dir.file("real/later") + "; echo later-rc=$?; " +
+                            // No other paths for the same files while the rules hold.
+                            "unshare -U true 2>/dev/null; echo userns-rc=$?; mkdir " + dir.file("m") + "; mount --bind " +
+                            dir.file("real") + " " + dir.file("m") + " 2>/dev/null; echo mount-rc=$?; /usr/sbin/chroot " + dir.file("real") + " true 2>/dev/null; "
+                            "echo chroot-rc=$?"});
   bool lsm = flightrec({"probe"}).out.find("BPF-LSM                                         yes") != std::string::npos;
   if (!lsm) {
     CHECK(r.code == 125);
@@ -354,6 +358,9 @@ TEST_CASE("--deny-path: refused with EPERM and recorded where BPF-LSM loads, nev
   CHECK(r.out.find("not covered") != std::string::npos);
   CHECK(r.out.find("other-ok") != std::string::npos);
   CHECK(r.out.find("later-rc=2") != std::string::npos);  // sh: the redirection failed
+  CHECK(r.out.find("userns-rc=1") != std::string::npos);
+  CHECK(r.out.find("mount-rc=0") == std::string::npos);
+  CHECK(r.out.find("chroot-rc=125") != std::string::npos);  // chroot(1): cannot change root (chroot / would not call chroot(2))
   CHECK(r.err.find("Operation not permitted") != std::string::npos);  // EPERM
   auto all = entries(db);
   CHECK(all.front()["lsm_hidden"] == json::array({secret, dir.file("alias/later")}));
@@ -364,6 +371,12 @@ TEST_CASE("--deny-path: refused with EPERM and recorded where BPF-LSM loads, nev
   CHECK(find(all, [&](const json& e) {
     return e["type"] == "file_open" && e.value("path", "") == secret && e["err"] == "EPERM";
   }));
+  for (const char* hook : {"userns_create", "sb_mount", "path_chroot"}) {
+    INFO(hook);
+    CHECK(find(all, [&](const json& e) {
+      return e["type"] == "lsm" && e["hook"] == hook && e["decision"] == "deny" && e["rule_id"] == "filesystem.view";
+    }));
+  }
   // Outside the session the same file opens.
   CHECK(slurp(secret) == "top secret\n");
   CHECK(run({"cat", secret}).out == "top secret\n");

@@ -297,6 +297,17 @@ Entry decode_lsm(const uint8_t* p, size_t size, const DecodeContext& ctx) {
       e.set_bytes("new_path", {reinterpret_cast<const char*>(p + sizeof(fr_lsm) + FR_RENAME_NEW), r.target});
       e.set("rename_flags", r.flags);
       break;
+    case FR_LSM_USERNS_CREATE:
+    case FR_LSM_SB_MOUNT:
+    case FR_LSM_MOVE_MOUNT:
+    case FR_LSM_PATH_CHROOT:
+      e.set("hook", r.hook == FR_LSM_USERNS_CREATE ? "userns_create"
+                    : r.hook == FR_LSM_SB_MOUNT    ? "sb_mount"
+                    : r.hook == FR_LSM_MOVE_MOUNT  ? "move_mount"
+                                                   : "path_chroot");
+      e.set("decision", r.denied_by ? "deny" : "allow");
+      if (r.denied_by == FR_DENY_VIEW) e.set("rule_id", "filesystem.view");
+      break;
     case FR_LSM_INODE_SETATTR:
       e.set("hook", "inode_setattr");
       e.set_bytes("name", path);

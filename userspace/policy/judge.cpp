@@ -150,13 +150,16 @@ std::optional<Violation> Judge::judge(const events::Entry& e) const {
   // BPF-LSM refused an open (hidden path, exec allowlist) on the kernel's
   // resolved path; the syscall itself only says EPERM, so this is the one
   // entry to judge. Refused connects are judged on the syscall.
-  if (type == "lsm" && e.string_or("hook") == "file_open" && e.string_or("decision") == "deny") {
+  std::string hook = e.string_or("hook");
+  if (type == "lsm" && hook == "file_open" && e.string_or("decision") == "deny") {
     std::string rule = e.string_or("rule_id"), path = e.string_or("path");
     bool exec = rule == "filesystem.exec";
     return Violation{rule, "ALERT", "denied",
                      (exec ? "exec of " : "open of ") + path + " refused by BPF-LSM" +
                          (exec ? " (not on the exec allowlist)" : " (hidden)")};
   }
+  if (type == "lsm" && e.string_or("rule_id") == "filesystem.view")
+    return Violation{"filesystem.view", "ALERT", "denied", hook + " refused by BPF-LSM (path rules are enforced)"};
   return std::nullopt;
 }
 

@@ -159,6 +159,10 @@ enum fr_lsm_hook {
 	FR_LSM_PATH_UNLINK = 7,  /* path: the file removed */
 	FR_LSM_PATH_RENAME = 8,  /* path: old; new path at path + FR_RENAME_NEW, target: its length */
 	FR_LSM_INODE_SETATTR = 9, /* path: the file's name (no directory), flags: ia_valid, target: new mode */
+	FR_LSM_USERNS_CREATE = 10, /* these four only refuse, while path rules are enforced */
+	FR_LSM_SB_MOUNT = 11,
+	FR_LSM_MOVE_MOUNT = 12,
+	FR_LSM_PATH_CHROOT = 13,
 };
 struct fr_lsm {
 	struct fr_header h;
@@ -178,6 +182,7 @@ FR_STATIC_ASSERT(sizeof(struct fr_lsm) == 216, "fr_lsm layout");
 
 /* denied_by of file_open and socket_connect records: 0 allowed; 1..FR_PATH_RULES
  * the hidden-path rule of that number; or one of these. */
+#define FR_DENY_VIEW 0xfffdu    /* a new user namespace, mount or chroot: it could rename files */
 #define FR_DENY_EXEC 0xfffeu    /* file_open for exec: outside the exec allowlist */
 #define FR_DENY_EGRESS 0xffffu  /* socket_connect: not on the egress allowlist */
 
