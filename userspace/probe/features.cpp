@@ -119,8 +119,13 @@ std::vector<Feature> probe_features() {
 }
 
 bool bpf_lsm_available() {
-  Btf btf;
-  return try_btf_program(btf, BPF_PROG_TYPE_LSM, BPF_LSM_MAC, "bpf_lsm_file_open", BTF_KIND_FUNC).empty();
+  // Asked again at load (and first by --deny-path's check): parsing the
+  // kernel's BTF and loading a program once per process is enough.
+  static const bool available = [] {
+    Btf btf;
+    return try_btf_program(btf, BPF_PROG_TYPE_LSM, BPF_LSM_MAC, "bpf_lsm_file_open", BTF_KIND_FUNC).empty();
+  }();
+  return available;
 }
 
 void require_recording_features() {

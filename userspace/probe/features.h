@@ -15,7 +15,8 @@ struct Feature {
 
 std::vector<Feature> probe_features();
 
-// Whether BPF-LSM programs load and attach here (a tiny one is tried).
+// Whether BPF-LSM programs load and attach here (a tiny one is tried,
+// once per process).
 bool bpf_lsm_available();
 
 // Throws Error with one clear sentence if something recording needs is
