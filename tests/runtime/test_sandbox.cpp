@@ -149,6 +149,74 @@ TEST_CASE("agent, the default: host files hidden and read-only, changes recorded
   CHECK(flightrec({"verify", "--db", db}).code == 0);
 }
 
+TEST_CASE("flightrec never reads a host file through a path the sandbox named (no confused deputy)") {
+  REQUIRE_MESSAGE(is_root(), "runtime tests need root");
+  TempDir dir;
+  std::string work = dir.file("work"), db = dir.file("s.db");
+  mkdir(work.c_str(), 0755);
+  // A root-only secret and a FIFO on the host, in a directory the sandbox's
+  // private /tmp can also hold: "L -> /" in the work directory means the
+  // sandbox's / inside, and the host's / to a lookup by flightrec.
+  std::string name = "flightrec-deputy-" + std::to_string(getpid());
+  std::string host_dir = "/tmp/" + name;
+  mkdir(host_dir.c_str(), 0700);
+  std::string secret = "secret " + std::to_string(getpid()) + "\n";
+  write(host_dir + "/key", secret);
+  chmod((host_dir + "/key").c_str(), 0600);
+  mkfifo((host_dir + "/fifo").c_str(), 0600);
+  Result r = run_in(work, {"timeout", "-s", "KILL", "120", FLIGHTREC_BIN, "run", "--db", db, "--", "sh", "-c",
+                           "ln -s / L; mkdir -p /tmp/" + name + "; echo decoy > L/tmp/" + name + "/key; "
+                           "echo decoy > L/tmp/" + name + "/fifo; mkdir -p a/b; ln -s a/b D; echo x > D/../side; "
+                           "echo done"});
+  unlink((host_dir + "/key").c_str());
+  unlink((host_dir + "/fifo").c_str());
+  rmdir(host_dir.c_str());
+  INFO(r.err);
+  REQUIRE(r.code == 0);  // not stuck on the FIFO
+  CHECK(r.out == "done\n");
+  auto all = entries(db);
+  std::string secret_hash = sha256_hex(secret);
+  for (const auto& e : all) {
+    INFO(e.dump());
+    CHECK(e.dump().find(secret_hash) == std::string::npos);
+    // A change at close names a file the sandbox really has, with its bytes.
+    if (e["type"] == "file_change" && e["when"] == "close" && e.contains("sha256_after"))
+      CHECK(e["sha256_after"] == sha256_hex(e["path"].get<std::string>().ends_with("side") ? "x\n" : "decoy\n"));
+  }
+  const json* link = change_of(all, work + "/L");
+  REQUIRE(link);
+  CHECK((*link)["kind"] == "symlink");
+  CHECK((*link)["link_target"] == "/");
+}
+
+TEST_CASE("TLS attach resolves a library path in the sandbox's view, not the host's") {
+  REQUIRE_MESSAGE(is_root(), "runtime tests need root");
+  TempDir dir;
+  std::string work = dir.file("work"), db = dir.file("s.db");
+  mkdir(work.c_str(), 0755);
+  // The host has a real libssl at /tmp/NAME/libssl.so.3; the sandbox has
+  // its own file there, which is not a library. Its absolute symlink must
+  // lead to the sandbox's file, never to the host's.
+  std::string name = "flightrec-tlsview-" + std::to_string(getpid());
+  std::string host_dir = "/tmp/" + name;
+  mkdir(host_dir.c_str(), 0700);
+  REQUIRE(run({"cp", "/usr/lib/x86_64-linux-gnu/libssl.so.3", host_dir + "/libssl.so.3"}).code == 0);
+  Result r = run_in(work, {FLIGHTREC_BIN, "run", "--db", db, "--", "sh", "-c",
+                           "mkdir -p /tmp/" + name + "; echo 'not a library' > /tmp/" + name + "/libssl.so.3; "
+                           "ln -s /tmp/" + name + "/libssl.so.3 libssl.so.3; read x < libssl.so.3; echo $x; sleep 0.3"});
+  unlink((host_dir + "/libssl.so.3").c_str());
+  rmdir(host_dir.c_str());
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  CHECK(r.out == "not a library\n");
+  // The shell (alive while its open is handled) opened the symlink: the
+  // probe was tried on the sandbox's file, which is no library.
+  bool tried_sandbox_file = false;
+  for (const auto& e : of_type(entries(db), "error"))
+    tried_sandbox_file |= e["detail"] == "TLS capture: libssl.so.3 does not export SSL_write";
+  CHECK(tried_sandbox_file);
+}
+
 TEST_CASE("sandbox path rules are decided by the LSM hook too: a hidden path made during the session stays closed") {
   REQUIRE(is_root());
   TempDir dir;

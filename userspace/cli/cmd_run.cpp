@@ -216,7 +216,7 @@ int cmd_run(const Args& all) {
   recorder::Recorder rec(store, meta);
   rec_ptr = &rec;
   for (const auto& err : tls_errors) rec.note("error", "TLS capture: " + err);
-  if (so.tls_enabled()) attach_libssl_on_open(*capture, rec);
+  if (so.tls_enabled()) attach_libssl_on_open(*capture, rec, !confinement->sandboxed());
   recorder::EventLoop loop(*capture, rec);
   LossPolicy loss(so.on_loss, *capture, rec, {&cgroup});
   loop.after_consume([&] {
@@ -243,6 +243,8 @@ int cmd_run(const Args& all) {
     loop.watch_fd(pidfd, [&] {
       if (waitpid(child.pid, &status, WNOHANG) == child.pid) loop.stop();
     });
+    if (confinement->changes_fd() >= 0)
+      loop.watch_fd(confinement->changes_fd(), [&] { confinement->record_changes(); });
     loop.watch_fd(sigfd, [&] {
       // Pass termination requests on; the session ends when the command does.
       if (int sig = read_signal(sigfd)) kill(child.pid, sig);

@@ -81,7 +81,7 @@ int cmd_watch(const Args& args) {
   recorder::Recorder rec(store, meta);
   rec_ptr = &rec;
   for (const auto& err : tls_errors) rec.note("error", "TLS capture: " + err);
-  if (so.tls_enabled()) attach_libssl_on_open(capture, rec);
+  if (so.tls_enabled()) attach_libssl_on_open(capture, rec, false);
   recorder::EventLoop loop(capture, rec);
   std::vector<sandbox::Cgroup*> watched;
   for (auto& cg : cgroups) watched.push_back(&cg);

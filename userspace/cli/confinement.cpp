@@ -162,6 +162,9 @@ Confinement::Confinement(policy::Policy policy, sandbox::Cgroup& cgroup, const s
   spec.hidden = policy_.filesystem.hidden;
   spec.tmpfs_size = policy_.limits.disk;
   child_ = sandbox::spawn_sandboxed(spec);
+  // After the sandbox is spawned: its init is a fork of this process and
+  // must not inherit a thread's locks.
+  differ_ = std::make_unique<sandbox::PathDiffer>([this](const std::string& path) { return diff_one(path); });
 }
 
 Confinement::~Confinement() {
@@ -277,7 +280,7 @@ void Confinement::track_writes(const events::Entry& e) {
     if (ret != 0 || !args || args->empty()) return;
     auto it = written_.find({pid, (*args)[0]});
     if (it == written_.end()) return;
-    if (auto c = diff_one(it->second)) record_change(*c, "close");
+    if (!differ_->submit(std::move(it->second))) ++closes_left_to_end_;
     written_.erase(it);
     return;
   }
@@ -300,6 +303,10 @@ std::optional<sandbox::FileChange> Confinement::diff_one(const std::string& path
   if (policy::path_under(path, work_dir_))
     return sandbox::diff_path(dir_->upper_work(), work_dir_, work_dir_, path.substr(work_dir_.size()));
   return sandbox::diff_path(dir_->upper(), policy_.filesystem.root, "", path);
+}
+
+void Confinement::record_changes() {
+  for (const auto& c : differ_->take()) record_change(c, "close");
 }
 
 void Confinement::record_change(const sandbox::FileChange& c, const char* when) {
@@ -422,6 +429,11 @@ sandbox::Outcome Confinement::finish() {
                        -1, -1, c.pids_refused);
     limits_->remove();
   }
+  differ_->wait_idle();
+  record_changes();
+  if (closes_left_to_end_)
+    rec_->note("file_changes_at_close_skipped",
+               std::to_string(closes_left_to_end_) + " closed files were left to the end-of-session diff");
   size_t more = 0, more_work = 0;
   std::vector<sandbox::FileChange> changes;
   try {

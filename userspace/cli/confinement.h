@@ -52,6 +52,10 @@ class Confinement {
   void watch(recorder::Recorder& rec);
   // The command may start (it is in every cgroup by now).
   void go();
+  // Readable when file changes diffed at close wait to be recorded
+  // (record_changes()); -1 without a sandbox.
+  int changes_fd() const { return differ_ ? differ_->fd() : -1; }
+  void record_changes();
   // Checks the circuit breakers; true when the session was just killed.
   bool check_breakers();
   bool killed_by_policy() const { return !kill_rule_.empty(); }
@@ -86,6 +90,8 @@ class Confinement {
   std::string kill_rule_;
   uint64_t printed_ = 0;
   std::map<std::pair<int64_t, int64_t>, std::string> written_;
+  std::unique_ptr<sandbox::PathDiffer> differ_;
+  uint64_t closes_left_to_end_ = 0;
   static constexpr uint64_t kMaxPrinted = 100;
 };
 

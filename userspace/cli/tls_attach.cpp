@@ -2,27 +2,28 @@
 
 #include <unistd.h>
 
+#include <cerrno>
 #include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
 
+#include "common/system.h"
+
 namespace flightrec::cli {
 namespace {
 
-// A path as process `pid` sees it, from the host: its root and cwd may differ.
-std::string host_view(uint32_t pid, const std::string& path) {
-  std::string proc = "/proc/" + std::to_string(pid);
-  return path.rfind('/', 0) == 0 ? proc + "/root" + path : proc + "/cwd/" + path;
-}
-
-// Attaches to `path` as process `pid` named it. A short-lived process may be
-// gone before its event is read: its view of the path is then lost, and the
-// host's view of an absolute path is the best guess.
-std::string attach_as_seen_by(probe::Capture& capture, uint32_t pid, const std::string& path) {
-  std::string err = capture.attach_tls(host_view(pid, path));
-  if (!err.empty() && path.rfind('/', 0) == 0 && access(("/proc/" + std::to_string(pid)).c_str(), F_OK) != 0)
-    err = capture.attach_tls(path);
+// Attaches to `path` as process `pid` names it, resolved in its own view.
+// A process gone before its event is read takes its view along; when its
+// view is the host's (run without a sandbox), the host's is used instead.
+std::string attach_as_seen_by(probe::Capture& capture, uint32_t pid, const std::string& path, bool host_view) {
+  int fd = open_as_seen_by(int(pid), path);
+  if (fd < 0 && errno == ENOENT && host_view && path.rfind('/', 0) == 0 &&
+      access(("/proc/" + std::to_string(pid)).c_str(), F_OK) != 0)
+    return capture.attach_tls(path);
+  if (fd < 0) return errno_message(path + " as process " + std::to_string(pid) + " sees it", errno);
+  std::string err = capture.attach_tls(fd, path);
+  close(fd);
   return err;
 }
 
@@ -61,20 +62,22 @@ std::vector<std::string> attach_mapped_libssl(probe::Capture& capture, const std
       if (at == std::string::npos || line.find("libssl.so", at) == std::string::npos) continue;
       std::string path = line.substr(at);
       if (!seen.insert(path).second) continue;
-      if (std::string err = capture.attach_tls(host_view(pid, path)); !err.empty()) errors.push_back(err);
+      if (std::string err = attach_as_seen_by(capture, pid, path, false); !err.empty()) errors.push_back(err);
     }
   }
   return errors;
 }
 
-void attach_libssl_on_open(probe::Capture& capture, recorder::Recorder& rec) {
-  rec.on_libssl_open = [&capture, &rec](uint32_t pid, const std::string& path) {
-    if (std::string err = attach_as_seen_by(capture, pid, path); !err.empty())
+void attach_libssl_on_open(probe::Capture& capture, recorder::Recorder& rec, bool host_view) {
+  rec.on_libssl_open = [&capture, &rec, host_view](uint32_t pid, const std::string& path) {
+    if (std::string err = attach_as_seen_by(capture, pid, path, host_view); !err.empty())
       rec.note("error", "TLS capture: " + err);
   };
   // Programs that link OpenSSL in (node exports SSL_write from its binary);
   // most executables do not, so failing here is the normal case.
-  rec.on_exec = [&capture](uint32_t pid, const std::string& file) { attach_as_seen_by(capture, pid, file); };
+  rec.on_exec = [&capture, host_view](uint32_t pid, const std::string& file) {
+    attach_as_seen_by(capture, pid, file, host_view);
+  };
 }
 
 void attach_program_openssl(probe::Capture& capture, const std::string& program) {

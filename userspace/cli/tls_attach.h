@@ -20,7 +20,8 @@ std::vector<std::string> attach_mapped_libssl(probe::Capture& capture, const std
 // The command itself, when it links OpenSSL statically (e.g. node).
 void attach_program_openssl(probe::Capture& capture, const std::string& program);
 // Hooks the recorder so libssl files opened later, and executables that
-// carry OpenSSL, get probes too.
-void attach_libssl_on_open(probe::Capture& capture, recorder::Recorder& rec);
+// carry OpenSSL, get probes too. Paths are resolved as the process sees
+// them; host_view: its view is the host's (no sandbox, no containers).
+void attach_libssl_on_open(probe::Capture& capture, recorder::Recorder& rec, bool host_view);
 
 }  // namespace flightrec::cli

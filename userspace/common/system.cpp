@@ -1,5 +1,9 @@
 #include "common/system.h"
 
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
@@ -22,6 +26,41 @@ std::optional<std::string> try_read_file(const std::string& path) {
   out << in.rdbuf();
   if (in.bad()) return std::nullopt;
   return out.str();
+}
+
+int open_as_seen_by(int pid, const std::string& path) {
+  std::string proc = "/proc/" + std::to_string(pid), abs = path;
+  if (!path.empty() && path[0] != '/') {
+    // The kernel names the working directory as the process sees it
+    // (from its own root when ours cannot reach it).
+    char cwd[4096];
+    ssize_t n = readlink((proc + "/cwd").c_str(), cwd, sizeof(cwd));
+    if (n <= 0 || n == ssize_t(sizeof(cwd)) || cwd[0] != '/') {
+      errno = ENOENT;
+      return -1;
+    }
+    abs = std::string(cwd, size_t(n)) + "/" + path;
+  }
+  if (abs.empty()) {
+    errno = ENOENT;
+    return -1;
+  }
+  int root = open((proc + "/root").c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (root < 0) return -1;
+  open_how how{};
+  how.flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY;
+  how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
+  int fd = int(syscall(SYS_openat2, root, abs.c_str(), &how, sizeof(how)));
+  int err = errno;
+  close(root);
+  struct stat st;
+  if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))) {
+    close(fd);
+    fd = -1;
+    err = EINVAL;
+  }
+  errno = err;
+  return fd;
 }
 
 std::string read_file(const std::string& path) {

@@ -19,6 +19,15 @@ std::string boot_id();
 uint64_t mono_ns();   // CLOCK_MONOTONIC, the clock bpf_ktime_get_ns() reads
 uint64_t real_ns();   // CLOCK_REALTIME
 
+// Opens `path` for reading as process `pid` names it, from the host:
+// resolved inside the process's own root (a relative path from its working
+// directory), so its symlinks (absolute ones too) and ".." never lead
+// outside what it sees; magic links refused; never blocks (a FIFO, a
+// device); regular files only. flightrec runs as host root: a path a
+// recorded process supplied is opened this way or not at all.
+// Returns the fd, or -1 with errno set.
+int open_as_seen_by(int pid, const std::string& path);
+
 // Mount point of the first filesystem of this type in /proc/self/mountinfo.
 std::optional<std::string> find_mount(const std::string& fstype);
 

@@ -323,10 +323,18 @@ std::vector<std::string> Capture::attached() const {
 }
 
 std::string Capture::attach_tls(const std::string& path) {
-  // Paths come from what traced processes open: a FIFO named libssl.so
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  if (fd < 0) return errno_message(path, errno);
+  std::string err = attach_tls(fd, path);
+  close(fd);
+  return err;
+}
+
+std::string Capture::attach_tls(int fd, const std::string& path) {
+  // Files come from what traced processes open: a FIFO named libssl.so
   // must not block us, and the number of files probed is bounded.
   struct stat st {};
-  if (stat(path.c_str(), &st) != 0) return errno_message(path, errno);
+  if (fstat(fd, &st) != 0) return errno_message(path, errno);
   if (!S_ISREG(st.st_mode)) return path + " is not a regular file";
   if (tls_files_.size() >= 64) return "TLS capture: already 64 files probed; not probing " + path;
   if (tls_refused_.size() >= 4096) tls_refused_.clear();
@@ -345,15 +353,17 @@ std::string Capture::attach_tls(const std::string& path) {
       {skel_->progs.fr_ssl_write_ex, "SSL_write_ex", false}, {skel_->progs.fr_ssl_ret, "SSL_write_ex", true},
       {skel_->progs.fr_ssl_read_ex, "SSL_read_ex", false},   {skel_->progs.fr_ssl_ret, "SSL_read_ex", true},
   };
-  auto offsets = function_offsets(path, {"SSL_write", "SSL_read", "SSL_write_ex", "SSL_read_ex"});
+  auto offsets = function_offsets(fd, {"SSL_write", "SSL_read", "SSL_write_ex", "SSL_read_ex"});
   if (offsets.size() != 4) {  // not an OpenSSL: remember, so it is read once
     tls_refused_.push_back(id);
     return path + " does not export SSL_write";
   }
+  // The kernel finds the file through our descriptor, not by its name again.
+  std::string by_fd = "/proc/self/fd/" + std::to_string(fd);
   std::vector<bpf_link*> links;
   for (const auto& p : probes) {
     LIBBPF_OPTS(bpf_uprobe_opts, uo, .retprobe = p.ret);
-    bpf_link* link = bpf_program__attach_uprobe_opts(p.prog, -1, path.c_str(), offsets[p.func], &uo);
+    bpf_link* link = bpf_program__attach_uprobe_opts(p.prog, -1, by_fd.c_str(), offsets[p.func], &uo);
     if (!link) {
       int err = errno;
       for (auto* l : links) bpf_link__destroy(l);

@@ -67,7 +67,11 @@ class Capture {
   double ring_fill() const;
   // Attaches the SSL_read/SSL_write(_ex) probes to one libssl file (once
   // per file, however many paths name it). Returns "" or why not.
+  // library_path is flightrec's own choice, resolved on the host.
   std::string attach_tls(const std::string& library_path);
+  // fd: the file, already opened as its user sees it (a path a recorded
+  // process named is never resolved on the host); name: for messages.
+  std::string attach_tls(int fd, const std::string& name);
   // "tp_btf/sys_enter", ...: what is attached, for the genesis entry.
   std::vector<std::string> attached() const;
   // LSM programs this kernel refused one by one ("lsm/path_unlink"): those

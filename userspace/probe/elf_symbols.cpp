@@ -16,26 +16,19 @@ bool read_at(int fd, void* buf, size_t len, uint64_t off) {
 
 }  // namespace
 
-std::map<std::string, uint64_t> function_offsets(const std::string& path, const std::vector<std::string>& names) {
+std::map<std::string, uint64_t> function_offsets(int fd, const std::vector<std::string>& names) {
   std::map<std::string, uint64_t> out;
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-  if (fd < 0) return out;
   struct stat st {};
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {  // swapped for a FIFO or device since stat
-    close(fd);
-    return out;
-  }
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return out;
   Elf64_Ehdr eh;
   std::vector<Elf64_Shdr> sh;
   if (!read_at(fd, &eh, sizeof(eh), 0) || std::memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 ||
       eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_shentsize != sizeof(Elf64_Shdr) || eh.e_shnum == 0 ||
       eh.e_shnum > 4096) {
-    close(fd);
     return out;
   }
   sh.resize(eh.e_shnum);
   if (!read_at(fd, sh.data(), sh.size() * sizeof(Elf64_Shdr), eh.e_shoff)) {
-    close(fd);
     return out;
   }
   for (const auto& s : sh) {
@@ -61,7 +54,6 @@ std::map<std::string, uint64_t> function_offsets(const std::string& path, const 
     }
     break;
   }
-  close(fd);
   return out;
 }
 

@@ -11,6 +11,7 @@ namespace flightrec::probe {
 
 // name -> file offset of the defined functions among `names` (a versioned
 // "SSL_write@@OPENSSL_3.0.0" counts as "SSL_write"). Empty on any error.
-std::map<std::string, uint64_t> function_offsets(const std::string& path, const std::vector<std::string>& names);
+// fd: a regular file opened for reading (its offset is not used).
+std::map<std::string, uint64_t> function_offsets(int fd, const std::vector<std::string>& names);
 
 }  // namespace flightrec::probe

@@ -5,12 +5,16 @@
 #include <linux/openat2.h>
 #include <openssl/evp.h>
 #include <sys/stat.h>
+#include <sys/eventfd.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <utility>
+
+#include "common/error.h"
 
 namespace flightrec::sandbox {
 namespace {
@@ -42,22 +46,27 @@ std::vector<std::string> list_fd(int fd) {
   return names;
 }
 
-// The lower layer, read as the overlay saw it: below its root only, no
-// symlinks followed, no other mounts entered (a host symlink or /proc must
-// not stand in for what the sandbox saw).
-class Lower {
+// A layer of the overlay, read from the host without ever leaving it: below
+// its root only, no symlink followed on any component, no other mount
+// entered, no magic link, no open that can block. Both layers hold what the
+// sandbox made or named (a symlink "L -> /" in the upper layer means the
+// host's / to a host lookup), so flightrec, which runs as host root, reads
+// every path under them this way and never by a plain open of a joined path.
+class Layer {
  public:
-  explicit Lower(const std::string& root) : fd_(open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC)) {}
-  ~Lower() {
+  explicit Layer(const std::string& root) : fd_(open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC)) {}
+  ~Layer() {
     if (fd_ >= 0) close(fd_);
   }
-  Lower(const Lower&) = delete;
-  Lower& operator=(const Lower&) = delete;
+  Layer(const Layer&) = delete;
+  Layer& operator=(const Layer&) = delete;
 
+  // rel: "" for the root, or "/a/b".
   int open_at(const std::string& rel, int flags) const {
     if (fd_ < 0) return -1;
     open_how how{};
-    how.flags = uint64_t(flags) | O_CLOEXEC | O_NOFOLLOW;
+    // openat2 refuses O_PATH with other flags than these.
+    how.flags = uint64_t(flags) | O_CLOEXEC | O_NOFOLLOW | ((flags & O_PATH) ? 0 : O_NONBLOCK | O_NOCTTY);
     how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_XDEV | RESOLVE_NO_MAGICLINKS;
     std::string r = rel.empty() || rel == "/" ? "." : rel.substr(1);
     return int(syscall(SYS_openat2, fd_, r.c_str(), &how, sizeof(how)));
@@ -69,6 +78,7 @@ class Lower {
     close(fd);
     return ok;
   }
+  // Regular files only.
   std::string sha256(const std::string& rel) const {
     int fd = open_at(rel, O_RDONLY);
     if (fd < 0) return "";
@@ -78,6 +88,7 @@ class Lower {
   }
   std::string link(const std::string& rel) const {
     size_t slash = rel.rfind('/');
+    if (slash == std::string::npos) return "";
     int dir = open_at(rel.substr(0, slash), O_PATH | O_DIRECTORY);
     if (dir < 0) return "";
     std::string target = link_at(dir, rel.substr(slash + 1));
@@ -88,36 +99,35 @@ class Lower {
     int fd = open_at(rel, O_RDONLY | O_DIRECTORY);
     return fd < 0 ? std::vector<std::string>{} : list_fd(fd);
   }
+  // overlayfs marks a directory that replaced a lower one as opaque.
+  bool opaque_dir(const std::string& rel) const {
+    int fd = open_at(rel, O_RDONLY | O_DIRECTORY);
+    if (fd < 0) return false;
+    char value[2] = {};
+    bool opaque = fgetxattr(fd, "trusted.overlay.opaque", value, 1) == 1 && value[0] == 'y';
+    close(fd);
+    return opaque;
+  }
 
  private:
   int fd_;
 };
 
-std::vector<std::string> list_dir(const std::string& dir) {
-  int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  return fd < 0 ? std::vector<std::string>{} : list_fd(fd);
-}
-
 // A non-directory in the upper layer against the same path in the lower.
-std::optional<FileChange> compare(const std::string& up, const Lower& lower, const std::string& rel,
+std::optional<FileChange> compare(const Layer& upper, const Layer& lower, const std::string& rel,
                                   const std::string& prefix, const struct stat& su) {
   struct stat sl;
   bool in_lower = lower.stat_at(rel, &sl);
   FileChange c{in_lower ? "modified" : "created", prefix + rel, kind_of(su.st_mode), uint64_t(su.st_size),
                su.st_mode & 07777, "", "", ""};
   if (S_ISREG(su.st_mode)) {
-    c.sha256_after = sha256_file(up);
+    c.sha256_after = upper.sha256(rel);
     if (in_lower && S_ISREG(sl.st_mode)) {
       c.sha256_before = lower.sha256(rel);
       if (c.sha256_before == c.sha256_after && (sl.st_mode & 07777) == (su.st_mode & 07777)) return std::nullopt;
     }
   } else if (S_ISLNK(su.st_mode)) {
-    size_t slash = up.rfind('/');
-    int dir = open(up.substr(0, slash).c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
-    if (dir >= 0) {
-      c.link_target = link_at(dir, up.substr(slash + 1));
-      close(dir);
-    }
+    c.link_target = upper.link(rel);
     if (in_lower && S_ISLNK(sl.st_mode) && lower.link(rel) == c.link_target) return std::nullopt;
   }
   return c;
@@ -126,16 +136,24 @@ std::optional<FileChange> compare(const std::string& up, const Lower& lower, con
 }  // namespace
 
 std::string sha256_fd(int fd) {
+  // A regular file, read up to the size it had when we looked: a file that
+  // grows while it is read (or never ends) cannot hold flightrec up.
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return "";
   EVP_MD_CTX* ctx = EVP_MD_CTX_new();
   EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr);
   char buf[65536];
-  ssize_t n;
-  while ((n = read(fd, buf, sizeof(buf))) > 0) EVP_DigestUpdate(ctx, buf, size_t(n));
+  uint64_t left = uint64_t(st.st_size);
+  ssize_t n = 0;
+  while (left > 0 && (n = read(fd, buf, std::min<uint64_t>(sizeof(buf), left))) > 0) {
+    EVP_DigestUpdate(ctx, buf, size_t(n));
+    left -= uint64_t(n);
+  }
   unsigned char md[32];
   unsigned len = 0;
   EVP_DigestFinal_ex(ctx, md, &len);
   EVP_MD_CTX_free(ctx);
-  if (n < 0) return "";
+  if (left > 0) return "";  // an error, or cut short while read: no hash is better than a wrong one
   static const char* hex = "0123456789abcdef";
   std::string out;
   for (unsigned i = 0; i < len; ++i) {
@@ -145,27 +163,76 @@ std::string sha256_fd(int fd) {
   return out;
 }
 
-std::string sha256_file(const std::string& path) {
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-  if (fd < 0) return "";
-  std::string h = sha256_fd(fd);
-  close(fd);
-  return h;
+PathDiffer::PathDiffer(Diff diff) : diff_(std::move(diff)) {
+  event_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (event_fd_ < 0) throw Error(errno_message("eventfd", errno));
+  thread_ = std::thread([this] { run(); });
 }
 
-std::optional<FileChange> diff_path(const std::string& upper, const std::string& lower_root,
+PathDiffer::~PathDiffer() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+  close(event_fd_);
+}
+
+bool PathDiffer::submit(std::string path) {
+  std::lock_guard lock(mu_);
+  if (queue_.size() >= kMaxQueued) return false;
+  queue_.push_back(std::move(path));
+  cv_.notify_all();
+  return true;
+}
+
+std::vector<FileChange> PathDiffer::take() {
+  uint64_t count;
+  (void)!read(event_fd_, &count, sizeof(count));
+  std::lock_guard lock(mu_);
+  return std::exchange(done_, {});
+}
+
+void PathDiffer::wait_idle() {
+  std::unique_lock lock(mu_);
+  cv_.wait(lock, [&] { return queue_.empty() && !busy_; });
+}
+
+void PathDiffer::run() {
+  std::unique_lock lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+    if (queue_.empty()) return;  // stopping, with nothing left
+    std::string path = std::move(queue_.front());
+    queue_.pop_front();
+    busy_ = true;
+    lock.unlock();
+    std::optional<FileChange> change = diff_(path);
+    lock.lock();
+    busy_ = false;
+    if (change) {
+      done_.push_back(std::move(*change));
+      uint64_t one = 1;
+      (void)!write(event_fd_, &one, sizeof(one));
+    }
+    cv_.notify_all();
+  }
+}
+
+std::optional<FileChange> diff_path(const std::string& upper_root, const std::string& lower_root,
                                     const std::string& prefix, const std::string& rel) {
-  if (rel.empty() || rel[0] != '/' || rel.find("/../") != std::string::npos) return std::nullopt;
+  if (rel.empty() || rel[0] != '/') return std::nullopt;
+  Layer upper(upper_root);
   struct stat su;
-  std::string up = upper + rel;
-  if (lstat(up.c_str(), &su) != 0 || S_ISDIR(su.st_mode) || S_ISCHR(su.st_mode)) return std::nullopt;
-  Lower lower(lower_root);
-  return compare(up, lower, rel, prefix, su);
+  if (!upper.stat_at(rel, &su) || S_ISDIR(su.st_mode) || S_ISCHR(su.st_mode)) return std::nullopt;
+  Layer lower(lower_root);
+  return compare(upper, lower, rel, prefix, su);
 }
 
-std::vector<FileChange> diff_layers(const std::string& upper, const std::string& lower_root,
+std::vector<FileChange> diff_layers(const std::string& upper_root, const std::string& lower_root,
                                     const std::string& prefix, size_t max_changes, size_t* more) {
-  Lower lower(lower_root);
+  Layer upper(upper_root), lower(lower_root);
   std::vector<FileChange> out;
   size_t left_out = 0;
   auto add = [&](FileChange c) {
@@ -193,10 +260,10 @@ std::vector<FileChange> diff_layers(const std::string& upper, const std::string&
   while (!dirs.empty()) {
     std::string rel = dirs.back();
     dirs.pop_back();
-    for (const auto& name : list_dir(upper + rel)) {
-      std::string r = rel + "/" + name, up = upper + r;
+    for (const auto& name : upper.list(rel)) {
+      std::string r = rel + "/" + name;
       struct stat su;
-      if (lstat(up.c_str(), &su) != 0) {
+      if (!upper.stat_at(r, &su)) {
         ++left_out;  // e.g. a path longer than PATH_MAX
         continue;
       }
@@ -207,16 +274,14 @@ std::vector<FileChange> diff_layers(const std::string& upper, const std::string&
       if (S_ISDIR(su.st_mode)) {
         struct stat sl;
         bool lower_dir = lower.stat_at(r, &sl) && S_ISDIR(sl.st_mode);
-        char opaque[2] = {};
-        bool is_opaque = getxattr(up.c_str(), "trusted.overlay.opaque", opaque, 1) == 1 && opaque[0] == 'y';
-        if (lower_dir && is_opaque)  // replaced by an empty directory
+        if (lower_dir && upper.opaque_dir(r))  // replaced by an empty directory
           for (const auto& n : lower.list(r)) deleted_tree(r + "/" + n);
         if (!lower_dir || (sl.st_mode & 07777) != (su.st_mode & 07777))
           add(FileChange{lower_dir ? "modified" : "created", prefix + r, "dir", 0, su.st_mode & 07777, "", "", ""});
         dirs.push_back(r);
         continue;
       }
-      if (auto c = compare(up, lower, r, prefix, su)) add(std::move(*c));
+      if (auto c = compare(upper, lower, r, prefix, su)) add(std::move(*c));
     }
   }
   if (more) *more = left_out;

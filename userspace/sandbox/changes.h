@@ -5,7 +5,12 @@
 // differ (a copy-up alone, e.g. open for writing without writing, is not).
 #include <sys/types.h>
 
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
 #include <optional>
 #include <string>
 #include <vector>
@@ -23,8 +28,9 @@ struct FileChange {
 };
 
 // upper: an overlay's upper directory; lower_root: its lower layer on the
-// host, read without following symlinks or crossing into other mounts (as
-// the overlay saw it); prefix: where the overlay is mounted in the sandbox
+// host. Both are read below their roots only, following no symlink on any
+// component and crossing into no other mount (the sandbox made or named
+// what is in them: flightrec must not act on it as host root); prefix: where the overlay is mounted in the sandbox
 // ("" for its root). At most max_changes are returned; *more is set to how
 // many were left out (and to those that could not be read).
 std::vector<FileChange> diff_layers(const std::string& upper, const std::string& lower_root,
@@ -36,7 +42,40 @@ std::vector<FileChange> diff_layers(const std::string& upper, const std::string&
 std::optional<FileChange> diff_path(const std::string& upper, const std::string& lower_root,
                                     const std::string& prefix, const std::string& rel);
 
-std::string sha256_file(const std::string& path);  // "" if unreadable
-std::string sha256_fd(int fd);                     // reads to the end; "" on error
+// Diffs of single paths (files written to and then closed), made on a
+// thread of their own: hashing a large file must never hold up the thread
+// that drains the ring buffer. Results are taken on the caller's thread
+// when fd() is readable.
+class PathDiffer {
+ public:
+  using Diff = std::function<std::optional<FileChange>(const std::string&)>;
+  static constexpr size_t kMaxQueued = 4096;
+
+  explicit PathDiffer(Diff diff);
+  ~PathDiffer();  // after the paths already queued
+  PathDiffer(const PathDiffer&) = delete;
+  PathDiffer& operator=(const PathDiffer&) = delete;
+
+  // False when kMaxQueued paths wait (the end-of-session diff has them).
+  bool submit(std::string path);
+  int fd() const { return event_fd_; }
+  std::vector<FileChange> take();
+  void wait_idle();  // every submitted path diffed
+
+ private:
+  void run();
+  Diff diff_;
+  int event_fd_ = -1;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::string> queue_;
+  std::vector<FileChange> done_;
+  bool busy_ = false, stop_ = false;
+  std::thread thread_;
+};
+
+// A regular file's SHA-256, read up to the size fstat gives; "" for
+// anything else, on error, or when the file shrank while it was read.
+std::string sha256_fd(int fd);
 
 }  // namespace flightrec::sandbox
