@@ -3,7 +3,11 @@
 // what the command changed is recorded (and kept off the host).
 #include <doctest/doctest.h>
 
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
 #include <openssl/sha.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -471,6 +475,99 @@ TEST_CASE("egress allowlist: the allowed loopback port connects, another fails w
   std::string said = lsm_connect ? "lsm/socket_connect decided the egress allowlist too"
                                   : "egress decided by the cgroup programs alone";
   MESSAGE(said);
+}
+
+namespace {
+
+// An IPv4 address of this host that is not loopback ("" if none).
+std::string host_address() {
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return "";
+  std::string out;
+  for (ifaddrs* i = list; i && out.empty(); i = i->ifa_next)
+    if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET && !(i->ifa_flags & IFF_LOOPBACK) && (i->ifa_flags & IFF_UP)) {
+      char text[INET_ADDRSTRLEN];
+      inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr, text, sizeof(text));
+      out = text;
+    }
+  freeifaddrs(list);
+  return out;
+}
+
+// Whether a TCP connection to addr:port completes within a second.
+bool connects(const std::string& addr, int port) {
+  int s = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(uint16_t(port));
+  inet_pton(AF_INET, addr.c_str(), &sa.sin_addr);
+  connect(s, reinterpret_cast<sockaddr*>(&sa), sizeof(sa));
+  pollfd p{s, POLLOUT, 0};
+  int err = -1;
+  socklen_t len = sizeof(err);
+  bool ok = poll(&p, 1, 1000) == 1 && getsockopt(s, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0;
+  close(s);
+  return ok;
+}
+
+std::string read_line(int fd) {
+  std::string line;
+  char c;
+  pollfd p{fd, POLLIN, 0};
+  while (poll(&p, 1, 20000) == 1 && read(fd, &c, 1) == 1 && c != '\n') line += c;
+  return line;
+}
+
+}  // namespace
+
+TEST_CASE("egress allowlist: ICMP sockets refused, listeners reachable from loopback only") {
+  REQUIRE_MESSAGE(is_root(), "runtime tests need root");
+  std::string outside = host_address();
+  REQUIRE_MESSAGE(!outside.empty(), "this test needs a non-loopback IPv4 address on the host");
+  TempDir dir;
+  std::string db = dir.file("s.db");
+  // Unprivileged ping sockets, as systemd configures most hosts.
+  std::string ping_range = slurp("/proc/sys/net/ipv4/ping_group_range");
+  std::ofstream("/proc/sys/net/ipv4/ping_group_range") << "0 2147483647\n";
+  const char* script =
+      "import socket, sys\n"
+      "try:\n"
+      "    socket.socket(socket.AF_INET, socket.SOCK_DGRAM, socket.IPPROTO_ICMP); print('icmp socket')\n"
+      "except OSError as e:\n"
+      "    print('icmp errno', e.errno)\n"
+      "s = socket.socket()\n"
+      "s.listen()\n"  // no bind: the kernel binds 0.0.0.0 and a free port
+      "print(s.getsockname()[1], flush=True)\n"
+      "s.settimeout(4)\n"
+      "got = 0\n"
+      "try:\n"
+      "    while True:\n"
+      "        c, peer = s.accept(); got += 1; print('from', peer[0]); c.close()\n"
+      "except OSError:\n"
+      "    pass\n"
+      "print('accepted', got)\n";
+  Proc p = start_in(dir.path.string(), {FLIGHTREC_BIN, "run", "--db", db, "--", "python3", "-c", script}, {});
+  std::string icmp = read_line(p.out_fd);
+  int port = std::atoi(read_line(p.out_fd).c_str());
+  bool from_outside = port > 0 && connects(outside, port);
+  bool from_loopback = port > 0 && connects("127.0.0.1", port);
+  Result r = wait(p);
+  std::ofstream("/proc/sys/net/ipv4/ping_group_range") << ping_range;
+  INFO(r.err);
+  CHECK(r.code == 0);
+  CHECK(icmp == "icmp errno 1");
+  REQUIRE(port > 0);
+  CHECK_FALSE(from_outside);
+  CHECK(from_loopback);
+  CHECK(r.out == "from 127.0.0.1\naccepted 1\n");
+  auto all = entries(db);
+  auto socket_v = violations(all, "network.socket");
+  REQUIRE(socket_v.size() == 1);
+  CHECK(socket_v[0]["detail"] == "socket(AF_INET, type 2, protocol 1): only TCP and UDP sockets under an egress allowlist");
+  auto inbound = violations(all, "network.inbound");
+  REQUIRE(!inbound.empty());
+  CHECK(inbound[0]["detail"].get<std::string>().find("from hosts outside loopback and the allowlist dropped (last: " +
+                                                     outside + " port ") != std::string::npos);
 }
 
 TEST_CASE("useful agent work under agent: python3, node, pip from a local wheel, git") {

@@ -2,6 +2,9 @@
 // key, sizes and durations, OCI profiles, and the judge's rule naming.
 #include <doctest/doctest.h>
 
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include <cerrno>
 
 #include "events/entry.h"
@@ -136,6 +139,37 @@ TEST_CASE("an OCI profile is read as Docker reads it") {
   CHECK_THROWS_AS(parse_oci_profile("{\"syscalls\": []}", "p.json", {}), PolicyError);
   CHECK_THROWS_AS(parse_oci_profile("not json", "p.json", {}), PolicyError);
   CHECK_THROWS_AS(parse_oci_profile(R"({"defaultAction": "SCMP_ACT_NOTIFY"})", "p.json", {}), PolicyError);
+}
+
+TEST_CASE("the judge: under an allowlist only TCP and UDP sockets, and binds on loopback or as a client") {
+  Policy p = load("agent");
+  REQUIRE(p.network == Network::Allowlist);
+  Judge j(p, "/work");
+  auto sock = [](int64_t af, int64_t type, int64_t proto, int64_t ret) {
+    return syscall("socket", 41, ret, {af, type, proto, 0, 0, 0});
+  };
+  auto icmp = j.judge(sock(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, IPPROTO_ICMP, -EPERM));
+  REQUIRE(icmp);
+  CHECK(icmp->rule == "network.socket");
+  CHECK(icmp->detail == "socket(AF_INET, type 2, protocol 1): only TCP and UDP sockets under an egress allowlist");
+  REQUIRE(j.judge(sock(AF_INET6, SOCK_DGRAM, IPPROTO_ICMPV6, -EPERM)));
+  CHECK(j.judge(sock(AF_INET, SOCK_STREAM, 262 /* MPTCP */, -EPERM))->rule == "network.socket");
+  CHECK_FALSE(j.judge(sock(AF_INET, SOCK_STREAM, 0, 3)));
+  CHECK_FALSE(j.judge(sock(AF_INET6, SOCK_DGRAM, IPPROTO_UDP, 3)));
+  CHECK_FALSE(j.judge(sock(AF_UNIX, SOCK_DGRAM, 0, 3)));
+  auto bind = [](const char* addr, int64_t port, int64_t ret) {
+    auto e = syscall("bind", 49, ret);
+    e.set("family", std::string(addr).find(':') == std::string::npos ? "AF_INET" : "AF_INET6");
+    e.set("addr", addr);
+    e.set("port", port);
+    return e;
+  };
+  CHECK_FALSE(j.judge(bind("127.0.0.1", 8000, 0)));
+  CHECK_FALSE(j.judge(bind("::ffff:127.0.0.1", 8000, 0)));
+  CHECK_FALSE(j.judge(bind("0.0.0.0", 0, 0)));
+  REQUIRE(j.judge(bind("192.0.2.2", 0, -EPERM)));
+  CHECK(j.judge(bind("192.0.2.2", 0, -EPERM))->rule == "network.bind");
+  CHECK(j.judge(bind("::", 8000, -EPERM))->rule == "network.bind");
 }
 
 TEST_CASE("the judge names the rule behind a denial") {

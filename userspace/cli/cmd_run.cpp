@@ -250,6 +250,7 @@ int cmd_run(const Args& all) {
       if (int sig = read_signal(sigfd)) kill(child.pid, sig);
     });
     loop.run([&] {
+      confinement->note_packet_drops(capture->net_drops());
       if (confinement->check_breakers()) reason = "the policy ended the session: " + confinement->kill_rule();
     });
   } catch (...) {
@@ -277,6 +278,7 @@ int cmd_run(const Args& all) {
   loop.drain();
 
   loss.release();
+  confinement->note_packet_drops(capture->net_drops());
   int exec_errno = 0;
   bool exec_failed = false;
   if (confinement->sandboxed()) {

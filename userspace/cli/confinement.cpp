@@ -323,6 +323,23 @@ void Confinement::record_change(const sandbox::FileChange& c, const char* when) 
   rec_->record_own(e);
 }
 
+void Confinement::note_packet_drops(const std::vector<probe::NetDrops>& drops) {
+  if (!rec_ || !judge_) return;
+  for (uint32_t kind = 0; kind < drops.size() && kind < FR_NET_DROP_KINDS; ++kind) {
+    uint64_t fresh = drops[kind].count - packet_drops_seen_[kind];
+    if (fresh == 0) continue;
+    packet_drops_seen_[kind] = drops[kind].count;
+    const fr_net_drop& d = drops[kind].last;
+    char addr[INET6_ADDRSTRLEN] = {};
+    inet_ntop(d.family == AF_INET6 ? AF_INET6 : AF_INET, d.addr, addr, sizeof(addr));
+    bool in = kind == FR_NET_DROP_IN;
+    std::string detail = std::to_string(fresh) + (in ? " packet(s) from " : " packet(s) to ") +
+                         "hosts outside loopback and the allowlist dropped (last: " + addr + " port " +
+                         std::to_string(d.port) + ")";
+    violation({in ? "network.inbound" : "network.allow", "ALERT", "denied", detail}, -1, -1);
+  }
+}
+
 void Confinement::go() {
   if (!sandboxed_) return;
   if (limits_) limits_->add_process(child_.pid);

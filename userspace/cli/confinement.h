@@ -56,6 +56,9 @@ class Confinement {
   // (record_changes()); -1 without a sandbox.
   int changes_fd() const { return differ_ ? differ_->fd() : -1; }
   void record_changes();
+  // Packets the egress allowlist's filters dropped since the last call,
+  // as violations (totals from probe::Capture::net_drops()).
+  void note_packet_drops(const std::vector<probe::NetDrops>& drops);
   // Checks the circuit breakers; true when the session was just killed.
   bool check_breakers();
   bool killed_by_policy() const { return !kill_rule_.empty(); }
@@ -92,6 +95,7 @@ class Confinement {
   std::map<std::pair<int64_t, int64_t>, std::string> written_;
   std::unique_ptr<sandbox::PathDiffer> differ_;
   uint64_t closes_left_to_end_ = 0;
+  uint64_t packet_drops_seen_[FR_NET_DROP_KINDS] = {};
   static constexpr uint64_t kMaxPrinted = 100;
 };
 

@@ -228,11 +228,29 @@ std::optional<Violation> Judge::judge_path(const events::Entry& e, const std::st
 std::optional<Violation> Judge::judge_connect(const events::Entry& e, int64_t ret) const {
   std::string name = e.string_or("name");
   std::string family = e.string_or("family"), addr = e.string_or("addr");
+  if (name == "socket" && policy_.network == Network::Allowlist) {
+    // Only TCP and UDP sockets, the ones the allowlist's hooks see.
+    const auto* args = std::get_if<std::vector<int64_t>>(e.get("args"));
+    if (!args || args->size() < 3) return std::nullopt;
+    int64_t af = (*args)[0], type = (*args)[1] & 0xf, proto = (*args)[2];
+    bool inet = af == AF_INET || af == AF_INET6;
+    bool tcp_or_udp = (type == SOCK_STREAM && (proto == 0 || proto == IPPROTO_TCP)) ||
+                      (type == SOCK_DGRAM && (proto == 0 || proto == IPPROTO_UDP));
+    if (inet && !tcp_or_udp)
+      if (const char* v = verdict(ret == -EPERM))
+        return Violation{"network.socket", "ALERT", v,
+                         "socket(" + std::string(af == AF_INET ? "AF_INET" : "AF_INET6") + ", type " +
+                             std::to_string(type) + ", protocol " + std::to_string(proto) +
+                             "): only TCP and UDP sockets under an egress allowlist"};
+    return std::nullopt;
+  }
   if (name == "bind") {
-    // A listening address other than loopback (allowlist mode shares the host's stack).
+    // A listening address other than loopback (allowlist mode shares the
+    // host's stack); the unspecified address with port 0 is a client's.
     bool inet = family == "AF_INET" || family == "AF_INET6";
-    if (inet && policy_.network == Network::Allowlist && e.int_or("port") != 0 && !addr.starts_with("127.") &&
-        addr != "::1")
+    bool loopback = addr.starts_with("127.") || addr == "::1" || addr.starts_with("::ffff:127.");
+    bool client = (addr == "0.0.0.0" || addr == "::") && e.int_or("port") == 0;
+    if (inet && policy_.network == Network::Allowlist && !loopback && !client)
       if (const char* v = verdict(ret == -EPERM || ret == -EACCES))
         return Violation{"network.bind", "ALERT", v, name + " to " + addr + " port " + std::to_string(e.int_or("port"))};
     return std::nullopt;

@@ -72,7 +72,7 @@ void select_programs(bpf_object* obj, bool lsm, bool tls, bool egress) {
     std::string_view sec = bpf_program__section_name(prog);
     bool is_lsm = sec.rfind("lsm", 0) == 0;
     bool is_tls = sec.rfind("uprobe", 0) == 0 || sec.rfind("uretprobe", 0) == 0;
-    bool is_egress = sec.rfind("cgroup/", 0) == 0;
+    bool is_egress = sec.rfind("cgroup/", 0) == 0 || sec.rfind("cgroup_skb/", 0) == 0;
     if ((is_lsm && !lsm) || (is_tls && !tls) || (is_egress && !egress)) bpf_program__set_autoload(prog, false);
   }
 }
@@ -186,7 +186,9 @@ Capture::Capture(const CaptureOptions& opts, Handler handler) : handler_(std::mo
           throw Error(errno_message("cannot load the egress allowlist", errno));
       for (auto* prog : {skel_->progs.fr_egress_connect4, skel_->progs.fr_egress_connect6,
                          skel_->progs.fr_egress_sendmsg4, skel_->progs.fr_egress_sendmsg6,
-                         skel_->progs.fr_egress_bind4, skel_->progs.fr_egress_bind6}) {
+                         skel_->progs.fr_egress_bind4, skel_->progs.fr_egress_bind6,
+                         skel_->progs.fr_egress_sock_create, skel_->progs.fr_egress_skb_out,
+                         skel_->progs.fr_egress_skb_in}) {
         bpf_link* link = bpf_program__attach_cgroup(prog, opts.egress_cgroup_fd);
         if (!link) throw Error(errno_message("cannot attach the egress allowlist to the session's cgroup", errno));
         egress_links_.push_back(link);
@@ -282,6 +284,22 @@ std::vector<uint64_t> Capture::drops_per_cpu() const {
   if (bpf_map_lookup_elem(bpf_map__fd(skel_->maps.fr_drops), &zero, values.data()) != 0)
     throw Error(errno_message("cannot read the drop counters", errno));
   return values;
+}
+
+std::vector<NetDrops> Capture::net_drops() const {
+  std::vector<NetDrops> out(FR_NET_DROP_KINDS);
+  int ncpu = libbpf_num_possible_cpus();
+  if (egress_links_.empty() || ncpu <= 0) return out;
+  std::vector<fr_net_drop> values(static_cast<size_t>(ncpu));
+  for (uint32_t kind = 0; kind < FR_NET_DROP_KINDS; ++kind) {
+    if (bpf_map_lookup_elem(bpf_map__fd(skel_->maps.fr_net_drops), &kind, values.data()) != 0)
+      throw Error(errno_message("cannot read the packet drop counters", errno));
+    for (const auto& v : values) {
+      out[kind].count += v.count;
+      if (v.count) out[kind].last = v;  // one example of a far end
+    }
+  }
+  return out;
 }
 
 uint64_t Capture::program_misses() const {

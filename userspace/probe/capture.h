@@ -46,6 +46,11 @@ struct CaptureOptions {
   bool verbose = false;                   // libbpf's own messages to stderr
 };
 
+struct NetDrops {
+  uint64_t count = 0;
+  fr_net_drop last{};
+};
+
 class Capture {
  public:
   // Called for every record, in ring-buffer order.
@@ -60,6 +65,9 @@ class Capture {
   int consume();           // handles everything waiting; returns records
   // Records the kernel could not put in the ring buffer, per CPU, since load.
   std::vector<uint64_t> drops_per_cpu() const;
+  // Packets the egress allowlist dropped, indexed by fr_net_drop_kind:
+  // totals since load, and the far end of one of them.
+  std::vector<NetDrops> net_drops() const;
   // Runs of our programs the kernel skipped to avoid nesting, since load.
   uint64_t program_misses() const;
   void detach();           // stop producing; consume() still drains

@@ -210,6 +210,22 @@ struct fr_egress_rule {
 };
 FR_STATIC_ASSERT(sizeof(struct fr_egress_rule) == 32, "fr_egress_rule layout");
 
+/* Packets the egress programs' cgroup_skb filters dropped, per CPU and
+ * direction (index): how many, and the far end of the last one. */
+enum fr_net_drop_kind {
+	FR_NET_DROP_OUT = 0,     /* to an address:port neither loopback nor allowed */
+	FR_NET_DROP_IN = 1,      /* from one */
+	FR_NET_DROP_KINDS = 2,
+};
+struct fr_net_drop {
+	__u64 count;
+	__u8 addr[16];           /* network order; IPv4 in the first 4 bytes */
+	__u32 family;            /* AF_INET or AF_INET6 */
+	__u16 port;              /* host order; 0 when not TCP or UDP */
+	__u16 pad;
+};
+FR_STATIC_ASSERT(sizeof(struct fr_net_drop) == 32, "fr_net_drop layout");
+
 /* Which arguments of a syscall to read, indexed by syscall number.
  * FR_ARG_NONE marks an unused slot. */
 #define FR_ARG_NONE 0xff
