@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <sstream>
 
 #include "runtime/harness.h"
 
@@ -219,6 +220,55 @@ TEST_CASE("TLS attach resolves a library path in the sandbox's view, not the hos
   for (const auto& e : of_type(entries(db), "error"))
     tried_sandbox_file |= e["detail"] == "TLS capture: libssl.so.3 does not export SSL_write";
   CHECK(tried_sandbox_file);
+}
+
+TEST_CASE("what the session names cannot rewrite flightrec's lines, and its terminal settings are restored") {
+  REQUIRE_MESSAGE(is_root(), "runtime tests need root");
+  TempDir dir;
+  std::string work = dir.file("work"), db = dir.file("s.db");
+  mkdir(work.c_str(), 0755);
+  // A hidden path and a process name carrying CR, tab and escape sequences.
+  Result r = run_in(work, {FLIGHTREC_BIN, "run", "--db", db, "--", "sh", "-c",
+                           "cat \"/etc/ssh/$(printf 'x\\r\\033[31mOK\\tfake')\" 2>/dev/null; "
+                           "python3 -c \"import ctypes; ctypes.CDLL(None).prctl(15, b'\\x1b[2Jev\\ril', 0, 0, 0); "
+                           "open('/etc/hostname').read()\""});
+  CHECK(r.code == 0);
+  bool alert = false;
+  std::istringstream lines(r.err);
+  for (std::string line; std::getline(lines, line);) {
+    INFO(line);
+    CHECK(line.find('\x1b') == std::string::npos);
+    CHECK(line.find('\r') == std::string::npos);
+    alert |= line.find("ALERT filesystem.hidden denied: openat of hidden /etc/ssh/x\\r\\u{001b}[31mOK\\tfake") !=
+             std::string::npos;
+  }
+  CHECK(alert);
+  Result q = rt::flightrec({"query", "--db", db});
+  CHECK(q.code == 0);
+  CHECK(q.out.find('\x1b') == std::string::npos);
+  CHECK(q.out.find('\r') == std::string::npos);
+  CHECK(q.out.find(" \\u{001b}[2Jev\\ril openat path=\"/etc/hostname\"") != std::string::npos);
+
+  // On a terminal (a pty that is flightrec's controlling terminal), the
+  // command turns echo off; flightrec turns it back on when it ends.
+  const char* pty_script =
+      "import os, sys, fcntl, termios\n"
+      "m, s = os.openpty()\n"
+      "pid = os.fork()\n"
+      "if pid == 0:\n"
+      "    os.setsid(); fcntl.ioctl(s, termios.TIOCSCTTY, 0)\n"
+      "    for fd in (0, 1, 2): os.dup2(s, fd)\n"
+      "    os.execv(sys.argv[1], sys.argv[1:])\n"
+      "import select\n"
+      "status = None\n"
+      "while status is None:\n"  // the slave stays open here: no EOF on m
+      "    if select.select([m], [], [], 0.1)[0]: os.read(m, 4096)\n"
+      "    done, st = os.waitpid(pid, os.WNOHANG)\n"
+      "    if done: status = st\n"
+      "print(os.waitstatus_to_exitcode(status), 'echo' if termios.tcgetattr(s)[3] & termios.ECHO else 'no echo')\n";
+  Result t = run_in(work, {"python3", "-c", pty_script, FLIGHTREC_BIN, "run", "--db", db, "--", "stty", "-echo"});
+  INFO(t.err);
+  CHECK(t.out == "0 echo\n");
 }
 
 TEST_CASE("sandbox path rules are decided by the LSM hook too: a hidden path made during the session stays closed") {

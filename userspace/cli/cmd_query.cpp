@@ -7,6 +7,7 @@
 #include "cli/options.h"
 #include "ledger/canonical.h"
 #include "ledger/store.h"
+#include "common/text.h"
 
 #include <algorithm>
 
@@ -85,10 +86,14 @@ int cmd_query(const Args& args) {
     if (json) {
       std::cout << e.body << '\n';
     } else {
+      // Everything a recorded process named is escaped: a path or comm
+      // with control characters cannot rewrite or hide other lines.
       auto j = nlohmann::json::parse(e.body, nullptr, false);
-      std::cout << e.session << ":" << e.seq << " " << e.type << " " << e.pid << " "
-                << (j.is_object() ? j.value("comm", "") : "") << " "
-                << (j.is_object() ? summary(j) : "(unparsable entry)") << '\n';
+      std::string comm = j.is_object() && j.contains("comm") && j["comm"].is_string() ? j["comm"].get<std::string>() : "";
+      std::cout << e.session << ":" << e.seq << " "
+                << printable(e.type + " " + std::to_string(e.pid) + " " + comm + " " +
+                             (j.is_object() ? summary(j) : "(unparsable entry)"))
+                << '\n';
     }
     return bool(std::cout);
   });

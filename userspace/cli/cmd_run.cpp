@@ -5,6 +5,7 @@
 #include <sys/signalfd.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -103,6 +104,36 @@ Child spawn_waiting(const std::string& program, const std::vector<std::string>& 
   return Child{pid, go[1], err[0]};
 }
 
+// The terminal's settings as the command found them: it shares flightrec's
+// terminal and may leave it raw, without echo, or worse (stty); they are
+// put back when the session ends.
+class TerminalSettings {
+ public:
+  TerminalSettings() {
+    for (int fd : {0, 1, 2})
+      if (isatty(fd) && tcgetattr(fd, &saved_) == 0) {
+        fd_ = fd;
+        break;
+      }
+  }
+  ~TerminalSettings() {
+    // Not from the background of our terminal: tcsetattr would stop
+    // flightrec there (SIGTTOU). A terminal that is not ours is fine.
+    if (fd_ < 0) return;
+    pid_t fg = tcgetpgrp(fd_);
+    bool may = fg == getpgrp() || (fg < 0 && errno == ENOTTY);
+    termios now{};
+    if (may && tcgetattr(fd_, &now) == 0 && std::memcmp(&now, &saved_, sizeof(now)) != 0)
+      tcsetattr(fd_, TCSANOW, &saved_);
+  }
+  TerminalSettings(const TerminalSettings&) = delete;
+  TerminalSettings& operator=(const TerminalSettings&) = delete;
+
+ private:
+  int fd_ = -1;
+  termios saved_{};
+};
+
 int exit_code_of(int status) {
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
@@ -161,6 +192,7 @@ int cmd_run(const Args& all) {
     return 127;
   }
   probe::require_recording_features();
+  TerminalSettings terminal;
   // Before any thread exists, so that every thread inherits the mask and
   // SIGINT/SIGTERM arrive only through the signalfd.
   int sigfd = block_termination_signals();

@@ -19,6 +19,7 @@
 #include "cli/path_rules.h"
 #include "common/error.h"
 #include "common/system.h"
+#include "common/text.h"
 #include "sandbox/changes.h"
 
 extern char** environ;
@@ -54,10 +55,12 @@ class StderrLog {
     static StderrLog* log = new StderrLog();
     return *log;
   }
-  void line(std::string text) {
+  // One line; what the session named in it (paths, process names) is
+  // escaped, so it cannot move the cursor, rewrite or hide other lines.
+  void line(std::string_view text) {
     std::lock_guard lock(mu_);
     if (queue_.size() >= 1000) return;  // the record has them all
-    queue_.push_back(std::move(text));
+    queue_.push_back(printable(text) + "\n");
     cv_.notify_one();
   }
   // Waits up to `ms` for queued lines to be written.
@@ -258,10 +261,11 @@ void Confinement::record_violation(const policy::Violation& v, int64_t pid, int6
 void Confinement::violation(const policy::Violation& v, int64_t pid, int64_t seq) {
   record_violation(v, pid, seq);
   // On stderr as they happen, but a flood stays in the record only.
-  if (level_rank(v.level) <= policy_.log_stderr && ++printed_ <= kMaxPrinted)
+  if (level_rank(v.level) <= policy_.log_stderr && ++printed_ <= kMaxPrinted) {
     StderrLog::get().line("flightrec: " + std::string(v.level) + " " + v.rule + " " + v.action + ": " + v.detail +
-                          " (pid " + std::to_string(pid) + ")\n" +
-                          (printed_ == kMaxPrinted ? "flightrec: further violations are in the record only\n" : ""));
+                          " (pid " + std::to_string(pid) + ")");
+    if (printed_ == kMaxPrinted) StderrLog::get().line("flightrec: further violations are in the record only");
+  }
   if (sandboxed_ && policy_.on_violation == policy::OnViolation::Kill && kill_rule_.empty())
     kill_session("on_violation:" + v.rule, "on_violation is kill and " + v.detail);
 }
@@ -426,7 +430,7 @@ void Confinement::kill_session(const std::string& rule, const std::string& why) 
     }
   }
   record_violation({rule, "CRITICAL", "killed", "session killed: " + why}, -1, -1);
-  StderrLog::get().line("flightrec: CRITICAL " + rule + ": session killed: " + why + "\n");
+  StderrLog::get().line("flightrec: CRITICAL " + rule + ": session killed: " + why);
 }
 
 sandbox::Outcome Confinement::finish() {

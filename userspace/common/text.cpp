@@ -1,33 +1,81 @@
 #include "common/text.h"
 
 #include <cstdint>
+#include <cstdio>
 
 namespace flightrec {
 
+namespace {
+
+// The length of the valid UTF-8 sequence at s[i] and its code point, or 0
+// (overlong forms, surrogates and code points past U+10FFFF are invalid).
+size_t utf8_at(std::string_view s, size_t i, uint32_t* cp_out) {
+  uint8_t c = uint8_t(s[i]);
+  size_t len;
+  uint32_t cp;
+  if (c < 0x80) { len = 1; cp = c; }
+  else if ((c & 0xE0) == 0xC0) { len = 2; cp = c & 0x1F; }
+  else if ((c & 0xF0) == 0xE0) { len = 3; cp = c & 0x0F; }
+  else if ((c & 0xF8) == 0xF0) { len = 4; cp = c & 0x07; }
+  else return 0;
+  if (i + len > s.size()) return 0;
+  for (size_t k = 1; k < len; ++k) {
+    uint8_t cc = uint8_t(s[i + k]);
+    if ((cc & 0xC0) != 0x80) return 0;
+    cp = (cp << 6) | (cc & 0x3F);
+  }
+  if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
+      (cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF)
+    return 0;
+  *cp_out = cp;
+  return len;
+}
+
+// Code points a terminal acts on rather than shows: C0 and C1 controls,
+// DEL, and the invisible format and bidirectional controls that can make
+// text read differently from what it is.
+bool acts_on_terminal(uint32_t cp) {
+  return cp < 0x20 || (cp >= 0x7F && cp <= 0x9F) || (cp >= 0x200B && cp <= 0x200F) ||
+         (cp >= 0x202A && cp <= 0x202E) || (cp >= 0x2060 && cp <= 0x2069) || cp == 0xFEFF;
+}
+
+}  // namespace
+
 bool is_valid_utf8(std::string_view s) {
-  size_t i = 0, n = s.size();
-  while (i < n) {
-    uint8_t c = uint8_t(s[i]);
-    if (c < 0x80) { ++i; continue; }
-    size_t len;
-    uint32_t cp;
-    if ((c & 0xE0) == 0xC0) { len = 2; cp = c & 0x1F; }
-    else if ((c & 0xF0) == 0xE0) { len = 3; cp = c & 0x0F; }
-    else if ((c & 0xF8) == 0xF0) { len = 4; cp = c & 0x07; }
-    else return false;
-    if (i + len > n) return false;
-    for (size_t k = 1; k < len; ++k) {
-      uint8_t cc = uint8_t(s[i + k]);
-      if ((cc & 0xC0) != 0x80) return false;
-      cp = (cp << 6) | (cc & 0x3F);
+  uint32_t cp;
+  for (size_t i = 0, len; i < s.size(); i += len)
+    if ((len = utf8_at(s, i, &cp)) == 0) return false;
+  return true;
+}
+
+std::string printable(std::string_view s) {
+  static const char* hex = "0123456789abcdef";
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size();) {
+    uint32_t cp = 0;
+    size_t len = utf8_at(s, i, &cp);
+    if (len == 0) {  // not UTF-8: the byte
+      uint8_t b = uint8_t(s[i++]);
+      out += "\\x";
+      out += hex[b >> 4];
+      out += hex[b & 15];
+      continue;
     }
-    // Reject overlong forms, surrogates and code points past U+10FFFF.
-    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
-        (cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF)
-      return false;
+    if (cp == '\\') out += "\\\\";
+    else if (cp == '\n') out += "\\n";
+    else if (cp == '\r') out += "\\r";
+    else if (cp == '\t') out += "\\t";
+    else if (acts_on_terminal(cp)) {
+      char buf[16];
+      snprintf(buf, sizeof(buf), "\\u{%04x}", unsigned(cp));
+      out += buf;
+    } else {
+      out.append(s.substr(i, len));
+    }
     i += len;
   }
-  return true;
+  return out;
 }
 
 std::string base64_encode(std::string_view bytes) {

@@ -8,6 +8,11 @@
 namespace flightrec {
 
 bool is_valid_utf8(std::string_view s);
+// s made safe for a terminal or a log line, one line of text: backslash,
+// newline, CR and tab as \\ \n \r \t; other controls (C0, DEL, C1, bidi and
+// invisible format characters) as \u{XXXX}; bytes that are not UTF-8 as
+// \xNN. Printable text is unchanged.
+std::string printable(std::string_view s);
 std::string base64_encode(std::string_view bytes);
 // Standard alphabet with padding; nullopt for anything else.
 std::optional<std::string> base64_decode(std::string_view text);
