@@ -297,8 +297,7 @@ void Confinement::track_writes(const events::Entry& e) {
     // other than AT_FDCWD is left to the end-of-session diff).
     const auto* args = std::get_if<std::vector<int64_t>>(e.get("args"));
     if (name == "openat" && (!args || int32_t((*args)[0]) != AT_FDCWD)) return;
-    std::string cwd = readlink_str("/proc/" + std::to_string(pid) + "/cwd");
-    abs = (cwd.empty() ? work_dir_ : cwd) + "/" + abs;
+    abs = cwd_of(int(pid)).value_or(work_dir_) + "/" + abs;
   }
   if (written_.size() < 65536) written_[{pid, ret}] = policy::normalize_path(abs);
 }

@@ -28,18 +28,22 @@ std::optional<std::string> try_read_file(const std::string& path) {
   return out.str();
 }
 
+std::optional<std::string> cwd_of(int pid) {
+  char cwd[4096];
+  ssize_t n = readlink(("/proc/" + std::to_string(pid) + "/cwd").c_str(), cwd, sizeof(cwd));
+  if (n <= 0 || n == ssize_t(sizeof(cwd)) || cwd[0] != '/') return std::nullopt;
+  return std::string(cwd, size_t(n));
+}
+
 int open_as_seen_by(int pid, const std::string& path) {
   std::string proc = "/proc/" + std::to_string(pid), abs = path;
   if (!path.empty() && path[0] != '/') {
-    // The kernel names the working directory as the process sees it
-    // (from its own root when ours cannot reach it).
-    char cwd[4096];
-    ssize_t n = readlink((proc + "/cwd").c_str(), cwd, sizeof(cwd));
-    if (n <= 0 || n == ssize_t(sizeof(cwd)) || cwd[0] != '/') {
+    auto cwd = cwd_of(pid);
+    if (!cwd) {
       errno = ENOENT;
       return -1;
     }
-    abs = std::string(cwd, size_t(n)) + "/" + path;
+    abs = *cwd + "/" + path;
   }
   if (abs.empty()) {
     errno = ENOENT;

@@ -19,6 +19,10 @@ std::string boot_id();
 uint64_t mono_ns();   // CLOCK_MONOTONIC, the clock bpf_ktime_get_ns() reads
 uint64_t real_ns();   // CLOCK_REALTIME
 
+// Process `pid`'s working directory as it sees it (the kernel names it from
+// the process's own root when ours cannot reach it); nullopt if gone.
+std::optional<std::string> cwd_of(int pid);
+
 // Opens `path` for reading as process `pid` names it, from the host:
 // resolved inside the process's own root (a relative path from its working
 // directory), so its symlinks (absolute ones too) and ".." never lead

@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "common/error.h"
+#include "common/text.h"
 
 namespace flightrec::sandbox {
 namespace {
@@ -44,6 +45,29 @@ std::vector<std::string> list_fd(int fd) {
   closedir(d);
   std::sort(names.begin(), names.end());
   return names;
+}
+
+// A regular file's SHA-256 (hex), read up to the size it had when we
+// looked, so a file that grows while it is read (or never ends) cannot hold
+// flightrec up; "" for anything else, on error, or when it shrank meanwhile.
+std::string sha256_fd(int fd) {
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return "";
+  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
+  EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr);
+  char buf[65536];
+  uint64_t left = uint64_t(st.st_size);
+  ssize_t n = 0;
+  while (left > 0 && (n = read(fd, buf, std::min<uint64_t>(sizeof(buf), left))) > 0) {
+    EVP_DigestUpdate(ctx, buf, size_t(n));
+    left -= uint64_t(n);
+  }
+  unsigned char md[32];
+  unsigned len = 0;
+  EVP_DigestFinal_ex(ctx, md, &len);
+  EVP_MD_CTX_free(ctx);
+  if (left > 0) return "";  // an error, or cut short while read: no hash is better than a wrong one
+  return hex_encode(std::string_view(reinterpret_cast<const char*>(md), len));
 }
 
 // A layer of the overlay, read from the host without ever leaving it: below
@@ -134,34 +158,6 @@ std::optional<FileChange> compare(const Layer& upper, const Layer& lower, const 
 }
 
 }  // namespace
-
-std::string sha256_fd(int fd) {
-  // A regular file, read up to the size it had when we looked: a file that
-  // grows while it is read (or never ends) cannot hold flightrec up.
-  struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return "";
-  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
-  EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr);
-  char buf[65536];
-  uint64_t left = uint64_t(st.st_size);
-  ssize_t n = 0;
-  while (left > 0 && (n = read(fd, buf, std::min<uint64_t>(sizeof(buf), left))) > 0) {
-    EVP_DigestUpdate(ctx, buf, size_t(n));
-    left -= uint64_t(n);
-  }
-  unsigned char md[32];
-  unsigned len = 0;
-  EVP_DigestFinal_ex(ctx, md, &len);
-  EVP_MD_CTX_free(ctx);
-  if (left > 0) return "";  // an error, or cut short while read: no hash is better than a wrong one
-  static const char* hex = "0123456789abcdef";
-  std::string out;
-  for (unsigned i = 0; i < len; ++i) {
-    out += hex[md[i] >> 4];
-    out += hex[md[i] & 15];
-  }
-  return out;
-}
 
 PathDiffer::PathDiffer(Diff diff) : diff_(std::move(diff)) {
   event_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);

@@ -74,8 +74,4 @@ class PathDiffer {
   std::thread thread_;
 };
 
-// A regular file's SHA-256, read up to the size fstat gives; "" for
-// anything else, on error, or when the file shrank while it was read.
-std::string sha256_fd(int fd);
-
 }  // namespace flightrec::sandbox
