@@ -1,18 +1,30 @@
 /* Every syscall of the session's tasks, entry and exit joined into one
  * record: sys_enter keeps the arguments in task storage, sys_exit adds the
  * return value, reads string and socket-address arguments (the kernel has
- * faulted those pages in by then) and emits one record. */
+ * faulted those pages in by then) and emits one record. A successful open
+ * also carries the path of the file the kernel opened, walked up from the
+ * new fd's dentry: another thread can rewrite the path argument while the
+ * kernel resolves it, but not the kernel's own objects. */
 #include "lib/common.bpf.h"
 
 #define NR_EXIT 60
 #define NR_EXIT_GROUP 231
 #define NR_EXECVE 59
 #define NR_EXECVEAT 322
+#define NR_OPEN 2
+#define NR_CREAT 85
+#define NR_OPENAT 257
+#define NR_OPENAT2 437
+#define NAME_MAX 255  /* include/uapi/linux/limits.h */
 
 #define STR_MASK (FR_STR_MAX - 1)
 
 struct sys_scratch {
-	__u8 buf[sizeof(struct fr_syscall) + sizeof(struct fr_syscall_data) + 2 * FR_STR_MAX];
+	/* Two strings and the kernel's path, each up to FR_STR_MAX - 1 bytes. */
+	__u8 buf[sizeof(struct fr_syscall) + sizeof(struct fr_syscall_data) + 3 * FR_STR_MAX];
+	/* The kernel's path is built backwards, ending at kpath[FR_STR_MAX];
+	 * NAME_MAX + 1 bytes of slack let the verifier see every write in bounds. */
+	char kpath[FR_STR_MAX + NAME_MAX + 1];
 };
 
 struct {
@@ -35,7 +47,7 @@ static __always_inline void fill_syscall(struct fr_syscall *r, struct fr_task_st
 	r->str_len[0] = 0;
 	r->str_len[1] = 0;
 	r->sockaddr_len = 0;
-	r->pad = 0;
+	r->kpath_len = 0;
 }
 
 static __always_inline void emit_plain(struct fr_task_state *st, __s64 ret, __u32 flags)
@@ -101,6 +113,101 @@ static __always_inline __u32 read_sockaddr(__u8 *dst, struct fr_syscall_spec *sp
 	return (__u32)len;
 }
 
+/* One step up from a dentry toward the task's root, for bpf_loop: the
+ * loop body is verified once, whatever the path's depth. */
+struct kpath_walk {
+	struct dentry *d, *root_d;
+	struct vfsmount *vm, *root_m;
+	struct mount *m;
+	__u64 mnt_off;           /* of struct mount's mnt (CO-RE) */
+	__u32 off;               /* where the path built so far starts in kpath[] */
+	__u32 reached;           /* the walk arrived at the root */
+};
+
+static long kpath_step(__u32 i, void *ctx)
+{
+	struct kpath_walk *w = ctx;
+	/* Locals: BPF_CORE_READ relocates every access in its argument, and
+	 * kpath_walk is ours, not the kernel's. */
+	struct dentry *d = w->d;
+	struct vfsmount *vm = w->vm;
+	struct mount *m = w->m;
+	__u32 zero = 0;
+	struct sys_scratch *s = bpf_map_lookup_elem(&sys_scratch_map, &zero);
+
+	if (!s)
+		return 1;
+	if (d == w->root_d && vm == w->root_m) {
+		w->reached = 1;
+		return 1;
+	}
+	struct dentry *parent = BPF_CORE_READ(d, d_parent);
+	if (d == BPF_CORE_READ(vm, mnt_root) || d == parent) {
+		/* The top of a mount: on to where it is mounted. */
+		struct mount *up = BPF_CORE_READ(m, mnt_parent);
+		if (up == m) {  /* the top of its tree */
+			w->reached = 1;
+			return 1;
+		}
+		w->d = BPF_CORE_READ(m, mnt_mountpoint);
+		w->m = up;
+		w->vm = (struct vfsmount *)((void *)up + w->mnt_off);
+		return 0;
+	}
+	__u32 len = BPF_CORE_READ(d, d_name.len);
+	const unsigned char *name = BPF_CORE_READ(d, d_name.name);
+	__u32 off = w->off;
+	if (len > NAME_MAX || off > FR_STR_MAX || off < len + 2)
+		return 1;  /* no room: the path is cut (never to FR_STR_MAX bytes) */
+	off -= len;
+	bpf_probe_read_kernel(s->kpath + (off & (FR_STR_MAX - 1)), len & NAME_MAX, name);
+	off -= 1;
+	s->kpath[off & (FR_STR_MAX - 1)] = '/';
+	w->off = off;
+	w->d = parent;
+	return 0;
+}
+
+/* The path of the file at fd of the current task, as the task sees it (up
+ * to its root; across mounts), built backwards in s->kpath so that it ends
+ * at kpath[FR_STR_MAX]. Returns where it starts, or FR_STR_MAX when there
+ * is no such file. Sets FR_SC_KPATH_TRUNC when the walk stopped short. */
+static __always_inline __u32 kernel_path(struct task_struct *task, __s64 fd, struct sys_scratch *s,
+					 __u32 *flags)
+{
+	struct fdtable *fdt = BPF_CORE_READ(task, files, fdt);
+	struct file **fds = BPF_CORE_READ(fdt, fd);
+	struct file *f = NULL;
+
+	if (fd < 0 || (__u64)fd >= BPF_CORE_READ(fdt, max_fds) ||
+	    bpf_probe_read_kernel(&f, sizeof(f), fds + fd) || !f)
+		return FR_STR_MAX;
+	struct kpath_walk w = {
+		.d = BPF_CORE_READ(f, f_path.dentry),
+		.vm = BPF_CORE_READ(f, f_path.mnt),
+		.root_d = BPF_CORE_READ(task, fs, root.dentry),
+		.root_m = BPF_CORE_READ(task, fs, root.mnt),
+		.mnt_off = bpf_core_field_offset(struct mount, mnt),
+		.off = FR_STR_MAX,
+	};
+	w.m = (struct mount *)((void *)w.vm - w.mnt_off);
+	bpf_loop(FR_KPATH_DEPTH, kpath_step, &w, 0);
+	if (!w.reached)
+		*flags |= FR_SC_KPATH_TRUNC;
+	__u32 off = w.off;
+	if (off >= FR_STR_MAX) {  /* the root itself */
+		off = FR_STR_MAX - 1;
+		s->kpath[off] = '/';
+	}
+	*flags |= FR_SC_KPATH;
+	return off;
+}
+
+static __always_inline bool is_open(__u32 nr)
+{
+	return nr == NR_OPEN || nr == NR_CREAT || nr == NR_OPENAT || nr == NR_OPENAT2;
+}
+
 static __always_inline void emit_with_data(struct fr_task_state *st, struct fr_syscall_spec *spec,
 					   __s64 ret, __u32 blocked)
 {
@@ -131,12 +238,21 @@ static __always_inline void emit_with_data(struct fr_task_state *st, struct fr_s
 				&flags, FR_SC_STR1_TRUNC, FR_SC_STR1_FAULT);
 	if (spec->sockaddr_mode != FR_SA_NONE)
 		salen = read_sockaddr(d->sockaddr, spec, st, ret, &flags);
+	__u32 klen = 0;
+	if (is_open(st->nr) && ret >= 0 && !blocked) {
+		__u32 start = kernel_path(bpf_get_current_task_btf(), ret, s, &flags);
+		klen = (FR_STR_MAX - start) & STR_MASK;
+		if (klen)
+			bpf_probe_read_kernel(strings + (((len0 & STR_MASK) + (len1 & STR_MASK)) & (2 * FR_STR_MAX - 1)),
+					      klen, s->kpath + (start & STR_MASK));
+	}
 
-	__u32 size = sizeof(*r) + sizeof(*d) + (len0 & STR_MASK) + (len1 & STR_MASK);
+	__u32 size = sizeof(*r) + sizeof(*d) + (len0 & STR_MASK) + (len1 & STR_MASK) + klen;
 	fill_syscall(r, st, size, ret, flags);
 	r->str_len[0] = len0;
 	r->str_len[1] = len1;
 	r->sockaddr_len = salen;
+	r->kpath_len = klen;
 	if (size > sizeof(s->buf))
 		return;
 	fr_output(r, size);

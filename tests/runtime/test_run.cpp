@@ -26,6 +26,50 @@ const json* find(const std::vector<json>& all, const std::function<bool(const js
 
 }  // namespace
 
+TEST_CASE("a path rewritten during the open cannot forge the record: kernel_path names the file opened") {
+  REQUIRE(is_root());
+  TempDir dir;
+  // 300 directories deep: the kernel's walk is slow enough for the other
+  // thread to flip the name many times before the tracer reads it.
+  std::string db = dir.file("s.db"), files = dir.path.string();
+  for (int i = 0; i < 300; ++i) {
+    files += "/dd";
+    mkdir(files.c_str(), 0755);
+  }
+  std::ofstream(files + "/a") << "a";
+  std::ofstream(files + "/b") << "b";
+  const int n = 300;
+  Result r = rt::flightrec({"run", "--policy", "observe", "--db", db, "--", PATH_RACE_BIN, files, std::to_string(n)});
+  REQUIRE(r.code == 0);
+  std::string seen = r.out.substr(0, r.out.find('\n'));
+  REQUIRE(seen.size() == size_t(n));
+  std::vector<json> opens;
+  for (const auto& e : of_type(entries(db), "file_open")) {
+    std::string path = e.value("path", "");
+    if (path == files + "/a" || path == files + "/b") opens.push_back(e);
+  }
+  REQUIRE(opens.size() == size_t(n));
+  int forged = 0;
+  for (int i = 0; i < n; ++i) {
+    INFO(opens[size_t(i)].dump());
+    // The byte the program read says which file the kernel opened.
+    CHECK(opens[size_t(i)]["kernel_path"] == files + "/" + std::string(1, seen[size_t(i)]));
+    forged += opens[size_t(i)]["path"] != opens[size_t(i)]["kernel_path"];
+  }
+  MESSAGE(forged << " of " << n << " path arguments named the other file by the time they were read");
+  // A relative path through a symlink: the argument as given, the file as opened.
+  Result s = rt::flightrec({"run", "--policy", "observe", "--db", db, "--", "sh", "-c",
+                            "cd " + files + " && ln -s a link && cat link"});
+  REQUIRE(s.code == 0);
+  bool found = false;
+  for (const auto& e : of_type(entries(db), "file_open"))
+    if (e.value("path", "") == "link") {
+      CHECK(e["kernel_path"] == files + "/a");
+      found = true;
+    }
+  CHECK(found);
+}
+
 TEST_CASE("run records the known program's open, connect, forks, exec and exits") {
   REQUIRE_MESSAGE(is_root(), "runtime tests need root");
   TempDir dir;

@@ -242,6 +242,20 @@ TEST_CASE("the judge names the rule behind a denial") {
   auto v2 = shadow.judge(syscall("ptrace", 101, 0));
   REQUIRE(v2);
   CHECK(std::string(v2->action) == "would-deny");
+  // A path argument rewritten during the open names a decoy; the file the
+  // kernel opened is what the rules judge.
+  auto opened = [](const char* path, const char* kernel_path) {
+    auto e = syscall("openat", 257, 3);
+    e.set("path", path);
+    e.set("kernel_path", kernel_path);
+    e.set("flags", int64_t(0));
+    return e;
+  };
+  auto v3 = shadow.judge(opened("/usr/share/decoy", "/etc/shadow"));
+  REQUIRE(v3);
+  CHECK(v3->rule == "filesystem.hidden");
+  CHECK(v3->detail == "openat of hidden /etc/shadow");
+  CHECK_FALSE(shadow.judge(opened("/usr/share/decoy", "/usr/share/decoy")));
 }
 
 TEST_CASE("path normalisation for rule matching") {

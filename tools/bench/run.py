@@ -263,6 +263,8 @@ def main():
          median_of_lines),
         ("10 MB file write + fsync", "ms", [bench_syscalls, "write", "10", out_file], last_float),
         ("getppid() latency (200k calls)", "ns", [bench_syscalls, "getppid", "200000"], last_float),
+        ("open()+close() of /usr/lib/os-release (100k pairs)", "ns",
+         [bench_syscalls, "open", "100000", "/usr/lib/os-release"], last_float),
         ("1000 fork+exec of /bin/true", "ms", [bench_syscalls, "forkexec", "1000"], last_float),
         ("start-up + tear-down: run /bin/true", "ms", None, None),
     ]

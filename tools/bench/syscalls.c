@@ -2,7 +2,8 @@
  *   bench_syscalls getppid N        N getppid() calls; prints ns per call
  *   bench_syscalls rate R SECONDS   getppid() at R calls/s for SECONDS (paced)
  *   bench_syscalls forkexec N       N fork + exec of /bin/true, waited for; prints ms
- *   bench_syscalls write MB PATH    write MB MiB to PATH in 64 KiB writes + fsync; prints ms */
+ *   bench_syscalls write MB PATH    write MB MiB to PATH in 64 KiB writes + fsync; prints ms
+ *   bench_syscalls open N PATH      N open() + close() of PATH; prints ns per pair */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,6 +74,16 @@ int main(int argc, char **argv)
 		fsync(fd);
 		close(fd);
 		printf("%.3f\n", (now() - t) * 1e3);
+	} else if (!strcmp(argv[1], "open") && argc == 4) {
+		long n = atol(argv[2]);
+		double t = now();
+		for (long i = 0; i < n; i++) {
+			int fd = open(argv[3], O_RDONLY | O_CLOEXEC);
+			if (fd < 0)
+				return 1;
+			close(fd);
+		}
+		printf("%.1f\n", (now() - t) * 1e9 / n);
 	} else {
 		fprintf(stderr, "unknown workload %s\n", argv[1]);
 		return 2;

@@ -27,6 +27,7 @@ std::string summary(const nlohmann::json& j) {
     std::string s = j.value("name", "?");
     for (const char* k : {"path", "oldpath", "newpath", "target", "linkpath", "source", "addr"})
       if (j.contains(k)) s += " " + std::string(k) + "=" + str(k);
+    if (j.contains("kernel_path") && str("kernel_path") != str("path")) s += " opened=" + str("kernel_path");
     if (j.contains("port")) s += " port=" + str("port");
     if (j.contains("ret")) s += " = " + str("ret");
     if (j.contains("err")) s += " " + j["err"].get<std::string>();

@@ -290,7 +290,10 @@ void Confinement::track_writes(const events::Entry& e) {
   }
   if ((name != "open" && name != "openat" && name != "creat") || ret < 0) return;
   if (!policy::opens_for_writing(e.int_or("flags"))) return;
-  std::string abs = e.string_or("path");
+  // The file the kernel opened, as the sandbox sees it; else the path
+  // argument, which another thread may have rewritten meanwhile.
+  std::string abs = e.int_or("kernel_path_truncated") ? "" : e.string_or("kernel_path");
+  if (abs.empty()) abs = e.string_or("path");
   if (abs.empty()) return;
   if (abs[0] != '/') {
     // Relative to the process's directory (openat with a directory fd

@@ -119,9 +119,9 @@ Entry decode_syscall(const uint8_t* p, size_t size, const DecodeContext& ctx) {
 
   if (r.flags & FR_SC_HAS_DATA) {
     size_t need = sizeof(fr_syscall) + sizeof(fr_syscall_data) + size_t(r.str_len[0]) +
-                  size_t(r.str_len[1]);
+                  size_t(r.str_len[1]) + size_t(r.kpath_len);
     if (size < need || r.sockaddr_len > FR_SOCKADDR_MAX || r.str_len[0] >= FR_STR_MAX ||
-        r.str_len[1] >= FR_STR_MAX)
+        r.str_len[1] >= FR_STR_MAX || r.kpath_len >= FR_STR_MAX)
       return malformed("syscall record lengths out of bounds", size);
     const uint8_t* sa = p + sizeof(fr_syscall);
     const char* strings = reinterpret_cast<const char*>(sa + sizeof(fr_syscall_data));
@@ -139,6 +139,12 @@ Entry decode_syscall(const uint8_t* p, size_t size, const DecodeContext& ctx) {
         if (r.flags & trunc[i]) e.set(e.key(key, "_truncated"), 1);
       }
       off += r.str_len[i];
+    }
+    // The file the kernel opened, from its own objects: the path argument
+    // above is user memory, which another thread can rewrite meanwhile.
+    if (r.flags & FR_SC_KPATH) {
+      e.set_bytes("kernel_path", {strings + off, r.kpath_len});
+      if (r.flags & FR_SC_KPATH_TRUNC) e.set("kernel_path_truncated", 1);
     }
     if (r.flags & FR_SC_SOCKADDR_FAULT) e.set("sockaddr_error", "unreadable");
     add_sockaddr(e, sa, r.sockaddr_len);

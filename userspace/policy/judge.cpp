@@ -185,7 +185,9 @@ std::optional<Violation> Judge::judge_syscall(const events::Entry& e) const {
   if (!shadow_ && ret == -EFBIG && policy_.limits.file_size)
     return Violation{"limits.file_size", "ALERT", "denied", name + " past the file size limit"};
   if (auto v = judge_connect(e, ret)) return v;
-  for (const char* key : {"path", "oldpath", "newpath", "linkpath", "target"})
+  // kernel_path: the file a successful open really opened (the path
+  // argument is user memory another thread can rewrite meanwhile).
+  for (const char* key : {"path", "kernel_path", "oldpath", "newpath", "linkpath", "target"})
     if (e.get(key))
       if (auto v = judge_path(e, key, ret)) return v;
   return std::nullopt;

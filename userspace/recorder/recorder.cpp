@@ -161,7 +161,8 @@ void Recorder::on_record(const void* data, size_t size) {
     if (file && std::get_if<std::string>(file)) on_exec(uint32_t(e.int_or("pid")), std::get<std::string>(*file));
   }
   if (on_libssl_open && e.int_or("ret") >= 0 && e.type() == "file_open") {
-    const events::Value* path = e.get("path");
+    // The file the kernel opened, where it says; not user memory.
+    const events::Value* path = e.get(e.get("kernel_path") && !e.get("kernel_path_truncated") ? "kernel_path" : "path");
     if (path && std::get_if<std::string>(path) &&
         std::get<std::string>(*path).find("libssl.so") != std::string::npos)
       on_libssl_open(uint32_t(e.int_or("pid")), std::get<std::string>(*path));

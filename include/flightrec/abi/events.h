@@ -18,7 +18,7 @@
 #define FR_STATIC_ASSERT _Static_assert
 #endif
 
-#define FR_ABI_VERSION 5
+#define FR_ABI_VERSION 6
 
 #define FR_COMM_LEN 16
 #define FR_MAX_CGROUPS 8        /* cgroups one session can observe */
@@ -60,6 +60,8 @@ FR_STATIC_ASSERT(sizeof(struct fr_header) == 64, "fr_header layout");
 #define FR_SC_HAS_DATA      (1u << 6)  /* struct fr_syscall_data follows */
 #define FR_SC_EXEC_PATH     (1u << 7)  /* str0 is the exec'd file (from the kernel) */
 #define FR_SC_BLOCKED       (1u << 8)  /* stopped before it ran (seccomp): sys_exit without sys_enter */
+#define FR_SC_KPATH         (1u << 9)  /* a successful open: the kernel's path of the file follows */
+#define FR_SC_KPATH_TRUNC   (1u << 10) /* ...cut at its last FR_KPATH_DEPTH components or FR_STR_MAX bytes */
 
 /* One syscall, entry and exit joined. */
 struct fr_syscall {
@@ -71,12 +73,19 @@ struct fr_syscall {
 	__u32 flags;
 	__u16 str_len[2];        /* bytes stored in data[], without the NUL */
 	__u16 sockaddr_len;      /* bytes stored in sockaddr */
-	__u16 pad;
+	__u16 kpath_len;         /* FR_SC_KPATH: bytes of the kernel's path, after the strings */
 };
 FR_STATIC_ASSERT(sizeof(struct fr_syscall) == 144, "fr_syscall layout");
 
+/* The kernel's path of an opened file is walked up from its dentry to the
+ * process's root, a component (or a mount crossing) per step; a path of
+ * FR_STR_MAX bytes has at most FR_STR_MAX / 2 components, so the buffer,
+ * not the step count, is what cuts a path short. */
+#define FR_KPATH_DEPTH (FR_STR_MAX / 2 + 64)
+
 /* Follows struct fr_syscall when FR_SC_HAS_DATA is set: a socket address
- * and then str_len[0] + str_len[1] bytes of string arguments, packed. */
+ * and then str_len[0] + str_len[1] bytes of string arguments and kpath_len
+ * bytes of the kernel's path, packed. */
 struct fr_syscall_data {
 	__u8 sockaddr[FR_SOCKADDR_MAX];
 	char strings[];
