@@ -2,7 +2,10 @@
 // touches an existing record.
 #include <doctest/doctest.h>
 
+#include <unistd.h>
+
 #include <fstream>
+#include <vector>
 
 #include "runtime/harness.h"
 
@@ -75,10 +78,58 @@ TEST_CASE("a command that does not exist fails before touching the record") {
   CHECK(sqlite(db, "SELECT count(*) FROM entries; SELECT count(*) FROM sessions;") == before);
   CHECK(flightrec({"verify", "--db", db}).code == 0);
 
+  // A file that exists but may not be executed: 126, as a shell says.
   std::string noexec = dir.file("not-executable");
   std::ofstream(noexec) << "#!/bin/sh\n";
   r = flightrec({"run", "--policy", "observe", "--db", db, "--", noexec});
-  CHECK(r.code == 127);
+  CHECK(r.code == 126);
+  CHECK(r.err == "flightrec: not executable (no execute permission): " + noexec + "\n");
+  CHECK(sqlite(db, "SELECT count(*) FROM entries; SELECT count(*) FROM sessions;") == before);
+}
+
+TEST_CASE("values that cannot take effect are usage errors, never wrapped, ignored or guessed") {
+  REQUIRE(is_root());
+  TempDir dir;
+  std::string db = dir.file("s.db");
+  auto run_with = [&](std::vector<std::string> opts) {
+    std::vector<std::string> args = {"run", "--db", db};
+    args.insert(args.end(), opts.begin(), opts.end());
+    args.insert(args.end(), {"--", "true"});
+    return flightrec(args);
+  };
+  struct Case {
+    std::vector<std::string> opts;
+    std::string says;
+  } cases[] = {
+      {{"--checkpoint-ms", "-1"}, "--checkpoint-ms takes a non-negative whole number, not '-1'"},
+      {{"--checkpoint-entries", "99999999999999999999999"}, "--checkpoint-entries: '99999999999999999999999' is too large"},
+      {{"--limit", "open_files=0"}, "--limit: limits.open_files: must be at least 1"},
+      {{"--limit", "memory=99999999999999999999T"}, "--limit: limits.memory: '99999999999999999999T' is too large"},
+      {{"--limit", "memory=lots"}, "--limit: limits.memory: 'lots' is not a size like 512M or 2G"},
+      {{"--ring-size", "99999999999999999999999"}, "--ring-size: '99999999999999999999999' is too large"},
+  };
+  for (const auto& c : cases) {
+    Result r = run_with(c.opts);
+    INFO(c.opts[0] << " " << c.opts[1] << ": " << r.err);
+    CHECK(r.code == 2);
+    CHECK(r.err.find(c.says) != std::string::npos);
+    CHECK(count_lines(r.err) == 1);
+  }
+  // A host name in a policy file that does not resolve: an error naming the
+  // file and line, as --allow HOST:PORT on the command line is.
+  std::string policy = dir.file("p.yaml");
+  std::ofstream(policy) << "version: 1\nname: p\nnetwork:\n  mode: allowlist\n  allow:\n    - no-such-host.invalid:443\n";
+  Result r = run_with({"--policy", policy});
+  INFO(r.err);
+  CHECK(r.code == 2);
+  CHECK(r.err.find(policy + ":6: network.allow: 'no-such-host.invalid:443': cannot resolve the host name") !=
+        std::string::npos);
+  CHECK(access(db.c_str(), F_OK) != 0);  // nothing recorded
+  // An entry type that does not exist (a typo) is not an empty answer.
+  REQUIRE(flightrec({"run", "--policy", "observe", "--db", db, "--", "true"}).code == 0);
+  Result q = flightrec({"query", "--db", db, "--type", "violaton"});
+  CHECK(q.code == 2);
+  CHECK(q.err.find("--type violaton: no such entry type") != std::string::npos);
 }
 
 TEST_CASE("not root: one sentence saying so") {

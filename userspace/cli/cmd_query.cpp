@@ -20,6 +20,12 @@ const char* kQueryUsage =
     "line. --type syscall also matches the syscall entries that have a more specific\n"
     "type (file_open, connect).";
 
+// Every type of entry a record holds (docs/FORMAT.md).
+const std::vector<std::string> kEntryTypes = {
+    "syscall", "file_open", "connect", "exec", "fork", "exit", "tls", "lsm", "lost", "violation",
+    "file_change", "snapshot", "genesis", "session_end", "cgroup_gone", "freeze", "thaw", "error",
+    "malformed", "changes_kept", "file_changes_truncated", "file_changes_at_close_skipped"};
+
 std::string summary(const nlohmann::json& j) {
   const std::string type = j.value("type", "");
   auto str = [&](const char* k) { return j.contains(k) ? j[k].dump() : std::string(); };
@@ -48,14 +54,14 @@ int cmd_query(const Args& args) {
   po::options_description desc("options");
   std::string db;
   int64_t session = 0, pid = 0;
+  std::string type_help = "only entries of this type (repeatable): ";
+  for (const auto& t : kEntryTypes) type_help += t + (&t == &kEntryTypes.back() ? "" : ", ");
   std::vector<std::string> types;
   desc.add_options()("help,h", "show this help")("db", po::value(&db)->required(),
                                                  "SQLite record to read")(
       "json", po::bool_switch(), "one canonical JSON entry per line")(
       "session", po::value(&session), "only this session")(
-      "type", po::value(&types), "only entries of this type (repeatable): syscall, file_open, "
-                                 "connect, exec, fork, exit, tls, lsm, lost, violation, file_change, "
-                                 "snapshot, genesis, session_end, cgroup_gone, malformed")(
+      "type", po::value(&types), type_help.c_str())(
       "pid", po::value(&pid), "only entries of this process id");
   po::variables_map vm;
   if (!parse_options(args, desc, kQueryUsage, vm)) return 0;
@@ -67,6 +73,8 @@ int cmd_query(const Args& args) {
   // pid columns are a convenience a forger could change without touching it.
   std::vector<std::string> wanted;
   for (const auto& t : types) {
+    if (std::find(kEntryTypes.begin(), kEntryTypes.end(), t) == kEntryTypes.end())
+      throw UsageError("--type " + t + ": no such entry type");
     wanted.push_back(t);
     if (t == "syscall") {
       wanted.push_back("file_open");

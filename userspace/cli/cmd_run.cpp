@@ -185,11 +185,14 @@ int cmd_run(const Args& all) {
   if (sandboxed && !so.allow_exec.empty())
     throw UsageError("--allow-exec is for sessions without a sandbox: policy " + policy.name +
                      " says what its sandbox may execute (filesystem.exec)");
-  auto program = sandboxed ? find_executable(command[0], sandbox_search_path(policy)) : find_executable(command[0]);
+  std::string search = sandboxed ? sandbox_search_path(policy) : "";
+  auto program = sandboxed ? find_executable(command[0], search) : find_executable(command[0]);
   if (!program) {
-    std::cerr << "flightrec: command not found or not executable" << (sandboxed ? " in the sandbox" : "")
-              << ": " << command[0] << "\n";
-    return 127;
+    // As a shell says it: 126 for a file that may not be executed, 127 for none.
+    auto file = sandboxed ? find_file(command[0], search) : find_file(command[0]);
+    std::cerr << "flightrec: " << (file ? "not executable (no execute permission)" : "command not found")
+              << (sandboxed ? " in the sandbox" : "") << ": " << (file ? *file : command[0]) << "\n";
+    return file ? 126 : 127;
   }
   probe::require_recording_features();
   TerminalSettings terminal;

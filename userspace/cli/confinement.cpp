@@ -229,7 +229,6 @@ void Confinement::fill(recorder::SessionMeta& meta) const {
       net += " " + std::string(text) + "/" + std::to_string(ep.prefix) + ":" +
              (ep.port ? std::to_string(ep.port) : "*");
     }
-  for (const auto& u : policy_.unresolved) net += " (unresolved, nothing allowed: " + u + ")";
   s.push_back("network: " + net);
   if (limits_)
     for (const auto& c : limits_->describe()) s.push_back("limit: " + c);

@@ -1,5 +1,7 @@
 #include "cli/options.h"
 
+#include <cerrno>
+#include <cstdlib>
 #include <iostream>
 
 namespace flightrec::cli {
@@ -22,15 +24,22 @@ bool parse_options(const Args& args, const po::options_description& desc, const 
   return true;
 }
 
+uint64_t parse_count(const std::string& text, const std::string& option) {
+  // Digits only: strtoull would take "-1" as 2^64-1.
+  if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos)
+    throw UsageError(option + " takes a non-negative whole number, not '" + text + "'");
+  errno = 0;
+  unsigned long long n = std::strtoull(text.c_str(), nullptr, 10);
+  if (errno == ERANGE) throw UsageError(option + ": '" + text + "' is too large");
+  return n;
+}
+
 size_t parse_size(const std::string& text, const std::string& option) {
-  size_t pos = 0;
-  unsigned long long n = 0;
-  try {
-    n = std::stoull(text, &pos);
-  } catch (...) {
-    throw UsageError(option + ": not a size: '" + text + "'");
-  }
-  std::string suffix = text.substr(pos);
+  size_t digits = text.find_first_not_of("0123456789");
+  if (digits == 0 || text.empty()) throw UsageError(option + ": not a size: '" + text + "'");
+  if (digits == std::string::npos) digits = text.size();
+  unsigned long long n = parse_count(text.substr(0, digits), option);
+  std::string suffix = text.substr(digits);
   unsigned shift = 0;
   if (suffix == "K" || suffix == "k") shift = 10;
   else if (suffix == "M" || suffix == "m") shift = 20;

@@ -2,6 +2,7 @@
 // Shared option parsing on top of Boost.Program_options.
 #include <boost/program_options.hpp>
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "cli/commands.h"
@@ -14,6 +15,8 @@ namespace po = boost::program_options;
 bool parse_options(const Args& args, const po::options_description& desc, const std::string& usage,
                    po::variables_map& vm, const po::positional_options_description* pos = nullptr);
 
+// A whole number >= 0 written in digits only (no sign, no spaces).
+uint64_t parse_count(const std::string& text, const std::string& option);
 // "16M", "64K", "1G" or plain bytes.
 size_t parse_size(const std::string& text, const std::string& option);
 

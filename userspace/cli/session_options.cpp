@@ -13,9 +13,15 @@ void SessionOptions::add_to(po::options_description& desc) {
       "key", po::value(&key_dir),
       "directory with flightrec.key and flightrec.pub (flightrec keygen) to sign checkpoints; "
       "without it checkpoints are unsigned")(
-      "checkpoint-entries", po::value(&checkpoint_entries)->default_value(checkpoint_entries),
+      "checkpoint-entries",
+      po::value<std::string>()
+          ->default_value(std::to_string(checkpoint_entries))
+          ->notifier([this](const std::string& t) { checkpoint_entries = parse_count(t, "--checkpoint-entries"); }),
       "a checkpoint every this many entries")(
-      "checkpoint-ms", po::value(&checkpoint_ms)->default_value(checkpoint_ms),
+      "checkpoint-ms",
+      po::value<std::string>()
+          ->default_value(std::to_string(checkpoint_ms))
+          ->notifier([this](const std::string& t) { checkpoint_ms = parse_count(t, "--checkpoint-ms"); }),
       "and at least this often, in milliseconds (0: by entries only)")(
       "on-loss", po::value(&on_loss)->default_value(on_loss),
       "when the kernel loses events: continue (record the gap), freeze (pause the session's "

@@ -133,22 +133,41 @@ std::optional<std::string> find_mount(const std::string& fstype) {
   return std::nullopt;
 }
 
-std::optional<std::string> find_executable(const std::string& name) {
+namespace {
+
+const char* search_path() {
   const char* path = getenv("PATH");
-  return find_executable(name, path ? path : "/usr/local/bin:/usr/bin:/bin");
+  return path ? path : "/usr/local/bin:/usr/bin:/bin";
 }
 
-std::optional<std::string> find_executable(const std::string& name, const std::string& dirs) {
+// The first file `name` names (as execvp searches) that access(mode) allows.
+std::optional<std::string> find_on_path(const std::string& name, const std::string& dirs, int mode) {
   if (name.empty()) return std::nullopt;
   if (name.find('/') != std::string::npos)
-    return access(name.c_str(), X_OK) == 0 ? std::optional(name) : std::nullopt;
+    return access(name.c_str(), mode) == 0 ? std::optional(name) : std::nullopt;
   std::istringstream in(dirs);
   std::string dir;
   while (std::getline(in, dir, ':')) {
     std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
-    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+    if (access(candidate.c_str(), mode) == 0) return candidate;
   }
   return std::nullopt;
 }
+
+}  // namespace
+
+std::optional<std::string> find_executable(const std::string& name) {
+  return find_on_path(name, search_path(), X_OK);
+}
+
+std::optional<std::string> find_executable(const std::string& name, const std::string& dirs) {
+  return find_on_path(name, dirs, X_OK);
+}
+
+std::optional<std::string> find_file(const std::string& name, const std::string& dirs) {
+  return find_on_path(name, dirs, F_OK);
+}
+
+std::optional<std::string> find_file(const std::string& name) { return find_on_path(name, search_path(), F_OK); }
 
 }  // namespace flightrec

@@ -40,5 +40,9 @@ std::optional<std::string> find_mount(const std::string& fstype);
 std::optional<std::string> find_executable(const std::string& name);
 // The same, searching the directories of `dirs` ("a:b:c").
 std::optional<std::string> find_executable(const std::string& name, const std::string& dirs);
+// The same searches for a file that exists, executable or not (so a caller
+// can tell "not found" from "not executable", as a shell's 127 and 126 do).
+std::optional<std::string> find_file(const std::string& name);
+std::optional<std::string> find_file(const std::string& name, const std::string& dirs);
 
 }  // namespace flightrec

@@ -274,13 +274,8 @@ std::vector<Endpoint> parse_endpoint(const Reader& r, const YAML::Node& n) {
     addrinfo hints{}, *res = nullptr;
     hints.ai_socktype = SOCK_STREAM;
     int rc = getaddrinfo(host.c_str(), nullptr, &hints, &res);
-    if (rc != 0) {
-      // Nothing is allowed for a name that does not resolve; the record
-      // says so (policy.unresolved) rather than the session not starting.
-      e.family = 0;
-      out.push_back(e);
-      return out;
-    }
+    if (rc != 0)  // as on the command line: an entry that cannot take effect is an error
+      r.fail(n, key, "'" + text + "': cannot resolve the host name (" + gai_strerror(rc) + ")");
     for (auto* ai = res; ai; ai = ai->ai_next) {
       Endpoint a = e;
       a.family = ai->ai_family;
@@ -323,17 +318,19 @@ std::vector<Endpoint> resolvers() {
 void parse_limits(const Reader& r, const YAML::Node& n, Limits& l) {
   r.only_keys(n, "limits", {"memory", "pids", "cpu", "wall_time", "cpu_time", "file_size", "open_files", "disk"});
   // Only the keys present change a limit (so --limit can override one).
-  auto bytes = [&](const char* k, uint64_t& out) {
+  // parse: parse_bytes or parse_duration_ms; like: what a valid value looks like.
+  auto with = [&](const char* k, uint64_t& out, auto parse, const char* like) {
     if (!n[k]) return;
-    auto v = parse_bytes(r.str(n[k], std::string("limits.") + k));
-    if (!v || *v == 0) r.fail(n[k], std::string("limits.") + k, "'" + n[k].Scalar() + "' is not a size like 512M or 2G");
+    std::string key = std::string("limits.") + k;
+    bool too_large = false;
+    auto v = parse(r.str(n[k], key), &too_large);
+    if (too_large) r.fail(n[k], key, "'" + n[k].Scalar() + "' is too large");
+    if (!v || *v == 0) r.fail(n[k], key, "'" + n[k].Scalar() + "' is not " + like);
     out = *v;
   };
+  auto bytes = [&](const char* k, uint64_t& out) { with(k, out, parse_bytes, "a size like 512M or 2G"); };
   auto duration = [&](const char* k, uint64_t& out) {
-    if (!n[k]) return;
-    auto v = parse_duration_ms(r.str(n[k], std::string("limits.") + k));
-    if (!v || *v == 0) r.fail(n[k], std::string("limits.") + k, "'" + n[k].Scalar() + "' is not a duration like 500ms, 30s, 10m or 1h");
-    out = *v;
+    with(k, out, parse_duration_ms, "a duration like 500ms, 30s, 10m or 1h");
   };
   bytes("memory", l.memory_bytes);
   bytes("file_size", l.file_size);
@@ -344,7 +341,10 @@ void parse_limits(const Reader& r, const YAML::Node& n, Limits& l) {
     l.pids = r.number(n["pids"], "limits.pids");
     if (l.pids == 0) r.fail(n["pids"], "limits.pids", "must be at least 1");
   }
-  if (n["open_files"]) l.open_files = r.number(n["open_files"], "limits.open_files");
+  if (n["open_files"]) {
+    l.open_files = r.number(n["open_files"], "limits.open_files");
+    if (l.open_files == 0) r.fail(n["open_files"], "limits.open_files", "must be at least 1");
+  }
   if (n["cpu"]) {
     // Cores, e.g. 0.5 or 2: as millicores, without floating point.
     std::string s = r.str(n["cpu"], "limits.cpu");
@@ -366,20 +366,22 @@ void parse_limits(const Reader& r, const YAML::Node& n, Limits& l) {
 namespace {
 
 // A non-negative integer followed by one of the units (suffix, multiplier).
-std::optional<uint64_t> with_unit(const std::string& s, std::initializer_list<std::pair<const char*, uint64_t>> units) {
-  if (s.empty() || !isdigit(static_cast<unsigned char>(s[0]))) return std::nullopt;
-  size_t used = 0;
-  uint64_t v;
-  try {
-    v = std::stoull(s, &used);
-  } catch (...) {
-    return std::nullopt;
-  }
-  for (const auto& [suffix, mult] : units)
-    if (s.compare(used, std::string::npos, suffix) == 0) {
-      if (v > UINT64_MAX / mult) return std::nullopt;
-      return v * mult;
+// *too_large: the text has that form but its value does not fit.
+std::optional<uint64_t> with_unit(const std::string& s, std::initializer_list<std::pair<const char*, uint64_t>> units,
+                                  bool* too_large) {
+  size_t digits = s.find_first_not_of("0123456789");
+  if (digits == 0 || s.empty()) return std::nullopt;
+  if (digits == std::string::npos) digits = s.size();
+  for (const auto& [suffix, mult] : units) {
+    if (s.compare(digits, std::string::npos, suffix) != 0) continue;
+    errno = 0;
+    unsigned long long v = strtoull(s.substr(0, digits).c_str(), nullptr, 10);
+    if (errno == ERANGE || v > UINT64_MAX / mult) {
+      if (too_large) *too_large = true;
+      return std::nullopt;
     }
+    return v * mult;
+  }
   return std::nullopt;
 }
 
@@ -387,12 +389,12 @@ std::optional<uint64_t> with_unit(const std::string& s, std::initializer_list<st
 
 Policy parse_yaml(const std::string& text, const std::string& source);
 
-std::optional<uint64_t> parse_bytes(const std::string& s) {
-  return with_unit(s, {{"", 1}, {"K", 1ull << 10}, {"M", 1ull << 20}, {"G", 1ull << 30}, {"T", 1ull << 40}});
+std::optional<uint64_t> parse_bytes(const std::string& s, bool* too_large) {
+  return with_unit(s, {{"", 1}, {"K", 1ull << 10}, {"M", 1ull << 20}, {"G", 1ull << 30}, {"T", 1ull << 40}}, too_large);
 }
 
-std::optional<uint64_t> parse_duration_ms(const std::string& s) {
-  return with_unit(s, {{"ms", 1}, {"s", 1000}, {"m", 60'000}, {"h", 3'600'000}});
+std::optional<uint64_t> parse_duration_ms(const std::string& s, bool* too_large) {
+  return with_unit(s, {{"ms", 1}, {"s", 1000}, {"m", 60'000}, {"h", 3'600'000}}, too_large);
 }
 
 Policy parse(const std::string& text, const std::string& source) {
@@ -477,10 +479,7 @@ Policy parse_yaml(const std::string& text, const std::string& source) {
       if (!net["allow"].IsSequence()) r.fail(net["allow"], "network.allow", "must be a list");
       if (p.network != Network::Allowlist) r.fail(net["allow"], "network.allow", "only with mode: allowlist");
       for (const auto& item : net["allow"])
-        for (auto& e : parse_endpoint(r, item)) {
-          if (e.family) p.allow.push_back(e);
-          else p.unresolved.push_back(e.text);
-        }
+        for (auto& e : parse_endpoint(r, item)) p.allow.push_back(e);
     }
     if (net["dns"]) p.allow_dns = r.boolean(net["dns"], "network.dns");
     if (p.allow_dns && p.network == Network::Allowlist)
@@ -498,10 +497,7 @@ void add_allowed(Policy& p, const std::string& endpoint) {
     throw PolicyError("--allow " + endpoint + ": policy " + p.name + " has no network allowlist (network.mode is not allowlist)");
   Reader r("--allow");
   YAML::Node n(endpoint);
-  for (auto& e : parse_endpoint(r, n)) {
-    if (!e.family) throw PolicyError("--allow " + endpoint + ": cannot resolve the host name");
-    p.allow.push_back(e);
-  }
+  for (auto& e : parse_endpoint(r, n)) p.allow.push_back(e);
   p.overrides.push_back("network.allow+=" + endpoint);
 }
 

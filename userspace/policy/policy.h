@@ -88,7 +88,6 @@ struct Policy {
 
   Network network = Network::None;
   std::vector<Endpoint> allow;        // resolved at load time
-  std::vector<std::string> unresolved;  // host names that did not resolve (nothing allowed)
   bool allow_dns = false;             // nameservers of /etc/resolv.conf, port 53
 
   Seccomp seccomp;
@@ -128,7 +127,9 @@ Seccomp parse_oci_profile(const std::string& json, const std::string& source,
                           const std::vector<std::string>& kept_caps);
 
 // "1G", "512M", "64K", "1000" -> bytes; "30s", "5m", "100ms" -> ms.
-std::optional<uint64_t> parse_bytes(const std::string& s);
-std::optional<uint64_t> parse_duration_ms(const std::string& s);
+// nullopt for anything else; *too_large (if given) when the form is right
+// but the value does not fit in 64 bits.
+std::optional<uint64_t> parse_bytes(const std::string& s, bool* too_large = nullptr);
+std::optional<uint64_t> parse_duration_ms(const std::string& s, bool* too_large = nullptr);
 
 }  // namespace flightrec::policy
