@@ -372,6 +372,9 @@ TEST_CASE("shadow mode blocks nothing and records what enforce mode would deny")
                                         "cat /etc/shadow >/dev/null && echo read; " ESCAPE_DIR "/escape_chroot"});
   INFO(r.err);
   CHECK(r.code == 0);  // chroot worked: nothing was enforced
+  CHECK(r.err.rfind("flightrec: WARNING: shadow mode confines nothing: the command runs unconfined as root, "
+                    "with full access to this host; the record says what policy agent would deny\n",
+                    0) == 0);
   CHECK(r.out.find("read\n") == 0);
   CHECK(r.out.find("ESCAPED") != std::string::npos);
   auto all = entries(db);
@@ -395,6 +398,22 @@ TEST_CASE("strict: a few dozen syscalls, no fork, only the command itself") {
   Result r = flightrec({"run", "--policy", "strict", "--db", db, "--", "/bin/echo", "hello"});
   CHECK(r.code == 0);
   CHECK(r.out == "hello\n");
+  // Its work directory, /tmp, is in the sandbox's private /tmp: empty, and
+  // no window on the host's /tmp (a root-only key in a 0700 directory there).
+  std::string host_dir = "/tmp/flightrec-strict-" + std::to_string(getpid());
+  mkdir(host_dir.c_str(), 0700);
+  write(host_dir + "/key", "host secret\n");
+  chmod((host_dir + "/key").c_str(), 0600);
+  std::string db3 = dir.file("s3.db");
+  r = flightrec({"run", "--policy", "strict", "--db", db3, "--", "/bin/cat", host_dir + "/key"});
+  Result ls = flightrec({"run", "--policy", "strict", "--db", db3, "--", "/bin/ls", "-A", "/tmp"});
+  unlink((host_dir + "/key").c_str());
+  rmdir(host_dir.c_str());
+  CHECK(r.code == 1);
+  CHECK(r.out.empty());
+  CHECK(r.err.find("No such file or directory") != std::string::npos);
+  CHECK(ls.code == 0);
+  CHECK(ls.out.empty());
   r = flightrec({"run", "--policy", "strict", "--db", db2, "--", "/bin/sh", "-c", "/bin/true"});
   CHECK(r.code != 0);
   auto all = entries(db2);

@@ -179,6 +179,11 @@ int cmd_run(const Args& all) {
     throw UsageError(e.what());
   }
   if (vm["shadow"].as<bool>()) policy.mode = policy::Mode::Shadow;
+  if (policy.confine && policy.mode == policy::Mode::Shadow)
+    std::cerr << "flightrec: WARNING: shadow mode confines nothing: the command runs unconfined as "
+              << (getuid() == 0 ? "root" : "this user")
+              << ", with full access to this host; the record says what policy " << policy.name
+              << " would deny\n";
 
   // Found where the command will run: in the sandbox, only on its $PATH.
   bool sandboxed = sandboxes(policy);

@@ -132,13 +132,18 @@ Confinement::Confinement(policy::Policy policy, sandbox::Cgroup& cgroup, const s
     limits_ = std::make_unique<sandbox::ResourceLimits>(policy_.limits, cgroup.path(), name);
   // The command runs as the work directory's owner (ids 0-65535 map into
   // the sandbox's range), so it may change what that owner may.
-  struct stat wst;
+  // A work directory the policy puts in the sandbox's private /tmp starts
+  // empty, owned by root inside: the host's /tmp is never shown there.
+  bool starts_empty = policy_.filesystem.work_dir != "." && policy::path_under(work_dir_, "/tmp");
+  struct stat wst {};
+  wst.st_mode = S_IFDIR | 01777;
   if (work_dir_ == "/") throw Error("the work directory cannot be /: run flightrec from a project directory");
-  if (stat(work_dir_.c_str(), &wst) != 0 || !S_ISDIR(wst.st_mode))
+  if (!starts_empty && (stat(work_dir_.c_str(), &wst) != 0 || !S_ISDIR(wst.st_mode)))
     throw Error(errno_message("the work directory " + work_dir_ + " is not a directory", errno));
   if (wst.st_uid >= sandbox::kSandboxIdCount || wst.st_gid >= sandbox::kSandboxIdCount)
     throw Error("the work directory " + work_dir_ + " is owned by an id above 65535, which the sandbox cannot map");
   dir_ = std::make_unique<sandbox::SessionDir>(name, policy_.filesystem.keep_changes, policy_.limits.disk);
+  work_lower_ = starts_empty ? dir_->empty() : work_dir_;
   // The work overlay's root directory takes its owner and mode from the
   // upper directory: make them the work directory's, as seen inside.
   if (chown(dir_->upper_work().c_str(), sandbox::kSandboxIdBase + wst.st_uid, sandbox::kSandboxIdBase + wst.st_gid) != 0 ||
@@ -156,6 +161,7 @@ Confinement::Confinement(policy::Policy policy, sandbox::Cgroup& cgroup, const s
   spec.env.push_back("HOME=" + work_dir_);
   spec.env.push_back("PATH=" + sandbox_search_path(policy_));
   spec.work_dir = work_dir_;
+  spec.work_lower = work_lower_;
   spec.session_dir = dir_->path();
   spec.seccomp = seccomp_.get();
   spec.landlock = landlock_;
@@ -306,7 +312,7 @@ void Confinement::track_writes(const events::Entry& e) {
 
 std::optional<sandbox::FileChange> Confinement::diff_one(const std::string& path) const {
   if (policy::path_under(path, work_dir_))
-    return sandbox::diff_path(dir_->upper_work(), work_dir_, work_dir_, path.substr(work_dir_.size()));
+    return sandbox::diff_path(dir_->upper_work(), work_lower_, work_dir_, path.substr(work_dir_.size()));
   return sandbox::diff_path(dir_->upper(), policy_.filesystem.root, "", path);
 }
 
@@ -460,7 +466,7 @@ sandbox::Outcome Confinement::finish() {
   std::vector<sandbox::FileChange> changes;
   try {
     changes = sandbox::diff_layers(dir_->upper(), policy_.filesystem.root, "", 100000, &more);
-    auto work = sandbox::diff_layers(dir_->upper_work(), work_dir_, work_dir_, 100000, &more_work);
+    auto work = sandbox::diff_layers(dir_->upper_work(), work_lower_, work_dir_, 100000, &more_work);
     changes.insert(changes.end(), work.begin(), work.end());
   } catch (const std::exception& e) {
     rec_->note("error", std::string("file changes could not be diffed: ") + e.what());

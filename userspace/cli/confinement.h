@@ -82,6 +82,7 @@ class Confinement {
   sandbox::Cgroup& cgroup_;
   bool sandboxed_ = false;
   std::string work_dir_;
+  std::string work_lower_;  // the work overlay's lower layer: work_dir_, or an empty directory
   std::unique_ptr<sandbox::SessionDir> dir_;
   std::unique_ptr<sandbox::SeccompFilter> seccomp_;
   std::unique_ptr<sandbox::ResourceLimits> limits_;

@@ -211,7 +211,7 @@ void build_root(const SandboxSpec& s, int userns_fd) {
   if (s.work_dir.starts_with("/tmp/")) make_path(root + "/tmp", s.work_dir.substr(4));
   std::string work_at = in_root(root, s.work_dir);
   if (work_at.empty()) fail(stage_with("finding the work directory inside", s.work_dir), ENOENT);
-  clone_readonly(s.work_dir, d + "/lower-work", userns_fd);
+  clone_readonly(s.work_lower, d + "/lower-work", userns_fd);
   opts = "lowerdir=" + d + "/lower-work,upperdir=" + d + "/upper-work,workdir=" + d + "/work-work";
   mount_or_fail("overlay", work_at, "overlay", MS_NOSUID | MS_NODEV, opts.c_str());
   for (const auto& h : s.hidden)
@@ -402,7 +402,7 @@ SessionDir::SessionDir(const std::string& name, bool keep, uint64_t size_bytes) 
   }
   // Overlay directories: created by us, written by the overlay with our
   // credentials (files the command creates are owned by its ids).
-  for (const char* d : {"/upper", "/work", "/lower", "/root", "/upper-work", "/work-work", "/lower-work"})
+  for (const char* d : {"/upper", "/work", "/lower", "/root", "/upper-work", "/work-work", "/lower-work", "/empty"})
     if (mkdir((path_ + d).c_str(), 0755) != 0) throw Error(errno_message("cannot create " + path_ + d, errno));
   int fd = ::open((path_ + "/mask").c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0);
   if (fd < 0) throw Error(errno_message("cannot create " + path_ + "/mask", errno));

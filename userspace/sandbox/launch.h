@@ -28,6 +28,7 @@ struct SandboxSpec {
   std::string program;                 // absolute path, the same inside
   std::vector<std::string> argv, env;
   std::string work_dir;                // absolute; the same path inside
+  std::string work_lower;              // what the work directory shows: work_dir, or an empty directory
   std::string session_dir;             // holds upper/, work/, lower/, root/
   const SeccompFilter* seccomp = nullptr;
   LandlockPlan landlock;
@@ -49,6 +50,7 @@ class SessionDir {
   const std::string& path() const { return path_; }
   std::string upper() const { return path_ + "/upper"; }            // the root's changes
   std::string upper_work() const { return path_ + "/upper-work"; }  // the work directory's
+  std::string empty() const { return path_ + "/empty"; }            // an empty directory
   void discard();  // unmounts the tmpfs / removes the directory (unless kept)
  private:
   std::string path_;
