@@ -19,6 +19,7 @@
 #include "cli/session_common.h"
 #include "cli/session_options.h"
 #include "cli/tls_attach.h"
+#include "recorder/watchdog.h"
 #include "common/error.h"
 #include "common/system.h"
 #include "ledger/store.h"
@@ -258,12 +259,14 @@ int cmd_run(const Args& all) {
   for (const auto& err : tls_errors) rec.note("error", "TLS capture: " + err);
   if (so.tls_enabled()) attach_libssl_on_open(*capture, rec, !confinement->sandboxed());
   recorder::EventLoop loop(*capture, rec);
-  LossPolicy loss(so.on_loss, *capture, rec, {&cgroup});
-  loop.after_consume([&] {
-    if (loss.check()) loop.stop();
-  });
-
+  // Loss and the circuit breakers act from the watchdog's thread, on time
+  // whatever this thread is busy with.
+  recorder::Watchdog watchdog(std::chrono::milliseconds(10), [&](const std::string& e) { rec.note("error", e); });
+  LossPolicy loss(so.on_loss, *capture, rec, {&cgroup}, watchdog);
   confinement->watch(rec);
+  confinement->guard(watchdog);
+  recorder::StopFirst stop_watchdog{watchdog};  // before what its checks use goes away
+
   Child child;
   if (confinement->sandboxed()) child.pid = confinement->pid();
   else child = spawn_waiting(*program, command);
@@ -285,14 +288,16 @@ int cmd_run(const Args& all) {
     });
     if (confinement->changes_fd() >= 0)
       loop.watch_fd(confinement->changes_fd(), [&] { confinement->record_changes(); });
+    loop.watch_fd(watchdog.fd(), [&] { watchdog.run_posted(); });
+    watchdog.start();
     loop.watch_fd(sigfd, [&] {
       // Pass termination requests on; the session ends when the command does.
       if (int sig = read_signal(sigfd)) kill(child.pid, sig);
     });
-    loop.run([&] {
-      confinement->note_packet_drops(capture->net_drops());
-      if (confinement->check_breakers()) reason = "the policy ended the session: " + confinement->kill_rule();
-    });
+    loop.run([&] { confinement->note_packet_drops(capture->net_drops()); });
+    // The command has ended: nothing more for the breakers or --on-loss to do.
+    watchdog.stop();
+    watchdog.run_posted();
   } catch (...) {
     // Never leave the command running unrecorded.
     kill(child.pid, SIGKILL);

@@ -7,6 +7,7 @@
 
 #include "cli/commands.h"
 #include "cli/loss_policy.h"
+#include "recorder/watchdog.h"
 #include "cli/options.h"
 #include "cli/session_common.h"
 #include "cli/session_options.h"
@@ -85,14 +86,13 @@ int cmd_watch(const Args& args) {
   recorder::EventLoop loop(capture, rec);
   std::vector<sandbox::Cgroup*> watched;
   for (auto& cg : cgroups) watched.push_back(&cg);
-  LossPolicy loss(so.on_loss, capture, rec, watched);
+  // --on-loss acts from the watchdog's thread, on time whatever this thread is busy with.
+  recorder::Watchdog watchdog(std::chrono::milliseconds(10), [&](const std::string& e) { rec.note("error", e); });
+  LossPolicy loss(so.on_loss, capture, rec, watched, watchdog);
+  recorder::StopFirst stop_watchdog{watchdog};
   std::string reason = "stopped by signal";
-  loop.after_consume([&] {
-    if (loss.check()) {
-      reason = "events were lost and --on-loss kill ended the session";
-      loop.stop();
-    }
-  });
+  loop.watch_fd(watchdog.fd(), [&] { watchdog.run_posted(); });
+  watchdog.start();
 
   loop.watch_fd(sigfd, [&] {
     if (int sig = read_signal(sigfd)) {
@@ -113,7 +113,10 @@ int cmd_watch(const Args& args) {
       }
       alive += !gone[i];
     }
-    if (alive == 0) {
+    if (loss.killed()) {
+      reason = "events were lost and --on-loss kill ended the session";
+      loop.stop();
+    } else if (alive == 0) {
       reason = "every watched cgroup is gone";
       loop.stop();
     } else if (end && mono_ns() >= end) {
@@ -121,6 +124,8 @@ int cmd_watch(const Args& args) {
       loop.stop();
     }
   });
+  watchdog.stop();
+  watchdog.run_posted();
   capture.detach();
   loop.drain();
   loss.release();

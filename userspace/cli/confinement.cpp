@@ -271,7 +271,7 @@ void Confinement::violation(const policy::Violation& v, int64_t pid, int64_t seq
                           " (pid " + std::to_string(pid) + ")");
     if (printed_ == kMaxPrinted) StderrLog::get().line("flightrec: further violations are in the record only");
   }
-  if (sandboxed_ && policy_.on_violation == policy::OnViolation::Kill && kill_rule_.empty())
+  if (sandboxed_ && policy_.on_violation == policy::OnViolation::Kill)
     kill_session("on_violation:" + v.rule, "on_violation is kill and " + v.detail);
 }
 
@@ -359,39 +359,58 @@ void Confinement::go() {
   child_.go_fd = -1;
 }
 
-bool Confinement::check_breakers() {
-  if (!sandboxed_ || !kill_rule_.empty() || !rec_) return false;
-  const auto& l = policy_.limits;
-  uint64_t elapsed_ms = (mono_ns() - started_ns_) / 1'000'000;
-  if (l.wall_ms && elapsed_ms > l.wall_ms) {
-    kill_session("limits.wall_time", "the session ran " + std::to_string(elapsed_ms) + " ms (limit " +
-                                         std::to_string(l.wall_ms) + " ms)");
-    return true;
-  }
-  if (l.cpu_ms) {
-    uint64_t cpu_ms = cgroup_.cpu_usec() / 1000;
-    if (cpu_ms > l.cpu_ms) {
-      kill_session("limits.cpu_time", "the session used " + std::to_string(cpu_ms) + " ms of CPU (limit " +
-                                          std::to_string(l.cpu_ms) + " ms)");
-      return true;
-    }
-  }
-  return false;
+void Confinement::guard(recorder::Watchdog& watchdog) {
+  watchdog_ = &watchdog;
+  if (sandboxed_ && (policy_.limits.wall_ms || policy_.limits.cpu_ms)) watchdog.add([this] { check_breakers(); });
 }
 
-// Freeze, take a snapshot of what the session is doing into the record,
-// kill everything, and say why at the CRITICAL level.
-void Confinement::kill_session(const std::string& rule, const std::string& why) {
+bool Confinement::killed_by_policy() const {
+  std::lock_guard lock(kill_mu_);
+  return !kill_rule_.empty();
+}
+
+std::string Confinement::kill_rule() const {
+  std::lock_guard lock(kill_mu_);
+  return kill_rule_;
+}
+
+bool Confinement::claim_kill(const std::string& rule) {
+  std::lock_guard lock(kill_mu_);
+  if (!kill_rule_.empty()) return false;
   kill_rule_ = rule;
-  bool frozen = false;
+  return true;
+}
+
+void Confinement::check_breakers() {
+  if (killed_by_policy()) return;
+  const auto& l = policy_.limits;
+  uint64_t elapsed_ms = (mono_ns() - started_ns_) / 1'000'000;
+  std::string rule, why;
+  if (l.wall_ms && elapsed_ms > l.wall_ms) {
+    rule = "limits.wall_time";
+    why = "the session ran " + std::to_string(elapsed_ms) + " ms (limit " + std::to_string(l.wall_ms) + " ms)";
+  } else if (uint64_t cpu_ms = l.cpu_ms ? cgroup_.cpu_usec() / 1000 : 0; l.cpu_ms && cpu_ms > l.cpu_ms) {
+    rule = "limits.cpu_time";
+    why = "the session used " + std::to_string(cpu_ms) + " ms of CPU (limit " + std::to_string(l.cpu_ms) + " ms)";
+  }
+  if (rule.empty() || !claim_kill(rule)) return;
+  watchdog_->post([this, report = enforce_kill(rule, why)] { record_kill(report); });
+}
+
+void Confinement::kill_session(const std::string& rule, const std::string& why) {
+  if (claim_kill(rule)) record_kill(enforce_kill(rule, why));
+}
+
+// Freeze, take a snapshot of what the session is doing, kill everything.
+// No recorder here: this runs on the watchdog's thread too.
+Confinement::KillReport Confinement::enforce_kill(const std::string& rule, const std::string& why) {
+  KillReport r{rule, why, mono_ns(), "", "", "", false};
   try {
     cgroup_.freeze(true);
-    frozen = true;
+    r.frozen = true;
   } catch (const Error&) {
+    // not frozen: the snapshot says so (frozen: 0)
   }
-  events::Entry snap = rec_->own_entry("snapshot");
-  snap.set("rule_id", rule);
-  std::vector<std::string> procs, fds;
   for (pid_t p : cgroup_pids(cgroup_.path())) {
     std::string base = "/proc/" + std::to_string(p);
     std::string stat = try_read_file(base + "/stat").value_or("");
@@ -405,39 +424,40 @@ void Confinement::kill_session(const std::string& rule, const std::string& why) 
     std::string line;
     while (std::getline(status, line))
       if (line.starts_with("VmRSS:")) rss = line.substr(6);
-    procs.push_back("pid " + std::to_string(p) + " ppid " + ppid + " cwd " + readlink_str(base + "/cwd") +
-                    " rss" + rss + " cmd " + cmdline);
+    r.processes += "pid " + std::to_string(p) + " ppid " + ppid + " cwd " + readlink_str(base + "/cwd") + " rss" +
+                   rss + " cmd " + cmdline + "\n";
     if (DIR* d = opendir((base + "/fd").c_str())) {
       while (dirent* de = readdir(d)) {
         if (de->d_name[0] == '.') continue;
-        fds.push_back(std::to_string(p) + ":" + de->d_name + " " + readlink_str(base + "/fd/" + de->d_name));
+        r.open_fds += std::to_string(p) + ":" + de->d_name + " " + readlink_str(base + "/fd/" + de->d_name) + "\n";
       }
       closedir(d);
     }
   }
-  snap.set_bytes("processes", [&] {
-    std::string all;
-    for (const auto& p : procs) all += p + "\n";
-    return all;
-  }());
-  snap.set_bytes("open_fds", [&] {
-    std::string all;
-    for (const auto& f : fds) all += f + "\n";
-    return all;
-  }());
-  std::string mem = try_read_file(cgroup_.path() + "/memory.current").value_or("");
-  if (!mem.empty()) snap.set_bytes("memory_current", mem);
-  snap.set("frozen", frozen ? 1 : 0);
-  rec_->record_own(snap);
+  r.memory_current = try_read_file(cgroup_.path() + "/memory.current").value_or("");
   cgroup_.kill_all();
-  if (frozen) {
+  if (r.frozen) {
     try {
       cgroup_.freeze(false);  // SIGKILL is delivered on thaw
     } catch (const Error&) {
+      // cgroup.kill works on a frozen cgroup too
     }
   }
-  record_violation({rule, "CRITICAL", "killed", "session killed: " + why}, -1, -1);
-  StderrLog::get().line("flightrec: CRITICAL " + rule + ": session killed: " + why);
+  return r;
+}
+
+// The snapshot and a CRITICAL violation saying why, in the record and on stderr.
+void Confinement::record_kill(const KillReport& r) {
+  events::Entry snap = rec_->own_entry("snapshot");
+  snap.set("rule_id", r.rule);
+  snap.set("taken_mono_ns", r.taken_mono_ns);
+  snap.set_bytes("processes", r.processes);
+  snap.set_bytes("open_fds", r.open_fds);
+  if (!r.memory_current.empty()) snap.set_bytes("memory_current", r.memory_current);
+  snap.set("frozen", r.frozen ? 1 : 0);
+  rec_->record_own(snap);
+  record_violation({r.rule, "CRITICAL", "killed", "session killed: " + r.why}, -1, -1);
+  StderrLog::get().line("flightrec: CRITICAL " + r.rule + ": session killed: " + r.why);
 }
 
 sandbox::Outcome Confinement::finish() {

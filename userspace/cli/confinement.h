@@ -7,10 +7,12 @@
 
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "recorder/watchdog.h"
 #include "policy/judge.h"
 #include "policy/policy.h"
 #include "probe/capture.h"
@@ -59,10 +61,11 @@ class Confinement {
   // Packets the egress allowlist's filters dropped since the last call,
   // as violations (totals from probe::Capture::net_drops()).
   void note_packet_drops(const std::vector<probe::NetDrops>& drops);
-  // Checks the circuit breakers; true when the session was just killed.
-  bool check_breakers();
-  bool killed_by_policy() const { return !kill_rule_.empty(); }
-  const std::string& kill_rule() const { return kill_rule_; }
+  // The circuit breakers (wall clock, CPU time) check on the watchdog's
+  // thread and kill there; their entries are posted to the recording thread.
+  void guard(recorder::Watchdog& watchdog);
+  bool killed_by_policy() const;
+  std::string kill_rule() const;
   // Records limit hits and file changes, and returns how the sandbox's
   // init saw the command end (exec errors included).
   sandbox::Outcome finish();
@@ -76,7 +79,19 @@ class Confinement {
   void track_writes(const events::Entry& e);
   void record_change(const sandbox::FileChange& c, const char* when);
   std::optional<sandbox::FileChange> diff_one(const std::string& path) const;
-  void kill_session(const std::string& rule, const std::string& why);
+  // What a kill found and did, from enforce_kill (any thread) to
+  // record_kill (the recording thread).
+  struct KillReport {
+    std::string rule, why;
+    uint64_t taken_mono_ns;
+    std::string processes, open_fds, memory_current;
+    bool frozen;
+  };
+  void check_breakers();  // on the watchdog's thread
+  bool claim_kill(const std::string& rule);  // true for the first rule only
+  KillReport enforce_kill(const std::string& rule, const std::string& why);
+  void record_kill(const KillReport& report);
+  void kill_session(const std::string& rule, const std::string& why);  // on the recording thread
 
   policy::Policy policy_;
   sandbox::Cgroup& cgroup_;
@@ -91,7 +106,9 @@ class Confinement {
   sandbox::SandboxChild child_;
   recorder::Recorder* rec_ = nullptr;
   uint64_t started_ns_ = 0;
-  std::string kill_rule_;
+  mutable std::mutex kill_mu_;
+  std::string kill_rule_;  // the first rule that ended the session (kill_mu_)
+  recorder::Watchdog* watchdog_ = nullptr;
   uint64_t printed_ = 0;
   std::map<std::pair<int64_t, int64_t>, std::string> written_;
   std::unique_ptr<sandbox::PathDiffer> differ_;

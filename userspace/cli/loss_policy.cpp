@@ -15,8 +15,10 @@ std::string percent(double fill) {
 }  // namespace
 
 LossPolicy::LossPolicy(std::string mode, probe::Capture& capture, recorder::Recorder& recorder,
-                       std::vector<sandbox::Cgroup*> cgroups)
-    : mode_(std::move(mode)), capture_(capture), recorder_(recorder), cgroups_(std::move(cgroups)) {}
+                       std::vector<sandbox::Cgroup*> cgroups, recorder::Watchdog& watchdog)
+    : mode_(std::move(mode)), capture_(capture), recorder_(recorder), cgroups_(std::move(cgroups)), watchdog_(watchdog) {
+  if (mode_ != "continue") watchdog_.add([this] { check(); });
+}
 
 LossPolicy::~LossPolicy() {
   if (!frozen_) return;
@@ -29,24 +31,33 @@ LossPolicy::~LossPolicy() {
 }
 
 void LossPolicy::set_frozen(bool frozen, const std::string& why) {
+  std::vector<std::string> errors;
   for (auto* cg : cgroups_) {
     try {
       cg->freeze(frozen);
     } catch (const std::exception& e) {
-      recorder_.note("error", e.what());  // e.g. a watched cgroup that is gone
+      errors.push_back(e.what());  // e.g. a watched cgroup that is gone
     }
   }
   frozen_ = frozen;
-  recorder_.note(frozen ? "freeze" : "thaw", why);
+  watchdog_.post([this, frozen, why, errors] {
+    for (const auto& e : errors) recorder_.note("error", e);
+    recorder_.note(frozen ? "freeze" : "thaw", why);
+  });
 }
 
 void LossPolicy::release() {
-  if (frozen_) set_frozen(false, "session ending");
+  if (!frozen_) return;
+  set_frozen(false, "session ending");
+  watchdog_.run_posted();
 }
 
-bool LossPolicy::check() {
-  if (mode_ == "continue" || killed_) return killed_;
-  uint64_t lost = recorder_.lost_total();
+void LossPolicy::check() {
+  if (killed_) return;
+  // The kernel's counters, not the record's lost entries: those are
+  // written by the recording thread, which a flood keeps busy.
+  uint64_t lost = capture_.program_misses();
+  for (uint64_t n : capture_.drops_per_cpu()) lost += n;
   bool new_loss = lost > lost_seen_;
   lost_seen_ = lost;
   if (mode_ == "kill") {
@@ -54,7 +65,7 @@ bool LossPolicy::check() {
       killed_ = true;
       for (auto* cg : cgroups_) cg->kill_all();
     }
-    return killed_;
+    return;
   }
   double fill = capture_.ring_fill();
   if (!frozen_ && (fill >= kFreezeAbove || new_loss))
@@ -62,7 +73,6 @@ bool LossPolicy::check() {
                               : "ring buffer " + percent(fill) + " full");
   else if (frozen_ && fill <= kThawBelow && !new_loss)
     set_frozen(false, "ring buffer drained to " + percent(fill));
-  return false;
 }
 
 }  // namespace flightrec::cli

@@ -3,9 +3,13 @@
 // enough. continue: record the gap. freeze: pause the observed cgroups
 // while the ring buffer is over half full (and after any loss) until the
 // collector has drained it. kill: end the session at the first loss.
+// Decided on the watchdog's thread from the kernel's own counters, so a
+// flood that keeps the recording thread busy cannot delay it.
+#include <atomic>
 #include <string>
 #include <vector>
 
+#include "recorder/watchdog.h"
 #include "probe/capture.h"
 #include "recorder/recorder.h"
 #include "sandbox/cgroup.h"
@@ -14,23 +18,26 @@ namespace flightrec::cli {
 
 class LossPolicy {
  public:
+  // Adds its check to the watchdog; freeze and thaw entries are posted
+  // there for the recording thread.
   LossPolicy(std::string mode, probe::Capture& capture, recorder::Recorder& recorder,
-             std::vector<sandbox::Cgroup*> cgroups);
+             std::vector<sandbox::Cgroup*> cgroups, recorder::Watchdog& watchdog);
   ~LossPolicy();  // never leaves a cgroup frozen
-  // After each read of the ring buffer. Returns true when the session must end.
-  bool check();
   bool killed() const { return killed_; }
-  // Before the session ends: resume whatever is frozen, in the record.
+  // Once the watchdog has stopped, before the session ends: resume
+  // whatever is frozen, in the record.
   void release();
 
  private:
+  void check();  // on the watchdog's thread
   void set_frozen(bool frozen, const std::string& why);
   std::string mode_;
   probe::Capture& capture_;
   recorder::Recorder& recorder_;
   std::vector<sandbox::Cgroup*> cgroups_;
-  bool frozen_ = false;
-  bool killed_ = false;
+  recorder::Watchdog& watchdog_;
+  bool frozen_ = false;                 // the watchdog's thread's, until release()
+  std::atomic<bool> killed_ = false;
   uint64_t lost_seen_ = 0;
 };
 

@@ -29,10 +29,7 @@ void EventLoop::watch_fd(int fd, std::function<void()> on_ready) {
 }
 
 void EventLoop::drain() {
-  while (capture_.consume() > 0) {
-    if (after_consume_) after_consume_();
-    recorder_.flush_if_due();
-  }
+  while (capture_.consume() > 0) recorder_.flush_if_due();
   recorder_.note_drops(capture_.drops_per_cpu(), capture_.program_misses());
   recorder_.flush();
 }
@@ -47,7 +44,6 @@ void EventLoop::run(const std::function<void()>& tick, int tick_ms) {
     // The ring is read on every wake-up: the kernel wakes us only when
     // it is filling up, otherwise the tick is what collects records.
     capture_.consume();
-    if (after_consume_) after_consume_();
     for (int i = 0; i < n; ++i) handlers_[events[i].data.u64]();
     uint64_t now = mono_ns();
     if (now >= next_tick) {

@@ -18,8 +18,6 @@ class EventLoop {
   EventLoop& operator=(const EventLoop&) = delete;
 
   void watch_fd(int fd, std::function<void()> on_ready);
-  // Runs after every read of the ring buffer (e.g. to react to its fill level).
-  void after_consume(std::function<void()> fn) { after_consume_ = std::move(fn); }
   // Runs until stop(); `tick` runs about every tick_ms.
   void run(const std::function<void()>& tick, int tick_ms = 50);
   void stop() { running_ = false; }
@@ -32,7 +30,6 @@ class EventLoop {
   int epoll_ = -1;
   bool running_ = false;
   std::vector<std::function<void()>> handlers_;
-  std::function<void()> after_consume_;
 };
 
 }  // namespace flightrec::recorder
