@@ -492,6 +492,30 @@ TEST_CASE("circuit breaker: past the wall-clock limit the session is snapshotted
   CHECK(flightrec({"verify", "--db", db}).code == 0);
 }
 
+TEST_CASE("circuit breaker: a session that floods its record is stopped at limits.record_size") {
+  REQUIRE_MESSAGE(is_root(), "runtime tests need root");
+  TempDir dir;
+  std::string db = dir.file("s.db"), work = dir.file("work");
+  mkdir(work.c_str(), 0755);
+  // Something that makes syscalls for as long as it is let: a getppid storm.
+  REQUIRE(run({"cp", BENCH_SYSCALLS_BIN, work + "/storm"}).code == 0);
+  Result r = run_in(work, {FLIGHTREC_BIN, "run", "--limit", "record_size=4M", "--db", db, "--", "./storm", "getppid",
+                           "100000000000"});
+  INFO(r.err);
+  CHECK(r.code == 124);
+  auto all = entries(db);
+  auto v = violations(all, "limits.record_size");
+  REQUIRE(v.size() == 1);
+  CHECK(v[0]["level"] == "CRITICAL");
+  CHECK(v[0]["detail"].get<std::string>().find("bytes to the record (limit 4194304)") != std::string::npos);
+  auto snaps = of_type(all, "snapshot");
+  REQUIRE(snaps.size() == 1);
+  CHECK(snaps[0]["rule_id"] == "limits.record_size");
+  CHECK(snaps[0]["taken_mono_ns"] <= snaps[0]["ts_mono_ns"]);
+  CHECK(all.back()["reason"].get<std::string>().find("limits.record_size") != std::string::npos);
+  CHECK(flightrec({"verify", "--db", db}).code == 0);
+}
+
 TEST_CASE("egress allowlist: the allowed loopback port connects, another fails with EPERM and is recorded") {
   REQUIRE_MESSAGE(is_root(), "runtime tests need root");
   TempDir dir;

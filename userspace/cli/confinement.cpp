@@ -359,9 +359,25 @@ void Confinement::go() {
   child_.go_fd = -1;
 }
 
-void Confinement::guard(recorder::Watchdog& watchdog) {
+namespace {
+
+// The record file and its write-ahead log, in bytes.
+uint64_t record_size(const std::string& db) {
+  uint64_t total = 0;
+  struct stat st;
+  for (const auto& f : {db, db + "-wal"})
+    if (stat(f.c_str(), &st) == 0) total += uint64_t(st.st_size);
+  return total;
+}
+
+}  // namespace
+
+void Confinement::guard(recorder::Watchdog& watchdog, const std::string& record) {
   watchdog_ = &watchdog;
-  if (sandboxed_ && (policy_.limits.wall_ms || policy_.limits.cpu_ms)) watchdog.add([this] { check_breakers(); });
+  record_ = record;
+  record_at_start_ = record_size(record);
+  const auto& l = policy_.limits;
+  if (sandboxed_ && (l.wall_ms || l.cpu_ms || l.record_bytes)) watchdog.add([this] { check_breakers(); });
 }
 
 bool Confinement::killed_by_policy() const {
@@ -392,6 +408,11 @@ void Confinement::check_breakers() {
   } else if (uint64_t cpu_ms = l.cpu_ms ? cgroup_.cpu_usec() / 1000 : 0; l.cpu_ms && cpu_ms > l.cpu_ms) {
     rule = "limits.cpu_time";
     why = "the session used " + std::to_string(cpu_ms) + " ms of CPU (limit " + std::to_string(l.cpu_ms) + " ms)";
+  } else if (uint64_t grown = l.record_bytes ? record_size(record_) - std::min(record_size(record_), record_at_start_) : 0;
+             l.record_bytes && grown > l.record_bytes) {
+    rule = "limits.record_size";
+    why = "the session added " + std::to_string(grown) + " bytes to the record (limit " +
+          std::to_string(l.record_bytes) + ")";
   }
   if (rule.empty() || !claim_kill(rule)) return;
   watchdog_->post([this, report = enforce_kill(rule, why)] { record_kill(report); });

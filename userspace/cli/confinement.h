@@ -61,9 +61,10 @@ class Confinement {
   // Packets the egress allowlist's filters dropped since the last call,
   // as violations (totals from probe::Capture::net_drops()).
   void note_packet_drops(const std::vector<probe::NetDrops>& drops);
-  // The circuit breakers (wall clock, CPU time) check on the watchdog's
-  // thread and kill there; their entries are posted to the recording thread.
-  void guard(recorder::Watchdog& watchdog);
+  // The circuit breakers (wall clock, CPU time, growth of the record file)
+  // check on the watchdog's thread and kill there; their entries are
+  // posted to the recording thread.
+  void guard(recorder::Watchdog& watchdog, const std::string& record);
   bool killed_by_policy() const;
   std::string kill_rule() const;
   // Records limit hits and file changes, and returns how the sandbox's
@@ -109,6 +110,8 @@ class Confinement {
   mutable std::mutex kill_mu_;
   std::string kill_rule_;  // the first rule that ended the session (kill_mu_)
   recorder::Watchdog* watchdog_ = nullptr;
+  std::string record_;             // the record file, for limits.record_size
+  uint64_t record_at_start_ = 0;   // its size (with its WAL) when the session began
   uint64_t printed_ = 0;
   std::map<std::pair<int64_t, int64_t>, std::string> written_;
   std::unique_ptr<sandbox::PathDiffer> differ_;

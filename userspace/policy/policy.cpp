@@ -316,7 +316,8 @@ std::vector<Endpoint> resolvers() {
 }
 
 void parse_limits(const Reader& r, const YAML::Node& n, Limits& l) {
-  r.only_keys(n, "limits", {"memory", "pids", "cpu", "wall_time", "cpu_time", "file_size", "open_files", "disk"});
+  r.only_keys(n, "limits",
+              {"memory", "pids", "cpu", "wall_time", "cpu_time", "file_size", "open_files", "disk", "record_size"});
   // Only the keys present change a limit (so --limit can override one).
   // parse: parse_bytes or parse_duration_ms; like: what a valid value looks like.
   auto with = [&](const char* k, uint64_t& out, auto parse, const char* like) {
@@ -335,6 +336,7 @@ void parse_limits(const Reader& r, const YAML::Node& n, Limits& l) {
   bytes("memory", l.memory_bytes);
   bytes("file_size", l.file_size);
   bytes("disk", l.disk);
+  bytes("record_size", l.record_bytes);
   duration("wall_time", l.wall_ms);
   duration("cpu_time", l.cpu_ms);
   if (n["pids"]) {

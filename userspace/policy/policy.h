@@ -61,6 +61,7 @@ struct Limits {
   uint64_t cpu_millicores = 0; // cpu.max bandwidth: 1000 = one core
   uint64_t wall_ms = 0;        // circuit breaker
   uint64_t cpu_ms = 0;         // circuit breaker (CPU time of the whole session)
+  uint64_t record_bytes = 0;   // circuit breaker: growth of the record file during the session
   uint64_t file_size = 0;      // RLIMIT_FSIZE
   uint64_t open_files = 0;     // RLIMIT_NOFILE
   uint64_t disk = 1ull << 30;  // size of the writable layer (tmpfs)
