@@ -184,6 +184,43 @@ TEST_CASE("python3 (SSL_write_ex/SSL_read_ex) and openssl s_client are captured 
   CHECK(stream(tls_entries(sdb, "recv")).find("hello tls body\n") != std::string::npos);
 }
 
+TEST_CASE("credentials are redacted on the reassembled stream: split headers, headers that start a write, API keys") {
+  REQUIRE(is_root());
+  HttpsServer srv;
+  TempDir dir;
+  std::string db = dir.file("s.db");
+  // One SSL_write per piece: the request line, then a header split in the
+  // middle of its value, an API key alone in its write, a custom header.
+  std::string py = "import socket, ssl\n"
+                   "ctx = ssl._create_unverified_context()\n"
+                   "s = ctx.wrap_socket(socket.create_connection(('127.0.0.1', " + std::to_string(srv.port) + ")))\n"
+                   "for piece in [b'GET /x HTTP/1.1\\r\\nHost: t\\r\\n', b'Authorization: Bearer spl', "
+                   "b'it-s3cret\\r\\n', b'x-api-key: sk-ant-s3cret\\r\\n', b'X-Team-Token: team-s3cret\\r\\n', "
+                   "b'Connection: close\\r\\n\\r\\n']:\n"
+                   "    s.write(piece)\n"
+                   "print(s.read(4096).split(b' ')[1].decode())\n";
+  std::string script = dir.file("client.py");  // from a file: argv is recorded
+  std::ofstream(script) << py;
+  Result r = rt::flightrec({"run", "--policy", "observe", "--db", db, "--tls-redact-header", "X-Team-Token", "--",
+                            "/usr/bin/python3", script});
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  CHECK(r.out == "200\n");
+  auto sent = tls_entries(db, "send");
+  REQUIRE(sent.size() == 6);
+  CHECK(stream(sent) ==
+        "GET /x HTTP/1.1\r\nHost: t\r\nAuthorization: [REDACTED]\r\nx-api-key: [REDACTED]\r\n"
+        "X-Team-Token: [REDACTED]\r\nConnection: close\r\n\r\n");
+  CHECK(sent[1]["redacted"] == json::array({"authorization"}));
+  CHECK(sent[3]["redacted"] == json::array({"x-api-key"}));
+  CHECK(sent[4]["redacted"] == json::array({"x-team-token"}));
+  std::string raw = slurp(db);
+  for (const char* secret : {"s3cret", "it-s3cret", "sk-ant"}) CHECK(raw.find(secret) == std::string::npos);
+  auto genesis = entries(db).front();
+  auto names = genesis["tls_redact_headers"];
+  CHECK(std::find(names.begin(), names.end(), "x-team-token") != names.end());
+}
+
 TEST_CASE("a client outside the session is not captured; --tls off attaches nothing") {
   REQUIRE(is_root());
   HttpsServer srv;

@@ -1,5 +1,8 @@
 #include "cli/session_options.h"
 
+#include <algorithm>
+#include <cctype>
+
 #include "cli/path_rules.h"
 #include "common/error.h"
 #include "common/text.h"
@@ -43,7 +46,11 @@ void SessionOptions::add_to(po::options_description& desc) {
       "tls-cap", po::value(&tls_cap)->default_value(tls_cap),
       "plaintext bytes kept per SSL call; the rest is counted in truncated_bytes")(
       "tls-redact", po::value(&tls_redact)->default_value(tls_redact),
-      "on: replace Authorization, Proxy-Authorization, Cookie and Set-Cookie values")(
+      "on: replace the values of credential headers in HTTP/1.x (Authorization, Proxy-Authorization, "
+      "Cookie, Set-Cookie, X-Api-Key, Api-Key, X-Auth-Token, X-Access-Token, X-Amz-Security-Token, "
+      "X-Goog-Api-Key, Private-Token, X-Csrf-Token) with [REDACTED]")(
+      "tls-redact-header", po::value(&tls_redact_more)->value_name("NAME"),
+      "redact this header too (repeatable)")(
       "ring-size", po::value(&ring)->default_value(ring),
       "BPF ring buffer size: a power of two from 64K to 1G")(
       "verbose,v", po::bool_switch(&verbose), "print libbpf's messages (verifier log on failure)");
@@ -73,6 +80,13 @@ void SessionOptions::validate(const po::variables_map&) {
                 "flightrec will not run unconfined (boot with lsm=...,bpf)");
   if ((tls != "on" && tls != "off") || (tls_redact != "on" && tls_redact != "off"))
     throw UsageError("--tls and --tls-redact take on or off");
+  for (auto& name : tls_redact_more) {
+    // An HTTP field name (RFC 9110 token), compared in lower case.
+    static const std::string token = "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyz";
+    for (char& c : name) c = char(std::tolower(static_cast<unsigned char>(c)));
+    if (name.empty() || name.size() > 64 || name.find_first_not_of(token) != std::string::npos)
+      throw UsageError("--tls-redact-header takes a header name like X-Api-Key, not '" + name + "'");
+  }
   size_t chunk = tls_chunk_bytes(), cap = tls_cap_bytes();
   if (chunk < 1 || chunk > 16384) throw UsageError("--tls-chunk must be from 1 to 16K");
   if (cap < chunk || cap / chunk > 16) throw UsageError("--tls-cap must be from --tls-chunk to 16 times it");
@@ -92,6 +106,9 @@ void SessionOptions::fill(recorder::SessionMeta& meta) const {
   meta.checkpoint_ms = checkpoint_ms;
   meta.tls = tls_enabled();
   meta.tls_redact = tls_redact == "on";
+  for (const auto& name : tls_redact_more)
+    if (std::find(meta.tls_redact_headers.begin(), meta.tls_redact_headers.end(), name) == meta.tls_redact_headers.end())
+      meta.tls_redact_headers.push_back(name);
   meta.tls_chunk = tls_chunk_bytes();
   meta.tls_cap = tls_cap_bytes();
 }

@@ -21,6 +21,7 @@ struct SessionOptions {
   std::string on_loss = "continue";
   std::vector<std::string> deny_paths, allow_exec;
   std::string tls = "on", tls_redact = "on", tls_chunk = "16K", tls_cap = "256K";
+  std::vector<std::string> tls_redact_more;  // --tls-redact-header
   bool verbose = false;
 
   void add_to(po::options_description& desc);

@@ -69,32 +69,118 @@ std::pair<std::string, int> proc_net_address(const std::string& field) {
 
 }  // namespace
 
-std::vector<std::string> redact_http_headers(std::string& text) {
-  static const char* kSecret[] = {"authorization", "proxy-authorization", "cookie", "set-cookie"};
-  std::vector<std::string> done;
-  size_t end_of_headers = text.find("\r\n\r\n");
-  size_t limit = end_of_headers == std::string::npos ? text.size() : end_of_headers;
-  size_t line = text.find("\r\n");  // skip the request or status line
-  while (line != std::string::npos && line < limit) {
-    size_t start = line + 2;
-    size_t next = text.find("\r\n", start);
-    size_t stop = next == std::string::npos ? text.size() : next;
-    std::string_view header(text.data() + start, stop - start);
-    for (const char* name : kSecret) {
-      std::string prefix = std::string(name) + ":";
-      if (!starts_with_nocase(header, prefix)) continue;
-      size_t value = start + prefix.size();
-      while (value < stop && text[value] == ' ') ++value;
-      text.replace(value, stop - value, "[REDACTED]");
-      done.push_back(name);
-      next = text.find("\r\n", start);
-      limit = text.find("\r\n\r\n");
-      if (limit == std::string::npos) limit = text.size();
-      break;
-    }
-    line = next;
+const std::vector<std::string>& default_redacted_headers() {
+  static const std::vector<std::string> names = {
+      "authorization", "proxy-authorization", "cookie", "set-cookie", "x-api-key", "api-key",
+      "x-auth-token", "x-access-token", "x-amz-security-token", "x-goog-api-key", "private-token",
+      "x-csrf-token"};
+  return names;
+}
+
+namespace {
+
+constexpr size_t kNameMax = 64, kValueMax = 64;
+
+bool starts_http_message(std::string_view s) {
+  for (std::string_view m : {"GET ", "POST ", "PUT ", "HEAD ", "DELETE ", "PATCH ", "OPTIONS ", "CONNECT ", "TRACE ",
+                             "HTTP/1."})
+    if (s.starts_with(m)) return true;
+  return false;
+}
+
+}  // namespace
+
+void HeaderRedactor::end_of_line() {
+  if (!in_name_ && name_ == "content-length") {
+    has_length_ = !value_.empty() && value_.size() <= 18 && value_.find_first_not_of("0123456789 ") == std::string::npos;
+    if (has_length_) length_ = std::stoull(value_);
   }
-  return done;
+  if (!in_name_ && name_ == "transfer-encoding" && value_.find("chunked") != std::string::npos) chunked_ = true;
+  name_.clear();
+  value_.clear();
+  in_name_ = line_empty_ = true;
+  redacting_ = marked_ = false;
+}
+
+std::string HeaderRedactor::feed(uint64_t at, std::string_view bytes, bool write_start,
+                                 const std::vector<std::string>& secret, std::vector<std::string>& names) {
+  if (at != pos_) {
+    // Bytes went missing (past --tls-cap, or unreadable). Inside a header
+    // line, what follows may be the rest of a secret: redact to its end.
+    if (mode_ == Mode::Headers) {
+      in_name_ = false;
+      if (!redacting_) names.push_back("(after a gap)");
+      redacting_ = true;
+    } else {
+      mode_ = Mode::Unknown;
+    }
+  }
+  pos_ = at + bytes.size();
+  // A new message: at the start of a stream, or a call that begins with one
+  // while the length of the last body is not known.
+  if ((mode_ == Mode::MessageStart || (mode_ == Mode::Unknown && write_start)) && !bytes.empty())
+    mode_ = starts_http_message(bytes) ? Mode::StartLine : Mode::Unknown;
+  std::string out;
+  out.reserve(bytes.size());
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    char c = bytes[i];
+    switch (mode_) {
+      case Mode::MessageStart:  // a message that follows a body of known length
+        mode_ = starts_http_message(bytes.substr(i)) ? Mode::StartLine : Mode::Unknown;
+        [[fallthrough]];
+      case Mode::StartLine:
+      case Mode::Unknown:
+        out += c;
+        if (mode_ == Mode::StartLine && c == '\n') {
+          mode_ = Mode::Headers;
+          end_of_line();
+          has_length_ = chunked_ = false;
+        }
+        break;
+      case Mode::Body:
+        out += c;
+        if (--body_left_ == 0) mode_ = Mode::MessageStart;
+        break;
+      case Mode::Headers:
+        if (c == '\n') {
+          out += c;
+          if (line_empty_) {  // the blank line: the body follows
+            bool known = has_length_ && !chunked_;
+            body_left_ = known ? length_ : 0;
+            mode_ = !known ? Mode::Unknown : body_left_ ? Mode::Body : Mode::MessageStart;
+          }
+          end_of_line();
+        } else if (c == '\r') {
+          out += c;
+          redacting_ = false;
+        } else if (in_name_) {
+          line_empty_ = false;
+          out += c;
+          if (c == ':') {
+            in_name_ = false;
+            if (std::find(secret.begin(), secret.end(), name_) != secret.end()) {
+              redacting_ = true;
+              names.push_back(name_);
+            }
+          } else if (name_.size() < kNameMax) {
+            name_ += char(std::tolower(static_cast<unsigned char>(c)));
+          }
+        } else if (redacting_) {
+          line_empty_ = false;
+          if (c == ' ' && !marked_) out += c;  // the space after the colon stays
+          else if (!marked_) {
+            out += "[REDACTED]";
+            marked_ = true;
+          }
+        } else {
+          line_empty_ = false;
+          out += c;
+          if (value_.size() < kValueMax) value_ += char(std::tolower(static_cast<unsigned char>(c)));
+        }
+        break;
+    }
+  }
+  return out;
 }
 
 void TlsStreams::note_socket(uint32_t pid, int fd, bool local, const std::string& addr, int port) {
@@ -175,14 +261,9 @@ void TlsStreams::complete(Entry& e, const fr_tls& r, std::string_view data) {
   if (r.call_bytes > cap_ && kept_end == cap_) e.set("truncated_bytes", uint64_t(r.call_bytes) - cap_);
 
   std::string text(data);
-  // A message may start any chunk (pipelining, several per call).
-  bool message_start = true;
-  bool request = message_start && text.size() > 4 &&
-                 (text.rfind("GET ", 0) == 0 || text.rfind("POST ", 0) == 0 || text.rfind("PUT ", 0) == 0 ||
-                  text.rfind("HEAD ", 0) == 0 || text.rfind("DELETE ", 0) == 0 ||
-                  text.rfind("PATCH ", 0) == 0 || text.rfind("OPTIONS ", 0) == 0 ||
-                  text.rfind("CONNECT ", 0) == 0);
-  bool response = message_start && text.rfind("HTTP/1.", 0) == 0;
+  // A summary where a chunk starts a message (pipelining: several per call).
+  bool response = text.starts_with("HTTP/1.");
+  bool request = !response && starts_http_message(text);
   if (request || response) {
     size_t eol = text.find("\r\n");
     std::string first = text.substr(0, eol == std::string::npos ? std::min<size_t>(text.size(), 256) : eol);
@@ -214,10 +295,12 @@ void TlsStreams::complete(Entry& e, const fr_tls& r, std::string_view data) {
       if (!b.empty() && std::all_of(b.begin(), b.end(), [](char ch) { return ch >= '0' && ch <= '9'; }) && b.size() <= 3) e.set("http_status", std::stoi(b));
       if (auto ct = header("content-type"); !ct.empty()) e.set_bytes("http_content_type", ct);
     }
-    if (redact_) {
-      auto redacted = redact_http_headers(text);
-      if (!redacted.empty()) e.set("redacted", std::move(redacted));
-    }
+  }
+  if (!redact_.empty()) {
+    std::vector<std::string> redacted;
+    text = (send ? c.redact_sent : c.redact_received)
+               .feed(call_start + r.offset, data, r.offset == 0, redact_, redacted);
+    if (!redacted.empty()) e.set("redacted", std::move(redacted));
   }
   e.set("data_b64", base64_encode(text));
 }

@@ -18,10 +18,39 @@ extern "C" {
 
 namespace flightrec::events {
 
+// Header names redacted unless told otherwise (lower case).
+const std::vector<std::string>& default_redacted_headers();
+
+// HTTP/1.x credential headers, redacted on the reassembled byte stream of
+// one direction of one connection, so a header split across two writes or
+// one that starts a write is found as well as one inside a single write.
+// A value becomes "[REDACTED]" (leading spaces and the line end kept).
+class HeaderRedactor {
+ public:
+  // The bytes at stream offset `at` (a gap before them is allowed);
+  // write_start: they begin an SSL_write/SSL_read call. Returns them with
+  // secret values replaced and adds the names it redacted to `names`.
+  std::string feed(uint64_t at, std::string_view bytes, bool write_start, const std::vector<std::string>& secret,
+                   std::vector<std::string>& names);
+
+ private:
+  enum class Mode { MessageStart, StartLine, Headers, Body, Unknown };
+  void end_of_line();
+  Mode mode_ = Mode::MessageStart;
+  uint64_t pos_ = 0;            // stream offset of the next byte expected
+  std::string name_;            // this header line's name so far, lower case (bounded)
+  std::string value_;           // its value so far, for content-length and transfer-encoding (bounded)
+  bool in_name_ = true, line_empty_ = true, redacting_ = false, marked_ = false;
+  bool has_length_ = false, chunked_ = false;
+  uint64_t length_ = 0, body_left_ = 0;
+};
+
 class TlsStreams {
  public:
-  // cap: the bytes per call the kernel keeps (--tls-cap).
-  explicit TlsStreams(bool redact = true, uint64_t cap = 262144) : redact_(redact), cap_(cap) {}
+  // redact: header names to redact (empty: none); cap: the bytes per call
+  // the kernel keeps (--tls-cap).
+  explicit TlsStreams(std::vector<std::string> redact = default_redacted_headers(), uint64_t cap = 262144)
+      : redact_(std::move(redact)), cap_(cap) {}
   // Adds the fields of one TLS record (whose chunk bytes are `data`) to e.
   void complete(Entry& e, const fr_tls& r, std::string_view data);
   // What recorded syscalls said about a socket (connect, accept,
@@ -35,9 +64,10 @@ class TlsStreams {
     bool resolved = false;
     std::string local_addr, remote_addr;
     int local_port = 0, remote_port = 0;
+    HeaderRedactor redact_sent, redact_received;
   };
   void resolve(Conn& c, uint32_t pid);
-  bool redact_;
+  std::vector<std::string> redact_;
   uint64_t cap_;
   std::map<std::pair<uint32_t, uint64_t>, Conn> conns_;  // (pid, SSL*)
   struct Endpoints {
@@ -47,9 +77,5 @@ class TlsStreams {
   std::map<std::pair<uint32_t, int>, Endpoints> sockets_;  // (pid, fd)
 };
 
-// Replaces the values of Authorization, Proxy-Authorization, Cookie and
-// Set-Cookie headers in an HTTP/1.x header block with "[REDACTED]".
-// Returns the lower-case names of the headers it redacted.
-std::vector<std::string> redact_http_headers(std::string& text);
 
 }  // namespace flightrec::events

@@ -43,7 +43,7 @@ Recorder::Recorder(ledger::Store& store, const SessionMeta& meta)
       key_(meta.key),
       checkpoint_entries_(meta.checkpoint_entries ? meta.checkpoint_entries : 1000),
       checkpoint_ns_(meta.checkpoint_ms * 1'000'000ull),
-      tls_(meta.tls_redact, meta.tls_cap) {
+      tls_(meta.tls_redact ? meta.tls_redact_headers : std::vector<std::string>{}, meta.tls_cap) {
   ctx_.real_minus_mono_ns = int64_t(real_ns()) - int64_t(mono_ns());
   ctx_.tls = &tls_;
   drops_checked_ns_ = last_flush_ns_ = last_checkpoint_ns_ = mono_ns();
@@ -86,6 +86,7 @@ Recorder::Recorder(ledger::Store& store, const SessionMeta& meta)
   if (!meta.sandbox.empty()) e.set("sandbox", meta.sandbox);
   if (meta.tls) {
     e.set("tls_redact", meta.tls_redact ? 1 : 0);
+    if (meta.tls_redact) e.set("tls_redact_headers", meta.tls_redact_headers);
     e.set("tls_chunk_bytes", meta.tls_chunk);
     e.set("tls_call_cap_bytes", meta.tls_cap);
   }

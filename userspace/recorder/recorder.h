@@ -29,6 +29,7 @@ struct SessionMeta {
   uint64_t checkpoint_ms = 1000;       // ...or this often, whichever comes first
   bool tls = false;                    // TLS plaintext capture (for the genesis entry)
   bool tls_redact = true;
+  std::vector<std::string> tls_redact_headers = events::default_redacted_headers();
   // Path rules BPF-LSM enforces: a file_open entry's rule N is lsm_hidden[N-1].
   std::vector<std::string> lsm_hidden, lsm_exec;
   std::string policy_mode;             // "enforce" | "shadow" | "" (observe)
