@@ -224,14 +224,15 @@ class Checkpoint:
             return
         if not self.sigs:
             raise Fail(self.where, "checkpoint is not signed")
-        for name, khash, sig in self.sigs:  # other keys' signatures are ignored (C2SP)
-            if name == key.name and khash == key.hash:
-                try:
-                    key.pub.verify(sig, self.text.encode("utf-8"))
-                    return
-                except InvalidSignature:
-                    raise Fail(self.where, f"bad Ed25519 signature by {key.name}") from None
-        raise Fail(self.where, f"no signature by key {key.name}+{key.hash.hex()}")
+        mine = [sig for name, khash, sig in self.sigs  # other keys' lines are ignored (C2SP)
+                if name == key.name and khash == key.hash]
+        if not mine:
+            raise Fail(self.where, f"no signature by key {key.name}+{key.hash.hex()}")
+        for sig in mine:  # §3.2: every line by the key must verify
+            try:
+                key.pub.verify(sig, self.text.encode("utf-8"))
+            except InvalidSignature:
+                raise Fail(self.where, f"bad Ed25519 signature by {key.name}") from None
 
     def check_tree(self, log):
         """§5.4: root = MTH(first s leaves) and chain = chain_s (log is at size s)."""
@@ -254,6 +255,7 @@ class Session:
         self.last_cp = None        # size of the last checkpoint seen
         self.checkpoints = 0
         self.gaps = self.lost = 0
+        self.every = 0             # §3.4: checkpoint_every_entries (0: no cadence to check)
 
     def entry(self, raw):
         i = self.log.n + 1
@@ -283,6 +285,11 @@ class Session:
                 raise Fail(where, "lost entry without an integer 'lost'")
             self.gaps += 1
             self.lost += e["lost"]
+        if kind == "session_end":  # §5.7: its totals are the record's
+            if e.get("lost_total") != self.lost or not is_int(e.get("lost_total")):
+                raise Fail(where, f"lost_total {e.get('lost_total')!r} is not the sum of the lost entries ({self.lost})")
+            if e.get("entries_before") != i - 1 or not is_int(e.get("entries_before")):
+                raise Fail(where, f"entries_before {e.get('entries_before')!r} is not {i - 1}")
         self.ended = kind == "session_end"
         if self.saved is not None and self.saved.size == i:  # §5.6
             self.saved.check_tree(self.log)
@@ -301,15 +308,35 @@ class Session:
                 self.key = VerifierKey(pk)
             except ValueError as err:
                 raise Fail("entry 1", f"bad public_key in genesis: {err}") from None
-        if "key_id" in g and (self.key is None or g["key_id"] != self.key.hash.hex()):
-            raise Fail("entry 1", "genesis key_id is not the key's hash")  # §1 genesis
+        if ("key_id" in g or pk is not None) and (self.key is None or g.get("key_id") != self.key.hash.hex()):
+            raise Fail("entry 1", "genesis key_id is not the key's hash")  # §5.2
+        # §5.2: the genesis entry's other copies agree with what they copy.
+        def member_bytes(name):
+            if isinstance(g.get(name), str):
+                return g[name].encode("utf-8")
+            if isinstance(g.get(name + "_b64"), str):
+                try:
+                    return b64decode_strict(g[name + "_b64"])
+                except ValueError:
+                    pass
+            raise Fail("entry 1", f"genesis has no {name}")
+        if g.get("policy_sha256") != hashlib.sha256(member_bytes("policy")).hexdigest():
+            raise Fail("entry 1", "policy_sha256 is not the SHA-256 of the policy")
+        host = "".join(chr(b) if chr(b).isascii() and (chr(b).isalnum() or chr(b) in "._-") else "_"
+                       for b in member_bytes("host"))
+        if not re.fullmatch(re.escape(f"flightrec/{host}/") + "[0-9a-f]{32}", self.origin):
+            raise Fail("entry 1", f"origin {self.origin!r} does not name the host as §5.2 says")
+        every = g.get("checkpoint_every_entries")
+        self.every = every if is_int(every) and every > 0 else 0
         if self.saved is not None:
             self.saved.check_signed(self.origin, self.key)
 
     def checkpoint(self, cp):
         """§5.4, called once the log holds exactly cp.size entries."""
         if self.last_cp is not None and cp.size <= self.last_cp:
-            raise Fail(cp.where, "checkpoints not in increasing tree size")
+            raise Fail(cp.where, "checkpoints not in increasing tree size (or two of one size)")
+        if self.every and cp.size - (self.last_cp or 0) > self.every:  # §3.4 cadence
+            raise Fail(cp.where, f"more than {self.every} entries after the previous checkpoint: one was removed")
         cp.check_signed(self.origin, self.key)
         cp.check_tree(self.log)
         self.last_cp, self.checkpoints = cp.size, self.checkpoints + 1
@@ -321,6 +348,9 @@ class Session:
         if self.saved is not None and self.saved.size > n:  # §5.6
             raise Fail(self.saved.where, f"record has only {n} entries: it was cut back")
         sealed = self.last_cp or 0
+        if not self.ended and self.every and n - sealed >= self.every:  # §3.4 cadence
+            raise Fail(f"entry {sealed + self.every}", f"not covered by a checkpoint though one is taken "
+                                                       f"every {self.every} entries: one was removed")
         if self.ended and sealed != n:  # §5.5
             raise Fail(f"entry {n}", f"session_end is not covered by a checkpoint (last "
                                      f"is size {sealed}): end checkpoint removed or entries appended")
@@ -339,16 +369,21 @@ class Session:
 
 # ---------------------------------------------------------------- §4 bundles
 
-def check_header(h, fmt):
-    if (not isinstance(h, dict) or h.get("format") != fmt or h.get("format_version") != 1
+JSON_MEMBERS = {"checkpoints", "entries", "format", "format_version", "public_key", "session"}
+LINES_MEMBERS = {"format", "format_version", "public_key", "session"}
+
+
+def check_header(h, fmt, members):
+    """§4: exactly the members shown (duplicates are refused by strict_loads)."""
+    if (not isinstance(h, dict) or set(h) != members or h.get("format") != fmt or h.get("format_version") != 1
             or not is_int(h.get("session")) or not isinstance(h.get("public_key"), str)):
-        raise Fail("bundle", f"not a {fmt} version 1 header")
+        raise Fail("bundle", f"not a {fmt} version 1 header with exactly the members of §4")
     return h["session"]
 
 
 def verify_json(doc, key, saved):
     """§4.1: one document with "entries" and "checkpoints" (increasing tree size)."""
-    sess = Session(check_header(doc, "flightrec-bundle"), key, saved)
+    sess = Session(check_header(doc, "flightrec-bundle", JSON_MEMBERS), key, saved)
     entries, cps = doc.get("entries"), doc.get("checkpoints")
     if not isinstance(entries, list) or not isinstance(cps, list):
         raise Fail("bundle", "entries and checkpoints must be arrays")
@@ -378,16 +413,19 @@ def verify_json(doc, key, saved):
 
 def verify_lines(f, header, key, saved):
     """§4.2: header line, then entry lines with {"checkpoint": note} lines after them."""
-    sess = Session(check_header(header, "flightrec-bundle-lines"), key, saved)
+    sess = Session(check_header(header, "flightrec-bundle-lines", LINES_MEMBERS), key, saved)
     cp_no = 0
     for lineno, line in enumerate(f, 2):
-        if line.endswith(b"\n"):
-            line = line[:-1]  # the line without its newline is E_i
+        if not line.endswith(b"\n"):  # §4.2: every line ends with a newline
+            raise Fail("bundle", f"line {lineno} does not end with a newline (cut short?)")
+        line = line[:-1]  # the line without its newline is E_i
         try:
             obj = strict_loads(line.decode("utf-8"))
-        except ValueError:
+        except (ValueError, RecursionError):
             obj = None  # not JSON: let the entry check report it
-        if isinstance(obj, dict) and set(obj) == {"checkpoint"}:
+        if line.startswith(b'{"checkpoint":'):  # §4.2: such a line is a checkpoint
+            if not isinstance(obj, dict) or set(obj) != {"checkpoint"}:
+                raise Fail("bundle", f"line {lineno}: a checkpoint line must hold exactly one member, checkpoint")
             cp_no += 1
             cp = Checkpoint(obj["checkpoint"], f"checkpoint #{cp_no} (line {lineno})")
             if cp.size != sess.log.n:
@@ -424,15 +462,17 @@ def main():
             first = f.readline()
             try:
                 header = strict_loads(first.decode("utf-8"))
-            except ValueError:
+            except (ValueError, RecursionError):
                 header = None
             if isinstance(header, dict) and header.get("format") == "flightrec-bundle-lines":
                 session = header.get("session", "?")
+                if not first.endswith(b"\n"):
+                    raise Fail("bundle", "line 1 does not end with a newline (cut short?)")
                 msg = verify_lines(f, header, key, saved)
             else:
                 try:
                     doc = strict_loads((first + f.read()).decode("utf-8"))
-                except ValueError as err:
+                except (ValueError, RecursionError) as err:  # RecursionError: absurdly deep nesting
                     raise Fail("bundle", f"not a JSON bundle: {err}") from None
                 session = doc.get("session", "?") if isinstance(doc, dict) else "?"
                 msg = verify_json(doc, key, saved)

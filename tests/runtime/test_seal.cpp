@@ -265,6 +265,79 @@ TEST_CASE("an independent verifier written from docs/FORMAT.md alone agrees with
   }
 }
 
+TEST_CASE("bundles are read by the format's rules alone: both verifiers refuse the same doubtful bundles") {
+  REQUIRE(is_root());
+  TempDir dir;
+  std::string keys = dir.file("keys"), db = dir.file("s.db");
+  REQUIRE(rt::flightrec({"keygen", "--out", keys}).code == 0);
+  // A checkpoint every 5 entries, none on time: the cadence rule has teeth.
+  REQUIRE(rt::flightrec({"run", "--policy", "observe", "--key", keys, "--db", db, "--checkpoint-entries", "5",
+                         "--checkpoint-ms", "0", "--", "sh", "-c", "ls / >/dev/null"})
+              .code == 0);
+  std::string pub = keys + "/flightrec.pub";
+  std::string json_bundle = dir.file("b.json"), lines_bundle = dir.file("b.jsonl");
+  REQUIRE(rt::flightrec({"export", "--db", db, "--session", "1", "--out", json_bundle}).code == 0);
+  REQUIRE(rt::flightrec({"export", "--db", db, "--session", "1", "--out", lines_bundle, "--format", "jsonl"}).code == 0);
+  std::string json_text = slurp(json_bundle), lines_text = slurp(lines_bundle);
+  auto both_refuse = [&](const std::string& what, const std::string& text, const std::string& ours_says) {
+    std::string f = dir.file("doubtful");
+    write(f, text);
+    Result ours = rt::flightrec({"verify", f, "--pubkey", pub});
+    Result theirs = run({"/usr/bin/python3", FORMAT_VERIFIER, f, "--pubkey", pub});
+    INFO(what << "\nours: " << ours.out << ours.err << "\ntheirs: " << theirs.out << theirs.err);
+    CHECK(ours.code == 1);
+    CHECK(ours.out.find(ours_says) != std::string::npos);
+    CHECK(theirs.code == 1);
+    CHECK(theirs.out.rfind("FAIL:", 0) == 0);
+  };
+  // Both accept the bundles as exported.
+  for (const auto& f : {json_bundle, lines_bundle}) {
+    CHECK(rt::flightrec({"verify", f, "--pubkey", pub}).code == 0);
+    CHECK(run({"/usr/bin/python3", FORMAT_VERIFIER, f, "--pubkey", pub}).code == 0);
+  }
+  // A member given twice: the first copy is what other readers show.
+  both_refuse("session twice", "{\"session\":2," + json_text.substr(1), "given twice");
+  size_t entries_at = json_text.find("\"entries\":");
+  both_refuse("entries twice", "{\"entries\":[]," + json_text.substr(1), "given twice");
+  // A member the format does not have.
+  both_refuse("an extra member", "{\"note\":\"x\"," + json_text.substr(1), "members other than those of the format");
+  // Nested deeper than the format allows.
+  std::string nested = json_text;
+  nested.insert(entries_at + 11, "[[]],");
+  both_refuse("nested", nested, "nested more than 2 deep");
+  // JSON Lines cut short (no final newline), or with a checkpoint repeated.
+  both_refuse("no final newline", lines_text.substr(0, lines_text.size() - 1), "does not end with a newline");
+  size_t cp_line = lines_text.find("{\"checkpoint\":");
+  size_t cp_end = lines_text.find('\n', cp_line) + 1;
+  std::string repeated = lines_text;
+  repeated.insert(cp_end, lines_text.substr(cp_line, cp_end - cp_line));
+  both_refuse("checkpoint repeated", repeated, "a second checkpoint of the same tree size");
+  // A checkpoint removed from the middle (the cadence says one was there).
+  std::vector<std::string> lines;
+  for (size_t at = 0, nl; (nl = lines_text.find('\n', at)) != std::string::npos; at = nl + 1)
+    lines.push_back(lines_text.substr(at, nl - at + 1));
+  int seen = 0;
+  std::string without;
+  for (const auto& l : lines) {
+    bool cp = l.starts_with("{\"checkpoint\":");
+    if (cp && ++seen == 2) continue;  // the one at size 5
+    without += l;
+  }
+  REQUIRE(seen >= 3);
+  both_refuse("checkpoint removed", without, "a checkpoint between was removed");
+  // A second signature line with the trusted key's name that does not verify.
+  std::string cp_json = lines_text.substr(cp_line, cp_end - cp_line);
+  auto cp = json::parse(cp_json);
+  std::string note = cp["checkpoint"];
+  std::string sig_line = note.substr(note.rfind("\n\xe2\x80\x94 ") + 1);
+  std::string forged = sig_line;
+  size_t blob = forged.rfind(' ') + 1;
+  forged[blob + 10] = forged[blob + 10] == 'A' ? 'B' : 'A';
+  std::string two_sigs = lines_text;
+  two_sigs.replace(cp_line, cp_end - cp_line, json({{"checkpoint", note + forged}}).dump() + "\n");
+  both_refuse("a forged second signature", two_sigs, "a signature line by");
+}
+
 TEST_CASE("a checkpoint after every entry (and two wanted at one size) still ends the session") {
   REQUIRE(is_root());
   TempDir dir;

@@ -2,6 +2,9 @@
 // the real writer, then attacked the ways docs/FORMAT.md says verify catches.
 #include <doctest/doctest.h>
 
+#include <cstdio>
+#include <tuple>
+
 #include <sqlite3.h>
 #include <unistd.h>
 
@@ -38,7 +41,12 @@ const SigningKey& test_key() {
   return k;
 }
 
-std::string origin_of(int64_t id) { return "test/origin/" + std::to_string(id); }
+// As the recorder names a log: flightrec/<host>/<32 hex digits>, unique per session.
+std::string origin_of(int64_t id) {
+  char tail[33];
+  std::snprintf(tail, sizeof(tail), "%032llx", static_cast<unsigned long long>(id));
+  return std::string("flightrec/host/") + tail;
+}
 
 // A session of n entries (genesis, syscalls, session_end) with a checkpoint
 // every 5 entries and at the end, through the real writer.
@@ -50,13 +58,23 @@ int64_t write_session(Store& store, int n, const SigningKey* key, bool end = tru
   row.start_real_ns = 1;
   int64_t id = store.begin_session(row);
   SessionWriter w(store, id);
-  json g = {{"type", "genesis"}, {"seq", 1}, {"session", id}, {"origin", origin_of(id)}};
-  if (key) g["public_key"] = key->verifier().vkey();
+  // The genesis members the format ties together (§5): host and origin,
+  // policy and its hash, public key and key id.
+  json g = {{"type", "genesis"}, {"seq", 1}, {"session", id}, {"origin", origin_of(id)}, {"host", "host"},
+            {"policy", "p"}, {"policy_sha256", to_hex(sha256("p"))}, {"checkpoint_every_entries", 5}};
+  if (key) {
+    g["public_key"] = key->verifier().vkey();
+    g["key_id"] = key->verifier().key_id_hex();
+  }
   w.append(g.dump(), "genesis", 1);
   w.checkpoint(origin_of(id), key);  // sealed with the genesis entry, as the recorder does
   for (int i = 2; i <= n; ++i) {
     bool last = end && i == n;
     json j = {{"type", last ? "session_end" : "syscall"}, {"seq", i}, {"session", id}, {"pid", 42}, {"nr", i}};
+    if (last) {
+      j["lost_total"] = n >= 7 ? 12 : 0;
+      j["entries_before"] = i - 1;
+    }
     if (i == 7) j = {{"type", "lost"}, {"seq", i}, {"session", id}, {"lost", 12}};
     w.append(j.dump(), j["type"], 42);
     if (i % 5 == 0) w.checkpoint(origin_of(id), key);
@@ -298,6 +316,77 @@ TEST_CASE("tampering is caught, each with its reason") {
   }
 }
 
+TEST_CASE("what a verifier can tell from the format alone: cadence, one checkpoint per size, every signature, copies") {
+  TempDir dir;
+  std::string db = dir.file("r.db");
+  int64_t id;
+  {
+    Store s(db, Store::Mode::Write);
+    id = write_session(s, 23, &test_key());  // checkpoints at 1, 5, 10, 15, 20, 23, every 5 entries
+    write_session(s, 22, &test_key(), false);  // unterminated: at 1, 5, 10, 15, 20
+  }
+  const VerifierKey& pub = test_key().verifier();
+  int n = 0;
+  auto fresh = [&] {
+    std::string copy = dir.file(("c" + std::to_string(n++) + ".db").c_str());
+    fs::copy_file(db, copy);
+    return copy;
+  };
+  SUBCASE("a checkpoint removed from the middle") {
+    std::string c = fresh();
+    sql(c, "DELETE FROM checkpoints WHERE session=1 AND tree_size=10");
+    auto v = verify_file(c, &pub);
+    CHECK(v.where == "checkpoint at size 15");
+    CHECK(v.reason == "the previous checkpoint is at size 5, more than 5 entries earlier: a checkpoint between was removed");
+  }
+  SUBCASE("the last checkpoints of an unterminated session removed") {
+    std::string c = fresh();
+    sql(c, "DELETE FROM checkpoints WHERE session=2 AND tree_size=20");
+    Store s(c, Store::Mode::Read);
+    auto r = verify_store(s, std::optional<int64_t>(2), &pub, std::nullopt);
+    REQUIRE(r.sessions.size() == 1);
+    auto v = r.sessions[0].second;
+    CHECK_FALSE(v.ok);
+    CHECK(v.where == "entry 20");
+    CHECK(v.reason.find("no checkpoint covers it, though one is taken every 5 entries") != std::string::npos);
+  }
+  SUBCASE("a second signature line by the trusted key that does not verify") {
+    std::string c = fresh();
+    Store s(c, Store::Mode::Read);
+    std::string note = s.checkpoints(id)[1].note;  // size 5
+    std::string line = note.substr(note.rfind("\n\xe2\x80\x94 ") + 1);  // the signature line
+    std::string bad = line;
+    size_t sig = bad.rfind(' ') + 1;
+    bad[sig + 10] = bad[sig + 10] == 'A' ? 'B' : 'A';  // inside the signature, past the key hash
+    sql(c, "UPDATE checkpoints SET note='" + note + bad + "' WHERE session=1 AND tree_size=5");
+    auto v = verify_file(c, &pub);
+    CHECK(v.where == "checkpoint at size 5");
+    CHECK(v.reason == "a signature line by test-key does not verify");
+  }
+  SUBCASE("the genesis entry's copies disagree with what they copy") {
+    for (auto [member, value, reason] : {std::tuple{"policy_sha256", json(std::string(64, '0')), "policy_sha256 is not the SHA-256 of its policy"},
+                                         std::tuple{"key_id", json("00000000"), "key_id is not the hash of its public_key"},
+                                         std::tuple{"host", json("elsewhere"), "origin does not name its host as the format says"}}) {
+      std::string c = fresh();
+      auto es = parsed(bodies(c, id));
+      es[0][member] = value;
+      rewrite_session(c, id, es);
+      auto v = verify_file(c, &pub);
+      CHECK(v.where == "entry 1");
+      CHECK(v.reason == reason);
+    }
+  }
+  SUBCASE("session_end says another lost total than the record holds") {
+    std::string c = fresh();
+    auto es = parsed(bodies(c, id));
+    es[22]["lost_total"] = 0;
+    rewrite_session(c, id, es);
+    auto v = verify_file(c, &pub);
+    CHECK(v.where == "entry 23");
+    CHECK(v.reason == "lost_total 0 is not the sum of the lost entries (12)");
+  }
+}
+
 TEST_CASE("a whole session made up without the key does not verify") {
   TempDir dir;
   std::string db = dir.file("r.db");
@@ -307,8 +396,9 @@ TEST_CASE("a whole session made up without the key does not verify") {
   }
   // Genesis naming the real (public) key, chain recomputed, no session_end,
   // no checkpoints: it would pass as an unterminated session.
-  json g = {{"type", "genesis"}, {"seq", 1}, {"session", 1}, {"origin", "made/up"},
-            {"public_key", test_key().verifier().vkey()}};
+  json g = {{"type", "genesis"}, {"seq", 1}, {"session", 1}, {"origin", origin_of(7)}, {"host", "host"},
+            {"policy", "p"}, {"policy_sha256", to_hex(sha256("p"))},
+            {"public_key", test_key().verifier().vkey()}, {"key_id", test_key().verifier().key_id_hex()}};
   std::vector<json> es{g};
   for (int i = 0; i < 5; ++i) es.push_back({{"type", "syscall"}, {"session", 1}, {"nr", 59}});
   rewrite_session(db, 1, es);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
@@ -22,6 +23,33 @@ std::string public_key_of(Store& store, int64_t session) {
     return false;  // only the genesis entry
   });
   return key;
+}
+
+// What §4 allows of a bundle's JSON (the document, its header and
+// checkpoint lines): no member name twice in one object, nesting at most
+// kMaxDepth deep, and exactly the members listed. Throws BadBundle.
+struct BadBundle {
+  std::string why;
+};
+constexpr int kMaxDepth = 2;
+
+nlohmann::json parse_bundle_json(std::string_view text, std::initializer_list<const char*> members) {
+  std::vector<std::set<std::string>> seen;
+  auto check = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+    using E = nlohmann::json::parse_event_t;
+    if (depth > kMaxDepth) throw BadBundle{"JSON nested more than " + std::to_string(kMaxDepth) + " deep"};
+    if (event == E::object_start) seen.emplace_back();
+    if (event == E::object_end && !seen.empty()) seen.pop_back();
+    if (event == E::key && !seen.empty() && !seen.back().insert(parsed.get<std::string>()).second)
+      throw BadBundle{"member \"" + parsed.get<std::string>() + "\" given twice"};
+    return true;
+  };
+  nlohmann::json j = nlohmann::json::parse(text, check, false);
+  if (!j.is_object()) throw BadBundle{"not a JSON object"};
+  if (j.size() != members.size()) throw BadBundle{"members other than those of the format"};
+  for (const char* m : members)
+    if (!j.contains(m)) throw BadBundle{"member \"" + std::string(m) + "\" missing"};
+  return j;
 }
 
 }  // namespace
@@ -120,7 +148,6 @@ BundleVerdict verify_bundle_inner(const std::string& path, const VerifierKey* pi
   if (!in) throw Error("cannot read " + path);
   std::string first;
   std::getline(in, first);
-  nlohmann::json header = nlohmann::json::parse(first, nullptr, false);
   BundleVerdict out;
   auto bad = [&](const std::string& why) {
     out.verdict.ok = false;
@@ -128,32 +155,61 @@ BundleVerdict verify_bundle_inner(const std::string& path, const VerifierKey* pi
     return out;
   };
 
-  if (header.is_object() && header.value("format", "") == "flightrec-bundle-lines") {
-    if (header.value("format_version", 0) != kBundleVersion) return bad("unsupported bundle version");
-    if (!header.contains("session") || !header["session"].is_number_integer()) return bad("bundle header has no session");
+  nlohmann::json first_loose = nlohmann::json::parse(first, nullptr, false);
+  // (Compared, not value(): a "format" that is not a string must not throw.)
+  if (first_loose.is_object() && first_loose.contains("format") && first_loose["format"] == "flightrec-bundle-lines") {
+    nlohmann::json header;
+    try {
+      header = parse_bundle_json(first, {"format", "format_version", "public_key", "session"});
+    } catch (const BadBundle& b) {
+      return bad("bundle header: " + b.why);
+    }
+    if (header["format_version"] != kBundleVersion) return bad("unsupported bundle version");
+    if (!header["session"].is_number_integer() || !header["public_key"].is_string())
+      return bad("bundle header: session is not an integer or public_key not a string");
     out.session = header["session"].get<int64_t>();
     SessionVerifier v(out.session, pinned, std::move(external));
     std::string line;
-    while (std::getline(in, line)) {
-      if (line.rfind("{\"checkpoint\":", 0) == 0) {
-        auto j = nlohmann::json::parse(line, nullptr, false);
-        if (!j.is_object() || !j["checkpoint"].is_string()) return bad("malformed checkpoint line");
+    bool ended_with_newline = !in.eof();
+    while (ended_with_newline && std::getline(in, line)) {
+      if (in.eof()) {  // a line without its newline: cut short
+        ended_with_newline = false;
+        break;
+      }
+      if (line.starts_with("{\"checkpoint\":")) {
+        nlohmann::json j;
+        try {
+          j = parse_bundle_json(line, {"checkpoint"});
+        } catch (const BadBundle& b) {
+          return bad("checkpoint line after entry " + std::to_string(v.entries()) + ": " + b.why);
+        }
+        if (!j["checkpoint"].is_string()) return bad("malformed checkpoint line");
         if (!v.add_checkpoint(j["checkpoint"].get<std::string>())) break;
       } else if (!v.add_entry(line)) {
         break;
       }
     }
+    if (v.verdict().ok && !ended_with_newline) return bad("the last line does not end with a newline (cut short?)");
     out.verdict = v.finish();
-    return check_bundle_key(out, header.value("public_key", ""));
+    return check_bundle_key(out, header["public_key"].get<std::string>());
   }
 
   // One JSON document: read the rest and parse it whole.
   std::string rest((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  nlohmann::json doc = nlohmann::json::parse(first + "\n" + rest, nullptr, false);
-  if (!doc.is_object() || doc.value("format", "") != "flightrec-bundle")
-    throw Error(path + " is not a flightrec bundle");
-  if (doc.value("format_version", 0) != kBundleVersion) return bad("unsupported bundle version");
-  if (!doc["session"].is_number_integer() || !doc["entries"].is_array() || !doc["checkpoints"].is_array())
+  nlohmann::json doc;
+  try {
+    doc = parse_bundle_json(first + "\n" + rest,
+                            {"checkpoints", "entries", "format", "format_version", "public_key", "session"});
+  } catch (const BadBundle& b) {
+    nlohmann::json loose = nlohmann::json::parse(first + "\n" + rest, nullptr, false);
+    if (!loose.is_object() || !loose.contains("format") || loose["format"] != "flightrec-bundle")
+      throw Error(path + " is not a flightrec bundle");
+    return bad("bundle: " + b.why);
+  }
+  if (doc["format"] != "flightrec-bundle") throw Error(path + " is not a flightrec bundle");
+  if (doc["format_version"] != kBundleVersion) return bad("unsupported bundle version");
+  if (!doc["session"].is_number_integer() || !doc["entries"].is_array() || !doc["checkpoints"].is_array() ||
+      !doc["public_key"].is_string())
     return bad("bundle lacks session, entries or checkpoints");
   out.session = doc["session"].get<int64_t>();
   std::vector<std::pair<uint64_t, std::string>> checkpoints;
@@ -181,7 +237,7 @@ BundleVerdict verify_bundle_inner(const std::string& path, const VerifierKey* pi
   }
   if (v.verdict().ok && next_cp < checkpoints.size()) v.checkpoint_beyond_end(checkpoints[next_cp].first);
   out.verdict = v.finish();
-  return check_bundle_key(out, doc.value("public_key", ""));
+  return check_bundle_key(out, doc["public_key"].get<std::string>());
 }
 
 }  // namespace flightrec::ledger

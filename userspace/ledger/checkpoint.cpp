@@ -95,12 +95,15 @@ std::string sign_checkpoint(const Checkpoint& c, const SigningKey* key) {
 
 std::string check_signature(const Note& note, const VerifierKey& key) {
   if (note.signatures.empty()) return "checkpoint is not signed";
+  // Every line that claims the key must verify: a valid line must not
+  // vouch for a forged one beside it.
+  bool signed_by_key = false;
   for (const auto& s : note.signatures) {
     if (s.name != key.name() || s.key_hash != key.key_hash()) continue;
-    if (key.verify(note.text, s.signature)) return "";
-    return "signature by " + key.name() + " does not verify";
+    if (!key.verify(note.text, s.signature)) return "a signature line by " + key.name() + " does not verify";
+    signed_by_key = true;
   }
-  return "not signed by the expected key " + key.name() + "+" + key.key_id_hex();
+  return signed_by_key ? "" : "not signed by the expected key " + key.name() + "+" + key.key_id_hex();
 }
 
 }  // namespace flightrec::ledger

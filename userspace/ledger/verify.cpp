@@ -2,9 +2,45 @@
 
 #include "common/text.h"
 
+#include <cctype>
+
 namespace flightrec::ledger {
 
 std::string canonical_problem(const std::string& body) { return check_canonical(body, nullptr); }
+
+namespace {
+
+// A byte string member as set_bytes wrote it: NAME (UTF-8) or NAME_b64.
+std::optional<std::string> bytes_member(const TopLevel& top, const std::string& name) {
+  if (auto s = top.string(name)) return s;
+  if (auto b = top.string(name + "_b64")) return base64_decode(*b);
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::string genesis_problem(const TopLevel& top, const VerifierKey* record_key) {
+  // The copies the genesis entry carries must agree with what they copy.
+  if (record_key) {
+    auto key_id = top.string("key_id");
+    if (!key_id || *key_id != record_key->key_id_hex()) return "key_id is not the hash of its public_key";
+  }
+  auto policy = bytes_member(top, "policy");
+  auto policy_sha = top.string("policy_sha256");
+  if (!policy || !policy_sha || *policy_sha != to_hex(sha256(*policy)))
+    return "policy_sha256 is not the SHA-256 of its policy";
+  // origin: flightrec/<host, each byte outside [A-Za-z0-9._-] as _>/<32 hex digits>.
+  auto host = bytes_member(top, "host");
+  auto origin = top.string("origin").value_or("");
+  if (!host) return "genesis entry has no host";
+  std::string expect = "flightrec/";
+  for (unsigned char c : *host) expect += std::isalnum(c) || c == '.' || c == '-' || c == '_' ? char(c) : '_';
+  expect += "/";
+  bool tail_ok = origin.size() == expect.size() + 32 &&
+                 origin.find_first_not_of("0123456789abcdef", expect.size()) == std::string::npos;
+  if (!origin.starts_with(expect) || !tail_ok) return "origin does not name its host as the format says";
+  return "";
+}
 
 SessionVerifier::SessionVerifier(int64_t session, const VerifierKey* pinned,
                                  std::optional<std::string> external)
@@ -57,6 +93,9 @@ bool SessionVerifier::add_entry(std::string_view body, const std::string* stored
       return fail(at(), seq, "the record names another signing key (" +
                                (record_key_ ? record_key_->vkey() : std::string("none")) +
                                ") than the one given (" + pinned_->vkey() + ")");
+    if (std::string why = genesis_problem(top_, record_key_ ? &*record_key_ : nullptr); !why.empty())
+      return fail(at(), seq, why);
+    every_entries_ = top_.unsigned_integer("checkpoint_every_entries").value_or(0);
     if (external_text_) {
       std::string why;
       auto note = parse_note(*external_text_, &why);
@@ -80,7 +119,16 @@ bool SessionVerifier::add_entry(std::string_view body, const std::string* stored
     ++v_.gaps;
     v_.lost += top_.unsigned_integer("lost").value_or(0);
   }
-  if (type == "session_end") ended_ = true;
+  if (type == "session_end") {
+    ended_ = true;
+    // What the end says must be what the record holds.
+    if (top_.unsigned_integer("lost_total") != v_.lost)
+      return fail(at(), seq, "lost_total " + std::string(top_.raw("lost_total").value_or("(none)")) +
+                                 " is not the sum of the lost entries (" + std::to_string(v_.lost) + ")");
+    if (top_.integer("entries_before") != seq - 1)
+      return fail(at(), seq, "entries_before " + std::string(top_.raw("entries_before").value_or("(none)")) +
+                                 " is not the number of entries before it (" + std::to_string(seq - 1) + ")");
+  }
   tree_.append(leaf);
   count_ = seq;
   v_.entries = seq;
@@ -111,6 +159,13 @@ bool SessionVerifier::add_checkpoint(std::string_view text) {
   } else if (!note->signatures.empty()) {
     return fail(at, 0, "signed, but the record names no key to check it with");
   }
+  if (v_.checkpoints > 0 && c->size == v_.last_checkpoint)
+    return fail(at, 0, "a second checkpoint of the same tree size");
+  // The writer takes one as soon as checkpoint_every_entries entries were
+  // added since the last: a wider gap means one was removed.
+  if (every_entries_ && c->size > v_.last_checkpoint + every_entries_)
+    return fail(at, 0, "the previous checkpoint is at size " + std::to_string(v_.last_checkpoint) + ", more than " +
+                           std::to_string(every_entries_) + " entries earlier: a checkpoint between was removed");
   if (c->root != tree_.root())
     return fail(at, 0, "its root hash is not the root of the entries it covers");
   if (!c->chain || *c->chain != head_) return fail(at, 0, "its chain head is not the chain of the entries it covers");
@@ -166,6 +221,12 @@ const SessionVerdict& SessionVerifier::finish() {
          "the session's end is not covered by a checkpoint (the last covers " +
              std::to_string(v_.last_checkpoint) + " of " + std::to_string(count_) +
              " entries): its end checkpoint was removed or entries were added");
+    return v_;
+  }
+  if (!ended_ && every_entries_ && uint64_t(count_) - v_.last_checkpoint >= every_entries_) {
+    fail("entry " + std::to_string(v_.last_checkpoint + every_entries_), int64_t(v_.last_checkpoint + every_entries_),
+         "no checkpoint covers it, though one is taken every " + std::to_string(every_entries_) +
+             " entries: a checkpoint was removed");
     return v_;
   }
   v_.terminated = ended_;

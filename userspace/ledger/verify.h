@@ -71,6 +71,8 @@ class SessionVerifier {
   Hash head_ = kChainStart;
   CompactTree tree_;
   bool ended_ = false;  // session_end seen
+  uint64_t every_entries_ = 0;  // the genesis entry's checkpoint_every_entries (0: no cadence rule)
+  uint64_t lost_entries_ = 0;   // sum of the lost entries' "lost" so far
   bool finished_ = false;
   TopLevel top_;
 };
@@ -83,6 +85,10 @@ struct StoreVerdict {
 };
 StoreVerdict verify_store(Store& store, std::optional<int64_t> only_session,
                           const VerifierKey* pinned, std::optional<std::string> external);
+
+// "" when the genesis entry's copies agree with what they copy (key_id and
+// public_key, policy_sha256 and policy, origin and host), else what not.
+std::string genesis_problem(const TopLevel& top, const VerifierKey* record_key);
 
 // "" when `body` is canonical JSON per docs/FORMAT.md, else why not.
 std::string canonical_problem(const std::string& body);
