@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <cstdio>
+#include <functional>
 #include <tuple>
 
 #include <sqlite3.h>
@@ -142,6 +143,15 @@ void rewrite_session(const std::string& path, int64_t session, std::vector<json>
   s.commit();
 }
 
+// A fresh copy of the record for each tampering, so subcases do not meet.
+std::function<std::string()> copies_of(const TempDir& dir, const std::string& db) {
+  return [&dir, db, n = 0]() mutable {
+    std::string copy = dir.file(("c" + std::to_string(n++) + ".db").c_str());
+    fs::copy_file(db, copy);
+    return copy;
+  };
+}
+
 std::vector<json> parsed(const std::vector<std::string>& bs) {
   std::vector<json> out;
   for (const auto& b : bs) out.push_back(json::parse(b));
@@ -179,12 +189,7 @@ TEST_CASE("tampering is caught, each with its reason") {
     write_session(s, 12, &test_key());
   }
   const VerifierKey& pub = test_key().verifier();
-  int n = 0;
-  auto fresh = [&] {
-    std::string copy = dir.file(("c" + std::to_string(n++) + ".db").c_str());
-    fs::copy_file(db, copy);
-    return copy;
-  };
+  auto fresh = copies_of(dir, db);
   SUBCASE("a field edited") {
     std::string c = fresh();
     sql(c, "UPDATE entries SET body=replace(body,'\"pid\":42','\"pid\":43') WHERE seq=9 AND session=1");
@@ -326,12 +331,7 @@ TEST_CASE("what a verifier can tell from the format alone: cadence, one checkpoi
     write_session(s, 22, &test_key(), false);  // unterminated: at 1, 5, 10, 15, 20
   }
   const VerifierKey& pub = test_key().verifier();
-  int n = 0;
-  auto fresh = [&] {
-    std::string copy = dir.file(("c" + std::to_string(n++) + ".db").c_str());
-    fs::copy_file(db, copy);
-    return copy;
-  };
+  auto fresh = copies_of(dir, db);
   SUBCASE("a checkpoint removed from the middle") {
     std::string c = fresh();
     sql(c, "DELETE FROM checkpoints WHERE session=1 AND tree_size=10");
