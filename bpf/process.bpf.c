@@ -1,6 +1,7 @@
 /* Process lifecycle of the session's tasks from the sched tracepoints:
  * fork/clone (the child's ids), exec (the file and the new argv) and exit
- * (wait status, and whether the whole process is gone). */
+ * (wait status, and whether the whole process is gone); and every move of
+ * one of them to another cgroup (they stay recorded wherever they go). */
 #include "lib/common.bpf.h"
 
 #define STR_MASK (FR_STR_MAX - 1)
@@ -112,6 +113,32 @@ int BPF_PROG(fr_exit, struct task_struct *p)
 	fr_fill_header(&r->h, FR_REC_EXIT, sizeof(*r));
 	r->exit_code = BPF_CORE_READ(p, exit_code);
 	r->flags = BPF_CORE_READ(p, signal, live.counter) == 0 ? FR_EXIT_GROUP_DEAD : 0;
+	bpf_ringbuf_submit(r, fr_wakeup_flag(sizeof(*r)));
+	return 0;
+}
+
+SEC("tp_btf/cgroup_attach_task")
+int BPF_PROG(fr_cgroup_move, struct cgroup *dst_cgrp, const char *path, struct task_struct *task, bool threadgroup)
+{
+	if (!fr_task_tracked(task))
+		return 0;
+	struct fr_cgroup_move *r = bpf_ringbuf_reserve(&fr_events, sizeof(*r), 0);
+	if (!r) {
+		fr_count_drop();
+		return 0;
+	}
+	fr_fill_header(&r->h, FR_REC_CGROUP_MOVE, sizeof(*r));
+	r->dst_cgroup_id = BPF_CORE_READ(dst_cgrp, kn, id);
+	r->pid = BPF_CORE_READ(task, tgid);
+	r->tid = BPF_CORE_READ(task, pid);
+	r->threadgroup = threadgroup ? 1 : 0;
+	r->flags = 0;
+	long n = bpf_probe_read_kernel_str(r->path, sizeof(r->path), path);
+	if (n <= 0)
+		n = 1;
+	if (n == sizeof(r->path))
+		r->flags |= FR_MOVE_PATH_TRUNC;
+	r->path_len = (__u16)(n - 1);
 	bpf_ringbuf_submit(r, fr_wakeup_flag(sizeof(*r)));
 	return 0;
 }

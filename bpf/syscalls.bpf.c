@@ -292,7 +292,9 @@ int BPF_PROG(fr_sys_enter, struct pt_regs *regs, long id)
 	struct fr_task_state *st = bpf_task_storage_get(&fr_tasks, task, 0, 0);
 
 	if (!st) {
-		if (!fr_in_session())
+		/* A thread of a tracked process (its leader has state) stays
+		 * recorded after it leaves the session's cgroup. */
+		if (!bpf_task_storage_get(&fr_tasks, task->group_leader, 0, 0) && !fr_in_session())
 			return 0;
 		st = bpf_task_storage_get(&fr_tasks, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 		if (!st) {

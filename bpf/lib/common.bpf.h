@@ -28,17 +28,6 @@ extern const volatile __u64 fr_tls_chunk;  /* bytes per TLS record */
 extern const volatile __u64 fr_tls_cap;    /* bytes per SSL call */
 extern const volatile __u64 fr_wakeup_bytes;
 
-struct fr_task_state {
-	__u64 enter_ns;
-	__s64 args[6];
-	__u32 nr;
-	__u32 active;
-	__u32 exec_path_len;     /* filename of a successful exec, set by process.bpf.c */
-	__u32 exec_flags;
-	__u32 sa_buf_len;        /* accept & co: the caller's buffer size, read at entry */
-	__u32 fork_return;       /* a new task: its first sys_exit is fork's return in it */
-	char exec_path[FR_STR_MAX];
-};
 
 FR_SHARED struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);

@@ -86,6 +86,67 @@ TEST_CASE("watch records an existing cgroup's processes for --duration") {
   CHECK(flightrec({"verify", "--db", db}).code == 0);
 }
 
+namespace {
+
+// Runs `script` with sh in cgroup `dir` (it joins before it execs).
+pid_t spawn_in(const std::string& dir, const std::string& script) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    std::ofstream(dir + "/cgroup.procs") << getpid() << std::endl;
+    execlp("sh", "sh", "-c", script.c_str(), (char*)nullptr);
+    _exit(127);
+  }
+  return pid;
+}
+
+}  // namespace
+
+TEST_CASE("a task moved out of the watched cgroup stays recorded, and the move is an entry") {
+  REQUIRE(is_root());
+  TempDir dir;
+  std::string db = dir.file("w.db"), fifo = dir.file("go"), marker = dir.file("after-the-move");
+  std::string name = "flightrec-test-move-" + std::to_string(getpid());
+  std::string watched = cgroup2_root() + "/" + name, outside = watched + "-out";
+  REQUIRE(mkdir(watched.c_str(), 0755) == 0);
+  REQUIRE(mkdir(outside.c_str(), 0755) == 0);
+  REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
+  std::ofstream(marker) << "x\n";
+  // An idle sibling: blocked on the FIFO from before the session until after its move.
+  pid_t idle = spawn_in(watched, "read x < " + fifo + "; cat " + marker + " > /dev/null");
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // it is blocked in open by now
+  Proc w = start({FLIGHTREC_BIN, "watch", "--cgroup", watched, "--db", db, "--duration", "3"});
+  // flightrec says it is watching once it is attached.
+  std::string said;
+  char c;
+  while (said.find("watching") == std::string::npos && read(w.err_fd, &c, 1) == 1) said += c;
+  // A process in the watched cgroup moves the idle one out, then it is let go.
+  pid_t mover = spawn_in(watched, "echo " + std::to_string(idle) + " > " + outside + "/cgroup.procs");
+  waitpid(mover, nullptr, 0);
+  std::ofstream(fifo) << "go\n";
+  int status = 0;
+  waitpid(idle, &status, 0);
+  Result r = wait(w);
+  for (const auto& d : {watched, outside}) rmdir(d.c_str());
+  INFO(said << r.err);
+  CHECK(r.code == 0);
+  CHECK(WIFEXITED(status));
+  auto all = entries(db);
+  CHECK(all.front()["tasks_at_start"] >= 1);
+  bool moved = false, opened_after = false;
+  for (const auto& e : all) {
+    if (e["type"] == "cgroup_move" && e["moved_pid"] == idle && e["to_cgroup"] == "/" + name + "-out") {
+      moved = true;
+      CHECK(e["pid"] == mover);
+    }
+    if (e["type"] == "file_open" && e.value("path", "") == marker) {
+      CHECK(moved);  // after the move entry
+      opened_after = true;
+    }
+  }
+  CHECK(moved);
+  CHECK(opened_after);
+}
+
 TEST_CASE("a watched cgroup that disappears ends the session with an entry") {
   REQUIRE(is_root());
   TempDir dir;

@@ -68,6 +68,9 @@ int cmd_watch(const Args& args) {
   for (const auto& cg : cgroups) copts.cgroup_fds.push_back(cg.fd());
   so.fill(copts);
   probe::Capture capture(copts, [&](const void* d, size_t n) { rec_ptr->on_record(d, n); });
+  // The tasks already there stay recorded wherever they are moved, even
+  // before their first syscall.
+  size_t tasks_at_start = capture.track_existing(paths);
   std::vector<std::string> tls_errors;
   if (so.tls_enabled()) {
     tls_errors = attach_system_libssl(capture);
@@ -76,6 +79,7 @@ int cmd_watch(const Args& args) {
   recorder::SessionMeta meta;
   meta.mode = "watch";
   meta.cgroups = paths;
+  meta.tasks_at_start = tasks_at_start;
   so.fill(meta);
   describe_capture(capture, copts, meta);
   meta.key = key.get();

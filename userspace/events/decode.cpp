@@ -244,6 +244,23 @@ Entry decode_tls(const uint8_t* p, size_t size, const DecodeContext& ctx) {
   return e;
 }
 
+Entry decode_cgroup_move(const uint8_t* p, size_t size, const DecodeContext& ctx) {
+  if (size < sizeof(fr_cgroup_move)) return malformed("short cgroup move record", size);
+  fr_cgroup_move r;
+  std::memcpy(&r, p, sizeof(r));
+  if (r.path_len >= FR_CGROUP_PATH_MAX) return malformed("cgroup move record path out of bounds", size);
+  Entry e;
+  e.set("type", "cgroup_move");
+  add_header(e, r.h, ctx);
+  e.set("moved_pid", r.pid);
+  e.set("moved_tid", r.tid);
+  e.set("whole_process", r.threadgroup ? 1 : 0);
+  e.set("to_cgroup_id", uint64_t(r.dst_cgroup_id));
+  e.set_bytes("to_cgroup", {r.path, r.path_len});
+  if (r.flags & FR_MOVE_PATH_TRUNC) e.set("to_cgroup_truncated", 1);
+  return e;
+}
+
 Entry decode_lsm(const uint8_t* p, size_t size, const DecodeContext& ctx) {
   if (size < sizeof(fr_lsm)) return malformed("short lsm record", size);
   fr_lsm r;
@@ -347,6 +364,7 @@ Entry decode_record(const void* data, size_t size, const DecodeContext& ctx) {
     case FR_REC_EXIT: return decode_exit(p, size, ctx);
     case FR_REC_TLS: return decode_tls(p, size, ctx);
     case FR_REC_LSM: return decode_lsm(p, size, ctx);
+    case FR_REC_CGROUP_MOVE: return decode_cgroup_move(p, size, ctx);
     default: return malformed("unknown record type", size);
   }
 }

@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -14,8 +15,10 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
+#include <sstream>
 
 #include "common/error.h"
+#include "common/system.h"
 #include "events/syscall_table.h"
 #include "probe/elf_symbols.h"
 #include "probe/features.h"
@@ -284,6 +287,36 @@ std::vector<uint64_t> Capture::drops_per_cpu() const {
   if (bpf_map_lookup_elem(bpf_map__fd(skel_->maps.fr_drops), &zero, values.data()) != 0)
     throw Error(errno_message("cannot read the drop counters", errno));
   return values;
+}
+
+size_t Capture::track_existing(const std::vector<std::string>& cgroup_dirs) {
+  // Keyed by pidfd; a thread needs PIDFD_THREAD (6.9+). Where that is
+  // refused, its process's leader (listed too) gets state, and sys_enter
+  // counts a thread whose leader has state as tracked.
+  constexpr unsigned kPidfdThread = O_EXCL;  // include/uapi/linux/pidfd.h: PIDFD_THREAD
+  fr_task_state seeded{};
+  seeded.fork_return = 1;  // it may be inside a syscall whose entry we did not see
+  int map = bpf_map__fd(skel_->maps.fr_tasks);
+  size_t tracked = 0;
+  std::vector<std::string> dirs = cgroup_dirs;
+  for (size_t i = 0; i < dirs.size(); ++i) {
+    if (DIR* d = opendir(dirs[i].c_str())) {
+      while (dirent* e = readdir(d))
+        if (e->d_type == DT_DIR && e->d_name[0] != '.') dirs.push_back(dirs[i] + "/" + e->d_name);
+      closedir(d);
+    }
+    std::istringstream threads(try_read_file(dirs[i] + "/cgroup.threads").value_or(""));
+    for (pid_t tid; threads >> tid;) {
+      // Never the recorder itself (watching the cgroup it runs in).
+      if (access(("/proc/self/task/" + std::to_string(tid)).c_str(), F_OK) == 0) continue;
+      int fd = int(syscall(SYS_pidfd_open, tid, kPidfdThread));
+      if (fd < 0) fd = int(syscall(SYS_pidfd_open, tid, 0));  // a leader, on older kernels
+      if (fd < 0) continue;  // gone meanwhile, or a thread its leader covers
+      if (bpf_map_update_elem(map, &fd, &seeded, BPF_NOEXIST) == 0 || errno == EEXIST) ++tracked;
+      close(fd);
+    }
+  }
+  return tracked;
 }
 
 std::vector<NetDrops> Capture::net_drops() const {

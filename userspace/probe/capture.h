@@ -65,6 +65,10 @@ class Capture {
   int consume();           // handles everything waiting; returns records
   // Records the kernel could not put in the ring buffer, per CPU, since load.
   std::vector<uint64_t> drops_per_cpu() const;
+  // Gives every task already in these cgroups (and below) its recorder
+  // state, so one that is moved out before its first syscall stays
+  // recorded. Returns how many tasks now have it.
+  size_t track_existing(const std::vector<std::string>& cgroup_dirs);
   // Packets the egress allowlist dropped, indexed by fr_net_drop_kind:
   // totals since load, and the far end of one of them.
   std::vector<NetDrops> net_drops() const;

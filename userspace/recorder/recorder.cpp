@@ -72,6 +72,7 @@ Recorder::Recorder(ledger::Store& store, const SessionMeta& meta)
     e.set("command_b64", encoded);
   }
   e.set("cgroups", meta.cgroups);
+  if (meta.tasks_at_start) e.set("tasks_at_start", *meta.tasks_at_start);
   e.set("ring_bytes", uint64_t(meta.ring_bytes));
   e.set("capture", meta.capture);
   if (!meta.capture_refused.empty()) e.set("capture_refused", meta.capture_refused);

@@ -18,6 +18,7 @@ struct SessionMeta {
   std::string mode;                    // "run" | "watch"
   std::vector<std::string> command;    // run: argv; watch: empty
   std::vector<std::string> cgroups;    // observed cgroup paths
+  std::optional<uint64_t> tasks_at_start;  // watch: tasks already in them, recorded from the start
   size_t ring_bytes = 0;
   std::vector<std::string> capture;    // hooks actually attached
   std::vector<std::string> capture_refused;  // LSM hooks this kernel refused (tracepoints see those calls)

@@ -34,6 +34,7 @@ enum fr_record_type {
 	FR_REC_EXIT = 4,
 	FR_REC_TLS = 5,
 	FR_REC_LSM = 6,
+	FR_REC_CGROUP_MOVE = 7,
 };
 
 /* Common to every record. pid is the thread-group id, tid the thread id,
@@ -234,6 +235,40 @@ struct fr_net_drop {
 	__u16 pad;
 };
 FR_STATIC_ASSERT(sizeof(struct fr_net_drop) == 32, "fr_net_drop layout");
+
+/* A task of the session moved to another cgroup (cgroup_attach_task, any
+ * hierarchy): the header is the task that moved it; the task stays
+ * recorded wherever it goes. The destination's path (path_len bytes)
+ * follows. */
+#define FR_CGROUP_PATH_MAX 256
+struct fr_cgroup_move {
+	struct fr_header h;
+	__u64 dst_cgroup_id;     /* kernfs id of the destination */
+	__u32 pid, tid;          /* the task moved */
+	__u32 threadgroup;       /* 1: its whole process moved */
+	__u16 path_len;
+	__u16 flags;             /* FR_MOVE_PATH_TRUNC */
+	char path[FR_CGROUP_PATH_MAX];
+};
+#define FR_MOVE_PATH_TRUNC (1u << 0)
+FR_STATIC_ASSERT(sizeof(struct fr_cgroup_move) == 344, "fr_cgroup_move layout");
+
+/* Per-task state, in the fr_tasks task storage. userspace creates it for
+ * the tasks already in a watched cgroup (keyed by pidfd), so a task that
+ * is moved out before its first syscall stays recorded. */
+struct fr_task_state {
+	__u64 enter_ns;
+	__s64 args[6];
+	__u32 nr;
+	__u32 active;
+	__u32 exec_path_len;     /* filename of a successful exec, set by process.bpf.c */
+	__u32 exec_flags;
+	__u32 sa_buf_len;        /* accept & co: the caller's buffer size, read at entry */
+	__u32 fork_return;       /* its next sys_exit ends a syscall entered unseen (a fork's return in a
+	                          * new task, or a task that was in a syscall when storage was made) */
+	char exec_path[FR_STR_MAX];
+};
+FR_STATIC_ASSERT(sizeof(struct fr_task_state) == 4176, "fr_task_state layout");
 
 /* Which arguments of a syscall to read, indexed by syscall number.
  * FR_ARG_NONE marks an unused slot. */
