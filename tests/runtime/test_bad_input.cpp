@@ -87,6 +87,23 @@ TEST_CASE("a command that does not exist fails before touching the record") {
   CHECK(sqlite(db, "SELECT count(*) FROM entries; SELECT count(*) FROM sessions;") == before);
 }
 
+TEST_CASE("a command in the host's /tmp, which the sandbox cannot see, is refused with what to do instead") {
+  REQUIRE(is_root());
+  TempDir dir, elsewhere;
+  std::string tool = dir.file("mytool"), db = elsewhere.file("s.db");
+  REQUIRE(run({"cp", "/bin/true", tool}).code == 0);
+  // From another directory: the sandbox's /tmp is its own.
+  Result r = run_in(elsewhere.path.string(), {FLIGHTREC_BIN, "run", "--db", db, "--", tool});
+  CHECK(r.code == 127);
+  CHECK(r.err.find(tool + " is in the host's /tmp, which the sandbox does not see") != std::string::npos);
+  CHECK(r.err.find("run flightrec from the directory that holds it") != std::string::npos);
+  CHECK(access(db.c_str(), F_OK) != 0);
+  // From the directory that holds it, it is the work directory: it runs.
+  r = run_in(dir.path.string(), {FLIGHTREC_BIN, "run", "--db", db, "--", "./mytool"});
+  INFO(r.err);
+  CHECK(r.code == 0);
+}
+
 TEST_CASE("values that cannot take effect are usage errors, never wrapped, ignored or guessed") {
   REQUIRE(is_root());
   TempDir dir;

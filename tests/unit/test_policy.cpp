@@ -71,6 +71,13 @@ TEST_CASE("the shipped policies parse and say what they are") {
 TEST_CASE("policy errors name the file, the line and the key") {
   CHECK(error_of("version: 1\nname: x\nfilesystem:\n  hiden: [/a]\n").find("t.yaml:4: filesystem.hiden: unknown key") == 0);
   CHECK(error_of("version: 1\nname: x\nlimits:\n  pids: -3\n").find("t.yaml:4: limits.pids:") == 0);
+  // Entries inside the sandbox's private /tmp or /dev/shm cannot take effect.
+  CHECK(error_of("version: 1\nname: x\nfilesystem:\n  read_only: [/usr, /tmp/data]\n")
+            .find("t.yaml:4: filesystem.read_only: '/tmp/data' is inside /tmp, which the sandbox gets as a private, "
+                  "empty tmpfs") == 0);
+  CHECK(error_of("version: 1\nname: x\nfilesystem:\n  hidden:\n    - /dev/shm/x\n")
+            .find("t.yaml:5: filesystem.hidden: '/dev/shm/x' is inside /dev/shm") == 0);
+  CHECK(error_of("version: 1\nname: x\nfilesystem:\n  read_write: [/tmp]\n").empty());  // /tmp itself: its own
   CHECK(error_of("version: 1\nname: x\nmode: sometimes\n").find("t.yaml:3: mode: 'sometimes' is not one of") == 0);
   CHECK(error_of("version: 2\nname: x\n").find("t.yaml:1: version: only version 1") == 0);
   CHECK(error_of("version: 1\nname: x\nseccomp:\n  deny:\n    - {syscall: clone, args: [{index: 9, value: 1}]}\n")

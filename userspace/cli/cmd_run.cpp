@@ -193,6 +193,21 @@ int cmd_run(const Args& all) {
                      " says what its sandbox may execute (filesystem.exec)");
   std::string search = sandboxed ? sandbox_search_path(policy) : "";
   auto program = sandboxed ? find_executable(command[0], search) : find_executable(command[0]);
+  if (sandboxed) {
+    // A command from the host's /tmp: the sandbox has its own, empty one.
+    char cwd[4096];
+    std::string work = policy.filesystem.work_dir == "." && getcwd(cwd, sizeof(cwd)) ? cwd : policy.filesystem.work_dir;
+    auto host_file = program ? program : find_file(command[0]);
+    char real[PATH_MAX];
+    if (host_file && realpath(host_file->c_str(), real)) host_file = real;
+    for (const char* priv : {"/tmp/", "/dev/shm/"})
+      if (host_file && host_file->starts_with(priv) && !host_file->starts_with(work + "/")) {
+        std::cerr << "flightrec: " << *host_file << " is in the host's " << std::string(priv, strlen(priv) - 1)
+                  << ", which the sandbox does not see (its own is private and empty); run flightrec from the "
+                     "directory that holds it (it becomes the work directory), or put it under a readable path\n";
+        return 127;
+      }
+  }
   if (!program) {
     // As a shell says it: 126 for a file that may not be executed, 127 for none.
     auto file = sandboxed ? find_file(command[0], search) : find_file(command[0]);

@@ -471,6 +471,18 @@ Policy parse_yaml(const std::string& text, const std::string& source) {
     if (fs["dev_pts"]) f.dev_pts = r.boolean(fs["dev_pts"], "filesystem.dev_pts");
     for (size_t i = 0; i < f.hidden.size(); ++i)
       if (f.hidden[i] == "/") r.fail(fs["hidden"][i], "filesystem.hidden", "cannot hide /");
+    // The sandbox's /tmp and /dev/shm are its own, empty tmpfs: an entry
+    // below them names nothing of the host's and cannot take effect.
+    for (const char* key : {"read_only", "read_write", "hidden"})
+      for (size_t i = 0; fs[key] && i < fs[key].size(); ++i) {
+        std::string path = r.abs_path(fs[key][i], std::string("filesystem.") + key);
+        for (const char* priv : {"/tmp", "/dev/shm"})
+          if (path.starts_with(std::string(priv) + "/"))
+            r.fail(fs[key][i], std::string("filesystem.") + key,
+                   "'" + path + "' is inside " + priv + ", which the sandbox gets as a private, empty tmpfs, so the "
+                   "entry cannot take effect; to share a host directory, run flightrec from it (it becomes the "
+                   "work directory) or name a directory outside " + priv);
+      }
   }
   if (const auto& net = root["network"]) {
     r.only_keys(net, "network", {"mode", "allow", "dns"});
