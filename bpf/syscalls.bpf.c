@@ -78,16 +78,31 @@ static __always_inline __u32 read_str(char *dst, __s64 uptr, __u32 *flags,
 static __always_inline __u32 read_sockaddr(__u8 *dst, struct fr_syscall_spec *spec,
 					   struct fr_task_state *st, __s64 ret, __u32 *flags)
 {
-	if (spec->sockaddr_arg >= 6 || spec->sockaddr_len_arg >= 6)
+	if (spec->sockaddr_arg >= 6 || (spec->sockaddr_mode != FR_SA_MSG && spec->sockaddr_len_arg >= 6))
 		return 0;
 	__s64 uptr = st->args[spec->sockaddr_arg & 7];
-	__s64 lenarg = st->args[spec->sockaddr_len_arg & 7];
+	__s64 lenarg = spec->sockaddr_len_arg < 6 ? st->args[spec->sockaddr_len_arg & 7] : 0;
 	__u64 len;
 
 	if (!uptr)
 		return 0;
 	if (spec->sockaddr_mode == FR_SA_IN) {
 		len = (__u64)lenarg;
+	} else if (spec->sockaddr_mode == FR_SA_MSG) {
+		/* struct user_msghdr starts with msg_name and msg_namelen (an
+		 * mmsghdr with its msg_hdr). */
+		struct {
+			__u64 name;
+			__s32 namelen;
+		} hdr;
+		if (bpf_probe_read_user(&hdr, sizeof(hdr), (const void *)uptr)) {
+			*flags |= FR_SC_SOCKADDR_FAULT;
+			return 0;
+		}
+		if (!hdr.name || hdr.namelen <= 0)
+			return 0;  /* a connected socket: no destination given */
+		uptr = (__s64)hdr.name;
+		len = (__u64)hdr.namelen;
 	} else if (spec->sockaddr_mode == FR_SA_OUT) {
 		__u32 outlen = 0;
 		if (ret < 0 || !lenarg)

@@ -646,7 +646,7 @@ std::string read_line(int fd) {
 
 }  // namespace
 
-TEST_CASE("egress allowlist: ICMP sockets refused, listeners reachable from loopback only") {
+TEST_CASE("egress allowlist: ICMP sockets refused, sendmsg destinations judged, listeners reachable from loopback only") {
   REQUIRE_MESSAGE(is_root(), "runtime tests need root");
   std::string outside = host_address();
   std::unique_ptr<OutsideAlias> alias;
@@ -666,6 +666,11 @@ TEST_CASE("egress allowlist: ICMP sockets refused, listeners reachable from loop
       "    socket.socket(socket.AF_INET, socket.SOCK_DGRAM, socket.IPPROTO_ICMP); print('icmp socket')\n"
       "except OSError as e:\n"
       "    print('icmp errno', e.errno)\n"
+      "u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+      "try:\n"
+      "    u.sendmsg([b'x'], [], 0, ('127.0.0.1', 9)); print('sendmsg sent')\n"
+      "except OSError as e:\n"
+      "    print('sendmsg errno', e.errno)\n"
       "s = socket.socket()\n"
       "s.listen()\n"  // no bind: the kernel binds 0.0.0.0 and a free port
       "print(s.getsockname()[1], flush=True)\n"
@@ -678,7 +683,7 @@ TEST_CASE("egress allowlist: ICMP sockets refused, listeners reachable from loop
       "    pass\n"
       "print('accepted', got)\n";
   Proc p = start_in(dir.path.string(), {FLIGHTREC_BIN, "run", "--db", db, "--", "python3", "-c", script}, {});
-  std::string icmp = read_line(p.out_fd);
+  std::string icmp = read_line(p.out_fd), sendmsg = read_line(p.out_fd);
   int port = std::atoi(read_line(p.out_fd).c_str());
   bool from_outside = port > 0 && connects(outside, port);
   bool from_loopback = port > 0 && connects("127.0.0.1", port);
@@ -687,6 +692,7 @@ TEST_CASE("egress allowlist: ICMP sockets refused, listeners reachable from loop
   INFO(r.err);
   CHECK(r.code == 0);
   CHECK(icmp == "icmp errno 1");
+  CHECK(sendmsg == "sendmsg errno 1");  // the destination inside the msghdr is checked and recorded
   REQUIRE(port > 0);
   CHECK_FALSE(from_outside);
   CHECK(from_loopback);
@@ -695,6 +701,9 @@ TEST_CASE("egress allowlist: ICMP sockets refused, listeners reachable from loop
   auto socket_v = violations(all, "network.socket");
   REQUIRE(socket_v.size() == 1);
   CHECK(socket_v[0]["detail"] == "socket(AF_INET, type 2, protocol 1): only TCP and UDP sockets under an egress allowlist");
+  auto sendmsg_v = violations(all, "network.allow");
+  REQUIRE(sendmsg_v.size() == 1);
+  CHECK(sendmsg_v[0]["detail"] == "sendmsg to 127.0.0.1 port 9 is not on the allowlist");
   auto inbound = violations(all, "network.inbound");
   REQUIRE(!inbound.empty());
   CHECK(inbound[0]["detail"].get<std::string>().find("from hosts outside loopback and the allowlist dropped (last: " +

@@ -102,6 +102,7 @@ constexpr Row kRows[] = {
     {42, N, N, nullptr, nullptr, 1, 2, FR_SA_IN},         // connect
     {43, N, N, nullptr, nullptr, 1, 2, FR_SA_OUT},        // accept
     {44, N, N, nullptr, nullptr, 4, 5, FR_SA_IN},         // sendto
+    {46, N, N, nullptr, nullptr, 1, N, FR_SA_MSG},        // sendmsg: msghdr's msg_name
     {45, N, N, nullptr, nullptr, 4, 5, FR_SA_OUT},        // recvfrom
     {49, N, N, nullptr, nullptr, 1, 2, FR_SA_IN},         // bind
     {51, N, N, nullptr, nullptr, 1, 2, FR_SA_OUT},        // getsockname
@@ -157,6 +158,7 @@ constexpr Row kRows[] = {
     {288, N, N, nullptr, nullptr, 1, 2, FR_SA_OUT},       // accept4
     {301, 4, N, "path", nullptr, N, N, FR_SA_NONE},       // fanotify_mark
     {303, 1, N, "path", nullptr, N, N, FR_SA_NONE},       // name_to_handle_at
+    {307, N, N, nullptr, nullptr, 1, N, FR_SA_MSG},       // sendmmsg: the first message's
     {316, 1, 3, "oldpath", "newpath", N, N, FR_SA_NONE},  // renameat2
     {319, 0, N, "memfd_name", nullptr, N, N, FR_SA_NONE}, // memfd_create
     {322, 1, N, "path", nullptr, N, N, FR_SA_NONE},       // execveat

@@ -263,7 +263,7 @@ std::optional<Violation> Judge::judge_connect(const events::Entry& e, int64_t re
       return Violation{"landlock.scope", "ALERT", "denied", name + " of a process outside the sandbox"};
     return std::nullopt;
   }
-  if (name != "connect" && name != "sendto") return std::nullopt;
+  if (name != "connect" && name != "sendto" && name != "sendmsg" && name != "sendmmsg") return std::nullopt;
   if (family == "AF_UNIX" && !shadow_) {
     // Abstract sockets outside the sandbox are scoped away by Landlock;
     // socket files under hidden paths cannot be reached.

@@ -277,6 +277,8 @@ enum fr_sockaddr_mode {
 	FR_SA_NONE = 0,
 	FR_SA_IN = 1,    /* sockaddr is an input; its length is an argument */
 	FR_SA_OUT = 2,   /* sockaddr is an output; its length is *argument */
+	FR_SA_MSG = 3,   /* the argument is a struct msghdr (or the first of an mmsghdr
+	                  * array): its msg_name, msg_namelen bytes (sendmsg, sendmmsg) */
 };
 struct fr_syscall_spec {
 	__u8 str_arg[2];         /* argument index of a path/string, or NONE */
