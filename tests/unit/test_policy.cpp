@@ -75,8 +75,9 @@ TEST_CASE("policy errors name the file, the line and the key") {
   CHECK(error_of("version: 1\nname: x\nfilesystem:\n  read_only: [/usr, /tmp/data]\n")
             .find("t.yaml:4: filesystem.read_only: '/tmp/data' is inside /tmp, which the sandbox gets as a private, "
                   "empty tmpfs") == 0);
-  CHECK(error_of("version: 1\nname: x\nfilesystem:\n  hidden:\n    - /dev/shm/x\n")
-            .find("t.yaml:5: filesystem.hidden: '/dev/shm/x' is inside /dev/shm") == 0);
+  CHECK(error_of("version: 1\nname: x\nfilesystem:\n  read_write:\n    - /dev/shm/x\n")
+            .find("t.yaml:5: filesystem.read_write: '/dev/shm/x' is inside /dev/shm") == 0);
+  CHECK(error_of("version: 1\nname: x\nfilesystem:\n  hidden: [/tmp/later]\n").empty());  // BPF-LSM enforces it
   CHECK(error_of("version: 1\nname: x\nfilesystem:\n  read_write: [/tmp]\n").empty());  // /tmp itself: its own
   CHECK(error_of("version: 1\nname: x\nmode: sometimes\n").find("t.yaml:3: mode: 'sometimes' is not one of") == 0);
   CHECK(error_of("version: 2\nname: x\n").find("t.yaml:1: version: only version 1") == 0);

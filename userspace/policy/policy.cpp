@@ -471,9 +471,11 @@ Policy parse_yaml(const std::string& text, const std::string& source) {
     if (fs["dev_pts"]) f.dev_pts = r.boolean(fs["dev_pts"], "filesystem.dev_pts");
     for (size_t i = 0; i < f.hidden.size(); ++i)
       if (f.hidden[i] == "/") r.fail(fs["hidden"][i], "filesystem.hidden", "cannot hide /");
-    // The sandbox's /tmp and /dev/shm are its own, empty tmpfs: an entry
-    // below them names nothing of the host's and cannot take effect.
-    for (const char* key : {"read_only", "read_write", "hidden"})
+    // The sandbox's /tmp and /dev/shm are its own, empty tmpfs: a tree
+    // below them to read or write names nothing of the host's and cannot
+    // take effect. (A hidden path there can: BPF-LSM keeps one the session
+    // makes closed.)
+    for (const char* key : {"read_only", "read_write"})
       for (size_t i = 0; fs[key] && i < fs[key].size(); ++i) {
         std::string path = r.abs_path(fs[key][i], std::string("filesystem.") + key);
         for (const char* priv : {"/tmp", "/dev/shm"})
