@@ -7,7 +7,9 @@
  * policy into two tries: hidden paths may not be opened, and files opened
  * for exec must lie on the exec allowlist. A refusal is -EPERM and a record
  * naming the rule; processes outside the session are never affected.
- * socket_connect enforces the egress allowlist. The other hooks audit. */
+ * socket_connect enforces the egress allowlist, unix_stream_connect and
+ * unix_may_send keep the host out of the session's UNIX sockets. The other
+ * hooks audit. */
 #include "lib/common.bpf.h"
 #include <bpf/bpf_endian.h>
 
@@ -225,6 +227,69 @@ int BPF_PROG(fr_lsm_socket_connect, struct socket *sock, struct sockaddr *addres
 	}
 	lsm_emit(r);
 	return ret;
+}
+
+/* UNIX sockets made by a confined session that shares the host's network
+ * namespace (an allowlist): an abstract name it binds is the host's too.
+ * Marked at creation; no task outside the session may connect or send to
+ * them (inbound, like the cgroup_skb filter for IP). */
+struct {
+	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, __u8);
+} fr_session_unix SEC(".maps");
+
+#define FR_AF_UNIX 1
+
+SEC("lsm/socket_post_create")
+int BPF_PROG(fr_lsm_socket_post_create, struct socket *sock, int family, int type, int protocol, int kern,
+	     int ret)
+{
+	if (ret || !fr_egress_lsm || family != FR_AF_UNIX || !fr_task_tracked(bpf_get_current_task_btf()))
+		return ret;
+	struct sock *sk = sock->sk;
+	if (sk)
+		bpf_sk_storage_get(&fr_session_unix, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+	return ret;
+}
+
+/* 0, or -EPERM and a record when a task outside the session reaches
+ * `other`, a socket of the session. */
+static __always_inline int unix_inbound(struct sock *other, __u32 kind, int ret)
+{
+	if (ret || !fr_egress_lsm || !other || !bpf_sk_storage_get(&fr_session_unix, other, 0, 0))
+		return ret;
+	if (fr_task_tracked(bpf_get_current_task_btf()))
+		return ret;
+	struct fr_lsm *r = lsm_record(FR_LSM_UNIX_INBOUND);
+	if (!r)
+		return -1;
+	r->denied_by = FR_DENY_INBOUND;
+	r->target = kind;
+	/* The name the kernel holds for it (struct unix_address). */
+	struct unix_address *a = BPF_CORE_READ((struct unix_sock *)other, addr);
+	int len = a ? BPF_CORE_READ(a, len) : 0;
+	__u32 n = (__u32)len;
+	barrier_var(n);  /* the mask below stays on the register the helper gets */
+	n &= 0xff;
+	if (len > 0 && len <= FR_SOCKADDR_MAX &&
+	    !bpf_probe_read_kernel(r->sockaddr, n, (void *)a + bpf_core_field_offset(struct unix_address, name)))
+		r->sockaddr_len = (__u16)len;
+	lsm_emit(r);
+	return -1;  /* -EPERM */
+}
+
+SEC("lsm/unix_stream_connect")
+int BPF_PROG(fr_lsm_unix_stream_connect, struct sock *sock, struct sock *other, struct sock *newsk, int ret)
+{
+	return unix_inbound(other, 1, ret);
+}
+
+SEC("lsm/unix_may_send")
+int BPF_PROG(fr_lsm_unix_may_send, struct socket *sock, struct socket *other, int ret)
+{
+	return unix_inbound(other->sk, 2, ret);
 }
 
 SEC("lsm/task_kill")

@@ -15,6 +15,10 @@
 #define NR_CREAT 85
 #define NR_OPENAT 257
 #define NR_OPENAT2 437
+#define NR_BIND 49
+#define FR_AF_UNIX 1
+#define FR_S_IFMT 0170000
+#define FR_S_IFSOCK 0140000
 #define NAME_MAX 255  /* include/uapi/linux/limits.h */
 
 #define STR_MASK (FR_STR_MAX - 1)
@@ -187,15 +191,23 @@ static long kpath_step(__u32 i, void *ctx)
  * to its root; across mounts), built backwards in s->kpath so that it ends
  * at kpath[FR_STR_MAX]. Returns where it starts, or FR_STR_MAX when there
  * is no such file. Sets FR_SC_KPATH_TRUNC when the walk stopped short. */
-static __always_inline __u32 kernel_path(struct task_struct *task, __s64 fd, struct sys_scratch *s,
-					 __u32 *flags)
+static __always_inline struct file *fd_file(struct task_struct *task, __s64 fd)
 {
 	struct fdtable *fdt = BPF_CORE_READ(task, files, fdt);
 	struct file **fds = BPF_CORE_READ(fdt, fd);
 	struct file *f = NULL;
 
 	if (fd < 0 || (__u64)fd >= BPF_CORE_READ(fdt, max_fds) ||
-	    bpf_probe_read_kernel(&f, sizeof(f), fds + fd) || !f)
+	    bpf_probe_read_kernel(&f, sizeof(f), fds + fd))
+		return NULL;
+	return f;
+}
+
+static __always_inline __u32 kernel_path(struct task_struct *task, __s64 fd, struct sys_scratch *s,
+					 __u32 *flags)
+{
+	struct file *f = fd_file(task, fd);
+	if (!f)
 		return FR_STR_MAX;
 	struct kpath_walk w = {
 		.d = BPF_CORE_READ(f, f_path.dentry),
@@ -216,6 +228,26 @@ static __always_inline __u32 kernel_path(struct task_struct *task, __s64 fd, str
 	}
 	*flags |= FR_SC_KPATH;
 	return off;
+}
+
+/* The name a UNIX socket at fd is bound to, from the kernel's struct
+ * unix_address (the bind's argument is user memory another thread can
+ * rewrite): its length, or 0 when fd is no bound UNIX socket. */
+static __always_inline __u32 unix_bound_name(struct task_struct *task, __s64 fd, __u8 *dst)
+{
+	struct file *f = fd_file(task, fd);
+	if (!f || (BPF_CORE_READ(f, f_inode, i_mode) & FR_S_IFMT) != FR_S_IFSOCK)
+		return 0;
+	struct socket *sock = (struct socket *)BPF_CORE_READ(f, private_data);
+	struct sock *sk = BPF_CORE_READ(sock, sk);
+	if (!sk || BPF_CORE_READ(sk, __sk_common.skc_family) != FR_AF_UNIX)
+		return 0;
+	struct unix_address *a = BPF_CORE_READ((struct unix_sock *)sk, addr);
+	int len = a ? BPF_CORE_READ(a, len) : 0;
+	if (len <= 0 || len > FR_SOCKADDR_MAX ||
+	    bpf_probe_read_kernel(dst, (__u32)len & 0xff, (void *)a + bpf_core_field_offset(struct unix_address, name)))
+		return 0;
+	return (__u32)len;
 }
 
 static __always_inline bool is_open(__u32 nr)
@@ -253,6 +285,13 @@ static __always_inline void emit_with_data(struct fr_task_state *st, struct fr_s
 				&flags, FR_SC_STR1_TRUNC, FR_SC_STR1_FAULT);
 	if (spec->sockaddr_mode != FR_SA_NONE)
 		salen = read_sockaddr(d->sockaddr, spec, st, ret, &flags);
+	if (st->nr == NR_BIND && ret == 0 && !blocked) {
+		__u32 klen = unix_bound_name(bpf_get_current_task_btf(), st->args[0], d->sockaddr);
+		if (klen) {
+			salen = klen;
+			flags = (flags & ~FR_SC_SOCKADDR_FAULT) | FR_SC_KADDR;
+		}
+	}
 	__u32 klen = 0;
 	if (is_open(st->nr) && ret >= 0 && !blocked) {
 		__u32 start = kernel_path(bpf_get_current_task_btf(), ret, s, &flags);

@@ -23,7 +23,7 @@ extern const volatile __u32 fr_tls_enabled;
 extern const volatile __u32 fr_hidden_rules;  /* fr_hidden holds rules: file_open enforces them */
 extern const volatile __u32 fr_exec_rules;    /* fr_exec holds the exec allowlist: file_open enforces it */
 extern const volatile __u32 fr_egress_count;  /* allowlist entries in fr_egress */
-extern const volatile __u32 fr_egress_lsm;    /* lsm/socket_connect enforces the allowlist too */
+extern const volatile __u32 fr_egress_lsm;    /* lsm/socket_connect enforces the allowlist too, lsm/unix_* keep the host out */
 extern const volatile __u64 fr_tls_chunk;  /* bytes per TLS record */
 extern const volatile __u64 fr_tls_cap;    /* bytes per SSL call */
 extern const volatile __u64 fr_wakeup_bytes;

@@ -10,7 +10,9 @@
 #include <openssl/sha.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -682,7 +684,10 @@ TEST_CASE("egress allowlist: ICMP sockets refused, sendmsg destinations judged, 
       "except OSError:\n"
       "    pass\n"
       "print('accepted', got)\n";
-  Proc p = start_in(dir.path.string(), {FLIGHTREC_BIN, "run", "--db", db, "--", "python3", "-c", script}, {});
+  // A non-empty allowlist shares the host's network stack (an empty one
+  // gives the sandbox a namespace of its own): nothing listens on port 7.
+  Proc p = start_in(dir.path.string(),
+                    {FLIGHTREC_BIN, "run", "--db", db, "--allow", "127.0.0.1:7", "--", "python3", "-c", script}, {});
   std::string icmp = read_line(p.out_fd), sendmsg = read_line(p.out_fd);
   int port = std::atoi(read_line(p.out_fd).c_str());
   bool from_outside = port > 0 && connects(outside, port);
@@ -708,6 +713,85 @@ TEST_CASE("egress allowlist: ICMP sockets refused, sendmsg destinations judged, 
   REQUIRE(!inbound.empty());
   CHECK(inbound[0]["detail"].get<std::string>().find("from hosts outside loopback and the allowlist dropped (last: " +
                                                      outside + " port ") != std::string::npos);
+}
+
+namespace {
+
+// Whether a stream connection to the abstract UNIX name @name completes.
+bool unix_connects(const std::string& name) {
+  int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un sa{};
+  sa.sun_family = AF_UNIX;
+  std::memcpy(sa.sun_path + 1, name.data(), name.size());
+  bool ok = connect(s, reinterpret_cast<sockaddr*>(&sa), socklen_t(offsetof(sockaddr_un, sun_path) + 1 + name.size())) == 0;
+  close(s);
+  return ok;
+}
+
+// Runs a sandboxed listener on the abstract name @name; returns whether a
+// host process could connect to it, and the record.
+std::pair<bool, std::vector<json>> abstract_listener(const std::string& name, const std::vector<std::string>& extra) {
+  TempDir dir;
+  std::string db = dir.file("s.db");
+  std::string script =
+      "import socket\n"
+      "s = socket.socket(socket.AF_UNIX)\n"
+      "s.bind('\\0" + name + "'); s.listen()\n"
+      "print('ready', flush=True)\n"
+      "s.settimeout(3)\n"
+      "try:\n"
+      "    s.accept(); print('accepted')\n"
+      "except OSError:\n"
+      "    print('nobody')\n";
+  std::vector<std::string> argv = {FLIGHTREC_BIN, "run", "--db", db};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  argv.insert(argv.end(), {"--", "python3", "-c", script});
+  Proc p = start_in(dir.path.string(), argv, {});
+  std::string ready = read_line(p.out_fd);
+  bool reached = ready == "ready" && unix_connects(name);
+  Result r = wait(p);
+  INFO(r.err);
+  CHECK(ready == "ready");
+  REQUIRE(r.code == 0);
+  CHECK(r.out == (reached ? "accepted\n" : "nobody\n"));
+  return {reached, entries(db)};
+}
+
+}  // namespace
+
+TEST_CASE("egress allowlist: the host cannot reach the sandbox's abstract UNIX sockets") {
+  REQUIRE_MESSAGE(is_root(), "runtime tests need root");
+  std::string name = "flightrec-test-" + std::to_string(getpid());
+  SUBCASE("an empty allowlist: the sandbox has a network namespace, and abstract names, of its own") {
+    auto [reached, all] = abstract_listener(name, {});
+    CHECK_FALSE(reached);
+    CHECK(all.front()["sandbox"].dump().find("allowlist, empty (own loopback only)") != std::string::npos);
+    CHECK(violations(all, "network.inbound").empty());
+  }
+  SUBCASE("a non-empty allowlist shares the host's: BPF-LSM refuses outsiders, or the bind is an ALERT") {
+    auto [reached, all] = abstract_listener(name, {"--allow", "127.0.0.1:7"});
+    std::string capture = all.front()["capture"].dump();
+    bool refused = capture.find("lsm/unix_stream_connect") != std::string::npos;
+    auto v = violations(all, "network.inbound");
+    REQUIRE(v.size() == 1);
+    MESSAGE("BPF-LSM refuses inbound UNIX connections: " << refused << " (refused programs: " << all.front().value("capture_refused", json::array()).dump() << ")");
+    if (refused) {
+      CHECK_FALSE(reached);
+      CHECK(v[0]["action"] == "denied");
+      CHECK(v[0]["subject_pid"] == int64_t(getpid()));
+      CHECK(v[0]["detail"].get<std::string>().find("session's UNIX socket @" + name + ": refused by BPF-LSM") !=
+            std::string::npos);
+    } else {
+      CHECK(reached);  // this kernel has no hook to refuse it: the record says so
+      CHECK(v[0]["action"] == "allowed");
+      CHECK(v[0]["detail"].get<std::string>().find("bind to abstract socket @" + name +
+                                                   ": processes outside the sandbox can connect") != std::string::npos);
+      // The name is the kernel's, not the bind's argument in user memory.
+      const json* bind = by_seq(all, v[0]["of_seq"].get<int64_t>());
+      REQUIRE(bind);
+      CHECK((*bind)["addr_from_kernel"] == 1);
+    }
+  }
 }
 
 TEST_CASE("useful agent work under agent: python3, node, pip from a local wheel, git") {

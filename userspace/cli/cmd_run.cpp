@@ -278,7 +278,7 @@ int cmd_run(const Args& all) {
   // whatever this thread is busy with.
   recorder::Watchdog watchdog(std::chrono::milliseconds(10), [&](const std::string& e) { rec.note("error", e); });
   LossPolicy loss(so.on_loss, *capture, rec, {&cgroup}, watchdog);
-  confinement->watch(rec);
+  confinement->watch(rec, *capture);
   confinement->guard(watchdog, so.db);
   recorder::StopFirst stop_watchdog{watchdog};  // before what its checks use goes away
 

@@ -216,7 +216,7 @@ void Confinement::fill(recorder::SessionMeta& meta) const {
     return;
   }
   s.push_back(std::string("namespaces: user (root inside is host uid ") + std::to_string(sandbox::kSandboxIdBase) +
-              "), mount, pid, ipc, uts" + (policy_.network == policy::Network::None ? ", net" : ""));
+              "), mount, pid, ipc, uts" + (policy::own_network(policy_) ? ", net" : ""));
   s.push_back("root: overlay of " + policy_.filesystem.root + ", writes in " + dir_->path() +
               (policy_.filesystem.keep_changes ? " (kept)" : " (memory, discarded)"));
   s.push_back("work_dir: " + work_dir_);
@@ -227,7 +227,8 @@ void Confinement::fill(recorder::SessionMeta& meta) const {
                 ", other ABIs killed" + (policy_.seccomp.profile.empty() ? "" : ", profile " + policy_.seccomp.profile));
   std::string net = policy_.network == policy::Network::None ? "none (own loopback only)"
                     : policy_.network == policy::Network::Host ? "host"
-                                                                : "allowlist (cgroup connect/sendmsg programs):";
+                    : policy_.allow.empty() ? "allowlist, empty (own loopback only)"
+                                            : "allowlist (cgroup connect/sendmsg programs):";
   if (policy_.network == policy::Network::Allowlist)
     for (const auto& ep : policy_.allow) {
       char text[INET6_ADDRSTRLEN] = {};
@@ -241,10 +242,11 @@ void Confinement::fill(recorder::SessionMeta& meta) const {
   s.push_back("capabilities kept: " + std::to_string(policy_.keep_capabilities.size()) + ", no_new_privs");
 }
 
-void Confinement::watch(recorder::Recorder& rec) {
+void Confinement::watch(recorder::Recorder& rec, const probe::Capture& capture) {
   rec_ = &rec;
   started_ns_ = mono_ns();
   if (!judge_) return;
+  judge_->set_unix_inbound_refused(sandboxed_ && capture.refuses_unix_inbound());
   rec.on_kernel_entry = [this](const events::Entry& e) {
     if (sandboxed_) track_writes(e);
     if (auto v = judge_->judge(e)) violation(*v, e.int_or("pid", -1), e.int_or("seq", -1));

@@ -50,8 +50,9 @@ class Confinement {
   pid_t pid() const { return child_.pid; }
   void fill(probe::CaptureOptions& copts) const;
   void fill(recorder::SessionMeta& meta) const;
-  // Judges every kernel entry from now on.
-  void watch(recorder::Recorder& rec);
+  // Judges every kernel entry from now on, knowing what this kernel's
+  // capture enforces itself.
+  void watch(recorder::Recorder& rec, const probe::Capture& capture);
   // The command may start (it is in every cgroup by now).
   void go();
   // Readable when file changes diffed at close wait to be recorded

@@ -148,6 +148,7 @@ Entry decode_syscall(const uint8_t* p, size_t size, const DecodeContext& ctx) {
     }
     if (r.flags & FR_SC_SOCKADDR_FAULT) e.set("sockaddr_error", "unreadable");
     add_sockaddr(e, sa, r.sockaddr_len);
+    if (r.flags & FR_SC_KADDR) e.set("addr_from_kernel", 1);
   }
 
   // Remember socket endpoints for TLS entries of the same connection.
@@ -296,6 +297,13 @@ Entry decode_lsm(const uint8_t* p, size_t size, const DecodeContext& ctx) {
       add_sockaddr(e, r.sockaddr, r.sockaddr_len);
       e.set("decision", r.denied_by ? "deny" : "allow");
       if (r.denied_by == FR_DENY_EGRESS) e.set("rule_id", "network.allow");
+      break;
+    case FR_LSM_UNIX_INBOUND:
+      e.set("hook", "unix_inbound");
+      e.set("socket_type", r.target == 1 ? "stream" : "datagram");
+      add_sockaddr(e, r.sockaddr, r.sockaddr_len);
+      e.set("decision", "deny");
+      e.set("rule_id", "network.inbound");
       break;
     case FR_LSM_TASK_KILL:
       e.set("hook", "task_kill");

@@ -158,6 +158,11 @@ std::optional<Violation> Judge::judge(const events::Entry& e) const {
                      (exec ? "exec of " : "open of ") + path + " refused by BPF-LSM" +
                          (exec ? " (not on the exec allowlist)" : " (hidden)")};
   }
+  if (type == "lsm" && hook == "unix_inbound")
+    return Violation{"network.inbound", "ALERT", "denied",
+                     "process " + std::to_string(e.int_or("pid")) + " (" + e.string_or("comm") +
+                         ") outside the session tried to reach the session's UNIX socket " +
+                         e.string_or("addr", "(unnamed)") + ": refused by BPF-LSM"};
   if (type == "lsm" && e.string_or("rule_id") == "filesystem.view")
     return Violation{"filesystem.view", "ALERT", "denied", hook + " refused by BPF-LSM (path rules are enforced)"};
   return std::nullopt;
@@ -247,6 +252,14 @@ std::optional<Violation> Judge::judge_connect(const events::Entry& e, int64_t re
     return std::nullopt;
   }
   if (name == "bind") {
+    if (family == "AF_UNIX" && addr.starts_with("@") && ret == 0 && !shadow_ &&
+        policy_.network == Network::Allowlist && !own_network(policy_) && !unix_inbound_refused_)
+      // A non-empty allowlist shares the host's network namespace, and with
+      // it the abstract names; without BPF-LSM nothing keeps the host out.
+      return Violation{"network.inbound", "ALERT", "allowed",
+                       "bind to abstract socket " + addr +
+                           ": processes outside the sandbox can connect to it (the allowlist shares the host's "
+                           "network namespace and this kernel has no BPF-LSM to refuse them)"};
     // A listening address other than loopback (allowlist mode shares the
     // host's stack); the unspecified address with port 0 is a client's.
     bool inet = family == "AF_INET" || family == "AF_INET6";
@@ -269,6 +282,11 @@ std::optional<Violation> Judge::judge_connect(const events::Entry& e, int64_t re
     // socket files under hidden paths cannot be reached.
     if (addr.starts_with("@") && ret == -EPERM)
       return Violation{"landlock.scope", "ALERT", "denied", name + " to abstract socket " + addr + " outside the sandbox"};
+    // In a network namespace of its own the host's abstract names do not exist.
+    if (addr.starts_with("@") && ret == -ECONNREFUSED && own_network(policy_))
+      return Violation{"network.unix_abstract", "ALERT", "denied",
+                       name + " to abstract socket " + addr +
+                           ": not bound in the sandbox's own network namespace (the host's are out of reach)"};
     // glibc asks nscd on every name lookup: not an attempt worth an alert.
     if (addr == "/var/run/nscd/socket" || addr == "/run/nscd/socket") return std::nullopt;
     for (const auto& hidden : policy_.filesystem.hidden)

@@ -15,7 +15,7 @@ namespace flightrec::policy {
 struct Violation {
   std::string rule;       // e.g. "seccomp.deny.ptrace", "filesystem.read_only"
   const char* level;      // "CRITICAL", "ALERT" or "INFO"
-  const char* action;     // "denied", "would-deny" or "killed"
+  const char* action;     // "denied", "would-deny", "killed", or "allowed" (could not be refused)
   std::string detail;     // one line for people
 };
 
@@ -30,6 +30,10 @@ class Judge {
   bool allowed_endpoint(int family, const std::string& addr, int port) const;
   // Whether the sandbox can read this absolute path at all.
   bool readable(const std::string& path) const;
+  // BPF-LSM keeps tasks outside the session out of its UNIX sockets (the
+  // kernel loaded lsm/unix_*): an abstract name bound in a shared network
+  // namespace is then no inbound channel.
+  void set_unix_inbound_refused(bool refused) { unix_inbound_refused_ = refused; }
 
  private:
   std::optional<Violation> judge_syscall(const events::Entry& e) const;
@@ -42,6 +46,7 @@ class Judge {
   bool shadow_;
   std::string work_dir_;
   std::vector<std::string> writable_;
+  bool unix_inbound_refused_ = false;
 };
 
 // "/a/./b//c/../d" -> "/a/b/d"; "/proc/self/root/x" and "/proc/N/root/x"

@@ -530,6 +530,10 @@ void override_limit(Policy& p, const std::string& key_value) {
 
 const std::vector<std::pair<std::string, std::string>>& shipped_policies_table();
 
+bool own_network(const Policy& p) {
+  return p.confine && (p.network == Network::None || (p.network == Network::Allowlist && p.allow.empty()));
+}
+
 std::vector<std::string> executable_paths(const Policy& p, const std::string& work_dir, const std::string& command) {
   const auto& fs = p.filesystem;
   if (fs.exec_only_command) return {command, "/lib64/ld-linux-x86-64.so.2"};

@@ -104,6 +104,12 @@ struct Policy {
 // the ELF interpreter. Landlock and BPF-LSM enforce the same list.
 std::vector<std::string> executable_paths(const Policy& p, const std::string& work_dir, const std::string& command);
 
+// Whether the sandbox gets a network namespace of its own (only its own
+// loopback): with no network, and with an allowlist that lists nothing,
+// which then means the same. Only a non-empty allowlist shares the host's
+// stack; then the sandbox's abstract UNIX names are the host's too.
+bool own_network(const Policy& p);
+
 // CAP_CHOWN -> 0 ... CAP_CHECKPOINT_RESTORE -> 40; -1 if not a capability.
 int capability_number(const std::string& name);
 

@@ -152,8 +152,10 @@ Capture::Capture(const CaptureOptions& opts, Handler handler) : handler_(std::mo
     refused_names_.push_back(name);
     refused_.push_back(section);
   }
-  path_rules_ = lsm && (!opts.hidden.empty() || !opts.exec.empty()) &&
-                std::find(refused_.begin(), refused_.end(), "lsm/file_open") == refused_.end();
+  auto loaded = [&](const char* section) { return std::find(refused_.begin(), refused_.end(), section) == refused_.end(); };
+  path_rules_ = lsm && (!opts.hidden.empty() || !opts.exec.empty()) && loaded("lsm/file_open");
+  unix_inbound_ = lsm && egress && loaded("lsm/socket_post_create") && loaded("lsm/unix_stream_connect") &&
+                  loaded("lsm/unix_may_send");
   try {
     int specs = bpf_map__fd(skel_->maps.fr_syscall_specs);
     for (uint32_t nr = 0; nr < FR_SYSCALL_TABLE_SIZE; ++nr) {

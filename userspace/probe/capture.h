@@ -91,6 +91,9 @@ class Capture {
   const std::vector<std::string>& refused() const { return refused_; }
   // Whether lsm/file_open decides the path rules on this kernel.
   bool enforces_path_rules() const { return path_rules_; }
+  // Whether BPF-LSM keeps tasks outside a confined session out of the
+  // session's UNIX sockets (lsm/unix_stream_connect and unix_may_send).
+  bool refuses_unix_inbound() const { return unix_inbound_; }
 
  private:
   static int on_record(void* ctx, void* data, size_t size);
@@ -109,6 +112,7 @@ class Capture {
   Handler handler_;
   int handled_ = 0;
   bool path_rules_ = false;
+  bool unix_inbound_ = false;
 };
 
 // Loads BPF-LSM programs only if `lsm` (where the kernel allows them) and

@@ -318,7 +318,7 @@ void set_rlimits(const policy::Limits& l) {
   syscall(SYS_close_range, 1024, ~0u, 0);
   const policy::Policy& p = *s.policy;
   if (sethostname(p.hostname.data(), p.hostname.size()) != 0) fail("sethostname");
-  if (p.network == policy::Network::None) lo_up();
+  if (policy::own_network(p)) lo_up();
   build_root(s, userns_fd);
   report(Report::Ready, 0, "ready");
 
@@ -430,7 +430,7 @@ SandboxChild spawn_sandboxed(const SandboxSpec& s) {
   envp.push_back(nullptr);
 
   unsigned long flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | SIGCHLD;
-  if (s.policy->network == policy::Network::None) flags |= CLONE_NEWNET;
+  if (policy::own_network(*s.policy)) flags |= CLONE_NEWNET;
   pid_t pid = pid_t(syscall(SYS_clone, flags, nullptr, nullptr, nullptr, nullptr));
   if (pid < 0) {
     int err = errno;

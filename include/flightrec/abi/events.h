@@ -18,7 +18,7 @@
 #define FR_STATIC_ASSERT _Static_assert
 #endif
 
-#define FR_ABI_VERSION 6
+#define FR_ABI_VERSION 7
 
 #define FR_COMM_LEN 16
 #define FR_MAX_CGROUPS 8        /* cgroups one session can observe */
@@ -63,6 +63,7 @@ FR_STATIC_ASSERT(sizeof(struct fr_header) == 64, "fr_header layout");
 #define FR_SC_BLOCKED       (1u << 8)  /* stopped before it ran (seccomp): sys_exit without sys_enter */
 #define FR_SC_KPATH         (1u << 9)  /* a successful open: the kernel's path of the file follows */
 #define FR_SC_KPATH_TRUNC   (1u << 10) /* ...cut at its last FR_KPATH_DEPTH components or FR_STR_MAX bytes */
+#define FR_SC_KADDR         (1u << 11) /* a successful bind of a UNIX socket: the sockaddr is the kernel's bound name */
 
 /* One syscall, entry and exit joined. */
 struct fr_syscall {
@@ -173,6 +174,8 @@ enum fr_lsm_hook {
 	FR_LSM_SB_MOUNT = 11,
 	FR_LSM_MOVE_MOUNT = 12,
 	FR_LSM_PATH_CHROOT = 13,
+	FR_LSM_UNIX_INBOUND = 14,  /* a task outside the session reaching a session's UNIX socket: refused;
+				    * sockaddr: that socket's name, target: 1 stream connect, 2 datagram */
 };
 struct fr_lsm {
 	struct fr_header h;
@@ -192,6 +195,7 @@ FR_STATIC_ASSERT(sizeof(struct fr_lsm) == 216, "fr_lsm layout");
 
 /* denied_by of file_open and socket_connect records: 0 allowed; 1..FR_PATH_RULES
  * the hidden-path rule of that number; or one of these. */
+#define FR_DENY_INBOUND 0xfffcu /* unix_inbound: the session's sockets take no one from outside */
 #define FR_DENY_VIEW 0xfffdu    /* a new user namespace, mount or chroot: it could rename files */
 #define FR_DENY_EXEC 0xfffeu    /* file_open for exec: outside the exec allowlist */
 #define FR_DENY_EGRESS 0xffffu  /* socket_connect: not on the egress allowlist */
