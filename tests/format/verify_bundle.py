@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Independent verifier for flightrec bundles, written from docs/FORMAT.md only.
 
-usage: verify_bundle.py BUNDLE --pubkey PUBFILE [--checkpoint SAVED_NOTE_FILE]
+usage: verify_bundle.py BUNDLE --pubkey PUBFILE [--checkpoint SAVED_CHECKPOINT_FILE]
 
 Prints "OK: ..." and exits 0 when the bundle verifies (unterminated sessions
 included, and named), "FAIL: ..." for the first failure and exits 1; usage
@@ -245,6 +245,27 @@ class Checkpoint:
 
 # ---------------------------------------------------------------- §5 verification
 
+def split_saved(text):
+    """§5.6: a saved-checkpoint file is signed notes one after another."""
+    if not text:
+        raise Fail("saved checkpoint", "the file holds no checkpoint")
+    if not text.endswith("\n"):
+        raise Fail("saved checkpoint", "the file does not end with a newline")
+    lines, notes, i = text.split("\n")[:-1], [], 0
+    while i < len(lines):
+        start = i
+        while i < len(lines) and lines[i] != "":
+            i += 1
+        signatures = i + 1
+        i = signatures
+        while i < len(lines) and lines[i].startswith("\u2014 "):
+            i += 1
+        if i == signatures:  # no blank line, or no signature line after it
+            raise Fail("saved checkpoint", f"note {len(notes) + 1} is not signed")
+        notes.append("\n".join(lines[start:i]) + "\n")
+    return [Checkpoint(n, "saved checkpoint", "saved ") for n in notes]
+
+
 class Session:
     def __init__(self, session_id, trusted_key, saved_note):
         self.id, self.key, self.trusted = session_id, trusted_key, trusted_key is not None
@@ -291,8 +312,9 @@ class Session:
             if e.get("entries_before") != i - 1 or not is_int(e.get("entries_before")):
                 raise Fail(where, f"entries_before {e.get('entries_before')!r} is not {i - 1}")
         self.ended = kind == "session_end"
-        if self.saved is not None and self.saved.size == i:  # §5.6
-            self.saved.check_tree(self.log)
+        for saved in self.saved:  # §5.6
+            if saved.size == i:
+                saved.check_tree(self.log)
 
     def genesis(self, g):
         """§5.2: origin and public_key come from the genesis entry."""
@@ -328,8 +350,8 @@ class Session:
             raise Fail("entry 1", f"origin {self.origin!r} does not name the host as §5.2 says")
         every = g.get("checkpoint_every_entries")
         self.every = every if is_int(every) and every > 0 else 0
-        if self.saved is not None:
-            self.saved.check_signed(self.origin, self.key)
+        for saved in self.saved:  # §5.6: each is this session's, signed by its key
+            saved.check_signed(self.origin, self.key)
 
     def checkpoint(self, cp):
         """§5.4, called once the log holds exactly cp.size entries."""
@@ -345,8 +367,9 @@ class Session:
         n = self.log.n
         if n == 0:
             raise Fail("entry 1", "missing: the session has no genesis entry")
-        if self.saved is not None and self.saved.size > n:  # §5.6
-            raise Fail(self.saved.where, f"record has only {n} entries: it was cut back")
+        for saved in self.saved:  # §5.6
+            if saved.size > n:
+                raise Fail(saved.where, f"record has only {n} entries: it was cut back")
         sealed = self.last_cp or 0
         if not self.ended and self.every and n - sealed >= self.every:  # §3.4 cadence
             raise Fail(f"entry {sealed + self.every}", f"not covered by a checkpoint though one is taken "
@@ -358,8 +381,8 @@ class Session:
                   + ("" if self.trusted else " (key from genesis, not pinned)")
                   if self.key else "unsigned: integrity only")
         parts = [f"{n} entries", f"{self.checkpoints} checkpoints {signer}"]
-        if self.saved is not None:
-            parts.append(f"saved checkpoint at size {self.saved.size} matches")
+        for saved in self.saved:
+            parts.append(f"saved checkpoint at size {saved.size} matches")
         gaps = f"{self.gaps} gaps ({self.lost} events lost)"
         if self.ended:
             return f"OK: session {self.id}: complete with {gaps}; " + ", ".join(parts)
@@ -441,7 +464,7 @@ def main():
     ap = argparse.ArgumentParser(description="Verify a flightrec bundle from FORMAT.md alone.")
     ap.add_argument("bundle")
     ap.add_argument("--pubkey", help="verifier key file (§3.3) the checkpoints must be signed with")
-    ap.add_argument("--checkpoint", help="a checkpoint of this session kept elsewhere (§5.6)")
+    ap.add_argument("--checkpoint", help="checkpoints of this session kept elsewhere, a saved-checkpoint file (§5.6)")
     args = ap.parse_args()
     try:
         key = args.pubkey and VerifierKey(open(args.pubkey, encoding="utf-8").read().strip("\n"))
@@ -452,10 +475,10 @@ def main():
         return 2
     session = "?"
     try:
-        saved = None
-        if saved_text:
+        saved = []
+        if saved_text is not None:
             try:
-                saved = Checkpoint(saved_text.decode("utf-8"), "saved checkpoint", "saved ")
+                saved = split_saved(saved_text.decode("utf-8"))
             except UnicodeDecodeError:
                 raise Fail("saved checkpoint", "not UTF-8") from None
         with f:

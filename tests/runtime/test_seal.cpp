@@ -265,6 +265,53 @@ TEST_CASE("an independent verifier written from docs/FORMAT.md alone agrees with
   }
 }
 
+TEST_CASE("a saved-checkpoint file of notes appended by `checkpoint >>`: both verifiers check every note") {
+  REQUIRE(is_root());
+  TempDir dir;
+  std::string keys = dir.file("keys"), db = dir.file("s.db"), saved = dir.file("saved.txt");
+  REQUIRE(rt::flightrec({"keygen", "--out", keys}).code == 0);
+  std::string pub = keys + "/flightrec.pub";
+  REQUIRE(rt::flightrec({"run", "--policy", "observe", "--key", keys, "--db", db, "--checkpoint-entries", "20",
+                         "--checkpoint-ms", "0", "--", "sh", "-c", "ls / /usr /etc >/dev/null"})
+              .code == 0);
+  // Three notes appended one after the other, as `checkpoint ... >> saved.txt` does.
+  std::string file;
+  for (const char* size : {"1", "21", "41"}) {
+    Result c = rt::flightrec({"checkpoint", "--db", db, "--session", "1", "--size", size});
+    REQUIRE(c.code == 0);
+    file += c.out;
+  }
+  write(saved, file);
+  std::string bundle = dir.file("b.jsonl");
+  REQUIRE(rt::flightrec({"export", "--db", db, "--session", "1", "--out", bundle, "--format", "jsonl"}).code == 0);
+  Result ours = rt::flightrec({"verify", bundle, "--pubkey", pub, "--checkpoint", saved});
+  Result theirs = run({"/usr/bin/python3", FORMAT_VERIFIER, bundle, "--pubkey", pub, "--checkpoint", saved});
+  INFO(ours.out << ours.err << theirs.out << theirs.err);
+  CHECK(ours.code == 0);
+  CHECK(theirs.code == 0);
+  CHECK(rt::flightrec({"verify", "--db", db, "--pubkey", pub, "--checkpoint", saved}).code == 0);
+  // Cut back to 30 entries: the third note (size 41) tells both.
+  auto ls = lines_of(slurp(bundle));
+  std::vector<std::string> cut;
+  int entries = 0;
+  for (const auto& l : ls) {
+    bool checkpoint = l.rfind("{\"checkpoint\"", 0) == 0, header = cut.empty();
+    if (!checkpoint && !header && ++entries > 30) break;
+    cut.push_back(l);
+  }
+  write(bundle, join(cut));
+  ours = rt::flightrec({"verify", bundle, "--pubkey", pub, "--checkpoint", saved});
+  theirs = run({"/usr/bin/python3", FORMAT_VERIFIER, bundle, "--pubkey", pub, "--checkpoint", saved});
+  CHECK(ours.code == 1);
+  CHECK(ours.out.find("FAIL: session 1 saved checkpoint 3: the record holds 30 entries") == 0);
+  CHECK(theirs.code == 1);
+  CHECK(theirs.out.rfind("FAIL:", 0) == 0);
+  // A note cut short (no signature) makes the file unusable for both.
+  write(saved, file.substr(0, file.rfind("\n\n") + 1));
+  CHECK(rt::flightrec({"verify", "--db", db, "--pubkey", pub, "--checkpoint", saved}).code == 1);
+  CHECK(run({"/usr/bin/python3", FORMAT_VERIFIER, dir.file("b.jsonl"), "--pubkey", pub, "--checkpoint", saved}).code == 1);
+}
+
 TEST_CASE("bundles are read by the format's rules alone: both verifiers refuse the same doubtful bundles") {
   REQUIRE(is_root());
   TempDir dir;

@@ -268,6 +268,36 @@ TEST_CASE("tampering is caught, each with its reason") {
     CHECK(v.where == "saved checkpoint");
     CHECK(v.reason.find("history was rewritten") != std::string::npos);
   }
+  SUBCASE("several checkpoints appended to one saved file: each is checked") {
+    std::string c = fresh();
+    std::vector<std::string> notes;
+    {
+      Store s(c, Store::Mode::Read);
+      for (const auto& cp : s.checkpoints(id)) notes.push_back(cp.note);
+    }
+    REQUIRE(notes.size() >= 3);
+    std::string file = notes[1] + notes[2] + notes.back();  // as `checkpoint ... >> saved` leaves it
+    auto v = verify_file(c, &pub, file);
+    CHECK(v.ok);
+    CHECK(v.saved_matched == std::vector<size_t>{0, 1, 2});
+    // The tail removed: the last of them catches it, and says which.
+    sql(c, "DELETE FROM entries WHERE session=1 AND seq>20;"
+           "DELETE FROM checkpoints WHERE session=1 AND tree_size>20");
+    v = verify_file(c, &pub, file);
+    CHECK(v.where == "saved checkpoint 3");
+    CHECK(v.reason.find("truncated or rolled back") != std::string::npos);
+    // A note of no session verified, a cut file, an unsigned note: refused.
+    std::string other = notes[1];
+    other.replace(0, other.find('\n'), "flightrec/other-host/0123");
+    v = verify_file(fresh(), &pub, notes[1] + other);
+    CHECK(v.where == "saved checkpoint");
+    CHECK(v.reason == "checkpoint 2 of 2 belongs to none of the sessions verified (another origin)");
+    v = verify_file(fresh(), &pub, notes[1] + notes[2].substr(0, notes[2].size() - 1));
+    CHECK(v.where == "saved checkpoint");
+    CHECK(v.reason == "the file does not end in a newline");
+    v = verify_file(fresh(), &pub, notes[1] + notes[2].substr(0, notes[2].find("\n\n") + 1));
+    CHECK(v.reason == "checkpoint 2 has no signature (a blank line, then signature lines)");
+  }
   SUBCASE("the last checkpoint dropped") {
     std::string c = fresh();
     sql(c, "DELETE FROM checkpoints WHERE session=1 AND tree_size=23");

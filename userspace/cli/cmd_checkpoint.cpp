@@ -22,7 +22,7 @@ int cmd_checkpoint(const Args& args) {
       "Prints the session's latest checkpoint (a signed note) exactly as stored. Kept off\n"
       "the host (e.g. flightrec checkpoint ... | ssh auditor 'cat >> saved.txt'), it lets\n"
       "'flightrec verify --checkpoint' prove later that the record was not cut back or\n"
-      "rewritten.";
+      "rewritten. Notes appended to one file are each checked (docs/FORMAT.md 5.6).";
   if (!parse_options(args, desc, usage, vm)) return 0;
   ledger::Store store(db, ledger::Store::Mode::Read);
   auto checkpoints = store.checkpoints(session);

@@ -1,5 +1,6 @@
 // flightrec verify: recompute a record (database or bundle) and say
 // whether it is intact, complete and signed.
+#include <filesystem>
 #include <iostream>
 
 #include "cli/commands.h"
@@ -39,7 +40,7 @@ int cmd_verify(const Args& args) {
       "session", po::value(&session), "with --db: only this session")(
       "pubkey", po::value(&pubkey_file), "verifier key file (flightrec.pub) the checkpoints must be signed with")(
       "checkpoint", po::value(&checkpoint_file),
-      "a checkpoint of this session kept elsewhere: proves the record was not truncated or rewritten since");
+      "checkpoints of the session(s) kept elsewhere (a file of signed notes, appended one after another): prove the record was not truncated or rewritten since");
   po::positional_options_description pos;
   pos.add("bundle", 1);
   po::variables_map vm;
@@ -60,7 +61,16 @@ int cmd_verify(const Args& args) {
     if (!pinned) throw Error(pubkey_file + " is not a verifier key (the flightrec.pub that keygen writes)");
   }
   std::optional<std::string> external;
-  if (!checkpoint_file.empty()) external = read_file(checkpoint_file);
+  if (!checkpoint_file.empty()) {
+    // Notes are small (one is under 1 KiB): a saved file past 64 MiB is not one.
+    std::error_code ec;
+    auto kind = std::filesystem::status(checkpoint_file, ec).type();
+    if (!ec && kind != std::filesystem::file_type::regular) throw Error(checkpoint_file + " is not a regular file");
+    auto size = std::filesystem::file_size(checkpoint_file, ec);
+    if (!ec && size > (64u << 20))
+      throw Error(checkpoint_file + " is larger than 64 MiB: not a saved-checkpoint file");
+    external = read_file(checkpoint_file);
+  }
 
   std::vector<std::pair<int64_t, ledger::SessionVerdict>> verdicts;
   if (!bundle.empty()) {

@@ -115,11 +115,12 @@ int64_t export_bundle(Store& store, int64_t session, std::ostream& out, BundleFo
 }
 
 namespace {
-BundleVerdict require_external_match(BundleVerdict r, bool external) {
-  if (external && r.verdict.ok && !r.verdict.external_matched) {
+BundleVerdict require_external_match(BundleVerdict r, size_t saved) {
+  std::string reason;
+  if (r.verdict.ok && !every_saved_checkpoint_matched(saved, {&r.verdict}, &reason)) {
     r.verdict.ok = false;
     r.verdict.where = "saved checkpoint";
-    r.verdict.reason = "it is for another log (its origin is not this session's)";
+    r.verdict.reason = reason;
   }
   return r;
 }
@@ -127,8 +128,8 @@ BundleVerdict require_external_match(BundleVerdict r, bool external) {
 
 BundleVerdict verify_bundle(const std::string& path, const VerifierKey* pinned,
                             std::optional<std::string> external) {
-  bool has_external = external.has_value();
-  return require_external_match(verify_bundle_inner(path, pinned, std::move(external)), has_external);
+  size_t saved = saved_checkpoint_count(external);
+  return require_external_match(verify_bundle_inner(path, pinned, std::move(external)), saved);
 }
 
 // The bundle's public_key is a convenience copy: it must say what the

@@ -56,6 +56,30 @@ std::optional<Note> parse_note(std::string_view note, std::string* why) {
   return n;
 }
 
+std::optional<std::vector<std::string>> split_saved_checkpoints(std::string_view file, std::string* why) {
+  auto fail = [&](std::string reason) {
+    *why = std::move(reason);
+    return std::nullopt;
+  };
+  if (file.empty()) return fail("the file holds no checkpoint");
+  if (file.back() != '\n') return fail("the file does not end in a newline");
+  std::vector<std::string> notes;
+  size_t pos = 0;
+  while (pos < file.size()) {
+    if (notes.size() == kMaxSavedCheckpoints)
+      return fail("more than " + std::to_string(kMaxSavedCheckpoints) + " checkpoints");
+    std::string name = "checkpoint " + std::to_string(notes.size() + 1);
+    size_t blank = file.find("\n\n", pos);
+    if (blank == std::string_view::npos) return fail(name + " has no signature (a blank line, then signature lines)");
+    size_t end = blank + 2;  // after the text and the blank line: the signature lines
+    while (end < file.size() && file.substr(end, kDash.size()) == kDash) end = file.find('\n', end) + 1;
+    if (end == blank + 2) return fail(name + " has no signature line after its blank line");
+    notes.emplace_back(file.substr(pos, end - pos));
+    pos = end;
+  }
+  return notes;
+}
+
 std::optional<Checkpoint> parse_checkpoint(std::string_view text, std::string* why) {
   auto fail = [&](const char* reason) {
     *why = reason;

@@ -39,6 +39,14 @@ struct Note {
 std::optional<Note> parse_note(std::string_view note, std::string* why);
 std::optional<Checkpoint> parse_checkpoint(std::string_view text, std::string* why);
 
+// A saved-checkpoint file (docs/FORMAT.md §5): one or more signed notes one
+// after the other, as `flightrec checkpoint ... >> FILE` appends them. Each
+// note is its text lines, a blank line and its signature lines (which start
+// with an em dash); the next line not starting with one begins the next
+// note. Returns the notes' texts exactly, or nullopt with why not.
+inline constexpr size_t kMaxSavedCheckpoints = 100000;
+std::optional<std::vector<std::string>> split_saved_checkpoints(std::string_view file, std::string* why);
+
 // The body followed by the signature block (no block without a key).
 std::string sign_checkpoint(const Checkpoint& c, const SigningKey* key);
 // "" if some signature on the note is by `key` and verifies, else why not.

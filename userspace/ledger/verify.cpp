@@ -98,15 +98,21 @@ bool SessionVerifier::add_entry(std::string_view body, const std::string* stored
     every_entries_ = top_.unsigned_integer("checkpoint_every_entries").value_or(0);
     if (external_text_) {
       std::string why;
-      auto note = parse_note(*external_text_, &why);
-      if (!note) return fail("saved checkpoint", 0, why);
+      auto notes = split_saved_checkpoints(*external_text_, &why);
+      if (!notes) return fail("saved checkpoint", 0, why);
       const VerifierKey* key = pinned_ ? pinned_ : record_key_ ? &*record_key_ : nullptr;
-      if (!key) return fail("saved checkpoint", 0, "the record is unsigned, so a saved checkpoint cannot be checked");
-      if (std::string bad = check_signature(*note, *key); !bad.empty()) return fail("saved checkpoint", 0, bad);
-      external_ = parse_checkpoint(note->text, &why);
-      if (!external_) return fail("saved checkpoint", 0, why);
-      if (external_->origin != v_.origin) external_.reset();  // another session's
-      else v_.external_matched = true;
+      for (size_t i = 0; i < notes->size(); ++i) {
+        std::string which = notes->size() == 1 ? "saved checkpoint" : "saved checkpoint " + std::to_string(i + 1);
+        auto note = parse_note((*notes)[i], &why);
+        if (!note) return fail(which, 0, why);
+        auto cp = parse_checkpoint(note->text, &why);
+        if (!cp) return fail(which, 0, why);
+        if (cp->origin != v_.origin) continue;  // another session's
+        if (!key) return fail(which, 0, "the record is unsigned, so a saved checkpoint cannot be checked");
+        if (std::string bad = check_signature(*note, *key); !bad.empty()) return fail(which, 0, bad);
+        saved_.push_back({which, std::move(*cp), std::nullopt, std::nullopt});
+        v_.saved_matched.push_back(i);
+      }
     }
   } else if (type == "genesis") {
     return fail(at(), seq, "a second genesis entry");
@@ -132,10 +138,11 @@ bool SessionVerifier::add_entry(std::string_view body, const std::string* stored
   tree_.append(leaf);
   count_ = seq;
   v_.entries = seq;
-  if (external_ && external_->size == uint64_t(seq)) {
-    external_root_seen_ = tree_.root();
-    external_chain_seen_ = head_;
-  }
+  for (auto& saved : saved_)
+    if (saved.checkpoint.size == uint64_t(seq)) {
+      saved.root_seen = tree_.root();
+      saved.chain_seen = head_;
+    }
   return true;
 }
 
@@ -202,16 +209,17 @@ const SessionVerdict& SessionVerifier::finish() {
     fail("entry 1", 1, "the genesis entry is not sealed by a checkpoint of size 1");
     return v_;
   }
-  if (external_) {
-    if (external_->size > uint64_t(count_)) {
-      fail("saved checkpoint", 0,
+  for (const Saved& s : saved_) {
+    if (!v_.ok) break;
+    const std::string& which = s.name;
+    if (s.checkpoint.size > uint64_t(count_)) {
+      fail(which, 0,
            "the record holds " + std::to_string(count_) + " entries but a checkpoint saved elsewhere covers " +
-               std::to_string(external_->size) + ": the record was truncated or rolled back");
-    } else if (external_->size > 0 &&
-               (external_root_seen_ != external_->root ||
-                (external_->chain && external_chain_seen_ != external_->chain))) {
-      fail("saved checkpoint", 0,
-           "the first " + std::to_string(external_->size) +
+               std::to_string(s.checkpoint.size) + ": the record was truncated or rolled back");
+    } else if (s.checkpoint.size > 0 &&
+               (s.root_seen != s.checkpoint.root || (s.checkpoint.chain && s.chain_seen != s.checkpoint.chain))) {
+      fail(which, 0,
+           "the first " + std::to_string(s.checkpoint.size) +
                " entries differ from what the checkpoint saved elsewhere signed: history was rewritten");
     }
   }
@@ -236,7 +244,6 @@ const SessionVerdict& SessionVerifier::finish() {
 StoreVerdict verify_store(Store& store, std::optional<int64_t> only_session, const VerifierKey* pinned,
                           std::optional<std::string> external) {
   StoreVerdict out;
-  bool external_matched = false;
   // Every session anything was recorded for: the sessions table is only an
   // index, and a deleted row must not hide a session from verification.
   for (int64_t id : store.session_ids()) {
@@ -262,21 +269,43 @@ StoreVerdict verify_store(Store& store, std::optional<int64_t> only_session, con
     });
     if (v.verdict().ok && next_cp < checkpoints.size()) v.checkpoint_beyond_end(uint64_t(checkpoints[next_cp].tree_size));
     out.sessions.emplace_back(id, v.finish());
-    external_matched = external_matched || v.verdict().external_matched;
     if (!out.sessions.back().second.ok) {
       out.ok = false;
       out.bad_session = id;
       return out;
     }
   }
-  if (external && !external_matched && !out.sessions.empty()) {
+  std::vector<const SessionVerdict*> verdicts;
+  for (const auto& [id, v] : out.sessions) verdicts.push_back(&v);
+  std::string reason;
+  if (!out.sessions.empty() && !every_saved_checkpoint_matched(saved_checkpoint_count(external), verdicts, &reason)) {
     auto& last = out.sessions.back().second;
     last.ok = out.ok = false;
     last.where = "saved checkpoint";
-    last.reason = "it belongs to none of the sessions verified (another origin)";
+    last.reason = reason;
     out.bad_session = out.sessions.back().first;
   }
   return out;
+}
+
+size_t saved_checkpoint_count(const std::optional<std::string>& external) {
+  std::string why;
+  auto notes = external ? split_saved_checkpoints(*external, &why) : std::nullopt;
+  return notes ? notes->size() : 0;
+}
+
+bool every_saved_checkpoint_matched(size_t count, const std::vector<const SessionVerdict*>& verdicts,
+                                    std::string* reason) {
+  std::vector<bool> matched(count);
+  for (const auto* v : verdicts)
+    for (size_t i : v->saved_matched) matched[i] = true;
+  for (size_t i = 0; i < count; ++i)
+    if (!matched[i]) {
+      *reason = (count == 1 ? std::string("it") : "checkpoint " + std::to_string(i + 1) + " of " + std::to_string(count)) +
+                " belongs to none of the sessions verified (another origin)";
+      return false;
+    }
+  return true;
 }
 
 }  // namespace flightrec::ledger

@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "ledger/canonical.h"
 #include "ledger/checkpoint.h"
@@ -32,13 +33,14 @@ struct SessionVerdict {
   bool key_from_record = false;      // no --pubkey: the key named in the genesis entry
   std::string origin;
   std::string record_key;            // the genesis entry's public_key ("" if unsigned)
-  bool external_matched = false;     // a saved checkpoint of this session was checked
+  std::vector<size_t> saved_matched;  // which saved checkpoints (0-based) are this session's and were checked
 };
 
 class SessionVerifier {
  public:
   // `pinned`: the key the checkpoints must be signed with (nullptr: the key
-  // the genesis entry names). `external`: a checkpoint kept elsewhere.
+  // the genesis entry names). `external`: a saved-checkpoint file (one or
+  // more signed notes, of this session or others).
   SessionVerifier(int64_t session, const VerifierKey* pinned, std::optional<std::string> external);
 
   // Entry seq = entries()+1. stored_leaf/stored_chain: what the database
@@ -64,8 +66,12 @@ class SessionVerifier {
   const VerifierKey* pinned_;
   std::optional<VerifierKey> record_key_;
   std::optional<std::string> external_text_;
-  std::optional<Checkpoint> external_;
-  std::optional<Hash> external_root_seen_, external_chain_seen_;
+  struct Saved {
+    std::string name;  // "saved checkpoint 2" (of the file's, from 1)
+    Checkpoint checkpoint;
+    std::optional<Hash> root_seen, chain_seen;  // the record's, at the checkpoint's size
+  };
+  std::vector<Saved> saved_;  // this session's saved checkpoints
   SessionVerdict v_;
   int64_t count_ = 0;
   Hash head_ = kChainStart;
@@ -85,6 +91,14 @@ struct StoreVerdict {
 };
 StoreVerdict verify_store(Store& store, std::optional<int64_t> only_session,
                           const VerifierKey* pinned, std::optional<std::string> external);
+
+// How many saved checkpoints a saved-checkpoint file holds (0 when it is
+// malformed: the session verifiers say why).
+size_t saved_checkpoint_count(const std::optional<std::string>& external);
+// ok unless some of the `count` saved checkpoints belong to none of the
+// verdicts' sessions; then that one is named in *where / *reason.
+bool every_saved_checkpoint_matched(size_t count, const std::vector<const SessionVerdict*>& verdicts,
+                                    std::string* reason);
 
 // "" when the genesis entry's copies agree with what they copy (key_id and
 // public_key, policy_sha256 and policy, origin and host), else what not.
