@@ -18,6 +18,35 @@ struct {
 	__type(value, struct exec_scratch);
 } exec_scratch_map SEC(".maps");
 
+struct argv_pieces {
+	__u64 start, total;
+};
+
+/* One fr_argv record: argv bytes from FR_ARGV_MAX * (i + 1) on. */
+static long argv_piece(__u32 i, void *ctx)
+{
+	struct argv_pieces *a = ctx;
+	__u64 offset = (__u64)FR_ARGV_MAX * (i + 1);
+	if (offset >= a->total)
+		return 1;
+	__u32 zero = 0;
+	struct exec_scratch *s = bpf_map_lookup_elem(&exec_scratch_map, &zero);
+	if (!s)
+		return 1;
+	struct fr_argv *r = (struct fr_argv *)s->buf;
+	__u64 len = a->total - offset;
+	if (len > FR_ARGV_MAX)
+		len = FR_ARGV_MAX;
+	if (bpf_probe_read_user(r->data, len & (2 * FR_ARGV_MAX - 1), (const void *)(a->start + offset)))
+		return 1;  /* gone: the exec record's argv_bytes still says how long it was */
+	__u32 size = sizeof(*r) + (__u32)len;
+	fr_fill_header(&r->h, FR_REC_ARGV, size);
+	r->offset = (__u32)offset;
+	r->len = (__u32)len;
+	fr_output(r, size & (2 * FR_ARGV_MAX - 1));
+	return 0;
+}
+
 SEC("tp_btf/sched_process_fork")
 int BPF_PROG(fr_fork, struct task_struct *parent, struct task_struct *child)
 {
@@ -89,6 +118,12 @@ int BPF_PROG(fr_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 	r->argv_total = total > 0xffffffffULL ? 0xffffffffU : (__u32)total;
 	if (size <= sizeof(s->buf))
 		fr_output(r, size);
+	/* The rest of a long command line, in pieces (an argument past the
+	 * first 4 KiB must not go unrecorded). */
+	if ((flags & FR_EXEC_ARGV_TRUNC) && !(flags & FR_EXEC_ARGV_FAULT)) {
+		struct argv_pieces a = { .start = arg_start, .total = total };
+		bpf_loop(FR_ARGV_PIECES, argv_piece, &a, 0);
+	}
 
 	/* Hand the filename to the execve syscall record (syscalls.bpf.c). */
 	struct fr_task_state *st = bpf_task_storage_get(&fr_tasks, p, 0, 0);

@@ -890,3 +890,53 @@ TEST_CASE("a deep tree of changes is diffed without recursion limits; the record
   CHECK(dirs > 1000);  // those whose path fits in PATH_MAX; the rest are counted in a note
   CHECK(flightrec({"verify", "--db", db}).code == 0);
 }
+
+TEST_CASE("the sandbox's private /tmp and /dev/shm: what the session leaves there is in the record") {
+  REQUIRE_MESSAGE(is_root(), "runtime tests need root");
+  TempDir dir;
+  std::string db = dir.file("s.db");
+  std::string work = "/var/tmp/flightrec-rt-" + std::to_string(getpid());  // a work directory outside /tmp
+  std::filesystem::create_directories(work);
+  Result r = run_in(work, {FLIGHTREC_BIN, "run", "--db", db, "--", "sh", "-c",
+                           "echo secret-plan > /tmp/notes; mkdir /tmp/d; ln -s / /tmp/d/up; "
+                           "printf shm > /dev/shm/seg"});
+  std::filesystem::remove_all(work);
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  auto all = entries(db);
+  const json* notes = change_of(all, "/tmp/notes");
+  REQUIRE(notes);
+  CHECK((*notes)["change"] == "created");
+  CHECK((*notes)["sha256_after"] == sha256_hex("secret-plan\n"));
+  const json* seg = change_of(all, "/dev/shm/seg");
+  REQUIRE(seg);
+  CHECK((*seg)["sha256_after"] == sha256_hex("shm"));
+  const json* up = change_of(all, "/tmp/d/up");
+  REQUIRE(up);
+  CHECK((*up)["kind"] == "symlink");
+  CHECK((*up)["link_target"] == "/");
+  REQUIRE(change_of(all, "/tmp/d"));
+}
+
+TEST_CASE("the host's device nodes in the sandbox's /dev work, but their inodes cannot be touched") {
+  REQUIRE_MESSAGE(is_root(), "runtime tests need root");
+  TempDir dir;
+  struct stat before {};
+  REQUIRE(stat("/dev/null", &before) == 0);
+  Result r = run_in(dir.path.string(), {FLIGHTREC_BIN, "run", "--db", dir.file("s.db"), "--", "python3", "-c",
+                                        "import os\n"
+                                        "for dev in ['/dev/null', '/dev/zero', '/dev/urandom']:\n"
+                                        "    try:\n"
+                                        "        os.utime(dev); print(dev, 'touched')\n"
+                                        "    except OSError as e:\n"
+                                        "        print(dev, e.strerror)\n"
+                                        "open('/dev/null', 'w').write('x'); print(len(open('/dev/zero', 'rb').read(8)))\n"});
+  INFO(r.err);
+  CHECK(r.code == 0);
+  CHECK(r.out ==
+        "/dev/null Read-only file system\n/dev/zero Read-only file system\n/dev/urandom Read-only file system\n8\n");
+  struct stat after {};
+  REQUIRE(stat("/dev/null", &after) == 0);
+  CHECK(after.st_mtim.tv_sec == before.st_mtim.tv_sec);
+  CHECK(after.st_mtim.tv_nsec == before.st_mtim.tv_nsec);
+}

@@ -165,3 +165,36 @@ TEST_CASE("syscall table knows x86_64 numbers and path arguments") {
   CHECK(syscall_number("getppid") == 110u);
   CHECK(syscall_info(FR_SYSCALL_TABLE_SIZE) == nullptr);
 }
+
+TEST_CASE("the syscall table reads the string parameters the kernel declares, by their record names") {
+  using flightrec::events::syscall_info;
+  using flightrec::events::syscall_number;
+  struct Want {
+    const char* name;
+    uint8_t arg0, arg1;
+    const char *field0, *field1;
+  };
+  const Want wants[] = {
+      {"open", 0, FR_ARG_NONE, "path", nullptr},          {"stat", 0, FR_ARG_NONE, "path", nullptr},
+      {"openat2", 1, FR_ARG_NONE, "path", nullptr},       {"symlinkat", 0, 2, "target", "linkpath"},
+      {"renameat2", 1, 3, "oldpath", "newpath"},          {"mount", 0, 1, "mount_source", "target"},
+      {"setxattrat", 1, 3, "path", "xattr_name"},         {"file_setattr", 1, FR_ARG_NONE, "path", nullptr},
+      {"open_tree_attr", 1, FR_ARG_NONE, "path", nullptr}, {"memfd_create", 0, FR_ARG_NONE, "memfd_name", nullptr},
+      {"sethostname", FR_ARG_NONE, FR_ARG_NONE, nullptr, nullptr},  // not NUL-terminated: not read
+  };
+  for (const auto& w : wants) {
+    INFO(w.name);
+    auto nr = syscall_number(w.name);
+    REQUIRE(nr);
+    const auto* info = syscall_info(*nr);
+    REQUIRE(info);
+    CHECK(std::string(info->name) == w.name);
+    CHECK(info->spec.str_arg[0] == w.arg0);
+    CHECK(info->spec.str_arg[1] == w.arg1);
+    CHECK((info->str_name[0] ? std::string(info->str_name[0]) : "") == (w.field0 ? w.field0 : ""));
+    CHECK((info->str_name[1] ? std::string(info->str_name[1]) : "") == (w.field1 ? w.field1 : ""));
+  }
+  CHECK(*syscall_number("uprobe") == 336);
+  CHECK(syscall_info(*syscall_number("sendmsg"))->spec.sockaddr_mode == FR_SA_MSG);
+  CHECK_FALSE(syscall_number("no_such_call"));
+}

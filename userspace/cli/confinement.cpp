@@ -169,7 +169,6 @@ Confinement::Confinement(policy::Policy policy, sandbox::Cgroup& cgroup, const s
   spec.uid = wst.st_uid;
   spec.gid = wst.st_gid;
   spec.hidden = policy_.filesystem.hidden;
-  spec.tmpfs_size = policy_.limits.disk;
   child_ = sandbox::spawn_sandboxed(spec);
   // After the sandbox is spawned: its init is a fork of this process and
   // must not inherit a thread's locks.
@@ -315,6 +314,10 @@ void Confinement::track_writes(const events::Entry& e) {
 std::optional<sandbox::FileChange> Confinement::diff_one(const std::string& path) const {
   if (policy::path_under(path, work_dir_))
     return sandbox::diff_path(dir_->upper_work(), work_lower_, work_dir_, path.substr(work_dir_.size()));
+  // /tmp and /dev/shm start empty: all they hold was made in the session.
+  for (const auto& [at, dir] : {std::pair{"/tmp", dir_->tmp()}, std::pair{"/dev/shm", dir_->shm()}})
+    if (policy::path_under(path, at))
+      return sandbox::diff_path(dir, dir_->empty(), at, path.substr(std::string_view(at).size()));
   return sandbox::diff_path(dir_->upper(), policy_.filesystem.root, "", path);
 }
 
@@ -511,6 +514,13 @@ sandbox::Outcome Confinement::finish() {
     changes = sandbox::diff_layers(dir_->upper(), policy_.filesystem.root, "", 100000, &more);
     auto work = sandbox::diff_layers(dir_->upper_work(), work_lower_, work_dir_, 100000, &more_work);
     changes.insert(changes.end(), work.begin(), work.end());
+    for (const auto& [at, dir] : {std::pair{"/tmp", dir_->tmp()}, std::pair{"/dev/shm", dir_->shm()}}) {
+      size_t more_here = 0;
+      for (auto& c : sandbox::diff_layers(dir, dir_->empty(), at, 100000, &more_here))
+        // flightrec made the directories a work directory under /tmp is mounted on.
+        if (!(c.kind == "dir" && policy::path_under(work_dir_, c.path))) changes.push_back(std::move(c));
+      more_work += more_here;
+    }
   } catch (const std::exception& e) {
     rec_->note("error", std::string("file changes could not be diffed: ") + e.what());
   }

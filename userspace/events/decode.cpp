@@ -203,6 +203,22 @@ Entry decode_exec(const uint8_t* p, size_t size, const DecodeContext& ctx) {
   return e;
 }
 
+// The rest of a long argv: raw bytes of the NUL-separated block from
+// `offset` on; a reader joins the pieces to the exec entry's argv.
+Entry decode_argv(const uint8_t* p, size_t size, const DecodeContext& ctx) {
+  if (size < sizeof(fr_argv)) return malformed("short argv record", size);
+  fr_argv r;
+  std::memcpy(&r, p, sizeof(r));
+  if (r.len > FR_ARGV_MAX || size != sizeof(fr_argv) + r.len || r.offset < FR_ARGV_MAX)
+    return malformed("argv record lengths out of bounds", size);
+  Entry e;
+  e.set("type", "exec_argv");
+  add_header(e, r.h, ctx);
+  e.set("offset", r.offset);
+  e.set_bytes("data", {reinterpret_cast<const char*>(p + sizeof(fr_argv)), r.len});
+  return e;
+}
+
 Entry decode_fork(const uint8_t* p, size_t size, const DecodeContext& ctx) {
   if (size < sizeof(fr_fork)) return malformed("short fork record", size);
   fr_fork r;
@@ -373,6 +389,7 @@ Entry decode_record(const void* data, size_t size, const DecodeContext& ctx) {
     case FR_REC_TLS: return decode_tls(p, size, ctx);
     case FR_REC_LSM: return decode_lsm(p, size, ctx);
     case FR_REC_CGROUP_MOVE: return decode_cgroup_move(p, size, ctx);
+    case FR_REC_ARGV: return decode_argv(p, size, ctx);
     default: return malformed("unknown record type", size);
   }
 }

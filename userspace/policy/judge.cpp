@@ -28,8 +28,9 @@ bool arg_matches(const ArgCheck& c, uint64_t arg) {
 const std::set<std::string> kWriteCalls = {
     "mkdir", "mkdirat", "rmdir", "unlink", "unlinkat", "rename", "renameat", "renameat2",
     "link", "linkat", "symlink", "symlinkat", "truncate", "mknod", "mknodat", "chmod",
-    "fchmodat", "chown", "lchown", "fchownat", "utimensat", "creat", "setxattr", "lsetxattr",
-    "removexattr", "lremovexattr"};
+    "fchmodat", "fchmodat2", "chown", "lchown", "fchownat", "utime", "utimes", "futimesat", "utimensat",
+    "creat", "setxattr", "lsetxattr", "removexattr", "lremovexattr", "setxattrat", "removexattrat",
+    "file_setattr"};
 
 bool write_intent(const std::string& name, const events::Entry& e) {
   if (kWriteCalls.count(name)) return true;

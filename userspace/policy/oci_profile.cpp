@@ -3,13 +3,14 @@
 // excludes by architecture, capability and minimum kernel; names this
 // libseccomp does not know are skipped; several checks of one argument
 // index mean "any of them" (separate rules), of different indexes "all".
-#include <seccomp.h>
 #include <sys/utsname.h>
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "policy/policy.h"
+
+#include "events/syscall_table.h"
 
 namespace flightrec::policy {
 namespace {
@@ -110,10 +111,10 @@ Seccomp parse_oci_profile(const std::string& text, const std::string& source,
         if (call.contains("names")) names = call["names"].get<std::vector<std::string>>();
         if (call.contains("name")) names.push_back(call["name"].get<std::string>());
         for (const auto& n : names) {
-          int nr = seccomp_syscall_resolve_name_arch(SCMP_ARCH_X86_64, n.c_str());
-          if (nr == __NR_SCMP_ERROR || nr < 0) continue;  // unknown here, as Docker does
+          auto nr = events::syscall_number(n);
+          if (!nr) continue;  // unknown here, as Docker does
           base.names.push_back(n);
-          base.numbers.push_back(nr);
+          base.numbers.push_back(int(*nr));
         }
         if (base.numbers.empty()) continue;
         base.id = id;

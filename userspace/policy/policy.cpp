@@ -2,9 +2,10 @@
 // node, so errors can point at the line), then checked key by key.
 #include "policy/policy.h"
 
+#include "events/syscall_table.h"
+
 #include <arpa/inet.h>
 #include <netdb.h>
-#include <seccomp.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 
@@ -116,9 +117,10 @@ const std::map<std::string, int> kErrnos = {
 
 int syscall_number_or_fail(const Reader& r, const YAML::Node& n, const std::string& key,
                            const std::string& name) {
-  int nr = seccomp_syscall_resolve_name_arch(SCMP_ARCH_X86_64, name.c_str());
-  if (nr == __NR_SCMP_ERROR || nr < 0) r.fail(n, key, "'" + name + "' is not an x86-64 system call");
-  return nr;
+  // The decoder's table (the kernel's), not libseccomp's: one list of names.
+  auto nr = events::syscall_number(name);
+  if (!nr) r.fail(n, key, "'" + name + "' is not an x86-64 system call");
+  return int(*nr);
 }
 
 ArgCheck arg_check(const Reader& r, const YAML::Node& n, const std::string& key) {

@@ -128,7 +128,7 @@ void make_path(const std::string& base, const std::string& rel) {
   }
 }
 
-void minimal_dev(const std::string& root, const policy::Policy& p, uint64_t shm_size) {
+void minimal_dev(const std::string& root, const policy::Policy& p, const std::string& shm) {
   std::string dev = root + "/dev";
   mount_or_fail("tmpfs", dev, "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=755,size=1m");
   for (const char* name : {"null", "zero", "full", "random", "urandom", "tty"}) {
@@ -137,6 +137,9 @@ void minimal_dev(const std::string& root, const policy::Policy& p, uint64_t shm_
     if (fd < 0) fail(stage_with("create", inside));
     close(fd);
     mount_or_fail(host.c_str(), inside, nullptr, MS_BIND, nullptr);
+    // Read-only mounts: the devices still read and write, but the host's
+    // inodes cannot be touched (utimensat, futimens fail with EROFS).
+    mount_or_fail(nullptr, inside, nullptr, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NOEXEC, nullptr);
   }
   for (const char* d : {"/pts", "/shm"})
     if (mkdir((dev + d).c_str(), 0755) != 0) fail(stage_with("mkdir", dev + d));
@@ -144,8 +147,7 @@ void minimal_dev(const std::string& root, const policy::Policy& p, uint64_t shm_
     mount_or_fail("devpts", dev + "/pts", "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=620");
     if (symlink("pts/ptmx", (dev + "/ptmx").c_str()) != 0) fail("symlink /dev/ptmx");
   }
-  std::string shm_opts = "mode=1777,size=" + std::to_string(shm_size);
-  mount_or_fail("tmpfs", dev + "/shm", "tmpfs", MS_NOSUID | MS_NODEV, shm_opts.c_str());
+  mount_or_fail(shm.c_str(), dev + "/shm", nullptr, MS_BIND, nullptr);
   const char* links[][2] = {{"/proc/self/fd", "/fd"}, {"/proc/self/fd/0", "/stdin"},
                             {"/proc/self/fd/1", "/stdout"}, {"/proc/self/fd/2", "/stderr"}};
   for (const auto& l : links)
@@ -188,9 +190,10 @@ void build_root(const SandboxSpec& s, int userns_fd) {
   std::string opts = "lowerdir=" + d + "/lower,upperdir=" + d + "/upper,workdir=" + d + "/work";
   mount_or_fail("overlay", root, "overlay", MS_NOSUID | MS_NODEV, opts.c_str());
   if (p.filesystem.proc) mount_or_fail("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr);
-  minimal_dev(root, p, s.tmpfs_size);
-  std::string tmp_opts = "mode=1777,size=" + std::to_string(s.tmpfs_size);
-  mount_or_fail("tmpfs", root + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, tmp_opts.c_str());
+  // /tmp and /dev/shm: directories of the session's (bounded) directory,
+  // where flightrec can diff them at the end like the overlays' layers.
+  minimal_dev(root, p, d + "/shm");
+  mount_or_fail((d + "/tmp").c_str(), root + "/tmp", nullptr, MS_BIND, nullptr);
   if (p.filesystem.sys) bind_readonly("/sys", root + "/sys", true);
   // Readable trees that are file systems of their own (the overlay shows
   // only the root file system's directories).
@@ -404,6 +407,9 @@ SessionDir::SessionDir(const std::string& name, bool keep, uint64_t size_bytes) 
   // credentials (files the command creates are owned by its ids).
   for (const char* d : {"/upper", "/work", "/lower", "/root", "/upper-work", "/work-work", "/lower-work", "/empty"})
     if (mkdir((path_ + d).c_str(), 0755) != 0) throw Error(errno_message("cannot create " + path_ + d, errno));
+  for (const char* d : {"/tmp", "/shm"})  // the sandbox's /tmp and /dev/shm
+    if (mkdir((path_ + d).c_str(), 0755) != 0 || chmod((path_ + d).c_str(), 01777) != 0)
+      throw Error(errno_message("cannot create " + path_ + d, errno));
   int fd = ::open((path_ + "/mask").c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0);
   if (fd < 0) throw Error(errno_message("cannot create " + path_ + "/mask", errno));
   close(fd);

@@ -36,7 +36,6 @@ struct SandboxSpec {
   uid_t uid = 0;                       // the command's ids inside: the work directory's owner
   gid_t gid = 0;
   std::vector<std::string> hidden;     // the policy's, plus the record and the key
-  uint64_t tmpfs_size = 1ull << 30;    // /tmp and /dev/shm
 };
 
 // The session's private directory: a tmpfs (unless changes are kept) with
@@ -51,6 +50,8 @@ class SessionDir {
   std::string upper() const { return path_ + "/upper"; }            // the root's changes
   std::string upper_work() const { return path_ + "/upper-work"; }  // the work directory's
   std::string empty() const { return path_ + "/empty"; }            // an empty directory
+  std::string tmp() const { return path_ + "/tmp"; }                // the sandbox's /tmp
+  std::string shm() const { return path_ + "/shm"; }                // the sandbox's /dev/shm
   void discard();  // unmounts the tmpfs / removes the directory (unless kept)
  private:
   std::string path_;

@@ -24,7 +24,8 @@
 #define FR_MAX_CGROUPS 8        /* cgroups one session can observe */
 #define FR_STR_MAX 4096         /* PATH_MAX: paths are never cut short */
 #define FR_SOCKADDR_MAX 128     /* sizeof(struct sockaddr_storage) */
-#define FR_ARGV_MAX 4096        /* bytes of argv kept per exec */
+#define FR_ARGV_MAX 4096        /* bytes of argv in the exec record */
+#define FR_ARGV_PIECES 255      /* fr_argv records after it: argv up to 1 MiB in all */
 #define FR_SYSCALL_TABLE_SIZE 512
 
 enum fr_record_type {
@@ -35,6 +36,7 @@ enum fr_record_type {
 	FR_REC_TLS = 5,
 	FR_REC_LSM = 6,
 	FR_REC_CGROUP_MOVE = 7,
+	FR_REC_ARGV = 8,
 };
 
 /* Common to every record. pid is the thread-group id, tid the thread id,
@@ -111,6 +113,16 @@ struct fr_exec {
 	char data[];
 };
 FR_STATIC_ASSERT(sizeof(struct fr_exec) == 80, "fr_exec layout");
+
+/* The rest of a long argv, FR_ARGV_MAX bytes at a time, right after its
+ * exec record (same task): the bytes at `offset` of the NUL-separated block. */
+struct fr_argv {
+	struct fr_header h;
+	__u32 offset;
+	__u32 len;
+	char data[];
+};
+FR_STATIC_ASSERT(sizeof(struct fr_argv) == 72, "fr_argv layout");
 
 #define FR_FORK_THREAD (1u << 0)  /* clone(CLONE_THREAD): a new thread */
 
