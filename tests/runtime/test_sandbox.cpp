@@ -811,6 +811,11 @@ TEST_CASE("useful agent work under agent: python3, node, pip from a local wheel,
                            "z.writestr('frdemo-1.0.dist-info/RECORD','')\n"
                            "z.close()\n"});
   REQUIRE(w.code == 0);
+  // A repository made on the host: a local clone hard-links its objects
+  // out of the overlay's lower layer.
+  REQUIRE(run_in(work, {"sh", "-c", "git init -q hostrepo && cd hostrepo && echo host > h.txt && git add h.txt && "
+                                    "git -c user.name=t -c user.email=t@example.com commit -qm host"})
+              .code == 0);
   bool node = run({"sh", "-c", "command -v node"}).code == 0;
   std::string script =
       "set -e\n"
@@ -820,11 +825,12 @@ TEST_CASE("useful agent work under agent: python3, node, pip from a local wheel,
       "PYTHONPATH=pylib python3 -c 'import frdemo; print(frdemo.VALUE)'\n"
       "git init -q repo && cd repo && echo hello > f.txt && git add f.txt\n"
       "git -c user.name=t -c user.email=t@example.com commit -qm first\n"
-      "git log --oneline | wc -l\n";
+      "git log --oneline | wc -l\n"
+      "cd .. && git clone -q " + work + "/hostrepo copy && cat copy/h.txt\n";
   Result r = run_in(work, {FLIGHTREC_BIN, "run", "--db", db, "--", "sh", "-c", script});
   INFO(r.err);
   CHECK(r.code == 0);
-  CHECK(r.out == "45\n42\n42\n1\n");
+  CHECK(r.out == "45\n42\n42\n1\nhost\n");
   auto all = entries(db);
   CHECK(violations(all, "filesystem.read_only").empty());
   const json* f = change_of(all, work + "/repo/f.txt");
@@ -895,12 +901,10 @@ TEST_CASE("the sandbox's private /tmp and /dev/shm: what the session leaves ther
   REQUIRE_MESSAGE(is_root(), "runtime tests need root");
   TempDir dir;
   std::string db = dir.file("s.db");
-  std::string work = "/var/tmp/flightrec-rt-" + std::to_string(getpid());  // a work directory outside /tmp
-  std::filesystem::create_directories(work);
-  Result r = run_in(work, {FLIGHTREC_BIN, "run", "--db", db, "--", "sh", "-c",
+  // The work directory is under /tmp (a TempDir): the rest of /tmp is the sandbox's own.
+  Result r = run_in(dir.path.string(), {FLIGHTREC_BIN, "run", "--db", db, "--", "sh", "-c",
                            "echo secret-plan > /tmp/notes; mkdir /tmp/d; ln -s / /tmp/d/up; "
                            "printf shm > /dev/shm/seg"});
-  std::filesystem::remove_all(work);
   INFO(r.err);
   REQUIRE(r.code == 0);
   auto all = entries(db);

@@ -187,7 +187,10 @@ void build_root(const SandboxSpec& s, int userns_fd) {
   // The root: the policy's root file system read-only below, the session's
   // writes above.
   clone_readonly(p.filesystem.root, d + "/lower", -1);
-  std::string opts = "lowerdir=" + d + "/lower,upperdir=" + d + "/upper,workdir=" + d + "/work";
+  // index=on: a hard link to a lower file keeps one inode number for both
+  // names after the copy-up (git's local clone checks that and fails
+  // without it); overlayfs falls back by itself where a layer cannot.
+  std::string opts = "lowerdir=" + d + "/lower,upperdir=" + d + "/upper,workdir=" + d + "/work,index=on";
   mount_or_fail("overlay", root, "overlay", MS_NOSUID | MS_NODEV, opts.c_str());
   if (p.filesystem.proc) mount_or_fail("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr);
   // /tmp and /dev/shm: directories of the session's (bounded) directory,
@@ -215,7 +218,7 @@ void build_root(const SandboxSpec& s, int userns_fd) {
   std::string work_at = in_root(root, s.work_dir);
   if (work_at.empty()) fail(stage_with("finding the work directory inside", s.work_dir), ENOENT);
   clone_readonly(s.work_lower, d + "/lower-work", userns_fd);
-  opts = "lowerdir=" + d + "/lower-work,upperdir=" + d + "/upper-work,workdir=" + d + "/work-work";
+  opts = "lowerdir=" + d + "/lower-work,upperdir=" + d + "/upper-work,workdir=" + d + "/work-work,index=on";
   mount_or_fail("overlay", work_at, "overlay", MS_NOSUID | MS_NODEV, opts.c_str());
   for (const auto& h : s.hidden)
     if (inside_work(h) && h != s.work_dir) hide(root, h, d + "/mask", s.work_dir);
