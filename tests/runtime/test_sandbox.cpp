@@ -944,3 +944,48 @@ TEST_CASE("the host's device nodes in the sandbox's /dev work, but their inodes 
   CHECK(after.st_mtim.tv_sec == before.st_mtim.tv_sec);
   CHECK(after.st_mtim.tv_nsec == before.st_mtim.tv_nsec);
 }
+
+TEST_CASE("limits.record_rate: plain syscalls past the rate are counted in summary entries, the rest kept whole") {
+  REQUIRE_MESSAGE(is_root(), "runtime tests need root");
+  TempDir dir;
+  std::string db = dir.file("s.db"), work = dir.file("work");
+  mkdir(work.c_str(), 0755);
+  REQUIRE(run({"cp", BENCH_SYSCALLS_BIN, work + "/storm"}).code == 0);
+  const int64_t calls = 300000;
+  // The storm, then a file it opens: an act after the flood is recorded whole.
+  Result r = run_in(work, {FLIGHTREC_BIN, "run", "--limit", "record_rate=1000", "--ring-size", "256M", "--db", db, "--",
+                           "sh", "-c", "./storm getppid " + std::to_string(calls) + " && cat /etc/hostname >/dev/null"});
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  auto all = entries(db);
+  int64_t storm_pid = 0;
+  for (const auto& e : of_type(all, "exec"))
+    if (e["filename"].get<std::string>().ends_with("/storm")) storm_pid = e["pid"];
+  REQUIRE(storm_pid);
+  int64_t kept = 0, summarised = 0, summaries = 0;
+  for (const auto& e : all) {
+    if (e["type"] == "syscall" && e["pid"] == storm_pid && e["name"] == "getppid") ++kept;
+    if (e["type"] != "summary") continue;
+    ++summaries;
+    CHECK(e["rule_id"] == "limits.record_rate");
+    CHECK(e["limit_per_second"] == 1000);
+    int64_t total = 0;
+    for (size_t i = 0; i < e["pids"].size(); ++i) {
+      total += e["counts"][i].get<int64_t>();
+      if (e["pids"][i] == storm_pid && e["names"][i] == "getppid") summarised += e["counts"][i].get<int64_t>();
+    }
+    CHECK(total == e["summarised"].get<int64_t>());
+  }
+  MESSAGE(kept << " getppid entries kept, " << summarised << " summarised in " << summaries << " summaries");
+  CHECK(summaries >= 1);
+  CHECK(kept > 0);  // the first of each second (with the other plain calls of the session)
+  CHECK(summarised > 0);
+  // Every call is accounted for: kept, summarised, or counted as lost.
+  uint64_t lost = all.back()["lost_total"].get<uint64_t>();
+  CHECK(kept + summarised <= calls);
+  CHECK(kept + summarised + int64_t(lost) >= calls);
+  bool opened = false;
+  for (const auto& e : of_type(all, "file_open")) opened = opened || e.value("path", "") == "/etc/hostname";
+  CHECK(opened);
+  CHECK(flightrec({"verify", "--db", db}).code == 0);
+}

@@ -23,7 +23,7 @@ const char* kQueryUsage =
 // Every type of entry a record holds (docs/FORMAT.md).
 const std::vector<std::string> kEntryTypes = {
     "syscall", "file_open", "connect", "exec", "exec_argv", "fork", "exit", "cgroup_move", "tls", "lsm", "lost", "violation",
-    "file_change", "snapshot", "genesis", "session_end", "cgroup_gone", "freeze", "thaw", "error",
+    "file_change", "snapshot", "summary", "genesis", "session_end", "cgroup_gone", "freeze", "thaw", "error",
     "malformed", "changes_kept", "file_changes_truncated", "file_changes_at_close_skipped"};
 
 std::string summary(const nlohmann::json& j) {

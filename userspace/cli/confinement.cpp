@@ -236,6 +236,11 @@ void Confinement::fill(recorder::SessionMeta& meta) const {
              (ep.port ? std::to_string(ep.port) : "*");
     }
   s.push_back("network: " + net);
+  // Shadow mode never gets here: there every entry may be a would-deny.
+  meta.record_rate = policy_.limits.record_rate;
+  if (meta.record_rate)
+    s.push_back("record rate: " + std::to_string(meta.record_rate) +
+                " plain syscall entries per second, the rest counted in summary entries");
   if (limits_)
     for (const auto& c : limits_->describe()) s.push_back("limit: " + c);
   s.push_back("capabilities kept: " + std::to_string(policy_.keep_capabilities.size()) + ", no_new_privs");

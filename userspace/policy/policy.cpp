@@ -319,7 +319,8 @@ std::vector<Endpoint> resolvers() {
 
 void parse_limits(const Reader& r, const YAML::Node& n, Limits& l) {
   r.only_keys(n, "limits",
-              {"memory", "pids", "cpu", "wall_time", "cpu_time", "file_size", "open_files", "disk", "record_size"});
+              {"memory", "pids", "cpu", "wall_time", "cpu_time", "file_size", "open_files", "disk", "record_size",
+               "record_rate"});
   // Only the keys present change a limit (so --limit can override one).
   // parse: parse_bytes or parse_duration_ms; like: what a valid value looks like.
   auto with = [&](const char* k, uint64_t& out, auto parse, const char* like) {
@@ -344,6 +345,10 @@ void parse_limits(const Reader& r, const YAML::Node& n, Limits& l) {
   if (n["pids"]) {
     l.pids = r.number(n["pids"], "limits.pids");
     if (l.pids == 0) r.fail(n["pids"], "limits.pids", "must be at least 1");
+  }
+  if (n["record_rate"]) {
+    l.record_rate = r.number(n["record_rate"], "limits.record_rate");
+    if (l.record_rate == 0) r.fail(n["record_rate"], "limits.record_rate", "must be at least 1 (entries per second)");
   }
   if (n["open_files"]) {
     l.open_files = r.number(n["open_files"], "limits.open_files");

@@ -62,6 +62,7 @@ struct Limits {
   uint64_t wall_ms = 0;        // circuit breaker
   uint64_t cpu_ms = 0;         // circuit breaker (CPU time of the whole session)
   uint64_t record_bytes = 0;   // circuit breaker: growth of the record file during the session
+  uint64_t record_rate = 0;    // plain syscall entries stored per second; the rest summarised (0: all)
   uint64_t file_size = 0;      // RLIMIT_FSIZE
   uint64_t open_files = 0;     // RLIMIT_NOFILE
   uint64_t disk = 1ull << 30;  // size of the writable layer (tmpfs)

@@ -46,6 +46,7 @@ Recorder::Recorder(ledger::Store& store, const SessionMeta& meta)
       tls_(meta.tls_redact ? meta.tls_redact_headers : std::vector<std::string>{}, meta.tls_cap) {
   ctx_.real_minus_mono_ns = int64_t(real_ns()) - int64_t(mono_ns());
   ctx_.tls = &tls_;
+  if (meta.record_rate) rate_.emplace(meta.record_rate);
   drops_checked_ns_ = last_flush_ns_ = last_checkpoint_ns_ = mono_ns();
   // The log's name in every checkpoint: unique per session, so a checkpoint
   // of one session can never pass for another's.
@@ -156,6 +157,10 @@ bool Recorder::append(events::Entry& e, int64_t pid, std::optional<size_t> recor
 
 void Recorder::on_record(const void* data, size_t size) {
   events::Entry e = events::decode_record(data, size, ctx_);
+  if (rate_) {
+    if (rate_->roll(uint64_t(e.int_or("ts_mono_ns")))) write_summary();
+    if (!rate_->admit(e)) return;
+  }
   if (!append(e, e.int_or("pid"), size)) return;
   if (on_kernel_entry) on_kernel_entry(e);
   if (on_exec && e.type() == "exec") {
@@ -198,6 +203,11 @@ void Recorder::note_drops(const std::vector<uint64_t>& per_cpu, uint64_t program
 
 void Recorder::record_own(events::Entry& e) { append(e, getpid()); }
 
+void Recorder::write_summary() {
+  events::Entry e = own_entry("summary");
+  if (rate_ && rate_->add_summary(e)) append(e, getpid());
+}
+
 void Recorder::note_cgroup_gone(const std::string& path) {
   events::Entry e = own_entry("cgroup_gone");
   e.set_bytes("cgroup", path);
@@ -208,6 +218,7 @@ void Recorder::flush_if_due() {
   // Full batches go to the writer thread by themselves; a partial one
   // waits at most 100 ms.
   uint64_t now = mono_ns();
+  if (rate_ && rate_->roll(now)) write_summary();  // a window that ended with nothing after it
   if (now - last_flush_ns_ >= 100'000'000ull) {
     writer_.submit();
     last_flush_ns_ = now;
@@ -215,6 +226,7 @@ void Recorder::flush_if_due() {
 }
 
 void Recorder::finish(int64_t exit_status, const std::string& reason) {
+  write_summary();
   events::Entry e = own_entry("session_end");
   e.set("reason", reason);
   if (WIFEXITED(exit_status)) e.set("exit_code", WEXITSTATUS(exit_status));

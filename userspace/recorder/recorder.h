@@ -11,6 +11,7 @@
 #include "ledger/keys.h"
 #include "ledger/store.h"
 #include "ledger/writer.h"
+#include "recorder/rate_limit.h"
 
 namespace flightrec::recorder {
 
@@ -36,6 +37,7 @@ struct SessionMeta {
   std::string policy_mode;             // "enforce" | "shadow" | "" (observe)
   std::vector<std::string> sandbox;    // what confinement was in force, for the genesis entry
   uint64_t tls_chunk = 16384, tls_cap = 262144;
+  uint64_t record_rate = 0;            // limits.record_rate: plain syscall entries per second (0: all)
 };
 
 class Recorder {
@@ -78,6 +80,8 @@ class Recorder {
   // Adds seq and session, seals and queues e. An entry that cannot be
   // encoded is replaced by a "malformed" one (returns false).
   bool append(events::Entry& e, int64_t pid, std::optional<size_t> record_size = std::nullopt);
+  // The summary of the plain entries the rate limit left out, if any.
+  void write_summary();
 
   ledger::Store& store_;
   ledger::SessionWriter writer_;
@@ -92,6 +96,7 @@ class Recorder {
   uint64_t drops_checked_ns_ = 0;
   uint64_t lost_total_ = 0;
   uint64_t last_flush_ns_ = 0;
+  std::optional<RateLimiter> rate_;
 };
 
 }  // namespace flightrec::recorder
