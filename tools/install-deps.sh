@@ -9,7 +9,7 @@ apt-get install -y -q --no-install-recommends \
   libsqlite3-dev libssl-dev libboost-program-options-dev nlohmann-json3-dev doctest-dev \
   libseccomp-dev libyaml-cpp-dev \
   util-linux coreutils procps \
-  python3 python3-cryptography python3-pip git openssl curl \
+  python3 python3-cryptography python3-pip python3-h2 git openssl curl \
   qemu-system-x86 busybox-static cpio kmod xz-utils zstd
 
 # Docker's own seccomp profile, used as is by the sandbox tests (the package

@@ -73,3 +73,117 @@ TEST_CASE("after bytes that went missing inside a header line, the rest of that 
   CHECK(out == "GET / HTTP/1.1\r\nX-Thing: ab[REDACTED]\r\nHost: h\r\n\r\n");
   CHECK(names == std::vector<std::string>{"(after a gap)"});
 }
+
+// HTTP/2: RFC 7541's own examples (Appendix C.4, requests with Huffman
+// coding) in HEADERS frames after the client preface.
+namespace {
+
+using flightrec::events::Http2Redactor;
+using flightrec::events::huffman_decode;
+using flightrec::events::huffman_filler;
+
+std::string unhex(const std::string& hex) {
+  std::string out;
+  for (size_t i = 0; i + 1 < hex.size(); i += 2) out += char(std::stoi(hex.substr(i, 2), nullptr, 16));
+  return out;
+}
+
+std::string frame(uint8_t type, uint8_t flags, uint32_t stream, const std::string& payload) {
+  std::string f;
+  f += char(payload.size() >> 16);
+  f += char(payload.size() >> 8);
+  f += char(payload.size());
+  f += char(type);
+  f += char(flags);
+  f += char(stream >> 24);
+  f += char(stream >> 16);
+  f += char(stream >> 8);
+  f += char(stream);
+  return f + payload;
+}
+
+// C.4.1, C.4.2, C.4.3: the third adds "custom-key: custom-value" with a literal Huffman name.
+const std::string kBlock1 = unhex("828684418cf1e3c2e5f23a6ba0ab90f4ff");
+const std::string kBlock2 = unhex("828684be5886a8eb10649cbf");
+const std::string kBlock3 = unhex("828785bf408825a849e95ba97d7f8925a849e95bb8e8b4bf");
+
+}  // namespace
+
+TEST_CASE("HPACK Huffman: RFC 7541's examples decode; a filler has the bytes and the symbol count asked for") {
+  CHECK(huffman_decode(unhex("f1e3c2e5f23a6ba0ab90f4ff")) == "www.example.com");
+  CHECK(huffman_decode(unhex("25a849e95bb8e8b4bf")) == "custom-value");
+  CHECK(flightrec::events::huffman_decoded_length(unhex("a8eb10649cbf")) == 8);  // no-cache
+  CHECK(flightrec::events::huffman_decoded_length(unhex("ff")) == -1);           // 8 bits of padding
+  for (size_t bytes = 1; bytes <= 40; ++bytes)
+    for (uint64_t symbols = (8 * bytes + 29) / 30; symbols <= 8 * bytes / 5; ++symbols) {
+      std::string f = huffman_filler(bytes, symbols);
+      INFO(bytes << " bytes, " << symbols << " symbols");
+      REQUIRE(f.size() == bytes);
+      CHECK(huffman_decode(f).size() == symbols);
+    }
+}
+
+TEST_CASE("HTTP/2: a secret header's value is overwritten in place; the frames and the other fields stay") {
+  std::string settings = frame(4, 0, 0, "");
+  std::string f1 = frame(1, 0x5, 1, kBlock1), f2 = frame(1, 0x5, 3, kBlock2), f3 = frame(1, 0x5, 5, kBlock3);
+  std::string stream = std::string(flightrec::events::kHttp2Preface) + settings + f1 + f2 + f3;
+  // Cut anywhere: the same bytes outside the values; inside one, a value
+  // cut in two still becomes a valid Huffman string of its byte length.
+  size_t v1 = stream.find(unhex("f1e3c2e5f23a6ba0ab90f4ff")), v3 = stream.find(unhex("25a849e95bb8e8b4bf"));
+  for (size_t cut : {size_t(3), size_t(30), v1 + 5, v1 + 12, stream.size() - 5}) {
+    Http2Redactor r(true);
+    std::vector<std::string> names;
+    std::string a = stream.substr(0, cut), b = stream.substr(cut);
+    r.feed(0, a, {"custom-key", ":authority"}, names);
+    r.feed(cut, b, {"custom-key", ":authority"}, names);
+    std::string out = a + b;
+    INFO("cut at " << cut);
+    REQUIRE(out.size() == stream.size());
+    CHECK(names == std::vector<std::string>{":authority", "custom-key"});
+    // Only the two values changed, to Huffman strings of the same decoded
+    // length (where the value was in view whole).
+    for (size_t i = 0; i < stream.size(); ++i)
+      if (!((i >= v1 && i < v1 + 12) || (i >= v3 && i < v3 + 9))) CHECK(out[i] == stream[i]);
+    std::string w1 = huffman_decode(out.substr(v1, 12)), w3 = huffman_decode(out.substr(v3, 9));
+    // Split: 5-bit symbols fill it (12 bytes: 19; 9 bytes: 14).
+    CHECK(w1.size() == (cut > v1 && cut < v1 + 12 ? 19u : 15u));
+    CHECK(w1 != "www.example.com");
+    CHECK(w3.size() == (cut > v3 && cut < v3 + 9 ? 14u : 12u));
+    CHECK(w3 != "custom-value");
+  }
+}
+
+TEST_CASE("HTTP/2: a raw value, padding and CONTINUATION frames; a lost header byte overwrites the rest") {
+  // literal without indexing, name index 23 (authorization), raw value "Bearer tok"
+  std::string block = std::string("\x0f\x08", 2) + char(10) + "Bearer tok";
+  std::string padded = std::string(1, char(3)) + block.substr(0, 5) + std::string(3, '\0');  // PADDED
+  std::string stream = std::string(flightrec::events::kHttp2Preface) + frame(1, 0x8, 1, padded) +
+                       frame(9, 0x4, 1, block.substr(5)) + frame(0, 1, 1, "body");
+  Http2Redactor r(true);
+  std::vector<std::string> names;
+  std::string out = stream;
+  r.feed(0, out, flightrec::events::default_redacted_headers(), names);
+  CHECK(names == std::vector<std::string>{"authorization"});
+  CHECK(out.find("Be") == std::string::npos);  // the value's first two bytes, in the first frame
+  CHECK(out.find("arer tok") == std::string::npos);
+  CHECK(out.find(std::string("\x0a**", 3)) != std::string::npos);
+  CHECK(out.find("********") != std::string::npos);
+  CHECK(out.substr(out.size() - 4) == "body");
+  // Bytes that never arrived inside a DATA frame: skipped. Inside a header block: lost.
+  Http2Redactor s(true);
+  names.clear();
+  std::string data = frame(0, 0, 1, std::string(100, 'd'));
+  std::string head = std::string(flightrec::events::kHttp2Preface) + data.substr(0, 20);
+  std::string tail = data.substr(60) + frame(1, 0x4, 1, block);
+  s.feed(0, head, {"authorization"}, names);
+  s.feed(60 + flightrec::events::kHttp2Preface.size(), tail, {"authorization"}, names);
+  CHECK(names == std::vector<std::string>{"authorization"});
+  Http2Redactor t(true);
+  names.clear();
+  std::string h = std::string(flightrec::events::kHttp2Preface) + frame(1, 0x4, 1, block).substr(0, 11);
+  std::string rest = frame(1, 0x4, 1, block).substr(13);
+  t.feed(0, h, {"authorization"}, names);
+  t.feed(h.size() + 2, rest, {"authorization"}, names);
+  CHECK(rest == std::string(rest.size(), '*'));
+  CHECK(names == std::vector<std::string>{"(after a gap)"});
+}

@@ -298,8 +298,17 @@ void TlsStreams::complete(Entry& e, const fr_tls& r, std::string_view data) {
   }
   if (!redact_.empty()) {
     std::vector<std::string> redacted;
-    text = (send ? c.redact_sent : c.redact_received)
-               .feed(call_start + r.offset, data, r.offset == 0, redact_, redacted);
+    uint64_t at = call_start + r.offset;
+    auto& h2 = send ? c.h2_sent : c.h2_received;
+    auto& other = send ? c.h2_received : c.h2_sent;
+    if (at == 0 && !h2) {
+      // HTTP/2 from the first bytes: the client's preface, or (the server
+      // side) a first SETTINGS frame or a peer that sent the preface.
+      if (starts_http2_client(data)) h2 = std::make_unique<Http2Redactor>(true);
+      else if (other || starts_http2_server(data)) h2 = std::make_unique<Http2Redactor>(false);
+    }
+    if (h2) h2->feed(at, text, redact_, redacted);
+    else text = (send ? c.redact_sent : c.redact_received).feed(at, data, r.offset == 0, redact_, redacted);
     if (!redacted.empty()) e.set("redacted", std::move(redacted));
   }
   e.set("data_b64", base64_encode(text));

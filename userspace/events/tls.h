@@ -1,16 +1,18 @@
 #pragma once
 // Completes TLS plaintext entries with what one record cannot know: the
 // connection's addresses, the position of each chunk in the connection's
-// byte stream (so a verifier sees gaps), redaction of credentials, and a
-// summary of HTTP/1.x messages.
+// byte stream (so a verifier sees gaps), redaction of credentials (HTTP/1.x
+// and HTTP/2), and a summary of HTTP/1.x messages.
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
 #include "events/entry.h"
+#include "events/http2.h"
 
 extern "C" {
 #include "flightrec/abi/events.h"
@@ -65,6 +67,8 @@ class TlsStreams {
     std::string local_addr, remote_addr;
     int local_port = 0, remote_port = 0;
     HeaderRedactor redact_sent, redact_received;
+    // HTTP/2, when a direction starts with its preface or first SETTINGS.
+    std::unique_ptr<Http2Redactor> h2_sent, h2_received;
   };
   void resolve(Conn& c, uint32_t pid);
   std::vector<std::string> redact_;

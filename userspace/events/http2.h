@@ -1,0 +1,96 @@
+#pragma once
+// HTTP/2 (RFC 9113) credential redaction on one direction of one
+// connection's plaintext, in place: the value of a header on the list is
+// overwritten byte for byte inside its HPACK (RFC 7541) representation, so
+// frame lengths stay right and the record still decodes as HTTP/2. A
+// Huffman-coded value is replaced by a valid Huffman string of the same
+// decoded length where the whole value is in view, so a later decoder's
+// dynamic table keeps the sizes the peers had.
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace flightrec::events {
+
+// The client connection preface (RFC 9113 3.4).
+inline constexpr std::string_view kHttp2Preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+// Whether the first bytes of a direction start HTTP/2: the client's
+// preface, or a server's first SETTINGS frame.
+bool starts_http2_client(std::string_view first);
+bool starts_http2_server(std::string_view first);
+
+class Http2Redactor {
+ public:
+  explicit Http2Redactor(bool client) : state_(client ? State::Preface : State::FrameHeader) {}
+  // `bytes` are at stream offset `at`; rewritten in place. Names redacted
+  // are added to `names`. Bytes never seen (a gap) are skipped where they
+  // fall inside a frame that carries no headers; anywhere else the parse
+  // is lost and every later byte is overwritten ("(after a gap)").
+  void feed(uint64_t at, std::string& bytes, const std::vector<std::string>& secret, std::vector<std::string>& names);
+
+ private:
+  enum class State { Preface, FrameHeader, Payload, Lost };
+  // HPACK: what the next byte of a header block is.
+  enum class Step { Start, Int, StrStart, StrLen, StrBody };
+  enum class Kind { Indexed, Incremental, SizeUpdate, Literal };
+  struct Field {
+    std::string name;   // decoded, lower case, at most kNameMax bytes
+    uint64_t name_len = 0, value_len = 0;  // decoded lengths (table entry size)
+  };
+
+  void skip(uint64_t n);
+  void lose(std::string& bytes, size_t from, std::vector<std::string>& names);
+  void frame_header_done();
+  // One byte of a header block fragment; returns it, or its replacement.
+  // Returns false when the block cannot be parsed.
+  bool hpack(std::string& bytes, size_t i, const std::vector<std::string>& secret, std::vector<std::string>& names);
+  uint8_t replacement_byte();
+  bool int_done();
+  bool string_done();
+  void insert(const Field& f);
+  bool lookup(uint64_t index, Field& f) const;
+  void evict();
+
+  State state_;
+  uint64_t pos_ = 0;            // stream offset of the next byte expected
+  size_t preface_got_ = 0;
+  uint8_t header_[9] = {};
+  size_t header_got_ = 0;
+  uint32_t length_ = 0, at_ = 0;  // this frame's payload length, bytes of it seen
+  uint8_t type_ = 0, flags_ = 0;
+  uint32_t pre_ = 0, pad_ = 0;    // header frames: bytes before the fragment, padding after it
+  bool headers_frame_ = false;
+
+  // HPACK decoder state, kept across header blocks.
+  Step step_ = Step::Start;
+  Kind kind_ = Kind::Indexed;
+  uint64_t int_ = 0;
+  unsigned shift_ = 0;
+  bool in_value_ = false;       // the string being read is the value (else the name)
+  bool huffman_ = false;
+  uint64_t str_left_ = 0;
+  Field field_;
+  // Huffman decoding of the current string.
+  uint64_t bits_ = 0;
+  unsigned nbits_ = 0;
+  // Replacement of a value being redacted.
+  bool redacting_ = false;
+  std::string replacement_;     // a whole Huffman value's (empty: '*' or 5-bit '0's byte by byte)
+  uint64_t replaced_ = 0, value_bytes_ = 0;
+
+  std::deque<Field> table_;     // dynamic table, newest first
+  uint64_t table_size_ = 0, table_max_ = 4096;
+};
+
+// RFC 7541 Huffman code (canonical; Appendix B): the decoded length of
+// `bytes`, or -1 when they are not a valid code; and a string of exactly
+// `bytes` octets that decodes to `symbols` printable symbols (empty when
+// none exists).
+int64_t huffman_decoded_length(std::string_view bytes);
+std::string huffman_filler(size_t bytes, uint64_t symbols);
+std::string huffman_decode(std::string_view bytes);  // "" when invalid (for tests and names)
+
+}  // namespace flightrec::events
