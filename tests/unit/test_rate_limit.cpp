@@ -32,7 +32,7 @@ TEST_CASE("the rate limit keeps N plain entries per second and counts the rest b
   CHECK_FALSE(r.admit(syscall(10, "getppid", 110, 9, t0 + 2)));
   CHECK_FALSE(r.admit(syscall(11, "read", 0, 5, t0 + 3)));
   CHECK_FALSE(r.admit(syscall(10, "getppid", 110, 9, t0 + 4)));
-  // Never left out: a failure, a call with a path, a blocked call, an exec.
+  // Never left out: a failure, a call with a path, a blocked call, an exec...
   CHECK(r.admit(syscall(10, "read", 0, -9, t0 + 5)));
   CHECK(r.admit(syscall(10, "openat", 257, 3, t0 + 6)));
   Entry blocked = syscall(10, "getppid", 110, 9, t0 + 7);
@@ -41,6 +41,9 @@ TEST_CASE("the rate limit keeps N plain entries per second and counts the rest b
   Entry exec;
   exec.set("type", "exec");
   CHECK(r.admit(exec));
+  // Nor a call that is not noise, however plain its arguments.
+  CHECK(r.admit(syscall(10, "setuid", 105, 0, t0 + 8)));
+  CHECK(r.admit(syscall(10, "kill", 62, 0, t0 + 9)));
   CHECK_FALSE(r.roll(t0 + 999'999'999));  // same second
   CHECK(r.roll(t0 + 1'000'000'000));      // a new one: the summary first
   Entry s;

@@ -2,15 +2,39 @@
 
 #include "events/syscall_table.h"
 
+#include <set>
+#include <string>
 #include <vector>
 
 namespace flightrec::recorder {
 
+namespace {
+
+// The calls a busy process makes by the million that change nothing the
+// policy cares about: data moved on descriptors whose opening is recorded,
+// memory, time, waiting, signals masks, identity reads. Anything that
+// changes privileges, processes, files or the network is never summarised.
+const std::set<std::string, std::less<>> kNoise = {
+    "read", "write", "pread64", "pwrite64", "readv", "writev", "preadv", "pwritev", "preadv2", "pwritev2", "lseek",
+    "fstat", "mmap", "munmap", "mprotect", "mremap", "madvise", "brk", "futex", "futex_waitv", "futex_wait",
+    "futex_wake", "sched_yield", "getpid", "getppid", "gettid", "getuid", "geteuid", "getgid", "getegid",
+    "getpgrp", "getpgid", "getsid", "getgroups", "getresuid", "getresgid", "getcpu", "getrandom",
+    "clock_gettime", "clock_getres", "gettimeofday", "time", "nanosleep", "clock_nanosleep", "poll", "ppoll",
+    "select", "pselect6", "epoll_wait", "epoll_pwait", "epoll_pwait2", "rt_sigprocmask", "rt_sigreturn",
+    "sigaltstack", "close", "dup", "dup2", "dup3", "fcntl", "getdents64", "getrusage", "times", "sysinfo",
+    "sched_getaffinity", "set_robust_list", "rseq", "restart_syscall", "pipe", "pipe2", "eventfd2",
+    "fsync", "fdatasync", "getcwd", "uname", "wait4", "waitid", "recvmsg", "splice", "tee", "sendfile",
+    "copy_file_range", "membarrier"};
+
+}  // namespace
+
 bool RateLimiter::plain(const events::Entry& e) {
   if (e.type() != "syscall" || e.int_or("ret", -1) < 0 || e.get("blocked") || e.get("noreturn")) return false;
-  // Nothing read beyond the registers: no string, no socket address.
+  // A call of the noise list with nothing read beyond its registers (no
+  // string, no socket address: the table says so).
   const events::SyscallInfo* info = events::syscall_info(uint32_t(e.int_or("nr", -1)));
-  return info && info->name && info->spec.str_arg[0] == FR_ARG_NONE && info->spec.str_arg[1] == FR_ARG_NONE &&
+  return info && info->name && kNoise.count(std::string_view(info->name)) &&
+         info->spec.str_arg[0] == FR_ARG_NONE && info->spec.str_arg[1] == FR_ARG_NONE &&
          info->spec.sockaddr_mode == FR_SA_NONE;
 }
 

@@ -2,11 +2,12 @@
 // The per-session record rate limit (a policy's limits.record_rate): past
 // N plain syscall entries in one second of kernel time, further ones are
 // counted instead of stored, and a summary entry says, per process and
-// syscall, how many were left out. Plain: a successful syscall that names
-// no path, no address and nothing the policy judges (reads, writes,
-// getppid, futex...). Paths, addresses, failures, blocked calls, process
-// and file changes, TLS and violations are always recorded in full, so a
-// flood of noise cannot hide an act; limits.record_size stays the hard cap.
+// syscall, how many were left out. Plain: a successful call from a fixed
+// list of noise (read, write, futex, mmap, getppid, clock_gettime...) that
+// names no path and no address. Every other call, failures, blocked calls,
+// process and file changes, TLS and violations are always recorded in
+// full, so a flood of noise cannot hide an act; limits.record_size stays
+// the hard cap.
 #include <cstdint>
 #include <map>
 #include <string>
