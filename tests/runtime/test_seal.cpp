@@ -208,8 +208,11 @@ TEST_CASE("lost events: verify reports the gaps; --on-loss freeze and kill act o
   REQUIRE(is_root());
   TempDir dir;
   std::string db = dir.file("c.db");
-  Result r = rt::flightrec({"run", "--policy", "observe", "--db", db, "--ring-size", "64K", "--", BENCH_SYSCALLS_BIN, "getppid", "300000"});
+  Result r = rt::flightrec({"run", "--policy", "observe", "--db", db, "--ring-size", "64K", "--on-loss", "continue", "--",
+                            BENCH_SYSCALLS_BIN, "getppid", "300000"});
   REQUIRE(r.code == 0);
+  CHECK(r.err.find("flightrec: WARNING: ") != std::string::npos);  // never silent
+  CHECK(r.err.find(" events lost (the ring buffer was full): the record has a gap") != std::string::npos);
   Result v = rt::flightrec({"verify", "--db", db});
   CHECK(v.code == 0);
   CHECK(v.out.find("complete with ") != std::string::npos);

@@ -40,6 +40,7 @@ const char* kWatchUsage =
 int cmd_watch(const Args& args) {
   po::options_description desc("options");
   SessionOptions so;
+  so.on_loss = "continue";  // production cgroups are not paused unless asked (loss is loud)
   std::vector<std::string> paths;
   double duration = 0;
   desc.add_options()("help,h", "show this help")(

@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include "common/system.h"
+
 namespace flightrec::cli {
 namespace {
 constexpr double kFreezeAbove = 0.5;
@@ -17,10 +19,13 @@ std::string percent(double fill) {
 LossPolicy::LossPolicy(std::string mode, probe::Capture& capture, recorder::Recorder& recorder,
                        std::vector<sandbox::Cgroup*> cgroups, recorder::Watchdog& watchdog)
     : mode_(std::move(mode)), capture_(capture), recorder_(recorder), cgroups_(std::move(cgroups)), watchdog_(watchdog) {
-  if (mode_ != "continue") watchdog_.add([this] { check(); });
+  watchdog_.add([this] { check(); });
 }
 
 LossPolicy::~LossPolicy() {
+  if (unwarned_)
+    std::fprintf(stderr, "flightrec: WARNING: %llu more events lost: the record has a gap\n",
+                 static_cast<unsigned long long>(unwarned_));
   if (!frozen_) return;
   for (auto* cg : cgroups_) {
     try {
@@ -59,7 +64,20 @@ void LossPolicy::check() {
   uint64_t lost = capture_.program_misses();
   for (uint64_t n : capture_.drops_per_cpu()) lost += n;
   bool new_loss = lost > lost_seen_;
+  if (new_loss) {
+    // Loud: a gap in the record is never silent.
+    unwarned_ += lost - lost_seen_;
+    uint64_t now = mono_ns();
+    if (now - warned_ns_ >= 1'000'000'000ull) {
+      std::fprintf(stderr, "flightrec: WARNING: %llu events lost (the ring buffer was full): the record has a gap%s\n",
+                   static_cast<unsigned long long>(unwarned_),
+                   mode_ == "continue" ? " (--on-loss backpressure slows the command down instead)" : "");
+      warned_ns_ = now;
+      unwarned_ = 0;
+    }
+  }
   lost_seen_ = lost;
+  if (mode_ == "continue") return;
   if (mode_ == "kill") {
     if (new_loss) {
       killed_ = true;

@@ -1,10 +1,13 @@
 #pragma once
 // --on-loss: what happens when the kernel cannot hand over events fast
-// enough. continue: record the gap. freeze: pause the observed cgroups
-// while the ring buffer is over half full (and after any loss) until the
-// collector has drained it. kill: end the session at the first loss.
-// Decided on the watchdog's thread from the kernel's own counters, so a
-// flood that keeps the recording thread busy cannot delay it.
+// enough. backpressure (run's default; "freeze" is its old name): pause
+// the observed cgroups while the ring buffer is over half full (and after
+// any loss) until the collector has drained it to a tenth, so the command
+// slows down instead of leaving gaps, as auditd's backlog wait does.
+// continue: record the gap. kill: end the session at the first loss. Any
+// loss is also a warning on stderr. Decided on the watchdog's thread from
+// the kernel's own counters, so a flood that keeps the recording thread
+// busy cannot delay it.
 #include <atomic>
 #include <string>
 #include <vector>
@@ -39,6 +42,7 @@ class LossPolicy {
   bool frozen_ = false;                 // the watchdog's thread's, until release()
   std::atomic<bool> killed_ = false;
   uint64_t lost_seen_ = 0;
+  uint64_t warned_ns_ = 0, unwarned_ = 0;  // stderr: at most one line a second
 };
 
 }  // namespace flightrec::cli

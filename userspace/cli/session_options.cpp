@@ -27,8 +27,10 @@ void SessionOptions::add_to(po::options_description& desc) {
           ->notifier([this](const std::string& t) { checkpoint_ms = parse_count(t, "--checkpoint-ms"); }),
       "and at least this often, in milliseconds (0: by entries only)")(
       "on-loss", po::value(&on_loss)->default_value(on_loss),
-      "when the kernel loses events: continue (record the gap), freeze (pause the session's "
-      "cgroup until the collector catches up), kill (end the session)")(
+      "before and when the kernel loses events: backpressure (pause the session's cgroups while "
+      "the ring buffer is over half full, and after any loss, until the collector catches up: "
+      "the command slows down instead of leaving gaps; 'freeze' is its old name), continue "
+      "(record each gap, with a warning on stderr), kill (end the session at the first loss)")(
       "deny-path", po::value(&deny_paths),
       "the session may not open this file or anything under it (repeatable, up to 64; enforced "
       "by BPF-LSM on the kernel's resolved path, so only where the kernel allows it; refused "
@@ -59,8 +61,8 @@ void SessionOptions::add_to(po::options_description& desc) {
 void SessionOptions::validate(const po::variables_map&) {
   if (!probe::valid_ring_size(ring_bytes()))
     throw UsageError("--ring-size must be a power of two from 64K to 1G");
-  if (on_loss != "continue" && on_loss != "freeze" && on_loss != "kill")
-    throw UsageError("--on-loss must be continue, freeze or kill");
+  if (on_loss != "backpressure" && on_loss != "freeze" && on_loss != "continue" && on_loss != "kill")
+    throw UsageError("--on-loss must be backpressure, continue or kill");
   if (checkpoint_entries == 0) throw UsageError("--checkpoint-entries must be at least 1");
   for (const auto& [paths, option] : {std::pair{&deny_paths, "--deny-path"}, std::pair{&allow_exec, "--allow-exec"}}) {
     if (paths->size() > 64) throw UsageError(std::string("at most 64 ") + option + " rules");

@@ -18,7 +18,7 @@ struct SessionOptions {
   std::string key_dir;
   uint64_t checkpoint_entries = 1000;
   uint64_t checkpoint_ms = 1000;
-  std::string on_loss = "continue";
+  std::string on_loss = "backpressure";  // watch: continue
   std::vector<std::string> deny_paths, allow_exec;
   std::string tls = "on", tls_redact = "on", tls_chunk = "16K", tls_cap = "256K";
   std::vector<std::string> tls_redact_more;  // --tls-redact-header
