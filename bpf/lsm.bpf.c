@@ -267,15 +267,7 @@ static __always_inline int unix_inbound(struct sock *other, __u32 kind, int ret)
 		return -1;
 	r->denied_by = FR_DENY_INBOUND;
 	r->target = kind;
-	/* The name the kernel holds for it (struct unix_address). */
-	struct unix_address *a = BPF_CORE_READ((struct unix_sock *)other, addr);
-	int len = a ? BPF_CORE_READ(a, len) : 0;
-	__u32 n = (__u32)len;
-	barrier_var(n);  /* the mask below stays on the register the helper gets */
-	n &= 0xff;
-	if (len > 0 && len <= FR_SOCKADDR_MAX &&
-	    !bpf_probe_read_kernel(r->sockaddr, n, (void *)a + bpf_core_field_offset(struct unix_address, name)))
-		r->sockaddr_len = (__u16)len;
+	r->sockaddr_len = (__u16)fr_unix_name(other, r->sockaddr);
 	lsm_emit(r);
 	return -1;  /* -EPERM */
 }

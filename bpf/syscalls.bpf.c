@@ -242,12 +242,7 @@ static __always_inline __u32 unix_bound_name(struct task_struct *task, __s64 fd,
 	struct sock *sk = BPF_CORE_READ(sock, sk);
 	if (!sk || BPF_CORE_READ(sk, __sk_common.skc_family) != FR_AF_UNIX)
 		return 0;
-	struct unix_address *a = BPF_CORE_READ((struct unix_sock *)sk, addr);
-	int len = a ? BPF_CORE_READ(a, len) : 0;
-	if (len <= 0 || len > FR_SOCKADDR_MAX ||
-	    bpf_probe_read_kernel(dst, (__u32)len & 0xff, (void *)a + bpf_core_field_offset(struct unix_address, name)))
-		return 0;
-	return (__u32)len;
+	return fr_unix_name(sk, dst);
 }
 
 static __always_inline bool is_open(__u32 nr)

@@ -214,4 +214,19 @@ static __always_inline void fr_output(void *rec, __u64 size)
 		fr_count_drop();
 }
 
+/* The name a UNIX socket is bound to, as the kernel holds it (struct
+ * unix_address), copied to dst: its length, or 0 when unbound. */
+static __always_inline __u32 fr_unix_name(struct sock *sk, __u8 *dst)
+{
+	struct unix_address *a = BPF_CORE_READ((struct unix_sock *)sk, addr);
+	int len = a ? BPF_CORE_READ(a, len) : 0;
+	__u32 n = (__u32)len;
+	barrier_var(n);  /* the mask below stays on the register the helper gets */
+	n &= 0xff;
+	if (len <= 0 || len > FR_SOCKADDR_MAX ||
+	    bpf_probe_read_kernel(dst, n, (void *)a + bpf_core_field_offset(struct unix_address, name)))
+		return 0;
+	return (__u32)len;
+}
+
 #endif

@@ -23,6 +23,15 @@ using namespace rt;
 
 namespace {
 
+// The port a test server wrote to port_file once it listens; up to a
+// minute: python's start-up is slow under emulation (tools/vmtest).
+int port_when_listening(const std::string& port_file, const std::string& what) {
+  for (int i = 0; i < 1200 && !std::filesystem::exists(port_file); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  REQUIRE_MESSAGE(std::filesystem::exists(port_file), std::string(what + " did not start"));
+  return std::stoi(slurp(port_file));
+}
+
 struct HttpsServer {
   TempDir dir;
   Proc proc;
@@ -47,11 +56,7 @@ struct HttpsServer {
     REQUIRE_MESSAGE(r.code == 0, r.err);
     proc = start({"/usr/bin/python3", TLS_SERVER, www, dir.file("cert.pem"), dir.file("key.pem"),
                   dir.file("port")});
-    // Up to a minute: python's start-up is slow under emulation (tools/vmtest).
-    for (int i = 0; i < 1200 && !std::filesystem::exists(dir.file("port")); ++i)
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    REQUIRE_MESSAGE(std::filesystem::exists(dir.file("port")), "the HTTPS server did not start");
-    port = std::stoi(slurp(dir.file("port")));
+    port = port_when_listening(dir.file("port"), "the HTTPS server");
   }
   ~HttpsServer() {
     kill(proc.pid, SIGKILL);
@@ -229,10 +234,8 @@ TEST_CASE("HTTP/2 (curl --http2): credentials redacted inside HPACK, both ways; 
   TempDir dir;
   Proc server = start({"/usr/bin/python3", H2_SERVER, certs.dir.file("cert.pem"), certs.dir.file("key.pem"),
                        dir.file("port")});
-  for (int i = 0; i < 1200 && !std::filesystem::exists(dir.file("port")); ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  REQUIRE_MESSAGE(std::filesystem::exists(dir.file("port")), "the HTTP/2 server did not start");
-  std::string url = "https://127.0.0.1:" + slurp(dir.file("port")) + "/h2path";
+  std::string url =
+      "https://127.0.0.1:" + std::to_string(port_when_listening(dir.file("port"), "the HTTP/2 server")) + "/h2path";
   std::string db = dir.file("s.db"), headers = dir.file("headers");
   std::ofstream(headers) << "Authorization: Bearer client-s3cret\nx-api-key: key-s3cret\n";  // argv is recorded
   Result r = rt::flightrec({"run", "--policy", "observe", "--db", db, "--", "curl", "-sk", "--http2", "-H",

@@ -164,7 +164,7 @@ int main(int argc, char** argv) {
     });
     auto checkpoints = store.checkpoints(1);
     t = Clock::now();
-    ledger::SessionVerifier v(1, nullptr, std::nullopt);
+    ledger::SessionVerifier v(1, nullptr, nullptr);
     size_t next = 0;
     for (const auto& b : stored) {
       if (!v.add_entry(b)) break;

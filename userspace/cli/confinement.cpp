@@ -316,13 +316,17 @@ void Confinement::track_writes(const events::Entry& e) {
   if (written_.size() < 65536) written_[{pid, ret}] = policy::normalize_path(abs);
 }
 
+std::array<std::pair<std::string, std::string>, 2> Confinement::private_dirs() const {
+  return {{{"/tmp", dir_->tmp()}, {"/dev/shm", dir_->shm()}}};
+}
+
 std::optional<sandbox::FileChange> Confinement::diff_one(const std::string& path) const {
   if (policy::path_under(path, work_dir_))
     return sandbox::diff_path(dir_->upper_work(), work_lower_, work_dir_, path.substr(work_dir_.size()));
   // /tmp and /dev/shm start empty: all they hold was made in the session.
-  for (const auto& [at, dir] : {std::pair{"/tmp", dir_->tmp()}, std::pair{"/dev/shm", dir_->shm()}})
+  for (const auto& [at, dir] : private_dirs())
     if (policy::path_under(path, at))
-      return sandbox::diff_path(dir, dir_->empty(), at, path.substr(std::string_view(at).size()));
+      return sandbox::diff_path(dir, dir_->empty(), at, path.substr(at.size()));
   return sandbox::diff_path(dir_->upper(), policy_.filesystem.root, "", path);
 }
 
@@ -519,7 +523,7 @@ sandbox::Outcome Confinement::finish() {
     changes = sandbox::diff_layers(dir_->upper(), policy_.filesystem.root, "", 100000, &more);
     auto work = sandbox::diff_layers(dir_->upper_work(), work_lower_, work_dir_, 100000, &more_work);
     changes.insert(changes.end(), work.begin(), work.end());
-    for (const auto& [at, dir] : {std::pair{"/tmp", dir_->tmp()}, std::pair{"/dev/shm", dir_->shm()}}) {
+    for (const auto& [at, dir] : private_dirs()) {
       size_t more_here = 0;
       for (auto& c : sandbox::diff_layers(dir, dir_->empty(), at, 100000, &more_here))
         // flightrec made the directories a work directory under /tmp is mounted on.

@@ -5,6 +5,8 @@
 // kill) and, at the end, limit counters and the file changes.
 #include <sys/types.h>
 
+#include <array>
+
 #include <map>
 #include <memory>
 #include <mutex>
@@ -81,6 +83,8 @@ class Confinement {
   void track_writes(const events::Entry& e);
   void record_change(const sandbox::FileChange& c, const char* when);
   std::optional<sandbox::FileChange> diff_one(const std::string& path) const;
+  // The sandbox's /tmp and /dev/shm (empty at the start) and where their contents live.
+  std::array<std::pair<std::string, std::string>, 2> private_dirs() const;
   // What a kill found and did, from enforce_kill (any thread) to
   // record_kill (the recording thread).
   struct KillReport {

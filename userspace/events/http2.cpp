@@ -195,8 +195,6 @@ void Http2Redactor::skip(uint64_t n) {
       at_ += uint32_t(k);
       n -= k;
       if (at_ == length_) state_ = State::FrameHeader, header_got_ = 0;
-    } else if (state_ == State::Payload && headers_frame_ && length_ == at_) {
-      state_ = State::FrameHeader, header_got_ = 0;
     } else {
       state_ = State::Lost;
     }
@@ -350,6 +348,13 @@ uint8_t Http2Redactor::replacement_byte() {
   return uint8_t((1u << padding) - 1);
 }
 
+// One continuation octet of an HPACK integer (RFC 7541 5.1); true while more follow.
+bool Http2Redactor::int_continues(uint8_t c) {
+  int_ += uint64_t(c & 0x7f) << shift_;
+  shift_ += 7;
+  return c & 0x80;
+}
+
 bool Http2Redactor::hpack(std::string& bytes, size_t i, const std::vector<std::string>& secret,
                           std::vector<std::string>& names) {
   uint8_t c = uint8_t(bytes[i]);
@@ -373,9 +378,7 @@ bool Http2Redactor::hpack(std::string& bytes, size_t i, const std::vector<std::s
       return true;
     case Step::Int:
       if (shift_ > 28) return false;
-      int_ += uint64_t(c & 0x7f) << shift_;
-      shift_ += 7;
-      if (c & 0x80) return true;
+      if (int_continues(c)) return true;
       return int_done();
     case Step::StrStart:
       huffman_ = c & 0x80;
@@ -390,9 +393,7 @@ bool Http2Redactor::hpack(std::string& bytes, size_t i, const std::vector<std::s
       break;
     case Step::StrLen:
       if (shift_ > 28) return false;
-      int_ += uint64_t(c & 0x7f) << shift_;
-      shift_ += 7;
-      if (c & 0x80) return true;
+      if (int_continues(c)) return true;
       break;
     case Step::StrBody: {
       uint8_t original = c;

@@ -48,6 +48,7 @@ class Http2Redactor {
   // Returns false when the block cannot be parsed.
   bool hpack(std::string& bytes, size_t i, const std::vector<std::string>& secret, std::vector<std::string>& names);
   uint8_t replacement_byte();
+  bool int_continues(uint8_t c);
   bool int_done();
   bool string_done();
   void insert(const Field& f);

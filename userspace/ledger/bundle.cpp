@@ -55,7 +55,7 @@ nlohmann::json parse_bundle_json(std::string_view text, std::initializer_list<co
 }  // namespace
 
 BundleVerdict verify_bundle_inner(const std::string& path, const VerifierKey* pinned,
-                                  std::optional<std::string> external);
+                                  const SavedCheckpoints* saved);
 
 int64_t export_bundle(Store& store, int64_t session, std::ostream& out, BundleFormat format) {
   bool found = false;
@@ -128,8 +128,10 @@ BundleVerdict require_external_match(BundleVerdict r, size_t saved) {
 
 BundleVerdict verify_bundle(const std::string& path, const VerifierKey* pinned,
                             std::optional<std::string> external) {
-  size_t saved = saved_checkpoint_count(external);
-  return require_external_match(verify_bundle_inner(path, pinned, std::move(external)), saved);
+  std::optional<SavedCheckpoints> saved;
+  if (external) saved = SavedCheckpoints::parse(*external);
+  return require_external_match(verify_bundle_inner(path, pinned, saved ? &*saved : nullptr),
+                                saved ? saved->notes.size() : 0);
 }
 
 // The bundle's public_key is a convenience copy: it must say what the
@@ -144,7 +146,7 @@ static BundleVerdict check_bundle_key(BundleVerdict r, const std::string& bundle
 }
 
 BundleVerdict verify_bundle_inner(const std::string& path, const VerifierKey* pinned,
-                                  std::optional<std::string> external) {
+                                  const SavedCheckpoints* saved) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error("cannot read " + path);
   std::string first;
@@ -169,7 +171,7 @@ BundleVerdict verify_bundle_inner(const std::string& path, const VerifierKey* pi
     if (!header["session"].is_number_integer() || !header["public_key"].is_string())
       return bad("bundle header: session is not an integer or public_key not a string");
     out.session = header["session"].get<int64_t>();
-    SessionVerifier v(out.session, pinned, std::move(external));
+    SessionVerifier v(out.session, pinned, saved);
     std::string line;
     bool ended_with_newline = !in.eof();
     while (ended_with_newline && std::getline(in, line)) {
@@ -224,7 +226,7 @@ BundleVerdict verify_bundle_inner(const std::string& path, const VerifierKey* pi
       return bad("checkpoints are not in increasing tree size (at size " + std::to_string(cp->size) + ")");
     checkpoints.emplace_back(cp->size, std::move(text));
   }
-  SessionVerifier v(out.session, pinned, std::move(external));
+  SessionVerifier v(out.session, pinned, saved);
   size_t next_cp = 0;
   auto feed = [&] {
     while (next_cp < checkpoints.size() && checkpoints[next_cp].first == uint64_t(v.entries()))

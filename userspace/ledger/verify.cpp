@@ -42,9 +42,26 @@ std::string genesis_problem(const TopLevel& top, const VerifierKey* record_key) 
   return "";
 }
 
-SessionVerifier::SessionVerifier(int64_t session, const VerifierKey* pinned,
-                                 std::optional<std::string> external)
-    : session_(session), pinned_(pinned), external_text_(std::move(external)) {}
+SavedCheckpoints SavedCheckpoints::parse(const std::string& file) {
+  SavedCheckpoints out;
+  auto notes = split_saved_checkpoints(file, &out.problem);
+  if (!notes) return out;
+  for (size_t i = 0; i < notes->size(); ++i) {
+    std::string name = notes->size() == 1 ? "saved checkpoint" : "saved checkpoint " + std::to_string(i + 1);
+    auto note = parse_note((*notes)[i], &out.problem);
+    auto cp = note ? parse_checkpoint(note->text, &out.problem) : std::nullopt;
+    if (!cp) {
+      out.where = name;
+      out.notes.clear();
+      return out;
+    }
+    out.notes.push_back({std::move(name), std::move(*note), std::move(*cp)});
+  }
+  return out;
+}
+
+SessionVerifier::SessionVerifier(int64_t session, const VerifierKey* pinned, const SavedCheckpoints* saved)
+    : session_(session), pinned_(pinned), external_(saved) {}
 
 bool SessionVerifier::fail(std::string where, int64_t seq, std::string reason) {
   if (v_.ok) {
@@ -96,21 +113,15 @@ bool SessionVerifier::add_entry(std::string_view body, const std::string* stored
     if (std::string why = genesis_problem(top_, record_key_ ? &*record_key_ : nullptr); !why.empty())
       return fail(at(), seq, why);
     every_entries_ = top_.unsigned_integer("checkpoint_every_entries").value_or(0);
-    if (external_text_) {
-      std::string why;
-      auto notes = split_saved_checkpoints(*external_text_, &why);
-      if (!notes) return fail("saved checkpoint", 0, why);
+    if (external_) {
+      if (!external_->problem.empty()) return fail(external_->where, 0, external_->problem);
       const VerifierKey* key = pinned_ ? pinned_ : record_key_ ? &*record_key_ : nullptr;
-      for (size_t i = 0; i < notes->size(); ++i) {
-        std::string which = notes->size() == 1 ? "saved checkpoint" : "saved checkpoint " + std::to_string(i + 1);
-        auto note = parse_note((*notes)[i], &why);
-        if (!note) return fail(which, 0, why);
-        auto cp = parse_checkpoint(note->text, &why);
-        if (!cp) return fail(which, 0, why);
-        if (cp->origin != v_.origin) continue;  // another session's
-        if (!key) return fail(which, 0, "the record is unsigned, so a saved checkpoint cannot be checked");
-        if (std::string bad = check_signature(*note, *key); !bad.empty()) return fail(which, 0, bad);
-        saved_.push_back({which, std::move(*cp), std::nullopt, std::nullopt});
+      for (size_t i = 0; i < external_->notes.size(); ++i) {
+        const auto& n = external_->notes[i];
+        if (n.checkpoint.origin != v_.origin) continue;  // another session's
+        if (!key) return fail(n.name, 0, "the record is unsigned, so a saved checkpoint cannot be checked");
+        if (std::string bad = check_signature(n.note, *key); !bad.empty()) return fail(n.name, 0, bad);
+        saved_.push_back({n.name, n.checkpoint, std::nullopt, std::nullopt});
         v_.saved_matched.push_back(i);
       }
     }
@@ -244,11 +255,13 @@ const SessionVerdict& SessionVerifier::finish() {
 StoreVerdict verify_store(Store& store, std::optional<int64_t> only_session, const VerifierKey* pinned,
                           std::optional<std::string> external) {
   StoreVerdict out;
+  std::optional<SavedCheckpoints> saved;
+  if (external) saved = SavedCheckpoints::parse(*external);
   // Every session anything was recorded for: the sessions table is only an
   // index, and a deleted row must not hide a session from verification.
   for (int64_t id : store.session_ids()) {
     if (only_session && id != *only_session) continue;
-    SessionVerifier v(id, pinned, external);
+    SessionVerifier v(id, pinned, saved ? &*saved : nullptr);
     auto checkpoints = store.checkpoints(id);
     size_t next_cp = 0;
     auto feed_checkpoints = [&] {
@@ -278,7 +291,7 @@ StoreVerdict verify_store(Store& store, std::optional<int64_t> only_session, con
   std::vector<const SessionVerdict*> verdicts;
   for (const auto& [id, v] : out.sessions) verdicts.push_back(&v);
   std::string reason;
-  if (!out.sessions.empty() && !every_saved_checkpoint_matched(saved_checkpoint_count(external), verdicts, &reason)) {
+  if (!out.sessions.empty() && !every_saved_checkpoint_matched(saved ? saved->notes.size() : 0, verdicts, &reason)) {
     auto& last = out.sessions.back().second;
     last.ok = out.ok = false;
     last.where = "saved checkpoint";
@@ -286,12 +299,6 @@ StoreVerdict verify_store(Store& store, std::optional<int64_t> only_session, con
     out.bad_session = out.sessions.back().first;
   }
   return out;
-}
-
-size_t saved_checkpoint_count(const std::optional<std::string>& external) {
-  std::string why;
-  auto notes = external ? split_saved_checkpoints(*external, &why) : std::nullopt;
-  return notes ? notes->size() : 0;
 }
 
 bool every_saved_checkpoint_matched(size_t count, const std::vector<const SessionVerdict*>& verdicts,

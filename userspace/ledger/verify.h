@@ -36,12 +36,25 @@ struct SessionVerdict {
   std::vector<size_t> saved_matched;  // which saved checkpoints (0-based) are this session's and were checked
 };
 
+// A saved-checkpoint file (docs/FORMAT.md 5.6), parsed once for every
+// session it is checked against: its notes, or why the file is malformed.
+struct SavedCheckpoints {
+  struct Saved {
+    std::string name;  // "saved checkpoint", or "saved checkpoint 2" in a file of several
+    Note note;
+    Checkpoint checkpoint;
+  };
+  std::vector<Saved> notes;
+  std::string where = "saved checkpoint", problem;  // problem: non-empty when malformed
+  static SavedCheckpoints parse(const std::string& file);
+};
+
 class SessionVerifier {
  public:
   // `pinned`: the key the checkpoints must be signed with (nullptr: the key
-  // the genesis entry names). `external`: a saved-checkpoint file (one or
-  // more signed notes, of this session or others).
-  SessionVerifier(int64_t session, const VerifierKey* pinned, std::optional<std::string> external);
+  // the genesis entry names). `saved`: checkpoints kept elsewhere (of this
+  // session or others), or nullptr.
+  SessionVerifier(int64_t session, const VerifierKey* pinned, const SavedCheckpoints* saved);
 
   // Entry seq = entries()+1. stored_leaf/stored_chain: what the database
   // holds next to the entry (nullptr for bundles). Returns false once failed.
@@ -65,9 +78,9 @@ class SessionVerifier {
   int64_t session_;
   const VerifierKey* pinned_;
   std::optional<VerifierKey> record_key_;
-  std::optional<std::string> external_text_;
+  const SavedCheckpoints* external_;
   struct Saved {
-    std::string name;  // "saved checkpoint 2" (of the file's, from 1)
+    std::string name;
     Checkpoint checkpoint;
     std::optional<Hash> root_seen, chain_seen;  // the record's, at the checkpoint's size
   };
@@ -92,9 +105,6 @@ struct StoreVerdict {
 StoreVerdict verify_store(Store& store, std::optional<int64_t> only_session,
                           const VerifierKey* pinned, std::optional<std::string> external);
 
-// How many saved checkpoints a saved-checkpoint file holds (0 when it is
-// malformed: the session verifiers say why).
-size_t saved_checkpoint_count(const std::optional<std::string>& external);
 // ok unless some of the `count` saved checkpoints belong to none of the
 // verdicts' sessions; then that one is named in *where / *reason.
 bool every_saved_checkpoint_matched(size_t count, const std::vector<const SessionVerdict*>& verdicts,

@@ -46,8 +46,9 @@ bool RateLimiter::roll(uint64_t ts) {
 }
 
 bool RateLimiter::admit(const events::Entry& e) {
-  if (!plain(e) || kept_ < per_second_) {
-    kept_ += plain(e) ? 1 : 0;
+  if (!plain(e)) return true;
+  if (kept_ < per_second_) {
+    ++kept_;
     return true;
   }
   uint64_t ts = uint64_t(e.int_or("ts_mono_ns"));
