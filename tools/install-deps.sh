@@ -6,7 +6,7 @@ apt-get update -q
 apt-get install -y -q --no-install-recommends \
   cmake make g++ pkg-config ccache \
   clang llvm libbpf-dev bpftool \
-  libsqlite3-dev libssl-dev libboost-program-options-dev nlohmann-json3-dev doctest-dev \
+  libsqlite3-dev libzstd-dev libssl-dev libboost-program-options-dev nlohmann-json3-dev doctest-dev \
   libseccomp-dev libyaml-cpp-dev \
   util-linux coreutils procps \
   python3 python3-cryptography python3-pip python3-h2 git openssl curl \

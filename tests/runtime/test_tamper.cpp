@@ -3,8 +3,10 @@
 #include <doctest/doctest.h>
 
 #include <filesystem>
+#include <functional>
 
 #include "runtime/harness.h"
+#include "support/record_edit.h"
 
 using namespace rt;
 
@@ -25,11 +27,18 @@ std::string copy(const TempDir& dir, const std::string& db, const std::string& n
   return c;
 }
 
-std::string seq_of_open(const std::string& db, const std::string& path) {
-  std::string out = sqlite(db, "SELECT seq FROM entries WHERE type='file_open' AND body LIKE '%\"path\":\"" +
-                                   path + "\"%' LIMIT 1");
-  REQUIRE(!out.empty());
-  return out.substr(0, out.size() - 1);
+int64_t seq_of_open(const std::string& db, const std::string& path) {
+  for (const auto& e : testsupport::stored_entries(db))
+    if (e.type == "file_open" && e.body.find("\"path\":\"" + path + "\"") != std::string::npos) return e.seq;
+  FAIL("no file_open of " << path);
+  return 0;
+}
+
+// Edits the stored entries of the record, no hash recomputed.
+void edit(const std::string& db, const std::function<void(std::vector<testsupport::StoredEntry>&)>& fn) {
+  auto es = testsupport::stored_entries(db);
+  fn(es);
+  testsupport::store_entries(db, es);
 }
 
 }  // namespace
@@ -38,11 +47,15 @@ TEST_CASE("tampering with a recorded session is caught at the right entry") {
   REQUIRE(is_root());
   TempDir dir;
   std::string db = record(dir);
-  std::string seq = seq_of_open(db, "/etc/hostname");
+  int64_t n_open = seq_of_open(db, "/etc/hostname");
+  std::string seq = std::to_string(n_open);
 
   SUBCASE("one field changed") {
     std::string c = copy(dir, db, "edit.db");
-    sqlite(c, "UPDATE entries SET body=replace(body,'/etc/hostname','/etc/shadow') WHERE seq=" + seq);
+    edit(c, [&](auto& es) {
+      auto& body = es.at(size_t(n_open - 1)).body;
+      body.replace(body.find("/etc/hostname"), 13, "/etc/shadow");
+    });
     Result r = flightrec({"verify", "--db", c});
     CHECK(r.code == 1);
     CHECK(r.out.find("FAIL: session 1 entry " + seq + ":") == 0);
@@ -50,24 +63,28 @@ TEST_CASE("tampering with a recorded session is caught at the right entry") {
   }
   SUBCASE("one entry deleted") {
     std::string c = copy(dir, db, "delete.db");
-    sqlite(c, "DELETE FROM entries WHERE seq=" + seq);
+    edit(c, [&](auto& es) { es.erase(es.begin() + (n_open - 1)); });
     Result r = flightrec({"verify", "--db", c});
     CHECK(r.code == 1);
     CHECK(r.out.find("FAIL: session 1 entry " + seq + ": entry is missing") == 0);
   }
   SUBCASE("two entries swapped") {
     std::string c = copy(dir, db, "swap.db");
-    sqlite(c, "UPDATE entries SET id=-1 WHERE seq=" + seq + "; UPDATE entries SET id=(1<<40)+" + seq +
-                  " WHERE seq=" + seq + "+1; UPDATE entries SET id=(1<<40)+" + seq + "+1 WHERE id=-1;");
+    edit(c, [&](auto& es) {
+      std::swap(es.at(size_t(n_open - 1)).body, es.at(size_t(n_open)).body);
+      std::swap(es.at(size_t(n_open - 1)).leaf, es.at(size_t(n_open)).leaf);
+    });
     Result r = flightrec({"verify", "--db", c});
     CHECK(r.code == 1);
     CHECK(r.out.find("FAIL: session 1 entry " + seq + ":") == 0);
   }
   SUBCASE("the last entries cut off") {
     std::string c = copy(dir, db, "tail.db");
-    std::string n = sqlite(c, "SELECT max(seq) FROM entries");
-    n.pop_back();
-    sqlite(c, "DELETE FROM entries WHERE seq>=" + n + "-2");  // seq is a generated column
+    std::string n;
+    edit(c, [&](auto& es) {
+      n = std::to_string(es.back().seq);
+      es.resize(es.size() - 3);
+    });
     Result r = flightrec({"verify", "--db", c});
     CHECK(r.code == 1);
     // The end checkpoint still claims every entry.

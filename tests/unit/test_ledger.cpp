@@ -14,28 +14,22 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
+#include "unit/files.h"
 #include "common/system.h"
 #include "ledger/checkpoint.h"
 #include "ledger/store.h"
 #include "ledger/verify.h"
 #include "ledger/writer.h"
+#include "support/record_edit.h"
 
 using namespace flightrec;
 using namespace flightrec::ledger;
+using unit::sql;
+using unit::TempDir;
 namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    char tmpl[] = "/tmp/flightrec-unit-XXXXXX";
-    path = mkdtemp(tmpl);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string file(const char* name) const { return (path / name).string(); }
-};
 
 const SigningKey& test_key() {
   static SigningKey k = SigningKey::generate("test-key");
@@ -67,7 +61,7 @@ int64_t write_session(Store& store, int n, const SigningKey* key, bool end = tru
     g["public_key"] = key->verifier().vkey();
     g["key_id"] = key->verifier().key_id_hex();
   }
-  w.append(g.dump(), "genesis", 1);
+  w.append(g.dump(), "genesis", 1, 0);
   w.checkpoint(origin_of(id), key);  // sealed with the genesis entry, as the recorder does
   for (int i = 2; i <= n; ++i) {
     bool last = end && i == n;
@@ -77,7 +71,7 @@ int64_t write_session(Store& store, int n, const SigningKey* key, bool end = tru
       j["entries_before"] = i - 1;
     }
     if (i == 7) j = {{"type", "lost"}, {"seq", i}, {"session", id}, {"lost", 12}};
-    w.append(j.dump(), j["type"], 42);
+    w.append(j.dump(), j["type"].get<std::string>(), 42, 0);
     if (i % 5 == 0) w.checkpoint(origin_of(id), key);
   }
   if (end) w.checkpoint(origin_of(id), key);
@@ -86,16 +80,6 @@ int64_t write_session(Store& store, int n, const SigningKey* key, bool end = tru
   return id;
 }
 
-void sql(const std::string& path, const std::string& statement) {
-  sqlite3* db = nullptr;
-  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
-  char* err = nullptr;
-  int rc = sqlite3_exec(db, statement.c_str(), nullptr, nullptr, &err);
-  INFO(statement << ": " << (err ? err : ""));
-  sqlite3_free(err);
-  sqlite3_close(db);
-  REQUIRE(rc == SQLITE_OK);
-}
 
 // Session 1's verdict (or the first failure).
 SessionVerdict verify_file(const std::string& path, const VerifierKey* pinned = nullptr,
@@ -121,26 +105,31 @@ std::vector<std::string> bodies(const std::string& path, int64_t session) {
 }
 
 // The strongest attacker without the key: rewrites a session's entries
-// with every seq, leaf and chain recomputed, and leaves the checkpoints.
+// with every seq and leaf recomputed, and leaves the checkpoints.
 void rewrite_session(const std::string& path, int64_t session, std::vector<json> entries) {
-  sql(path, "DELETE FROM entries WHERE session=" + std::to_string(session));
-  Store s(path, Store::Mode::Write);
-  Hash head = kChainStart;
-  s.begin();
+  std::vector<testsupport::StoredEntry> kept;
+  for (auto& e : testsupport::stored_entries(path))
+    if (e.session != session) kept.push_back(std::move(e));
   for (size_t i = 0; i < entries.size(); ++i) {
     entries[i]["seq"] = i + 1;
-    EntryRow r;
-    r.session = session;
-    r.seq = int64_t(i + 1);
-    r.type = entries[i]["type"];
-    r.body = entries[i].dump();
-    Hash leaf = leaf_hash(r.body);
-    head = chain_next(head, leaf);
-    r.leaf = std::string(as_bytes(leaf));
-    r.chain = std::string(as_bytes(head));
-    s.insert_entry(r);
+    kept.push_back({session, int64_t(i + 1), entries[i]["type"], 0, entries[i].dump(), ""});
   }
-  s.commit();
+  std::stable_sort(kept.begin(), kept.end(), [](const auto& a, const auto& b) { return a.session < b.session; });
+  testsupport::store_entries(path, kept);
+}
+
+// Edits the stored entries in place, no hash recomputed (a disk editor's view).
+void edit_entries(const std::string& path, const std::function<void(std::vector<testsupport::StoredEntry>&)>& edit) {
+  auto es = testsupport::stored_entries(path);
+  edit(es);
+  testsupport::store_entries(path, es);
+}
+
+// Removes the entries of `session` whose seq satisfies `which`.
+void delete_entries(const std::string& path, int64_t session, const std::function<bool(int64_t)>& which) {
+  edit_entries(path, [&](auto& es) {
+    std::erase_if(es, [&](const auto& e) { return e.session == session && which(e.seq); });
+  });
 }
 
 // A fresh copy of the record for each tampering, so subcases do not meet.
@@ -192,7 +181,10 @@ TEST_CASE("tampering is caught, each with its reason") {
   auto fresh = copies_of(dir, db);
   SUBCASE("a field edited") {
     std::string c = fresh();
-    sql(c, "UPDATE entries SET body=replace(body,'\"pid\":42','\"pid\":43') WHERE seq=9 AND session=1");
+    edit_entries(c, [](auto& es) {
+      for (auto& e : es)
+        if (e.session == 1 && e.seq == 9) e.body.replace(e.body.find("\"pid\":42"), 8, "\"pid\":43");
+    });
     auto v = verify_file(c, &pub);
     CHECK(v.where == "entry 9");
     CHECK(v.reason.find("altered") != std::string::npos);
@@ -208,7 +200,7 @@ TEST_CASE("tampering is caught, each with its reason") {
   }
   SUBCASE("an entry deleted") {
     std::string c = fresh();
-    sql(c, "DELETE FROM entries WHERE seq=7 AND session=1");
+    delete_entries(c, 1, [](int64_t seq) { return seq == 7; });
     auto v = verify_file(c, &pub);
     CHECK(v.where == "entry 7");
     CHECK(v.reason.find("missing") != std::string::npos);
@@ -232,7 +224,7 @@ TEST_CASE("tampering is caught, each with its reason") {
   }
   SUBCASE("the tail truncated, checkpoints kept") {
     std::string c = fresh();
-    sql(c, "DELETE FROM entries WHERE session=1 AND seq>20");
+    delete_entries(c, 1, [](int64_t seq) { return seq > 20; });
     auto v = verify_file(c, &pub);
     CHECK(v.where == "checkpoint at size 23");
     CHECK(v.reason.find("removed from the end") != std::string::npos);
@@ -244,8 +236,8 @@ TEST_CASE("tampering is caught, each with its reason") {
       Store s(c, Store::Mode::Read);
       saved = s.checkpoints(id).back().note;  // the end checkpoint, kept off the host
     }
-    sql(c, "DELETE FROM entries WHERE session=1 AND seq>20;"
-           "DELETE FROM checkpoints WHERE session=1 AND tree_size>20");
+    delete_entries(c, 1, [](int64_t seq) { return seq > 20; });
+    sql(c, "DELETE FROM checkpoints WHERE session=1 AND tree_size>20");
     auto v = verify_file(c, &pub);
     CHECK(v.ok);  // indistinguishable from a crash on its own
     CHECK_FALSE(v.terminated);
@@ -281,8 +273,8 @@ TEST_CASE("tampering is caught, each with its reason") {
     CHECK(v.ok);
     CHECK(v.saved_matched == std::vector<size_t>{0, 1, 2});
     // The tail removed: the last of them catches it, and says which.
-    sql(c, "DELETE FROM entries WHERE session=1 AND seq>20;"
-           "DELETE FROM checkpoints WHERE session=1 AND tree_size>20");
+    delete_entries(c, 1, [](int64_t seq) { return seq > 20; });
+    sql(c, "DELETE FROM checkpoints WHERE session=1 AND tree_size>20");
     v = verify_file(c, &pub, file);
     CHECK(v.where == "saved checkpoint 3");
     CHECK(v.reason.find("truncated or rolled back") != std::string::npos);
@@ -331,8 +323,14 @@ TEST_CASE("tampering is caught, each with its reason") {
   }
   SUBCASE("two sessions spliced") {
     std::string c = fresh();
-    sql(c, "DELETE FROM entries WHERE session=1 AND seq BETWEEN 4 AND 6;"
-           "UPDATE entries SET id=(1<<40)+seq WHERE session=2 AND seq BETWEEN 4 AND 6;");
+    edit_entries(c, [](auto& es) {
+      std::erase_if(es, [](const auto& e) { return e.session == 1 && e.seq >= 4 && e.seq <= 6; });
+      for (auto& e : es)
+        if (e.session == 2 && e.seq >= 4 && e.seq <= 6) e.session = 1;
+      std::stable_sort(es.begin(), es.end(), [](const auto& a, const auto& b) {
+        return std::pair(a.session, a.seq) < std::pair(b.session, b.seq);
+      });
+    });
     auto v = verify_file(c, &pub);
     CHECK(v.where == "entry 4");
     CHECK(v.reason.find("spliced") != std::string::npos);
@@ -447,8 +445,11 @@ TEST_CASE("deleting a session's row does not hide it from verification") {
     write_session(s, 12, &test_key());
     write_session(s, 12, &test_key());
   }
-  sql(db, "DELETE FROM sessions WHERE id=2;"
-          "UPDATE entries SET body=replace(body,'\"pid\":42','\"pid\":7') WHERE session=2 AND seq=4");
+  sql(db, "DELETE FROM sessions WHERE id=2");
+  edit_entries(db, [](auto& es) {
+    for (auto& e : es)
+      if (e.session == 2 && e.seq == 4) e.body.replace(e.body.find("\"pid\":42"), 8, "\"pid\":7");
+  });
   Store s(db, Store::Mode::Read);
   auto r = verify_store(s, std::nullopt, &test_key().verifier(), std::nullopt);
   CHECK_FALSE(r.ok);

@@ -4,6 +4,7 @@
 // plain syscalls, a quarter with a path, a few process events) and fed
 // through the same code the collector runs.
 //   ingest [N]      default N = 1000000
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "events/decode.h"
+#include "ledger/block.h"
 #include "ledger/checkpoint.h"
 #include "ledger/hash.h"
 #include "ledger/keys.h"
@@ -81,6 +83,13 @@ double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
+// CPU seconds this process has used (all threads, user + system).
+double cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + double(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -114,6 +123,20 @@ int main(int argc, char** argv) {
   }
   double merkle_s = seconds_since(t);
 
+  // Packing into blocks and compressing them, as the writer thread does.
+  t = Clock::now();
+  size_t packed = 0;
+  {
+    ledger::BlockBuilder builder;
+    ledger::Hash leaf{};
+    for (const auto& b : bodies) {
+      builder.add("syscall", 1000, 1, leaf, b);
+      if (builder.full()) packed += builder.seal(1, 1, leaf).data.size();
+    }
+    if (!builder.empty()) packed += builder.seal(1, 1, leaf).data.size();
+  }
+  double block_s = seconds_since(t);
+
   // Checkpoint signing and checking, one at a time.
   auto key = ledger::SigningKey::generate("bench");
   ledger::Checkpoint cp{"flightrec/bench/0", n, tree.root(), head};
@@ -131,7 +154,7 @@ int main(int argc, char** argv) {
 
   char dir[] = "/tmp/flightrec-ingest-XXXXXX";
   std::string db = std::string(mkdtemp(dir)) + "/ingest.db";
-  double all_s;
+  double all_s, all_cpu_s;
   {
     ledger::Store store(db, ledger::Store::Mode::Write);
     recorder::SessionMeta meta;
@@ -139,12 +162,14 @@ int main(int argc, char** argv) {
     meta.command = {"bench"};
     recorder::Recorder rec(store, meta);
     t = Clock::now();
+    double cpu0 = cpu_seconds();
     for (const auto& r : records) {
       rec.on_record(r.data(), r.size());
       rec.flush_if_due();
     }
     rec.flush();
     all_s = seconds_since(t);
+    all_cpu_s = cpu_seconds() - cpu0;
     rec.finish(0, "bench");
   }
   auto db_bytes = std::filesystem::file_size(db);
@@ -179,6 +204,18 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
+  // Filtered queries: fork entries are in every block (each is read);
+  // there are no exec entries (the block index skips every block).
+  auto query = [&](const char* type, size_t* hits) {
+    ledger::Store store(db, ledger::Store::Mode::Read);
+    ledger::EntryFilter f;
+    f.types = {type};
+    auto t0 = Clock::now();
+    store.for_each_entry(f, [&](const ledger::EntryRow&) { return ++*hits; });
+    return seconds_since(t0);
+  };
+  size_t fork_hits = 0, exec_hits = 0;
+  double fork_s = query("fork", &fork_hits), exec_s = query("exec", &exec_hits);
   std::filesystem::remove_all(dir);
 
   if (pipeline_only) bytes = n;
@@ -187,8 +224,14 @@ int main(int argc, char** argv) {
   std::printf("decode + canonical JSON : %9.0f entries/s (%.2f us each)\n", n / decode_s, decode_s / n * 1e6);
   std::printf("leaf + chain hashing    : %9.0f entries/s (%.2f us each)\n", n / hash_s, hash_s / n * 1e6);
   std::printf("+ Merkle tree update    : %9.0f entries/s (%.2f us each)\n", n / merkle_s, merkle_s / n * 1e6);
-  std::printf("full pipeline to SQLite : %9.0f entries/s (%.2f us each; writer thread stores)\n", n / all_s,
-              all_s / n * 1e6);
+  std::printf("blocks (zstd)           : %9.0f entries/s (%.2f us each; %.1f bytes/entry compressed)\n",
+              n / block_s, block_s / n * 1e6, double(packed) / double(n));
+  std::printf("full pipeline to SQLite : %9.0f entries/s (%.2f us each; writer thread hashes and stores)\n",
+              n / all_s, all_s / n * 1e6);
+  std::printf("  CPU, all threads      : %9.0f entries per CPU-second (%.2f us each)\n", n / all_cpu_s,
+              all_cpu_s / n * 1e6);
+  std::printf("read, type filter       : %.3f s for %zu fork entries (every block read), %.3f s for %zu exec (every block skipped)\n",
+              fork_s, fork_hits, exec_s, exec_hits);
   std::printf("verify (as a bundle)    : %9.0f entries/s (%.2f us each)\n", verified / verify_s,
               verify_s / double(verified) * 1e6);
   std::printf("checkpoint: sign %.1f us, verify %.1f us (one per 1000 entries: %.3f us per entry)\n",

@@ -69,8 +69,8 @@ int cmd_query(const Args& args) {
   ledger::Store store(db, ledger::Store::Mode::Read);
   ledger::EntryFilter f;
   if (vm.count("session")) f.session = session;
-  // Types and pids are matched against each entry's own body: the type and
-  // pid columns are a convenience a forger could change without touching it.
+  // Types and pids are matched against each entry's own body: the store's
+  // index is a convenience a forger could change without touching it.
   std::vector<std::string> wanted;
   for (const auto& t : types) {
     if (std::find(kEntryTypes.begin(), kEntryTypes.end(), t) == kEntryTypes.end())
@@ -81,6 +81,9 @@ int cmd_query(const Args& args) {
       wanted.push_back("connect");
     }
   }
+  // The store's index skips blocks that hold none of these.
+  f.types = wanted;
+  if (vm.count("pid")) f.pid = pid;
   ledger::TopLevel top;
   bool json = vm["json"].as<bool>();
   std::ios::sync_with_stdio(false);

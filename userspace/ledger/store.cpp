@@ -2,6 +2,8 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
+
 #include "common/error.h"
 
 namespace flightrec::ledger {
@@ -26,7 +28,7 @@ struct Stmt {
 
 const char* kSchema = R"sql(
 CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
-INSERT INTO meta VALUES ('format', 'flightrec-record'), ('format_version', '2');
+INSERT INTO meta VALUES ('format', 'flightrec-record'), ('format_version', '3');
 CREATE TABLE sessions(
   id INTEGER PRIMARY KEY AUTOINCREMENT,
   mode TEXT NOT NULL,
@@ -37,15 +39,17 @@ CREATE TABLE sessions(
   exit_status INTEGER,
   entry_count INTEGER,
   chain_head TEXT);
-CREATE TABLE entries(
-  id INTEGER PRIMARY KEY,  -- session << 40 | seq: the position is the key
-  type TEXT NOT NULL,
-  pid INTEGER NOT NULL,
-  body TEXT NOT NULL,
-  leaf BLOB NOT NULL,
+CREATE TABLE blocks(
+  id INTEGER PRIMARY KEY,  -- session << 40 | seq of its first entry
+  count INTEGER NOT NULL,
+  types TEXT NOT NULL,
+  pid_bits INTEGER NOT NULL,
+  ts_min INTEGER NOT NULL,
+  ts_max INTEGER NOT NULL,
   chain BLOB NOT NULL,
+  data BLOB NOT NULL,
   session INTEGER GENERATED ALWAYS AS (id >> 40) VIRTUAL,
-  seq INTEGER GENERATED ALWAYS AS (id & 1099511627775) VIRTUAL);
+  first_seq INTEGER GENERATED ALWAYS AS (id & 1099511627775) VIRTUAL);
 CREATE TABLE checkpoints(
   session INTEGER NOT NULL,
   tree_size INTEGER NOT NULL,
@@ -55,7 +59,7 @@ CREATE TABLE checkpoints(
 
 }  // namespace
 
-Store::Store(const std::string& path, Mode mode) : path_(path) {
+Store::Store(const std::string& path, Mode mode) : path_(path), mode_(mode) {
   if (mode == Mode::Read) {
     struct stat st {};
     if (stat(path.c_str(), &st) != 0) throw Error(errno_message("cannot open " + path, errno));
@@ -131,6 +135,7 @@ void Store::check_or_create_schema() {
       sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
       throw;
     }
+    version_ = kFormatVersion;
     return;
   }
   std::optional<std::string> format, version;
@@ -144,9 +149,14 @@ void Store::check_or_create_schema() {
   }
   if (format != "flightrec-record")
     throw Error(path_ + " is a SQLite database but not a flightrec record; refusing to use it");
-  if (version != std::to_string(kFormatVersion))
-    throw Error(path_ + " has record format version " + version.value_or("?") +
-                ", this flightrec reads version " + std::to_string(kFormatVersion));
+  for (int v = kOldestReadableVersion; v <= kFormatVersion; ++v)
+    if (version == std::to_string(v)) version_ = v;
+  if (!version_)
+    throw Error(path_ + " has record format version " + version.value_or("?") + ", this flightrec reads versions " +
+                std::to_string(kOldestReadableVersion) + " to " + std::to_string(kFormatVersion));
+  if (version_ != kFormatVersion && mode_ == Mode::Write)
+    throw Error(path_ + " has record format version " + *version + " (an older flightrec); this flightrec reads it "
+                "but appends only to version " + std::to_string(kFormatVersion) + ": record into a new file");
 }
 
 int64_t Store::begin_session(const SessionRow& s) {
@@ -175,23 +185,27 @@ void Store::begin() { exec("BEGIN"); }
 void Store::commit() { exec("COMMIT"); }
 void Store::rollback() noexcept { sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr); }
 
-void Store::insert_entry(const EntryRow& e) {
+void Store::insert_block(const BlockRow& b) {
   if (!insert_ &&
       sqlite3_prepare_v2(db_,
-                         "INSERT INTO entries(id, type, pid, body, leaf, chain) VALUES (?,?,?,?,?,?)",
+                         "INSERT INTO blocks(id, count, types, pid_bits, ts_min, ts_max, chain, data)"
+                         " VALUES (?,?,?,?,?,?,?,?)",
                          -1, &insert_, nullptr) != SQLITE_OK)
     fail("cannot prepare insert");
-  if (e.session < 1 || e.session >= kMaxSessions || e.seq < 1 || e.seq >= kMaxSeq)
+  if (b.session < 1 || b.session >= kMaxSessions || b.first_seq < 1 || b.count < 1 ||
+      b.first_seq + b.count > kMaxSeq)
     throw Error(path_ + ": entry position out of range");
-  sqlite3_bind_int64(insert_, 1, e.session << kSeqBits | e.seq);
-  sqlite3_bind_text(insert_, 2, e.type.data(), int(e.type.size()), SQLITE_STATIC);
-  sqlite3_bind_int64(insert_, 3, e.pid);
-  sqlite3_bind_text(insert_, 4, e.body.data(), int(e.body.size()), SQLITE_STATIC);
-  sqlite3_bind_blob(insert_, 5, e.leaf.data(), int(e.leaf.size()), SQLITE_STATIC);
-  sqlite3_bind_blob(insert_, 6, e.chain.data(), int(e.chain.size()), SQLITE_STATIC);
+  sqlite3_bind_int64(insert_, 1, b.session << kSeqBits | b.first_seq);
+  sqlite3_bind_int64(insert_, 2, b.count);
+  sqlite3_bind_text(insert_, 3, b.types.data(), int(b.types.size()), SQLITE_STATIC);
+  sqlite3_bind_int64(insert_, 4, int64_t(b.pid_bits));
+  sqlite3_bind_int64(insert_, 5, b.ts_min);
+  sqlite3_bind_int64(insert_, 6, b.ts_max);
+  sqlite3_bind_blob(insert_, 7, b.chain.data(), int(b.chain.size()), SQLITE_STATIC);
+  sqlite3_bind_blob(insert_, 8, b.data.data(), int(b.data.size()), SQLITE_STATIC);
   int rc = sqlite3_step(insert_);
   sqlite3_reset(insert_);
-  if (rc != SQLITE_DONE) fail("cannot insert entry");
+  if (rc != SQLITE_DONE) fail("cannot insert entries");
 }
 
 void Store::insert_checkpoint(int64_t session, uint64_t tree_size, const std::string& note) {
@@ -221,8 +235,8 @@ std::vector<CheckpointRow> Store::checkpoints(int64_t session) {
 std::vector<int64_t> Store::session_ids() {
   std::vector<int64_t> out;
   Stmt s(db_,
-         "SELECT id FROM sessions UNION SELECT DISTINCT id >> 40 FROM entries "
-         "UNION SELECT DISTINCT session FROM checkpoints ORDER BY 1");
+         std::string("SELECT id FROM sessions UNION SELECT DISTINCT id >> 40 FROM ") +
+             (version_ == 2 ? "entries" : "blocks") + " UNION SELECT DISTINCT session FROM checkpoints ORDER BY 1");
   int rc;
   while ((rc = sqlite3_step(s.s)) == SQLITE_ROW) out.push_back(sqlite3_column_int64(s.s, 0));
   if (rc != SQLITE_DONE) fail("cannot read sessions");
@@ -253,6 +267,67 @@ std::vector<SessionRow> Store::sessions() {
 }
 
 void Store::for_each_entry(const EntryFilter& f, const std::function<bool(const EntryRow&)>& fn) {
+  if (version_ == 2) for_each_v2_entry(f, fn);
+  else for_each_block_entry(f, fn);
+}
+
+void Store::for_each_block_entry(const EntryFilter& f, const std::function<bool(const EntryRow&)>& fn) {
+  std::string sql = "SELECT id, count, types, pid_bits, chain, data FROM blocks";
+  if (f.session) sql += " WHERE id BETWEEN ? AND ?";
+  sql += " ORDER BY id";
+  Stmt s(db_, sql);
+  if (f.session) {
+    sqlite3_bind_int64(s.s, 1, *f.session << kSeqBits);
+    sqlite3_bind_int64(s.s, 2, (*f.session << kSeqBits) | (kMaxSeq - 1));
+  }
+  uint64_t want_pid = f.pid ? index_bit(*f.pid) : 0;
+  std::string scratch;
+  EntryRow r;
+  int rc;
+  while ((rc = sqlite3_step(s.s)) == SQLITE_ROW) {
+    int64_t id = sqlite3_column_int64(s.s, 0);
+    int64_t count = sqlite3_column_int64(s.s, 1);
+    if (id < 0 || count < 1 || (id & (kMaxSeq - 1)) == 0 || (id & (kMaxSeq - 1)) + count > kMaxSeq)
+      throw Error(path_ + ": a block has an impossible position or size: the record is corrupt");
+    if (!f.types.empty()) {
+      std::string types = s.text(2);
+      if (std::none_of(f.types.begin(), f.types.end(), [&](const std::string& t) { return has_type(types, t); }))
+        continue;
+    }
+    if (want_pid && !(uint64_t(sqlite3_column_int64(s.s, 3)) & want_pid)) continue;
+    r.session = id >> kSeqBits;
+    int64_t seq = id & (kMaxSeq - 1);
+    std::string chain = s.text(4);
+    if (!chain.empty() && chain.size() != 32)
+      throw Error(path_ + ": a block's chain value is not 32 bytes: the record is corrupt");
+    auto data = static_cast<const char*>(sqlite3_column_blob(s.s, 5));
+    std::string_view bytes(data ? data : "", size_t(sqlite3_column_bytes(s.s, 5)));
+    bool go_on = true;
+    int64_t index = 0;
+    try {
+      read_block(bytes, count, scratch, [&](const BlockEntry& e) {
+        r.seq = seq + index;
+        bool last = ++index == count;
+        if (!f.types.empty() && std::find(f.types.begin(), f.types.end(), e.type) == f.types.end()) return true;
+        if (f.pid && e.pid != *f.pid) return true;
+        r.type.assign(e.type);
+        r.pid = e.pid;
+        r.body.assign(e.body);
+        r.leaf.assign(e.leaf_prefix);
+        if (last) r.chain = chain;
+        else r.chain.clear();
+        return go_on = fn(r);
+      });
+    } catch (const Error& e) {
+      throw Error(path_ + ": session " + std::to_string(r.session) + ", entries from " + std::to_string(seq) + ": " +
+                  e.what());
+    }
+    if (!go_on) return;
+  }
+  if (rc != SQLITE_DONE) fail("cannot read entries");
+}
+
+void Store::for_each_v2_entry(const EntryFilter& f, const std::function<bool(const EntryRow&)>& fn) {
   std::string sql = "SELECT id, type, pid, body, leaf, chain FROM entries WHERE 1";
   if (f.session) sql += " AND id BETWEEN ? AND ?";
   sql += " ORDER BY id";
@@ -270,6 +345,8 @@ void Store::for_each_entry(const EntryFilter& f, const std::function<bool(const 
     r.seq = id & (kMaxSeq - 1);
     r.type = s.text(1);
     r.pid = sqlite3_column_int64(s.s, 2);
+    if (!f.types.empty() && std::find(f.types.begin(), f.types.end(), r.type) == f.types.end()) continue;
+    if (f.pid && r.pid != *f.pid) continue;
     r.body = s.text(3);
     r.leaf = s.text(4);
     r.chain = s.text(5);

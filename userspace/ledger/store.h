@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "ledger/block.h"
 #include "ledger/hash.h"
 
 namespace flightrec::ledger {
@@ -25,14 +26,16 @@ struct SessionRow {
   std::optional<std::string> chain_head;  // hex
 };
 
+// One entry as read back. type and pid are the store's index, not the
+// entry's own (trusted) members.
 struct EntryRow {
   int64_t session = 0;
   int64_t seq = 0;
   std::string type;
   int64_t pid = 0;
   std::string body;      // canonical JSON
-  std::string leaf;      // 32 raw bytes as stored
-  std::string chain;     // 32 raw bytes as stored
+  std::string leaf;      // the start of its leaf hash as stored (format 2: all 32 bytes)
+  std::string chain;     // the chain value after it as stored (32 raw bytes), or empty
 };
 
 struct CheckpointRow {
@@ -40,8 +43,12 @@ struct CheckpointRow {
   std::string note;  // signed note text
 };
 
+// What a reader wants. The store may skip blocks (and entries) whose index
+// says they cannot match; callers still check each entry's own body.
 struct EntryFilter {
   std::optional<int64_t> session;
+  std::vector<std::string> types;  // any of these (empty: all)
+  std::optional<int64_t> pid;
 };
 
 class Store {
@@ -61,7 +68,7 @@ class Store {
   void begin();   // transaction
   void commit();
   void rollback() noexcept;
-  void insert_entry(const EntryRow& e);
+  void insert_block(const BlockRow& b);
 
   void insert_checkpoint(int64_t session, uint64_t tree_size, const std::string& note);
   std::vector<CheckpointRow> checkpoints(int64_t session);  // by tree size
@@ -73,21 +80,28 @@ class Store {
   void for_each_entry(const EntryFilter& filter, const std::function<bool(const EntryRow&)>& fn);
 
   const std::string& path() const { return path_; }
+  int format_version() const { return version_; }
   sqlite3* handle() { return db_; }
 
  private:
   void exec(const char* sql);
   void check_or_create_schema();
   [[noreturn]] void fail(const std::string& what);
+  void for_each_block_entry(const EntryFilter& filter, const std::function<bool(const EntryRow&)>& fn);
+  void for_each_v2_entry(const EntryFilter& filter, const std::function<bool(const EntryRow&)>& fn);
 
   std::string path_;
+  Mode mode_;
   sqlite3* db_ = nullptr;
+  int version_ = 0;
   sqlite3_stmt* insert_ = nullptr;
   sqlite3_stmt* insert_checkpoint_ = nullptr;
 };
 
-constexpr int kFormatVersion = 2;
-// An entry's row id is session << kSeqBits | seq.
+constexpr int kFormatVersion = 3;
+// Format 2 (one row per entry) is still read; nothing is appended to it.
+constexpr int kOldestReadableVersion = 2;
+// A block's row id is session << kSeqBits | the seq of its first entry.
 constexpr int kSeqBits = 40;
 constexpr int64_t kMaxSeq = int64_t(1) << kSeqBits;
 constexpr int64_t kMaxSessions = int64_t(1) << (62 - kSeqBits);

@@ -20,30 +20,16 @@ SessionWriter::~SessionWriter() {
   thread_.join();
 }
 
-void SessionWriter::append(std::string canonical, const std::string& type, int64_t pid) {
-  Hash leaf = leaf_hash(canonical);
-  head_ = chain_next(head_, leaf);
-  tree_.append(leaf);
-  EntryRow& row = batch_.entries.emplace_back();
-  row.session = session_;
-  row.seq = ++count_;
-  row.type = type;
-  row.pid = pid;
-  row.body = std::move(canonical);
-  row.leaf.assign(as_bytes(leaf));
-  row.chain.assign(as_bytes(head_));
+void SessionWriter::append(std::string canonical, std::string_view type, int64_t pid, int64_t ts) {
+  batch_.entries.push_back({std::move(canonical), std::string(type), pid, ts});
+  ++count_;
   if (batch_.entries.size() >= kBatch) submit();
 }
 
 void SessionWriter::checkpoint(const std::string& origin, const SigningKey* key) {
   if (count_ == 0 || uint64_t(count_) == checkpointed_) return;  // one checkpoint per tree size
-  Checkpoint c;
-  c.origin = origin;
-  c.size = uint64_t(count_);
-  c.root = tree_.root();
-  c.chain = head_;
-  batch_.checkpoints.push_back({count_, sign_checkpoint(c, key)});
-  checkpointed_ = c.size;
+  batch_.checkpoints.push_back({batch_.entries.size(), origin, key});
+  checkpointed_ = uint64_t(count_);
 }
 
 void SessionWriter::rethrow_failure() {
@@ -68,8 +54,45 @@ void SessionWriter::flush() {
   rethrow_failure();
 }
 
+Hash SessionWriter::head() {
+  std::lock_guard lock(mu_);
+  return head_;
+}
+
+// Hashes, chains and packs a batch (on the writer thread, in order).
+void SessionWriter::seal(Batch& batch, std::vector<BlockRow>& blocks, std::vector<CheckpointRow>& checkpoints) {
+  int64_t block_start = sealed_ + 1;
+  auto seal_block = [&] {
+    if (builder_.empty()) return;
+    blocks.push_back(builder_.seal(session_, block_start, head_));
+    block_start = sealed_ + 1;
+  };
+  size_t next_cp = 0;
+  auto take_checkpoints = [&](size_t done) {
+    for (; next_cp < batch.checkpoints.size() && batch.checkpoints[next_cp].after == done; ++next_cp) {
+      const auto& req = batch.checkpoints[next_cp];
+      Checkpoint c{req.origin, uint64_t(sealed_), tree_.root(), head_};
+      checkpoints.push_back({sealed_, sign_checkpoint(c, req.key)});
+    }
+  };
+  for (size_t i = 0; i < batch.entries.size(); ++i) {
+    take_checkpoints(i);
+    const Pending& e = batch.entries[i];
+    Hash leaf = leaf_hash(e.body);
+    head_ = chain_next(head_, leaf);
+    tree_.append(leaf);
+    ++sealed_;
+    builder_.add(e.type, e.pid, e.ts, leaf, e.body);
+    if (builder_.full()) seal_block();
+  }
+  take_checkpoints(batch.entries.size());
+  seal_block();
+}
+
 void SessionWriter::run() {
   std::unique_lock lock(mu_);
+  std::vector<BlockRow> blocks;
+  std::vector<CheckpointRow> checkpoints;
   for (;;) {
     cv_.wait(lock, [&] { return !queue_.empty() || closing_; });
     if (queue_.empty()) return;  // closing and drained
@@ -79,9 +102,12 @@ void SessionWriter::run() {
     lock.unlock();
     std::exception_ptr failure;
     try {
+      blocks.clear();
+      checkpoints.clear();
+      seal(batch, blocks, checkpoints);
       store_.begin();
-      for (const EntryRow& row : batch.entries) store_.insert_entry(row);
-      for (const CheckpointRow& c : batch.checkpoints) store_.insert_checkpoint(session_, uint64_t(c.tree_size), c.note);
+      for (const BlockRow& b : blocks) store_.insert_block(b);
+      for (const CheckpointRow& c : checkpoints) store_.insert_checkpoint(session_, uint64_t(c.tree_size), c.note);
       store_.commit();
     } catch (...) {
       failure = std::current_exception();

@@ -1,19 +1,25 @@
 #pragma once
-// Appends one session's entries. The caller's thread hashes and chains
-// (the chain is sequential by nature); a writer thread of its own stores
-// full batches in one transaction each, so a slow disk (a WAL checkpoint's
-// fsync) never stalls the thread that drains the kernel's ring buffer.
+// Appends one session's entries. The caller's thread only queues canonical
+// entries; a writer thread of its own hashes and chains them (the chain is
+// sequential by nature, and one thread keeps it so), updates the Merkle
+// tree, signs checkpoints, packs the entries into compressed blocks and
+// stores full batches in one transaction each. So neither hashing nor a
+// slow disk (a WAL checkpoint's fsync) stalls the thread that drains the
+// kernel's ring buffer, and the second core does the sealing.
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <exception>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
+#include "ledger/block.h"
 #include "ledger/checkpoint.h"
 #include "ledger/hash.h"
+#include "ledger/keys.h"
 #include "ledger/merkle.h"
 #include "ledger/store.h"
 
@@ -21,9 +27,9 @@ namespace flightrec::ledger {
 
 class SessionWriter {
  public:
-  // At most this many entries per transaction, and this many full batches
-  // waiting; past that append() waits for the disk (the ring buffer then
-  // fills and the kernel's drop counters say so).
+  // At most this many entries per hand-over to the writer thread, and this
+  // many batches waiting; past that append() waits for the writer (the
+  // ring buffer then fills, and backpressure or the drop counters act).
   static constexpr size_t kBatch = 4096;
   static constexpr size_t kMaxQueued = 8;
 
@@ -35,33 +41,47 @@ class SessionWriter {
   int64_t session() const { return session_; }
   int64_t next_seq() const { return count_ + 1; }
   int64_t count() const { return count_; }
-  const Hash& head() const { return head_; }
-
   uint64_t checkpointed() const { return checkpointed_; }  // tree size of the last checkpoint
 
-  // `canonical` must carry "seq": next_seq() and "session": session().
-  void append(std::string canonical, const std::string& type, int64_t pid);
-  // Signs (if key) a checkpoint of everything appended so far; it is stored
-  // in the same transaction as the entries it covers.
+  // `canonical` must carry "seq": next_seq() and "session": session(); type,
+  // pid and ts (ts_real_ns, 0 if none) feed the store's index.
+  void append(std::string canonical, std::string_view type, int64_t pid, int64_t ts);
+  // A checkpoint of everything appended so far, signed if key (which must
+  // outlive the writer); stored in the same transaction as the entries it covers.
   void checkpoint(const std::string& origin, const SigningKey* key);
   void submit();  // hand the open batch to the writer thread
   void flush();   // submit and wait until everything is committed; rethrows its errors
+  Hash head();    // the chain value of the last entry stored (after flush())
 
  private:
+  struct Pending {
+    std::string body, type;
+    int64_t pid, ts;
+  };
+  struct CheckpointRequest {
+    size_t after;  // entries of the batch before it
+    std::string origin;
+    const SigningKey* key;
+  };
+  struct Batch {
+    std::vector<Pending> entries;
+    std::vector<CheckpointRequest> checkpoints;
+  };
   void run();
+  void seal(Batch& batch, std::vector<BlockRow>& blocks, std::vector<CheckpointRow>& checkpoints);
   void rethrow_failure();
 
   Store& store_;
   int64_t session_;
+  // The caller's side.
   int64_t count_ = 0;
+  uint64_t checkpointed_ = 0;
+  Batch batch_;
+  // The writer thread's side.
   Hash head_ = kChainStart;
   CompactTree tree_;
-  uint64_t checkpointed_ = 0;
-  struct Batch {
-    std::vector<EntryRow> entries;
-    std::vector<CheckpointRow> checkpoints;
-  };
-  Batch batch_;
+  int64_t sealed_ = 0;  // entries hashed so far
+  BlockBuilder builder_;
 
   std::mutex mu_;
   std::condition_variable cv_;

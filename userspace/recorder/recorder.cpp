@@ -150,7 +150,9 @@ bool Recorder::append(events::Entry& e, int64_t pid, std::optional<size_t> recor
     append(m, 0);
     return false;
   }
-  writer_.append(std::move(canonical), e.type(), pid);
+  const events::Value* type = e.get("type");
+  writer_.append(std::move(canonical), type && std::holds_alternative<std::string>(*type) ? std::get<std::string>(*type) : "?",
+                 pid, e.int_or("ts_real_ns"));
   if (uint64_t(writer_.count()) - writer_.checkpointed() >= checkpoint_entries_) checkpoint_if_due();
   return true;
 }

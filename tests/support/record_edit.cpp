@@ -1,0 +1,40 @@
+#include "support/record_edit.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "ledger/block.h"
+#include "ledger/store.h"
+
+using namespace flightrec::ledger;
+
+namespace testsupport {
+
+std::vector<StoredEntry> stored_entries(const std::string& db) {
+  Store store(db, Store::Mode::Read);
+  std::vector<StoredEntry> out;
+  store.for_each_entry({}, [&](const EntryRow& e) {
+    out.push_back({e.session, e.seq, e.type, e.pid, e.body, e.leaf});
+    return true;
+  });
+  return out;
+}
+
+void store_entries(const std::string& db, const std::vector<StoredEntry>& entries) {
+  Store store(db, Store::Mode::Write);
+  if (sqlite3_exec(store.handle(), "DELETE FROM blocks", nullptr, nullptr, nullptr) != SQLITE_OK)
+    throw std::runtime_error("cannot delete blocks");
+  BlockBuilder builder;
+  store.begin();
+  for (const auto& e : entries) {
+    Hash leaf = leaf_hash(e.body);
+    std::copy_n(e.leaf.begin(), std::min(e.leaf.size(), leaf.size()), leaf.begin());
+    builder.add(e.type, e.pid, 0, leaf, e.body);
+    BlockRow row = builder.seal(e.session, e.seq, kChainStart);
+    row.chain.clear();
+    store.insert_block(row);
+  }
+  store.commit();
+}
+
+}  // namespace testsupport

@@ -1,0 +1,34 @@
+#pragma once
+// Real files for unit tests: a temporary directory removed at the end, and
+// SQL run straight on a record file (as someone editing it would).
+#include <doctest/doctest.h>
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+
+namespace unit {
+
+struct TempDir {
+  std::filesystem::path path;
+  TempDir() {
+    char tmpl[] = "/tmp/flightrec-unit-XXXXXX";
+    path = mkdtemp(tmpl);
+  }
+  ~TempDir() { std::filesystem::remove_all(path); }
+  std::string file(const char* name) const { return (path / name).string(); }
+};
+
+inline void sql(const std::string& path, const std::string& statement) {
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  char* err = nullptr;
+  int rc = sqlite3_exec(db, statement.c_str(), nullptr, nullptr, &err);
+  INFO(statement << ": " << (err ? err : ""));
+  sqlite3_free(err);
+  sqlite3_close(db);
+  REQUIRE(rc == SQLITE_OK);
+}
+
+}  // namespace unit
