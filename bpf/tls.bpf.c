@@ -116,26 +116,17 @@ int BPF_KRETPROBE(fr_ssl_ret, long ret)
 	return tls_exit(ret);
 }
 
+/* One entry probe for the four functions, told apart by the attach cookie
+ * (enum fr_tls_func): one program to verify, and where the kernel has
+ * uprobe_multi, one link per library for all of them, removed with one
+ * wait instead of one per probe. The _ex variants hand the length back
+ * through their fourth argument. */
 SEC("uprobe")
-int BPF_KPROBE(fr_ssl_write, void *ssl, const void *buf, int num)
+int BPF_KPROBE(fr_ssl_enter, void *ssl, const void *buf, __u64 num, __u64 *len_out)
 {
-	return tls_enter(ssl, buf, 0, FR_TLS_SSL_WRITE);
-}
-
-SEC("uprobe")
-int BPF_KPROBE(fr_ssl_read, void *ssl, void *buf, int num)
-{
-	return tls_enter(ssl, buf, 0, FR_TLS_SSL_READ);
-}
-
-SEC("uprobe")
-int BPF_KPROBE(fr_ssl_write_ex, void *ssl, const void *buf, __u64 num, __u64 *written)
-{
-	return tls_enter(ssl, buf, written, FR_TLS_SSL_WRITE_EX);
-}
-
-SEC("uprobe")
-int BPF_KPROBE(fr_ssl_read_ex, void *ssl, void *buf, __u64 num, __u64 *readbytes)
-{
-	return tls_enter(ssl, buf, readbytes, FR_TLS_SSL_READ_EX);
+	__u32 func = (__u32)bpf_get_attach_cookie(ctx);
+	if (func > FR_TLS_SSL_WRITE_EX)
+		return 0;
+	bool ex = func == FR_TLS_SSL_READ_EX || func == FR_TLS_SSL_WRITE_EX;
+	return tls_enter(ssl, buf, ex ? len_out : 0, func);
 }

@@ -22,6 +22,7 @@
 #include "events/syscall_table.h"
 #include "probe/elf_symbols.h"
 #include "probe/features.h"
+#include "probe/uprobe_multi.h"
 #include "flightrec.skel.h"
 
 namespace flightrec::probe {
@@ -111,6 +112,7 @@ Capture::Capture(const CaptureOptions& opts, Handler handler) : handler_(std::mo
     throw Error("TLS capture: at most " + std::to_string(FR_TLS_CHUNK_MAX) + " bytes per record and " +
                 std::to_string(FR_TLS_CHUNKS_MAX) + " records per call");
   bool egress = opts.egress_cgroup_fd >= 0;
+  tls_multi_ = opts.tls && uprobe_multi_available();
   if (opts.egress.size() > FR_EGRESS_MAX)
     throw Error("at most " + std::to_string(FR_EGRESS_MAX) + " egress allowlist addresses");
 
@@ -132,6 +134,9 @@ Capture::Capture(const CaptureOptions& opts, Handler handler) : handler_(std::mo
     skel_->rodata->fr_egress_lsm = egress && lsm ? 1 : 0;
     bpf_map__set_max_entries(skel_->maps.fr_events, uint32_t(opts.ring_bytes));
     select_programs(skel_->obj, lsm, opts.tls, egress);
+    if (tls_multi_)
+      for (auto* prog : {skel_->progs.fr_ssl_enter, skel_->progs.fr_ssl_ret})
+        bpf_program__set_expected_attach_type(prog, bpf_attach_type(kTraceUprobeMulti));
     for (const auto& name : refused_names_)
       if (auto* prog = bpf_object__find_program_by_name(skel_->obj, name.c_str())) bpf_program__set_autoload(prog, false);
     std::string log;
@@ -207,13 +212,14 @@ Capture::Capture(const CaptureOptions& opts, Handler handler) : handler_(std::mo
   }
 }
 
-// Removing a uprobe makes the kernel wait ~0.1 s, one uprobe at a time: 16
-// probes would hold the end of a session up by ~2 s. Whoever drops the last
-// reference to the probes pays, so a helper process shares them, waits for
-// flightrec to exit and pays in the background. Until then the probes stay
+// Removing uprobes makes the kernel wait ~0.1 s: once per probe where they
+// are perf events (8 per libssl, before Linux 6.6), once per link with
+// uprobe_multi (2 per libssl). Whoever drops the last reference to the
+// probes pays, so a helper process shares them, waits for flightrec to exit
+// and pays in the background. Until then the probes stay
 // but have nothing to record: the session's cgroup is empty or gone.
-static void hand_uprobes_to_background(std::vector<bpf_link*>& links) {
-  if (links.empty()) return;
+static void hand_uprobes_to_background(std::vector<bpf_link*>& links, std::vector<int>& link_fds) {
+  if (links.empty() && link_fds.empty()) return;
   int alive[2];
   if (pipe2(alive, O_CLOEXEC) != 0) return;  // fall back: detach here, slowly
   pid_t child = fork();
@@ -251,13 +257,16 @@ static void hand_uprobes_to_background(std::vector<bpf_link*>& links) {
     bpf_link__destroy(link);
   }
   links.clear();
+  for (int fd : link_fds) close(fd);  // the helper holds them now
+  link_fds.clear();
   // alive[1] stays open until flightrec exits; then the helper's read ends.
 }
 
 Capture::~Capture() {
   for (auto* link : egress_links_) bpf_link__destroy(link);
-  hand_uprobes_to_background(tls_links_);
+  hand_uprobes_to_background(tls_links_, tls_link_fds_);
   for (auto* link : tls_links_) bpf_link__destroy(link);
+  for (int fd : tls_link_fds_) close(fd);
   long page = sysconf(_SC_PAGESIZE);
   if (consumer_pos_) munmap(const_cast<unsigned long*>(consumer_pos_), size_t(page));
   if (producer_pos_) munmap(const_cast<unsigned long*>(producer_pos_), size_t(page));
@@ -396,35 +405,48 @@ std::string Capture::attach_tls(int fd, const std::string& path) {
     if (f == id) return "";  // already: probes are per file, not per path
   for (const auto& f : tls_refused_)
     if (f == id) return path + " does not export SSL_write";
-  struct Probe {
-    bpf_program* prog;
-    const char* func;
-    bool ret;
-  } probes[] = {
-      {skel_->progs.fr_ssl_write, "SSL_write", false},       {skel_->progs.fr_ssl_ret, "SSL_write", true},
-      {skel_->progs.fr_ssl_read, "SSL_read", false},         {skel_->progs.fr_ssl_ret, "SSL_read", true},
-      {skel_->progs.fr_ssl_write_ex, "SSL_write_ex", false}, {skel_->progs.fr_ssl_ret, "SSL_write_ex", true},
-      {skel_->progs.fr_ssl_read_ex, "SSL_read_ex", false},   {skel_->progs.fr_ssl_ret, "SSL_read_ex", true},
-  };
-  auto offsets = function_offsets(fd, {"SSL_write", "SSL_read", "SSL_write_ex", "SSL_read_ex"});
-  if (offsets.size() != 4) {  // not an OpenSSL: remember, so it is read once
+  const char* funcs[] = {"SSL_read", "SSL_write", "SSL_read_ex", "SSL_write_ex"};  // index: enum fr_tls_func
+  static_assert(FR_TLS_SSL_READ == 0 && FR_TLS_SSL_WRITE == 1 && FR_TLS_SSL_READ_EX == 2 && FR_TLS_SSL_WRITE_EX == 3);
+  auto found = function_offsets(fd, {funcs, funcs + 4});
+  if (found.size() != 4) {  // not an OpenSSL: remember, so it is read once
     tls_refused_.push_back(id);
     return path + " does not export SSL_write";
   }
+  std::vector<uint64_t> offsets, cookies;
+  for (uint64_t f = 0; f < 4; ++f) {
+    offsets.push_back(found[funcs[f]]);
+    cookies.push_back(f);
+  }
   // The kernel finds the file through our descriptor, not by its name again.
   std::string by_fd = "/proc/self/fd/" + std::to_string(fd);
-  std::vector<bpf_link*> links;
-  for (const auto& p : probes) {
-    LIBBPF_OPTS(bpf_uprobe_opts, uo, .retprobe = p.ret);
-    bpf_link* link = bpf_program__attach_uprobe_opts(p.prog, -1, by_fd.c_str(), offsets[p.func], &uo);
-    if (!link) {
-      int err = errno;
-      for (auto* l : links) bpf_link__destroy(l);
-      return errno_message(std::string("cannot attach a uprobe to ") + p.func + " in " + path, err);
+  if (tls_multi_) {
+    // Two links for the whole file: the entries (the cookie names the
+    // function) and the returns.
+    int enter = attach_uprobe_multi(bpf_program__fd(skel_->progs.fr_ssl_enter), by_fd, offsets, cookies, false);
+    if (enter < 0) return errno_message("cannot attach uprobes to " + path, -enter);
+    int ret = attach_uprobe_multi(bpf_program__fd(skel_->progs.fr_ssl_ret), by_fd, offsets, cookies, true);
+    if (ret < 0) {
+      close(enter);
+      return errno_message("cannot attach return uprobes to " + path, -ret);
     }
-    links.push_back(link);
+    tls_link_fds_.push_back(enter);
+    tls_link_fds_.push_back(ret);
+  } else {
+    std::vector<bpf_link*> links;
+    for (uint64_t f = 0; f < 4; ++f)
+      for (bool ret : {false, true}) {
+        LIBBPF_OPTS(bpf_uprobe_opts, uo, .bpf_cookie = f, .retprobe = ret);
+        bpf_program* prog = ret ? skel_->progs.fr_ssl_ret : skel_->progs.fr_ssl_enter;
+        bpf_link* link = bpf_program__attach_uprobe_opts(prog, -1, by_fd.c_str(), offsets[f], &uo);
+        if (!link) {
+          int err = errno;
+          for (auto* l : links) bpf_link__destroy(l);
+          return errno_message(std::string("cannot attach a uprobe to ") + funcs[f] + " in " + path, err);
+        }
+        links.push_back(link);
+      }
+    tls_links_.insert(tls_links_.end(), links.begin(), links.end());
   }
-  tls_links_.insert(tls_links_.end(), links.begin(), links.end());
   tls_files_.push_back(id);
   tls_paths_.push_back(path);
   return "";

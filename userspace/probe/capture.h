@@ -103,7 +103,9 @@ class Capture {
   const volatile unsigned long* consumer_pos_ = nullptr;
   const volatile unsigned long* producer_pos_ = nullptr;
   size_t ring_bytes_ = 0;
+  bool tls_multi_ = false;          // TLS probes as uprobe_multi links (tls_link_fds_)
   std::vector<bpf_link*> tls_links_;
+  std::vector<int> tls_link_fds_;
   std::vector<bpf_link*> egress_links_;
   std::vector<std::string> refused_, refused_names_;
   std::vector<std::pair<uint64_t, uint64_t>> tls_files_;  // (dev, inode) attached
