@@ -11,52 +11,19 @@
 
 #include "events/decode.h"
 #include "events/syscall_table.h"
+#include "unit/records.h"
 
 using namespace flightrec::events;
 using nlohmann::json;
+using unit::header;
+using unit::syscall_record;
 
 namespace {
-
-fr_header header(uint32_t type, uint32_t size) {
-  fr_header h{};
-  h.type = type;
-  h.size = size;
-  h.ts_mono_ns = 1000;
-  h.pid = 10;
-  h.tid = 11;
-  h.ppid = 1;
-  h.uid = 1000;
-  h.gid = 100;
-  std::memcpy(h.comm, "tool", 4);
-  return h;
-}
 
 json decode(const std::vector<uint8_t>& rec) {
   DecodeContext ctx;
   ctx.real_minus_mono_ns = 5;
   return json::parse(decode_record(rec.data(), rec.size(), ctx).canonical());
-}
-
-std::vector<uint8_t> syscall_record(uint32_t nr, int64_t ret, const std::vector<std::string>& strs,
-                                    const void* sa = nullptr, uint16_t salen = 0) {
-  size_t total = sizeof(fr_syscall) + sizeof(fr_syscall_data);
-  for (auto& s : strs) total += s.size();
-  std::vector<uint8_t> buf(total, 0);
-  fr_syscall r{};
-  r.h = header(FR_REC_SYSCALL, uint32_t(total));
-  r.nr = nr;
-  r.ret = ret;
-  r.flags = FR_SC_HAS_DATA;
-  r.sockaddr_len = salen;
-  for (size_t i = 0; i < strs.size(); ++i) r.str_len[i] = uint16_t(strs[i].size());
-  std::memcpy(buf.data(), &r, sizeof(r));
-  if (sa) std::memcpy(buf.data() + sizeof(r), sa, salen);
-  size_t off = sizeof(r) + sizeof(fr_syscall_data);
-  for (auto& s : strs) {
-    std::memcpy(buf.data() + off, s.data(), s.size());
-    off += s.size();
-  }
-  return buf;
 }
 
 }  // namespace

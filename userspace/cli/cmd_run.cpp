@@ -13,12 +13,12 @@
 #include <iostream>
 
 #include "cli/commands.h"
-#include "cli/confinement.h"
-#include "cli/loss_policy.h"
+#include "session/confinement.h"
+#include "session/loss_policy.h"
 #include "cli/options.h"
 #include "cli/session_common.h"
 #include "cli/session_options.h"
-#include "cli/tls_attach.h"
+#include "session/tls_attach.h"
 #include "recorder/watchdog.h"
 #include "common/error.h"
 #include "common/system.h"
@@ -28,6 +28,7 @@
 #include "probe/features.h"
 #include "recorder/event_loop.h"
 #include "recorder/recorder.h"
+#include "session/pipeline.h"
 #include "sandbox/cgroup.h"
 
 namespace flightrec::cli {
@@ -187,11 +188,11 @@ int cmd_run(const Args& all) {
               << " would deny\n";
 
   // Found where the command will run: in the sandbox, only on its $PATH.
-  bool sandboxed = sandboxes(policy);
+  bool sandboxed = session::sandboxes(policy);
   if (sandboxed && !so.allow_exec.empty())
     throw UsageError("--allow-exec is for sessions without a sandbox: policy " + policy.name +
                      " says what its sandbox may execute (filesystem.exec)");
-  std::string search = sandboxed ? sandbox_search_path(policy) : "";
+  std::string search = sandboxed ? session::sandbox_search_path(policy) : "";
   auto program = sandboxed ? find_executable(command[0], search) : find_executable(command[0]);
   if (sandboxed) {
     // A command from the host's /tmp: the sandbox has its own, empty one.
@@ -227,23 +228,23 @@ int cmd_run(const Args& all) {
   // record exists (it is hidden from the command) and before the signing
   // key is loaded (the sandbox's init, a copy of this process, never holds
   // it); its command waits for go.
-  std::unique_ptr<Confinement> confinement;
+  std::unique_ptr<session::Confinement> confinement;
   std::unique_ptr<ledger::SigningKey> key;
   std::unique_ptr<ledger::Store> store_ptr;
-  recorder::Recorder* rec_ptr = nullptr;
   probe::CaptureOptions copts;
   copts.cgroup_fds = {cgroup.fd()};
   so.fill(copts);
   std::unique_ptr<probe::Capture> capture;
+  session::Pipeline* pipeline_ptr = nullptr;
   try {
     store_ptr = std::make_unique<ledger::Store>(so.db, ledger::Store::Mode::Write);
     std::vector<std::string> protect = {so.db, so.db + "-wal", so.db + "-shm"};
     if (!so.key_dir.empty()) protect.push_back(so.key_dir);
-    confinement = std::make_unique<Confinement>(std::move(policy), cgroup, *program, command, protect);
+    confinement = std::make_unique<session::Confinement>(std::move(policy), cgroup, *program, command, protect);
     key = so.load_key();
     confinement->fill(copts);
     capture = std::make_unique<probe::Capture>(
-        copts, [&](const void* d, size_t n) { rec_ptr->on_record(d, n); });
+        copts, [&](const void* d, size_t n) { pipeline_ptr->on_record(d, n); });
   } catch (...) {
     if (confinement && confinement->pid() > 0) {
       kill(confinement->pid(), SIGKILL);
@@ -257,8 +258,8 @@ int cmd_run(const Args& all) {
   // TLS probes before the command starts: it cannot call SSL_write first.
   std::vector<std::string> tls_errors;
   if (so.tls_enabled()) {
-    tls_errors = attach_system_libssl(*capture);
-    attach_program_openssl(*capture, *program);
+    tls_errors = session::attach_system_libssl(*capture);
+    session::attach_program_openssl(*capture, *program);
   }
   recorder::SessionMeta meta;
   meta.mode = "run";
@@ -270,15 +271,20 @@ int cmd_run(const Args& all) {
   meta.key = key.get();
   ledger::Store& store = *store_ptr;
   recorder::Recorder rec(store, meta);
-  rec_ptr = &rec;
   for (const auto& err : tls_errors) rec.note("error", "TLS capture: " + err);
-  if (so.tls_enabled()) attach_libssl_on_open(*capture, rec, !confinement->sandboxed());
+  // Each kernel entry, once recorded: TLS probes follow libssl opens and
+  // execs, then the policy judges it and tracks written files.
+  session::Pipeline pipeline(rec);
+  session::TlsFollower tls_follower(*capture, !confinement->sandboxed());
+  if (so.tls_enabled()) pipeline.add(tls_follower);
+  pipeline.add(*confinement);
+  pipeline_ptr = &pipeline;
   recorder::EventLoop loop(*capture, rec);
   // Loss and the circuit breakers act from the watchdog's thread, on time
   // whatever this thread is busy with.
   recorder::Watchdog watchdog(std::chrono::milliseconds(10), [&](const std::string& e) { rec.note("error", e); });
-  LossPolicy loss(so.on_loss, *capture, rec, {&cgroup}, watchdog);
-  confinement->watch(rec, *capture);
+  session::LossPolicy loss(so.on_loss, *capture, rec, {&cgroup}, watchdog);
+  confinement->start(pipeline, *capture);
   confinement->guard(watchdog, so.db);
   recorder::StopFirst stop_watchdog{watchdog};  // before what its checks use goes away
 
@@ -367,7 +373,7 @@ int cmd_run(const Args& all) {
     std::cerr << "flightrec: cannot execute " << command[0] << ": " << strerror(exec_errno) << "\n";
     return exec_errno == ENOENT ? 127 : 126;
   }
-  if (policy_kill) return kPolicyKillExit;
+  if (policy_kill) return session::kPolicyKillExit;
   return exit_code_of(status);
 }
 

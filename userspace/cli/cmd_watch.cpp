@@ -6,12 +6,12 @@
 #include <memory>
 
 #include "cli/commands.h"
-#include "cli/loss_policy.h"
+#include "session/loss_policy.h"
 #include "recorder/watchdog.h"
 #include "cli/options.h"
 #include "cli/session_common.h"
 #include "cli/session_options.h"
-#include "cli/tls_attach.h"
+#include "session/tls_attach.h"
 #include "common/error.h"
 #include "common/system.h"
 #include "ledger/store.h"
@@ -19,6 +19,7 @@
 #include "probe/features.h"
 #include "recorder/event_loop.h"
 #include "recorder/recorder.h"
+#include "session/pipeline.h"
 #include "sandbox/cgroup.h"
 
 extern "C" {
@@ -64,18 +65,18 @@ int cmd_watch(const Args& args) {
   int sigfd = block_termination_signals();
   ledger::Store store(so.db, ledger::Store::Mode::Write);
 
-  recorder::Recorder* rec_ptr = nullptr;
+  session::Pipeline* pipeline_ptr = nullptr;
   probe::CaptureOptions copts;
   for (const auto& cg : cgroups) copts.cgroup_fds.push_back(cg.fd());
   so.fill(copts);
-  probe::Capture capture(copts, [&](const void* d, size_t n) { rec_ptr->on_record(d, n); });
+  probe::Capture capture(copts, [&](const void* d, size_t n) { pipeline_ptr->on_record(d, n); });
   // The tasks already there stay recorded wherever they are moved, even
   // before their first syscall.
   size_t tasks_at_start = capture.track_existing(paths);
   std::vector<std::string> tls_errors;
   if (so.tls_enabled()) {
-    tls_errors = attach_system_libssl(capture);
-    for (auto& err : attach_mapped_libssl(capture, paths)) tls_errors.push_back(err);
+    tls_errors = session::attach_system_libssl(capture);
+    for (auto& err : session::attach_mapped_libssl(capture, paths)) tls_errors.push_back(err);
   }
   recorder::SessionMeta meta;
   meta.mode = "watch";
@@ -85,15 +86,17 @@ int cmd_watch(const Args& args) {
   describe_capture(capture, copts, meta);
   meta.key = key.get();
   recorder::Recorder rec(store, meta);
-  rec_ptr = &rec;
   for (const auto& err : tls_errors) rec.note("error", "TLS capture: " + err);
-  if (so.tls_enabled()) attach_libssl_on_open(capture, rec, false);
+  session::Pipeline pipeline(rec);
+  session::TlsFollower tls_follower(capture, false);
+  if (so.tls_enabled()) pipeline.add(tls_follower);
+  pipeline_ptr = &pipeline;
   recorder::EventLoop loop(capture, rec);
   std::vector<sandbox::Cgroup*> watched;
   for (auto& cg : cgroups) watched.push_back(&cg);
   // --on-loss acts from the watchdog's thread, on time whatever this thread is busy with.
   recorder::Watchdog watchdog(std::chrono::milliseconds(10), [&](const std::string& e) { rec.note("error", e); });
-  LossPolicy loss(so.on_loss, capture, rec, watched, watchdog);
+  session::LossPolicy loss(so.on_loss, capture, rec, watched, watchdog);
   recorder::StopFirst stop_watchdog{watchdog};
   std::string reason = "stopped by signal";
   loop.watch_fd(watchdog.fd(), [&] { watchdog.run_posted(); });

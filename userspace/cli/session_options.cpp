@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cctype>
 
-#include "cli/path_rules.h"
+#include "session/path_rules.h"
 #include "common/error.h"
 #include "common/text.h"
 #include "probe/capture.h"
@@ -119,8 +119,8 @@ void SessionOptions::fill(probe::CaptureOptions& copts) const {
   copts.ring_bytes = ring_bytes();
   copts.verbose = verbose;
   copts.tls = tls_enabled();
-  add_path_rules(copts.hidden, deny_paths, "/");
-  add_path_rules(copts.exec, allow_exec, "/");
+  session::add_path_rules(copts.hidden, deny_paths, "/");
+  session::add_path_rules(copts.exec, allow_exec, "/");
   copts.require_lsm = !deny_paths.empty() || !allow_exec.empty();  // nothing else enforces them
   copts.tls_chunk = tls_chunk_bytes();
   copts.tls_cap = tls_cap_bytes();

@@ -119,7 +119,7 @@ void Recorder::note(const char* type, const std::string& detail) {
   append(e, getpid());
 }
 
-events::Entry Recorder::own_entry(const char* type) {
+events::Entry Recorder::own_entry(const char* type) const {
   events::Entry e;
   e.set("type", type);
   uint64_t now = mono_ns();
@@ -157,25 +157,14 @@ bool Recorder::append(events::Entry& e, int64_t pid, std::optional<size_t> recor
   return true;
 }
 
-void Recorder::on_record(const void* data, size_t size) {
-  events::Entry e = events::decode_record(data, size, ctx_);
+const events::Entry* Recorder::on_record(const void* data, size_t size) {
+  last_ = events::decode_record(data, size, ctx_);
   if (rate_) {
-    if (rate_->roll(uint64_t(e.int_or("ts_mono_ns")))) write_summary();
-    if (!rate_->admit(e)) return;
+    if (rate_->roll(uint64_t(last_.int_or("ts_mono_ns")))) write_summary();
+    if (!rate_->admit(last_)) return nullptr;
   }
-  if (!append(e, e.int_or("pid"), size)) return;
-  if (on_kernel_entry) on_kernel_entry(e);
-  if (on_exec && e.type() == "exec") {
-    const events::Value* file = e.get("filename");
-    if (file && std::get_if<std::string>(file)) on_exec(uint32_t(e.int_or("pid")), std::get<std::string>(*file));
-  }
-  if (on_libssl_open && e.int_or("ret") >= 0 && e.type() == "file_open") {
-    // The file the kernel opened, where it says; not user memory.
-    const events::Value* path = e.get(e.get("kernel_path") && !e.get("kernel_path_truncated") ? "kernel_path" : "path");
-    if (path && std::get_if<std::string>(path) &&
-        std::get<std::string>(*path).find("libssl.so") != std::string::npos)
-      on_libssl_open(uint32_t(e.int_or("pid")), std::get<std::string>(*path));
-  }
+  if (!append(last_, last_.int_or("pid"), size)) return nullptr;
+  return &last_;
 }
 
 void Recorder::note_drops(const std::vector<uint64_t>& per_cpu, uint64_t program_misses) {

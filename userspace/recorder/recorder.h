@@ -45,20 +45,14 @@ class Recorder {
   // Creates the session and writes its session_start entry.
   Recorder(ledger::Store& store, const SessionMeta& meta);
 
-  // Called when a recorded process opened a file whose name says it is
-  // libssl (pid, path as the process named it), e.g. to attach TLS probes.
-  std::function<void(uint32_t, const std::string&)> on_libssl_open;
-  // Called for every exec (pid, file), e.g. for programs with OpenSSL linked in.
-  std::function<void(uint32_t, const std::string&)> on_exec;
-  // Called with every kernel entry once it is in the record (seq set),
-  // e.g. to judge it against the policy.
-  std::function<void(const events::Entry&)> on_kernel_entry;
-
   int64_t session() const { return writer_.session(); }
   int64_t entries() const { return writer_.count(); }
   uint64_t lost_total() const { return lost_total_; }
 
-  void on_record(const void* data, size_t size);   // one ring-buffer record
+  // Decodes one ring-buffer record and writes its entry. Returns the entry
+  // (valid until the next call), or nullptr when it was left out (the
+  // rate limit) or could not be encoded (a malformed entry says so).
+  const events::Entry* on_record(const void* data, size_t size);
   // Compares the kernel's per-CPU drop counters with the last look and
   // records a "lost" entry when any grew.
   void note_drops(const std::vector<uint64_t>& per_cpu, uint64_t program_misses);
@@ -67,7 +61,7 @@ class Recorder {
   void note(const char* type, const std::string& detail);
   // Entries flightrec writes with fields of their own (violations, file
   // changes): make one, set its fields, record it.
-  events::Entry own_entry(const char* type);
+  events::Entry own_entry(const char* type) const;
   void record_own(events::Entry& e);
   // Checkpoint now if entries or time since the last one call for it.
   void checkpoint_if_due();
@@ -97,6 +91,7 @@ class Recorder {
   uint64_t lost_total_ = 0;
   uint64_t last_flush_ns_ = 0;
   std::optional<RateLimiter> rate_;
+  events::Entry last_;  // what on_record returned
 };
 
 }  // namespace flightrec::recorder

@@ -1,4 +1,4 @@
-#include "cli/tls_attach.h"
+#include "session/tls_attach.h"
 
 #include <unistd.h>
 
@@ -10,7 +10,7 @@
 
 #include "common/system.h"
 
-namespace flightrec::cli {
+namespace flightrec::session {
 namespace {
 
 // Attaches to `path` as process `pid` names it, resolved in its own view.
@@ -68,20 +68,29 @@ std::vector<std::string> attach_mapped_libssl(probe::Capture& capture, const std
   return errors;
 }
 
-void attach_libssl_on_open(probe::Capture& capture, recorder::Recorder& rec, bool host_view) {
-  rec.on_libssl_open = [&capture, &rec, host_view](uint32_t pid, const std::string& path) {
-    if (std::string err = attach_as_seen_by(capture, pid, path, host_view); !err.empty())
-      rec.note("error", "TLS capture: " + err);
+void TlsFollower::observe(const events::Entry& e, Emitted& out) {
+  auto text = [&](const char* key) -> const std::string* {
+    const events::Value* v = e.get(key);
+    return v ? std::get_if<std::string>(v) : nullptr;
   };
-  // Programs that link OpenSSL in (node exports SSL_write from its binary);
-  // most executables do not, so failing here is the normal case.
-  rec.on_exec = [&capture, host_view](uint32_t pid, const std::string& file) {
-    attach_as_seen_by(capture, pid, file, host_view);
-  };
+  uint32_t pid = uint32_t(e.int_or("pid"));
+  const std::string type = e.type();
+  if (type == "exec") {
+    // Programs that link OpenSSL in (node exports SSL_write from its
+    // binary); most executables do not, so failing here is the normal case.
+    if (const std::string* file = text("filename")) attach_as_seen_by(capture_, pid, *file, host_view_);
+    return;
+  }
+  if (type != "file_open" || e.int_or("ret") < 0) return;
+  // The file the kernel opened, where it says; not user memory.
+  const std::string* path = e.get("kernel_path") && !e.get("kernel_path_truncated") ? text("kernel_path") : text("path");
+  if (!path || path->find("libssl.so") == std::string::npos) return;
+  if (std::string err = attach_as_seen_by(capture_, pid, *path, host_view_); !err.empty())
+    out.add("error").set_bytes("detail", "TLS capture: " + err);
 }
 
 void attach_program_openssl(probe::Capture& capture, const std::string& program) {
   capture.attach_tls(program);  // fine to fail: most programs do not link OpenSSL in
 }
 
-}  // namespace flightrec::cli
+}  // namespace flightrec::session

@@ -17,7 +17,7 @@
 #include "recorder/recorder.h"
 #include "sandbox/cgroup.h"
 
-namespace flightrec::cli {
+namespace flightrec::session {
 
 class LossPolicy {
  public:
@@ -45,4 +45,4 @@ class LossPolicy {
   uint64_t warned_ns_ = 0, unwarned_ = 0;  // stderr: at most one line a second
 };
 
-}  // namespace flightrec::cli
+}  // namespace flightrec::session

@@ -1,10 +1,10 @@
-#include "cli/loss_policy.h"
+#include "session/loss_policy.h"
 
 #include <cstdio>
 
 #include "common/system.h"
 
-namespace flightrec::cli {
+namespace flightrec::session {
 namespace {
 constexpr double kFreezeAbove = 0.5;
 constexpr double kThawBelow = 0.1;
@@ -93,4 +93,4 @@ void LossPolicy::check() {
     set_frozen(false, "ring buffer drained to " + percent(fill));
 }
 
-}  // namespace flightrec::cli
+}  // namespace flightrec::session

@@ -1,4 +1,4 @@
-#include "cli/confinement.h"
+#include "session/confinement.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -16,7 +16,7 @@
 #include <thread>
 #include <sstream>
 
-#include "cli/path_rules.h"
+#include "session/path_rules.h"
 #include "common/error.h"
 #include "common/system.h"
 #include "common/text.h"
@@ -24,7 +24,7 @@
 
 extern char** environ;
 
-namespace flightrec::cli {
+namespace flightrec::session {
 namespace {
 
 int level_rank(const char* level) {
@@ -246,19 +246,21 @@ void Confinement::fill(recorder::SessionMeta& meta) const {
   s.push_back("capabilities kept: " + std::to_string(policy_.keep_capabilities.size()) + ", no_new_privs");
 }
 
-void Confinement::watch(recorder::Recorder& rec, const probe::Capture& capture) {
-  rec_ = &rec;
+void Confinement::start(Pipeline& pipeline, const probe::Capture& capture) {
+  pipeline_ = &pipeline;
   started_ns_ = mono_ns();
-  if (!judge_) return;
-  judge_->set_unix_inbound_refused(sandboxed_ && capture.refuses_unix_inbound());
-  rec.on_kernel_entry = [this](const events::Entry& e) {
-    if (sandboxed_) track_writes(e);
-    if (auto v = judge_->judge(e)) violation(*v, e.int_or("pid", -1), e.int_or("seq", -1));
-  };
+  if (judge_) judge_->set_unix_inbound_refused(sandboxed_ && capture.refuses_unix_inbound());
 }
 
-void Confinement::record_violation(const policy::Violation& v, int64_t pid, int64_t seq, uint64_t count) {
-  events::Entry e = rec_->own_entry("violation");
+void Confinement::observe(const events::Entry& e, Emitted& out) {
+  if (!judge_) return;
+  if (sandboxed_) track_writes(e);
+  if (auto v = judge_->judge(e)) violation(*v, e.int_or("pid", -1), e.int_or("seq", -1), out);
+}
+
+void Confinement::record_violation(const policy::Violation& v, int64_t pid, int64_t seq, Emitted& out,
+                                   uint64_t count) {
+  events::Entry& e = out.add("violation");
   e.set("level", v.level);
   e.set("rule_id", v.rule);
   e.set("action", v.action);
@@ -266,11 +268,10 @@ void Confinement::record_violation(const policy::Violation& v, int64_t pid, int6
   e.set("subject_pid", pid);
   e.set("of_seq", seq);
   if (count) e.set("count", count);
-  rec_->record_own(e);
 }
 
-void Confinement::violation(const policy::Violation& v, int64_t pid, int64_t seq) {
-  record_violation(v, pid, seq);
+void Confinement::violation(const policy::Violation& v, int64_t pid, int64_t seq, Emitted& out) {
+  record_violation(v, pid, seq, out);
   // On stderr as they happen, but a flood stays in the record only.
   if (level_rank(v.level) <= policy_.log_stderr && ++printed_ <= kMaxPrinted) {
     StderrLog::get().line("flightrec: " + std::string(v.level) + " " + v.rule + " " + v.action + ": " + v.detail +
@@ -278,7 +279,7 @@ void Confinement::violation(const policy::Violation& v, int64_t pid, int64_t seq
     if (printed_ == kMaxPrinted) StderrLog::get().line("flightrec: further violations are in the record only");
   }
   if (sandboxed_ && policy_.on_violation == policy::OnViolation::Kill)
-    kill_session("on_violation:" + v.rule, "on_violation is kill and " + v.detail);
+    kill_session("on_violation:" + v.rule, "on_violation is kill and " + v.detail, out);
 }
 
 void Confinement::track_writes(const events::Entry& e) {
@@ -331,11 +332,15 @@ std::optional<sandbox::FileChange> Confinement::diff_one(const std::string& path
 }
 
 void Confinement::record_changes() {
-  for (const auto& c : differ_->take()) record_change(c, "close");
+  Emitted out = pipeline_->emitted();
+  for (const auto& c : differ_->take()) {
+    record_change(c, "close", out);
+    pipeline_->write(out);
+  }
 }
 
-void Confinement::record_change(const sandbox::FileChange& c, const char* when) {
-  events::Entry e = rec_->own_entry("file_change");
+void Confinement::record_change(const sandbox::FileChange& c, const char* when, Emitted& out) {
+  events::Entry& e = out.add("file_change");
   e.set("change", c.change);
   e.set("when", when);
   e.set_bytes("path", c.path);
@@ -345,11 +350,11 @@ void Confinement::record_change(const sandbox::FileChange& c, const char* when) 
   if (!c.sha256_before.empty()) e.set("sha256_before", c.sha256_before);
   if (!c.sha256_after.empty()) e.set("sha256_after", c.sha256_after);
   if (!c.link_target.empty()) e.set_bytes("link_target", c.link_target);
-  rec_->record_own(e);
 }
 
 void Confinement::note_packet_drops(const std::vector<probe::NetDrops>& drops) {
-  if (!rec_ || !judge_) return;
+  if (!pipeline_ || !judge_) return;
+  Emitted out = pipeline_->emitted();
   for (uint32_t kind = 0; kind < drops.size() && kind < FR_NET_DROP_KINDS; ++kind) {
     uint64_t fresh = drops[kind].count - packet_drops_seen_[kind];
     if (fresh == 0) continue;
@@ -361,8 +366,9 @@ void Confinement::note_packet_drops(const std::vector<probe::NetDrops>& drops) {
     std::string detail = std::to_string(fresh) + (in ? " packet(s) from " : " packet(s) to ") +
                          "hosts outside loopback and the allowlist dropped (last: " + addr + " port " +
                          std::to_string(d.port) + ")";
-    violation({in ? "network.inbound" : "network.allow", "ALERT", "denied", detail}, -1, -1);
+    violation({in ? "network.inbound" : "network.allow", "ALERT", "denied", detail}, -1, -1, out);
   }
+  pipeline_->write(out);
 }
 
 void Confinement::go() {
@@ -429,11 +435,15 @@ void Confinement::check_breakers() {
           std::to_string(l.record_bytes) + ")";
   }
   if (rule.empty() || !claim_kill(rule)) return;
-  watchdog_->post([this, report = enforce_kill(rule, why)] { record_kill(report); });
+  watchdog_->post([this, report = enforce_kill(rule, why)] {
+    Emitted out = pipeline_->emitted();
+    record_kill(report, out);
+    pipeline_->write(out);
+  });
 }
 
-void Confinement::kill_session(const std::string& rule, const std::string& why) {
-  if (claim_kill(rule)) record_kill(enforce_kill(rule, why));
+void Confinement::kill_session(const std::string& rule, const std::string& why, Emitted& out) {
+  if (claim_kill(rule)) record_kill(enforce_kill(rule, why), out);
 }
 
 // Freeze, take a snapshot of what the session is doing, kill everything.
@@ -482,16 +492,15 @@ Confinement::KillReport Confinement::enforce_kill(const std::string& rule, const
 }
 
 // The snapshot and a CRITICAL violation saying why, in the record and on stderr.
-void Confinement::record_kill(const KillReport& r) {
-  events::Entry snap = rec_->own_entry("snapshot");
+void Confinement::record_kill(const KillReport& r, Emitted& out) {
+  events::Entry& snap = out.add("snapshot");
   snap.set("rule_id", r.rule);
   snap.set("taken_mono_ns", r.taken_mono_ns);
   snap.set_bytes("processes", r.processes);
   snap.set_bytes("open_fds", r.open_fds);
   if (!r.memory_current.empty()) snap.set_bytes("memory_current", r.memory_current);
   snap.set("frozen", r.frozen ? 1 : 0);
-  rec_->record_own(snap);
-  record_violation({r.rule, "CRITICAL", "killed", "session killed: " + r.why}, -1, -1);
+  record_violation({r.rule, "CRITICAL", "killed", "session killed: " + r.why}, -1, -1, out);
   StderrLog::get().line("flightrec: CRITICAL " + r.rule + ": session killed: " + r.why);
 }
 
@@ -500,23 +509,29 @@ sandbox::Outcome Confinement::finish() {
   sandbox::Outcome out;
   if (!sandboxed_) return out;
   out = sandbox::read_reports(child_.report_fd);
+  Emitted entries = pipeline_->emitted();
+  auto note = [&](const char* type, const std::string& detail) {
+    entries.add(type).set_bytes("detail", detail);
+    pipeline_->write(entries);
+  };
   if (limits_) {
     auto c = limits_->read();
     if (c.oom_kills)
       record_violation({"limits.memory", "CRITICAL", "killed",
                         std::to_string(c.oom_kills) + " process(es) killed by the OOM killer at the memory limit"},
-                       -1, -1, c.oom_kills);
+                       -1, -1, entries, c.oom_kills);
     if (c.pids_refused)
       record_violation({"limits.pids", "ALERT", "denied",
                         std::to_string(c.pids_refused) + " fork(s) refused at the pids limit"},
-                       -1, -1, c.pids_refused);
+                       -1, -1, entries, c.pids_refused);
+    pipeline_->write(entries);
     limits_->remove();
   }
   differ_->wait_idle();
   record_changes();
   if (closes_left_to_end_)
-    rec_->note("file_changes_at_close_skipped",
-               std::to_string(closes_left_to_end_) + " closed files were left to the end-of-session diff");
+    note("file_changes_at_close_skipped",
+         std::to_string(closes_left_to_end_) + " closed files were left to the end-of-session diff");
   size_t more = 0, more_work = 0;
   std::vector<sandbox::FileChange> changes;
   try {
@@ -531,14 +546,17 @@ sandbox::Outcome Confinement::finish() {
       more_work += more_here;
     }
   } catch (const std::exception& e) {
-    rec_->note("error", std::string("file changes could not be diffed: ") + e.what());
+    note("error", std::string("file changes could not be diffed: ") + e.what());
   }
   more += more_work;
-  for (const auto& c : changes) record_change(c, "end");
-  if (more) rec_->note("file_changes_truncated", std::to_string(more) + " more file changes not listed");
-  if (policy_.filesystem.keep_changes) rec_->note("changes_kept", dir_->upper());
+  for (const auto& c : changes) {
+    record_change(c, "end", entries);
+    pipeline_->write(entries);
+  }
+  if (more) note("file_changes_truncated", std::to_string(more) + " more file changes not listed");
+  if (policy_.filesystem.keep_changes) note("changes_kept", dir_->upper());
   dir_->discard();
   return out;
 }
 
-}  // namespace flightrec::cli
+}  // namespace flightrec::session

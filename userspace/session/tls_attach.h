@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "probe/capture.h"
-#include "recorder/recorder.h"
+#include "session/pipeline.h"
 
-namespace flightrec::cli {
+namespace flightrec::session {
 
 // Attaches to the system libssl paths that exist; returns the errors.
 std::vector<std::string> attach_system_libssl(probe::Capture& capture);
@@ -19,9 +19,18 @@ std::vector<std::string> attach_system_libssl(probe::Capture& capture);
 std::vector<std::string> attach_mapped_libssl(probe::Capture& capture, const std::vector<std::string>& cgroups);
 // The command itself, when it links OpenSSL statically (e.g. node).
 void attach_program_openssl(probe::Capture& capture, const std::string& program);
-// Hooks the recorder so libssl files opened later, and executables that
-// carry OpenSSL, get probes too. Paths are resolved as the process sees
-// them; host_view: its view is the host's (no sandbox, no containers).
-void attach_libssl_on_open(probe::Capture& capture, recorder::Recorder& rec, bool host_view);
+// Attaches probes to the libssl files the session's processes open later,
+// and to executables that carry OpenSSL, as they exec. Paths are resolved
+// as the process sees them; host_view: its view is the host's (no sandbox,
+// no containers).
+class TlsFollower : public Observer {
+ public:
+  TlsFollower(probe::Capture& capture, bool host_view) : capture_(capture), host_view_(host_view) {}
+  void observe(const events::Entry& entry, Emitted& out) override;
 
-}  // namespace flightrec::cli
+ private:
+  probe::Capture& capture_;
+  bool host_view_;
+};
+
+}  // namespace flightrec::session

@@ -19,12 +19,13 @@
 #include "policy/policy.h"
 #include "probe/capture.h"
 #include "recorder/recorder.h"
+#include "session/pipeline.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/changes.h"
 #include "sandbox/launch.h"
 #include "sandbox/limits.h"
 
-namespace flightrec::cli {
+namespace flightrec::session {
 
 // Exit code of `run` when the policy ended the session (circuit breaker or
 // on_violation: kill).
@@ -37,7 +38,7 @@ bool sandboxes(const policy::Policy& p);
 // sandbox read (a search there would only fail, as a violation).
 std::string sandbox_search_path(const policy::Policy& policy);
 
-class Confinement {
+class Confinement : public Observer {
  public:
   // Builds the sandbox (when the policy confines and enforces) and leaves
   // the command waiting for go(). Call while flightrec has one thread.
@@ -52,9 +53,12 @@ class Confinement {
   pid_t pid() const { return child_.pid; }
   void fill(probe::CaptureOptions& copts) const;
   void fill(recorder::SessionMeta& meta) const;
-  // Judges every kernel entry from now on, knowing what this kernel's
-  // capture enforces itself.
-  void watch(recorder::Recorder& rec, const probe::Capture& capture);
+  // From now on, what it writes goes through the pipeline, knowing what
+  // this kernel's capture enforces itself.
+  void start(Pipeline& pipeline, const probe::Capture& capture);
+  // Judges every kernel entry (violations, on_violation: kill) and tracks
+  // the files opened for writing (their changes are diffed at close).
+  void observe(const events::Entry& entry, Emitted& out) override;
   // The command may start (it is in every cgroup by now).
   void go();
   // Readable when file changes diffed at close wait to be recorded
@@ -76,12 +80,12 @@ class Confinement {
 
  private:
   // Judged: recorded, printed, and ends the session under on_violation: kill.
-  void violation(const policy::Violation& v, int64_t pid, int64_t seq);
-  void record_violation(const policy::Violation& v, int64_t pid, int64_t seq, uint64_t count = 0);
+  void violation(const policy::Violation& v, int64_t pid, int64_t seq, Emitted& out);
+  void record_violation(const policy::Violation& v, int64_t pid, int64_t seq, Emitted& out, uint64_t count = 0);
   // Files opened for writing, by (pid, fd): when closed, their change is
   // recorded right away (the end-of-session diff has the final state).
   void track_writes(const events::Entry& e);
-  void record_change(const sandbox::FileChange& c, const char* when);
+  void record_change(const sandbox::FileChange& c, const char* when, Emitted& out);
   std::optional<sandbox::FileChange> diff_one(const std::string& path) const;
   // The sandbox's /tmp and /dev/shm (empty at the start) and where their contents live.
   std::array<std::pair<std::string, std::string>, 2> private_dirs() const;
@@ -96,8 +100,8 @@ class Confinement {
   void check_breakers();  // on the watchdog's thread
   bool claim_kill(const std::string& rule);  // true for the first rule only
   KillReport enforce_kill(const std::string& rule, const std::string& why);
-  void record_kill(const KillReport& report);
-  void kill_session(const std::string& rule, const std::string& why);  // on the recording thread
+  void record_kill(const KillReport& report, Emitted& out);
+  void kill_session(const std::string& rule, const std::string& why, Emitted& out);  // on the recording thread
 
   policy::Policy policy_;
   sandbox::Cgroup& cgroup_;
@@ -110,7 +114,7 @@ class Confinement {
   std::unique_ptr<policy::Judge> judge_;
   sandbox::LandlockPlan landlock_;
   sandbox::SandboxChild child_;
-  recorder::Recorder* rec_ = nullptr;
+  Pipeline* pipeline_ = nullptr;  // where entries from outside observe() go
   uint64_t started_ns_ = 0;
   mutable std::mutex kill_mu_;
   std::string kill_rule_;  // the first rule that ended the session (kill_mu_)
@@ -125,4 +129,4 @@ class Confinement {
   static constexpr uint64_t kMaxPrinted = 100;
 };
 
-}  // namespace flightrec::cli
+}  // namespace flightrec::session

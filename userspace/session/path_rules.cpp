@@ -1,11 +1,11 @@
-#include "cli/path_rules.h"
+#include "session/path_rules.h"
 
 #include <climits>
 #include <cstdlib>
 
 #include "sandbox/launch.h"
 
-namespace flightrec::cli {
+namespace flightrec::session {
 namespace {
 
 // Where `path` leads inside `root` (root's own view): its longest existing
@@ -68,4 +68,4 @@ void add_path_exception(probe::PathRules& rules, const std::string& path, const 
   add(rules, path, 0, real_root(root_dir));
 }
 
-}  // namespace flightrec::cli
+}  // namespace flightrec::session

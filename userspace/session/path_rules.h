@@ -7,7 +7,7 @@
 
 #include "probe/capture.h"
 
-namespace flightrec::cli {
+namespace flightrec::session {
 
 // Appends each path as the next rule, matched as written and where its
 // symlinks lead inside `root` (the file system the session sees as /). A
@@ -19,4 +19,4 @@ bool add_path_rules(probe::PathRules& rules, const std::vector<std::string>& pat
 // under a hidden /home): the trie's longest match wins, and it says 0.
 void add_path_exception(probe::PathRules& rules, const std::string& path, const std::string& root);
 
-}  // namespace flightrec::cli
+}  // namespace flightrec::session

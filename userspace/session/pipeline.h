@@ -1,0 +1,56 @@
+#pragma once
+// The one-way path of a session's events:
+//
+//   ring record -> decode -> sealed into the record -> observers, in order
+//               -> the entries they emitted, sealed after it
+//
+// Observers (TLS attach, the policy judge and write tracking, ...) see each
+// kernel entry once it is in the record and answer with the entries they
+// want written; none of them writes to the record or calls back into it,
+// so the order of the record is the order of this function.
+#include <cstddef>
+#include <deque>
+#include <vector>
+
+#include "events/entry.h"
+#include "recorder/recorder.h"
+
+namespace flightrec::session {
+
+// flightrec's own entries an observer (or any other source) wants written:
+// made with flightrec's header, recorded in order by whoever owns the recorder.
+class Emitted {
+ public:
+  explicit Emitted(const recorder::Recorder& rec) : rec_(rec) {}
+  events::Entry& add(const char* type) { return entries_.emplace_back(rec_.own_entry(type)); }
+  std::deque<events::Entry>& entries() { return entries_; }
+
+ private:
+  const recorder::Recorder& rec_;
+  std::deque<events::Entry> entries_;  // a deque: what add() returned stays valid
+};
+
+class Observer {
+ public:
+  virtual ~Observer() = default;
+  // Every kernel entry, once recorded (seq set), in record order.
+  virtual void observe(const events::Entry& entry, Emitted& out) = 0;
+};
+
+class Pipeline {
+ public:
+  explicit Pipeline(recorder::Recorder& rec) : rec_(rec) {}
+  void add(Observer& observer) { observers_.push_back(&observer); }  // before the first record
+  // One ring-buffer record (the capture's handler).
+  void on_record(const void* data, size_t size);
+  // Writes entries a source other than an observer made (file changes,
+  // packet drops, kills posted by the watchdog).
+  void write(Emitted& out);
+  Emitted emitted() const { return Emitted(rec_); }
+
+ private:
+  recorder::Recorder& rec_;
+  std::vector<Observer*> observers_;
+};
+
+}  // namespace flightrec::session
