@@ -14,21 +14,18 @@
 
 #include "cli/commands.h"
 #include "session/confinement.h"
-#include "session/loss_policy.h"
 #include "cli/options.h"
 #include "cli/session_common.h"
 #include "cli/session_options.h"
 #include "session/tls_attach.h"
-#include "recorder/watchdog.h"
 #include "common/error.h"
 #include "common/system.h"
 #include "ledger/store.h"
 #include "policy/policy.h"
-#include "probe/capture.h"
 #include "probe/features.h"
 #include "recorder/event_loop.h"
 #include "recorder/recorder.h"
-#include "session/pipeline.h"
+#include "session/engine.h"
 #include "sandbox/cgroup.h"
 
 namespace flightrec::cli {
@@ -230,21 +227,19 @@ int cmd_run(const Args& all) {
   // it); its command waits for go.
   std::unique_ptr<session::Confinement> confinement;
   std::unique_ptr<ledger::SigningKey> key;
-  std::unique_ptr<ledger::Store> store_ptr;
+  std::unique_ptr<ledger::Store> store;
   probe::CaptureOptions copts;
   copts.cgroup_fds = {cgroup.fd()};
   so.fill(copts);
-  std::unique_ptr<probe::Capture> capture;
-  session::Pipeline* pipeline_ptr = nullptr;
+  std::unique_ptr<session::Engine> engine;
   try {
-    store_ptr = std::make_unique<ledger::Store>(so.db, ledger::Store::Mode::Write);
+    store = std::make_unique<ledger::Store>(so.db, ledger::Store::Mode::Write);
     std::vector<std::string> protect = {so.db, so.db + "-wal", so.db + "-shm"};
     if (!so.key_dir.empty()) protect.push_back(so.key_dir);
     confinement = std::make_unique<session::Confinement>(std::move(policy), cgroup, *program, command, protect);
     key = so.load_key();
     confinement->fill(copts);
-    capture = std::make_unique<probe::Capture>(
-        copts, [&](const void* d, size_t n) { pipeline_ptr->on_record(d, n); });
+    engine = std::make_unique<session::Engine>(copts);
   } catch (...) {
     if (confinement && confinement->pid() > 0) {
       kill(confinement->pid(), SIGKILL);
@@ -254,39 +249,32 @@ int cmd_run(const Args& all) {
     cgroup.remove_if_owned();
     throw;
   }
+  probe::Capture& capture = engine->capture();
 
   // TLS probes before the command starts: it cannot call SSL_write first.
   std::vector<std::string> tls_errors;
   if (so.tls_enabled()) {
-    tls_errors = session::attach_system_libssl(*capture);
-    session::attach_program_openssl(*capture, *program);
+    tls_errors = session::attach_system_libssl(capture);
+    session::attach_program_openssl(capture, *program);
   }
   recorder::SessionMeta meta;
   meta.mode = "run";
   meta.command = command;
   meta.cgroups = {cgroup.path()};
   so.fill(meta);
-  describe_capture(*capture, copts, meta);
+  session::describe_capture(capture, copts, meta);
   confinement->fill(meta);
   meta.key = key.get();
-  ledger::Store& store = *store_ptr;
-  recorder::Recorder rec(store, meta);
-  for (const auto& err : tls_errors) rec.note("error", "TLS capture: " + err);
+  engine->begin(*store, meta, tls_errors, {&cgroup}, so.on_loss);
+  recorder::Recorder& rec = engine->recorder();
   // Each kernel entry, once recorded: TLS probes follow libssl opens and
   // execs, then the policy judges it and tracks written files.
-  session::Pipeline pipeline(rec);
-  session::TlsFollower tls_follower(*capture, !confinement->sandboxed());
-  if (so.tls_enabled()) pipeline.add(tls_follower);
-  pipeline.add(*confinement);
-  pipeline_ptr = &pipeline;
-  recorder::EventLoop loop(*capture, rec);
-  // Loss and the circuit breakers act from the watchdog's thread, on time
-  // whatever this thread is busy with.
-  recorder::Watchdog watchdog(std::chrono::milliseconds(10), [&](const std::string& e) { rec.note("error", e); });
-  session::LossPolicy loss(so.on_loss, *capture, rec, {&cgroup}, watchdog);
-  confinement->start(pipeline, *capture);
-  confinement->guard(watchdog, so.db);
-  recorder::StopFirst stop_watchdog{watchdog};  // before what its checks use goes away
+  session::TlsFollower tls_follower(capture, !confinement->sandboxed());
+  if (so.tls_enabled()) engine->pipeline().add(tls_follower);
+  engine->pipeline().add(*confinement);
+  confinement->start(engine->pipeline(), capture);
+  confinement->guard(engine->watchdog(), so.db);
+  recorder::EventLoop& loop = engine->loop();
 
   Child child;
   if (confinement->sandboxed()) child.pid = confinement->pid();
@@ -309,16 +297,13 @@ int cmd_run(const Args& all) {
     });
     if (confinement->changes_fd() >= 0)
       loop.watch_fd(confinement->changes_fd(), [&] { confinement->record_changes(); });
-    loop.watch_fd(watchdog.fd(), [&] { watchdog.run_posted(); });
-    watchdog.start();
     loop.watch_fd(sigfd, [&] {
       // Pass termination requests on; the session ends when the command does.
       if (int sig = read_signal(sigfd)) kill(child.pid, sig);
     });
-    loop.run([&] { confinement->note_packet_drops(capture->net_drops()); });
+    engine->run([&] { confinement->note_packet_drops(capture.net_drops()); });
     // The command has ended: nothing more for the breakers or --on-loss to do.
-    watchdog.stop();
-    watchdog.run_posted();
+    engine->stop_watchdog();
   } catch (...) {
     // Never leave the command running unrecorded.
     kill(child.pid, SIGKILL);
@@ -327,24 +312,21 @@ int cmd_run(const Args& all) {
     throw;
   }
 
-  if (loss.killed()) reason = "events were lost and --on-loss kill ended the session";
+  bool loss_killed = engine->killed_by_loss();
+  if (loss_killed) reason = "events were lost and --on-loss kill ended the session";
   if (confinement->killed_by_policy()) reason = "the policy ended the session: " + confinement->kill_rule();
   // Leftovers (daemons, background jobs) die with the session.
   if (cgroup.populated()) {
-    if (!loss.killed() && !confinement->killed_by_policy()) reason = "command exited; remaining processes killed";
+    if (!loss_killed && !confinement->killed_by_policy()) reason = "command exited; remaining processes killed";
     cgroup.kill_all();
     uint64_t deadline = mono_ns() + 5'000'000'000ull;
     loop.run([&] {
       if (!cgroup.populated() || mono_ns() > deadline) loop.stop();
     });
   }
-  if (loss.killed() && waitpid(child.pid, &status, 0) < 0 && errno != ECHILD) status = 0;
-  loop.drain();
-  capture->detach();
-  loop.drain();
-
-  loss.release();
-  confinement->note_packet_drops(capture->net_drops());
+  if (loss_killed && waitpid(child.pid, &status, 0) < 0 && errno != ECHILD) status = 0;
+  engine->end();
+  confinement->note_packet_drops(capture.net_drops());
   int exec_errno = 0;
   bool exec_failed = false;
   if (confinement->sandboxed()) {
@@ -364,7 +346,7 @@ int cmd_run(const Args& all) {
   rec.finish(status, reason);
   bool policy_kill = confinement->killed_by_policy();
   confinement.reset();
-  capture.reset();
+  engine.reset();
   cgroup.remove_if_owned();
   close(pidfd);
   close(sigfd);

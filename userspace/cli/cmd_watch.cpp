@@ -6,8 +6,6 @@
 #include <memory>
 
 #include "cli/commands.h"
-#include "session/loss_policy.h"
-#include "recorder/watchdog.h"
 #include "cli/options.h"
 #include "cli/session_common.h"
 #include "cli/session_options.h"
@@ -15,11 +13,9 @@
 #include "common/error.h"
 #include "common/system.h"
 #include "ledger/store.h"
-#include "probe/capture.h"
 #include "probe/features.h"
-#include "recorder/event_loop.h"
 #include "recorder/recorder.h"
-#include "session/pipeline.h"
+#include "session/engine.h"
 #include "sandbox/cgroup.h"
 
 extern "C" {
@@ -65,11 +61,11 @@ int cmd_watch(const Args& args) {
   int sigfd = block_termination_signals();
   ledger::Store store(so.db, ledger::Store::Mode::Write);
 
-  session::Pipeline* pipeline_ptr = nullptr;
   probe::CaptureOptions copts;
   for (const auto& cg : cgroups) copts.cgroup_fds.push_back(cg.fd());
   so.fill(copts);
-  probe::Capture capture(copts, [&](const void* d, size_t n) { pipeline_ptr->on_record(d, n); });
+  session::Engine engine(copts);
+  probe::Capture& capture = engine.capture();
   // The tasks already there stay recorded wherever they are moved, even
   // before their first syscall.
   size_t tasks_at_start = capture.track_existing(paths);
@@ -83,24 +79,16 @@ int cmd_watch(const Args& args) {
   meta.cgroups = paths;
   meta.tasks_at_start = tasks_at_start;
   so.fill(meta);
-  describe_capture(capture, copts, meta);
+  session::describe_capture(capture, copts, meta);
   meta.key = key.get();
-  recorder::Recorder rec(store, meta);
-  for (const auto& err : tls_errors) rec.note("error", "TLS capture: " + err);
-  session::Pipeline pipeline(rec);
-  session::TlsFollower tls_follower(capture, false);
-  if (so.tls_enabled()) pipeline.add(tls_follower);
-  pipeline_ptr = &pipeline;
-  recorder::EventLoop loop(capture, rec);
   std::vector<sandbox::Cgroup*> watched;
   for (auto& cg : cgroups) watched.push_back(&cg);
-  // --on-loss acts from the watchdog's thread, on time whatever this thread is busy with.
-  recorder::Watchdog watchdog(std::chrono::milliseconds(10), [&](const std::string& e) { rec.note("error", e); });
-  session::LossPolicy loss(so.on_loss, capture, rec, watched, watchdog);
-  recorder::StopFirst stop_watchdog{watchdog};
+  engine.begin(store, meta, tls_errors, watched, so.on_loss);
+  recorder::Recorder& rec = engine.recorder();
+  session::TlsFollower tls_follower(capture, false);
+  if (so.tls_enabled()) engine.pipeline().add(tls_follower);
+  recorder::EventLoop& loop = engine.loop();
   std::string reason = "stopped by signal";
-  loop.watch_fd(watchdog.fd(), [&] { watchdog.run_posted(); });
-  watchdog.start();
 
   loop.watch_fd(sigfd, [&] {
     if (int sig = read_signal(sigfd)) {
@@ -112,7 +100,7 @@ int cmd_watch(const Args& args) {
   uint64_t end = duration > 0 ? mono_ns() + uint64_t(duration * 1e9) : 0;
   std::cerr << "flightrec: watching " << paths.size() << " cgroup(s), session " << rec.session()
             << (duration > 0 ? "" : "; stop with Ctrl-C") << "\n";
-  loop.run([&] {
+  engine.run([&] {
     size_t alive = 0;
     for (size_t i = 0; i < cgroups.size(); ++i) {
       if (!gone[i] && !cgroups[i].exists()) {
@@ -121,7 +109,7 @@ int cmd_watch(const Args& args) {
       }
       alive += !gone[i];
     }
-    if (loss.killed()) {
+    if (engine.killed_by_loss()) {
       reason = "events were lost and --on-loss kill ended the session";
       loop.stop();
     } else if (alive == 0) {
@@ -132,11 +120,8 @@ int cmd_watch(const Args& args) {
       loop.stop();
     }
   });
-  watchdog.stop();
-  watchdog.run_posted();
-  capture.detach();
-  loop.drain();
-  loss.release();
+  engine.stop_watchdog();
+  engine.end();
   rec.finish(0, reason);
   std::cerr << "flightrec: session " << rec.session() << " recorded " << rec.entries()
             << " entries (" << reason << ")\n";

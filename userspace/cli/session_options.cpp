@@ -126,13 +126,4 @@ void SessionOptions::fill(probe::CaptureOptions& copts) const {
   copts.tls_cap = tls_cap_bytes();
 }
 
-void describe_capture(const probe::Capture& capture, const probe::CaptureOptions& copts, recorder::SessionMeta& meta) {
-  meta.capture = capture.attached();
-  meta.capture_refused = capture.refused();
-  if (capture.enforces_path_rules()) {
-    meta.lsm_hidden = copts.hidden.listed;
-    meta.lsm_exec = copts.exec.listed;
-  }
-}
-
 }  // namespace flightrec::cli

@@ -37,8 +37,4 @@ struct SessionOptions {
   size_t tls_cap_bytes() const { return parse_size(tls_cap, "--tls-cap"); }
 };
 
-// What the capture attached, what the kernel refused, and the path rules
-// lsm/file_open enforces (if it does), for the genesis entry.
-void describe_capture(const probe::Capture& capture, const probe::CaptureOptions& copts, recorder::SessionMeta& meta);
-
 }  // namespace flightrec::cli

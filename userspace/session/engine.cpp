@@ -1,0 +1,53 @@
+#include "session/engine.h"
+
+namespace flightrec::session {
+
+Engine::Engine(const probe::CaptureOptions& copts)
+    : capture_(copts, [this](const void* data, size_t size) { pipeline_->on_record(data, size); }) {}
+
+Engine::~Engine() {
+  if (watchdog_) watchdog_->stop();
+}
+
+void Engine::begin(ledger::Store& store, recorder::SessionMeta meta, const std::vector<std::string>& errors,
+                   std::vector<sandbox::Cgroup*> paused, const std::string& on_loss) {
+  recorder_ = std::make_unique<recorder::Recorder>(store, meta);
+  for (const auto& err : errors) recorder_->note("error", err);
+  pipeline_ = std::make_unique<Pipeline>(*recorder_);
+  loop_ = std::make_unique<recorder::EventLoop>(capture_, *recorder_);
+  // Loss and the circuit breakers act from the watchdog's thread, on time
+  // whatever the recording thread is busy with.
+  auto* rec = recorder_.get();
+  watchdog_ = std::make_unique<recorder::Watchdog>(std::chrono::milliseconds(10),
+                                                   [rec](const std::string& e) { rec->note("error", e); });
+  loss_ = std::make_unique<LossPolicy>(on_loss, capture_, *recorder_, std::move(paused), *watchdog_);
+  loop_->watch_fd(watchdog_->fd(), [this] { watchdog_->run_posted(); });
+}
+
+void Engine::run(const std::function<void()>& tick) {
+  watchdog_->start();
+  loop_->run(tick);
+}
+
+void Engine::stop_watchdog() {
+  watchdog_->stop();
+  watchdog_->run_posted();
+}
+
+void Engine::end() {
+  loop_->drain();
+  capture_.detach();
+  loop_->drain();
+  loss_->release();
+}
+
+void describe_capture(const probe::Capture& capture, const probe::CaptureOptions& copts, recorder::SessionMeta& meta) {
+  meta.capture = capture.attached();
+  meta.capture_refused = capture.refused();
+  if (capture.enforces_path_rules()) {
+    meta.lsm_hidden = copts.hidden.listed;
+    meta.lsm_exec = copts.exec.listed;
+  }
+}
+
+}  // namespace flightrec::session

@@ -1,0 +1,75 @@
+#pragma once
+// What every recording session runs, from loaded programs to its sealed
+// end: the capture, the recorder and its pipeline, the event loop, the
+// watchdog and the loss policy. `run` and `watch` (and a resident service)
+// add around it what their sessions need: a sandbox, observers, file
+// descriptors to watch, how the session ends.
+//
+//   Engine e(copts);              programs loaded and attached
+//   ... attach TLS probes ...     (the genesis entry lists them)
+//   e.begin(store, meta, ...);    genesis entry; pipeline, loop, watchdog ready
+//   e.pipeline().add(observer);   e.loop().watch_fd(fd, ...); e.watchdog().add(...)
+//   e.run(tick);                  until e.loop().stop()
+//   e.end();                      watchdog stopped, programs detached, ring drained
+//   e.recorder().finish(...)      session_end, end checkpoint
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ledger/store.h"
+#include "probe/capture.h"
+#include "recorder/event_loop.h"
+#include "recorder/recorder.h"
+#include "recorder/watchdog.h"
+#include "sandbox/cgroup.h"
+#include "session/loss_policy.h"
+#include "session/pipeline.h"
+
+namespace flightrec::session {
+
+class Engine {
+ public:
+  // Loads and attaches the programs; records are read only once begin() has run.
+  explicit Engine(const probe::CaptureOptions& copts);
+  ~Engine();  // stops the watchdog first: its checks use what goes away after
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  probe::Capture& capture() { return capture_; }
+
+  // Starts the session in the record: its genesis entry says meta (plus
+  // what the capture attached), then `notes` as error entries. `paused` are
+  // the cgroups --on-loss backpressure freezes.
+  void begin(ledger::Store& store, recorder::SessionMeta meta, const std::vector<std::string>& errors,
+             std::vector<sandbox::Cgroup*> paused, const std::string& on_loss);
+
+  recorder::Recorder& recorder() { return *recorder_; }
+  Pipeline& pipeline() { return *pipeline_; }
+  recorder::EventLoop& loop() { return *loop_; }
+  recorder::Watchdog& watchdog() { return *watchdog_; }
+  bool killed_by_loss() const { return loss_ && loss_->killed(); }
+
+  // Starts the watchdog and runs the loop until loop().stop(); tick runs
+  // about every 50 ms.
+  void run(const std::function<void()>& tick);
+  // Stops the watchdog (and runs what it posted); the session's checks are over.
+  void stop_watchdog();
+  // Detaches the programs and puts everything the kernel produced into the
+  // record; resumes whatever backpressure froze, in the record.
+  void end();
+
+ private:
+  probe::Capture capture_;
+  std::unique_ptr<recorder::Recorder> recorder_;
+  std::unique_ptr<Pipeline> pipeline_;
+  std::unique_ptr<recorder::EventLoop> loop_;
+  std::unique_ptr<recorder::Watchdog> watchdog_;
+  std::unique_ptr<LossPolicy> loss_;
+};
+
+// What the capture attached, what the kernel refused, and the path rules
+// lsm/file_open enforces (if it does), for the genesis entry.
+void describe_capture(const probe::Capture& capture, const probe::CaptureOptions& copts, recorder::SessionMeta& meta);
+
+}  // namespace flightrec::session
