@@ -386,6 +386,44 @@ TEST_CASE("bundles are read by the format's rules alone: both verifiers refuse t
   std::string two_sigs = lines_text;
   two_sigs.replace(cp_line, cp_end - cp_line, json({{"checkpoint", note + forged}}).dump() + "\n");
   both_refuse("a forged second signature", two_sigs, "a signature line by");
+  // The JSON document is read as a stream: its shape is still checked whole.
+  std::string not_string = json_text;
+  not_string.insert(entries_at + 11, "42,");
+  both_refuse("an entry that is not a string", not_string, "an entry is not a string");
+  size_t cps_at = json_text.find("\"checkpoints\":[") + 15;
+  size_t second_cp = json_text.find("\",\"", cps_at) + 2;
+  std::string swapped = json_text;  // the second checkpoint moved to the front
+  size_t second_end = json_text.find("\",\"", second_cp) + 1;
+  std::string second = json_text.substr(second_cp, second_end - second_cp);
+  swapped.erase(second_cp - 1, second_end - second_cp + 1);
+  swapped.insert(cps_at, second + ",");
+  both_refuse("checkpoints out of order", swapped, "increasing tree size");
+  both_refuse("entries as an object", std::string(json_text).replace(entries_at, 11, "\"entries\":{\"a\":\"b\"},\"x\":["),
+              "bundle");
+  both_refuse("a second document after the first", json_text + "{}\n", "");
+  // Members in another order (JSON objects are unordered): the checkpoints
+  // after the entries still verify (a second pass), and a session member
+  // that is not the entries' session is refused wherever it stands.
+  size_t entries_end = json_text.find("],\"format\"") + 1;
+  std::string reordered = "{" + json_text.substr(entries_at, entries_end - entries_at) + "," +
+                          json_text.substr(1, entries_at - 1) + json_text.substr(entries_end + 1);
+  {
+    std::string f = dir.file("reordered.json");
+    write(f, reordered);
+    Result r = rt::flightrec({"verify", f, "--pubkey", pub});
+    CHECK_MESSAGE(r.code == 0, r.out << r.err);
+    CHECK(run({"/usr/bin/python3", FORMAT_VERIFIER, f, "--pubkey", pub}).code == 0);
+  }
+  std::string other_session = json_text;
+  other_session.replace(other_session.rfind("\"session\":1}"), 12, "\"session\":2}");
+  both_refuse("another session", other_session, "session");
+  Result cut = [&] {
+    std::string f = dir.file("cut.json");
+    write(f, json_text.substr(0, json_text.size() / 2));
+    return rt::flightrec({"verify", f, "--pubkey", pub});
+  }();
+  CHECK(cut.code == 1);
+  CHECK(cut.err.find("is not a flightrec bundle") != std::string::npos);
 }
 
 TEST_CASE("a checkpoint after every entry (and two wanted at one size) still ends the session") {

@@ -1,7 +1,12 @@
 #include "ledger/bundle.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <iterator>
+#include <cstdint>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <nlohmann/json.hpp>
 
@@ -145,12 +150,265 @@ static BundleVerdict check_bundle_key(BundleVerdict r, const std::string& bundle
   return r;
 }
 
+namespace {
+
+// A JSON bundle (§4.1) read as a stream, so a session of millions of
+// entries never sits in memory. One pass checks the document's shape (§4's
+// rules), keeps its small members and checkpoints and, when the checkpoints
+// come before the entries (as flightrec writes them), verifies each entry
+// as it is read; otherwise a second pass verifies with the checkpoints known.
+class JsonBundleReader : public nlohmann::json_sax<nlohmann::json> {
+ public:
+  using Checkpoints = std::vector<std::pair<uint64_t, std::string>>;
+  // known: the checkpoints from a first pass (this is the second), or nullptr.
+  JsonBundleReader(const VerifierKey* pinned, const SavedCheckpoints* saved, const Checkpoints* known)
+      : pinned_(pinned), saved_(saved), known_(known) {}
+
+  std::string problem;       // the first thing wrong with the shape: twice, nesting
+  std::string type_problem;  // the first member or element of the wrong type
+  bool syntax_error = false;
+  bool need_second_pass = false;  // the entries came before the checkpoints
+  std::optional<std::string> format, public_key;
+  std::optional<int64_t> session, format_version;
+  Checkpoints checkpoints;        // read here (first pass)
+  std::set<std::string> members;
+  std::optional<SessionVerifier> verifier;
+  int64_t verified_session = 0;   // the session the verifier checked entries against
+
+  bool null() override { return scalar("null"); }
+  bool boolean(bool) override { return scalar("boolean"); }
+  bool number_integer(number_integer_t v) override { return integer(v); }
+  bool number_unsigned(number_unsigned_t v) override {
+    return v <= uint64_t(INT64_MAX) ? integer(int64_t(v)) : scalar("number");
+  }
+  bool number_float(number_float_t, const string_t&) override { return scalar("number"); }
+  bool binary(binary_t&) override { return scalar("binary"); }
+  bool string(string_t& v) override {
+    if (depth_ == 1) {
+      if (key_ == "format") format = v;
+      else if (key_ == "public_key") public_key = v;
+      else return scalar("string");
+      return true;
+    }
+    if (depth_ != 2) return scalar("string");
+    if (key_ == "checkpoints" && !known_) checkpoint(v);
+    if (key_ == "entries" && verify_inline_ && !stopped_) entry(v);
+    return true;
+  }
+  bool start_object(std::size_t) override { return open(true); }
+  bool end_object() override { return close(); }
+  bool start_array(std::size_t) override { return open(false); }
+  bool end_array() override { return close(); }
+  bool key(string_t& k) override {
+    if (depth_ == 1) {
+      key_ = k;
+      if (!members.insert(k).second) note("member \"" + k + "\" given twice");
+    } else if (!keys_.empty() && !keys_.back().insert(k).second) {
+      note("member \"" + k + "\" given twice");
+    }
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
+    syntax_error = true;
+    return false;
+  }
+
+  // The verifier, made if no entry made it (an empty session).
+  SessionVerifier& verifier_for(int64_t id) {
+    if (!verifier) start(id);
+    return *verifier;
+  }
+  // Checkpoints left once every entry was read.
+  std::optional<uint64_t> checkpoint_beyond_end() const {
+    return next_cp_ < list().size() ? std::optional(list()[next_cp_].first) : std::nullopt;
+  }
+
+ private:
+  static constexpr int kMaxDepth = 2;
+  static constexpr size_t kMaxCheckpointBytes = 64 << 20;
+
+  const Checkpoints& list() const { return known_ ? *known_ : checkpoints; }
+  void start(int64_t id) {
+    verified_session = id;
+    verifier.emplace(id, pinned_, saved_);
+    feed_checkpoints();
+  }
+  void feed_checkpoints() {
+    while (next_cp_ < list().size() && list()[next_cp_].first == uint64_t(verifier->entries()))
+      verifier->add_checkpoint(list()[next_cp_++].second);
+  }
+  void entry(const std::string& text) {
+    if (!verifier) {
+      // The session the entries must belong to: the bundle's session member
+      // if it came first, else the first entry's (compared with it at the end).
+      TopLevel top;
+      start(session ? *session : check_canonical(text, &top).empty() ? top.integer("session").value_or(0) : 0);
+    }
+    if (!verifier->add_entry(text)) stopped_ = true;  // its verdict says why; the shape is still read
+    else feed_checkpoints();
+  }
+  void note(const std::string& why) {
+    if (problem.empty()) problem = why;
+  }
+  void wrong_type(const std::string& why) {
+    if (type_problem.empty()) type_problem = why;
+  }
+  bool scalar(const char* what) {
+    if (depth_ == 2 && key_ == "entries") wrong_type("an entry is not a string");
+    else if (depth_ == 2 && key_ == "checkpoints") wrong_type("a checkpoint is not a string");
+    else if (depth_ == 1) wrong_type("bundle lacks session, entries or checkpoints");  // a member of another type
+    else if (depth_ == 0) note(std::string("not a JSON object but a ") + what);
+    return true;
+  }
+  bool integer(int64_t v) {
+    if (depth_ == 1 && key_ == "session") session = v;
+    else if (depth_ == 1 && key_ == "format_version") format_version = v;
+    else return scalar("number");
+    return true;
+  }
+  bool open(bool object) {
+    ++depth_;
+    if (depth_ > kMaxDepth) note("JSON nested more than " + std::to_string(kMaxDepth) + " deep");
+    if (object) keys_.emplace_back();
+    if (depth_ == 2 && (object || (key_ != "entries" && key_ != "checkpoints")))
+      wrong_type("bundle lacks session, entries or checkpoints");
+    if (depth_ == 1 && !object) note("not a JSON object");
+    if (depth_ == 2 && !object && key_ == "entries") {
+      verify_inline_ = known_ || checkpoints_read_;
+      need_second_pass = !verify_inline_;
+    }
+    objects_.push_back(object);
+    return true;
+  }
+  bool close() {
+    if (depth_ == 2 && !objects_.empty() && !objects_.back() && key_ == "checkpoints") checkpoints_read_ = true;
+    if (!objects_.empty() && objects_.back()) keys_.pop_back();
+    if (!objects_.empty()) objects_.pop_back();
+    --depth_;
+    return true;
+  }
+  void checkpoint(const std::string& text) {
+    checkpoint_bytes_ += text.size();
+    if (checkpoint_bytes_ > kMaxCheckpointBytes)
+      return wrong_type("more checkpoint text than any session has (over 64 MiB)");
+    std::string why;
+    auto n = parse_note(text, &why);
+    auto cp = n ? parse_checkpoint(n->text, &why) : std::nullopt;
+    if (!cp) return wrong_type("malformed checkpoint: " + why);
+    if (!checkpoints.empty() && cp->size <= checkpoints.back().first)
+      wrong_type("checkpoints are not in increasing tree size (at size " + std::to_string(cp->size) + ")");
+    checkpoints.emplace_back(cp->size, text);
+  }
+
+  const VerifierKey* pinned_;
+  const SavedCheckpoints* saved_;
+  const Checkpoints* known_;
+  size_t next_cp_ = 0;
+  bool checkpoints_read_ = false, verify_inline_ = false, stopped_ = false;
+  int depth_ = 0;
+  std::string key_;                          // the top-level member being read
+  std::vector<std::set<std::string>> keys_;  // member names of each open object
+  std::vector<bool> objects_;
+  size_t checkpoint_bytes_ = 0;
+};
+
+// The bytes of a file, read in 1 MiB chunks, as the input iterator the
+// JSON parser reads through (its istream adapter costs a virtual call per byte).
+class FileBytes {
+ public:
+  explicit FileBytes(const std::string& path) : f_(std::fopen(path.c_str(), "rb")) {
+    if (!f_) throw Error(errno_message("cannot read " + path, errno));
+    fill();
+  }
+  ~FileBytes() { std::fclose(f_); }
+  FileBytes(const FileBytes&) = delete;
+  FileBytes& operator=(const FileBytes&) = delete;
+  bool failed() const { return std::ferror(f_) != 0; }
+
+  struct Iterator {
+    using iterator_category = std::input_iterator_tag;
+    using value_type = char;
+    using difference_type = std::ptrdiff_t;
+    using pointer = const char*;
+    using reference = char;
+    FileBytes* src = nullptr;  // nullptr: the end
+    char operator*() const { return src->buf_[src->pos_]; }
+    Iterator& operator++() {
+      if (++src->pos_ == src->len_) src->fill();
+      return *this;
+    }
+    bool at_end() const { return !src || src->pos_ == src->len_; }
+    bool operator==(const Iterator& o) const { return at_end() == o.at_end(); }
+    bool operator!=(const Iterator& o) const { return !(*this == o); }
+  };
+  Iterator begin() { return Iterator{this}; }
+  Iterator end() { return Iterator{}; }
+
+ private:
+  void fill() {
+    len_ = std::fread(buf_.data(), 1, buf_.size(), f_);
+    pos_ = 0;
+  }
+  std::FILE* f_;
+  std::vector<char> buf_ = std::vector<char>(1 << 20);
+  size_t pos_ = 0, len_ = 0;
+};
+
+// One streaming pass of the document through `reader`.
+void read_json(const std::string& path, JsonBundleReader& reader) {
+  FileBytes bytes(path);
+  nlohmann::json::sax_parse(bytes.begin(), bytes.end(), &reader);
+  if (bytes.failed()) throw Error(errno_message("reading " + path + " failed", EIO));
+}
+
+BundleVerdict verify_json_bundle(const std::string& path, const VerifierKey* pinned, const SavedCheckpoints* saved) {
+  BundleVerdict out;
+  auto bad = [&](const std::string& why) {
+    out.verdict.ok = false;
+    out.verdict.reason = why;
+    return out;
+  };
+  JsonBundleReader first(pinned, saved, nullptr);
+  read_json(path, first);
+  if (first.syntax_error || first.format != "flightrec-bundle") throw Error(path + " is not a flightrec bundle");
+  if (!first.problem.empty()) return bad("bundle: " + first.problem);
+  const std::set<std::string> expected = {"checkpoints", "entries", "format", "format_version", "public_key", "session"};
+  for (const auto& m : first.members)
+    if (!expected.count(m)) return bad("bundle: members other than those of the format");
+  for (const auto& m : expected)
+    if (!first.members.count(m)) return bad("bundle: member \"" + m + "\" missing");
+  if (first.format_version != kBundleVersion) return bad("unsupported bundle version");
+  if (!first.type_problem.empty()) return bad(first.type_problem);
+  if (!first.session || !first.public_key) return bad("bundle lacks session, entries or checkpoints");
+  out.session = *first.session;
+  JsonBundleReader second(pinned, saved, &first.checkpoints);
+  JsonBundleReader& done = first.need_second_pass ? second : first;
+  if (first.need_second_pass) read_json(path, second);
+  SessionVerifier& v = done.verifier_for(out.session);
+  if (done.verified_session != out.session)
+    return bad("the bundle says session " + std::to_string(out.session) + " but its entries are of session " +
+               std::to_string(done.verified_session));
+  if (v.verdict().ok)
+    if (auto beyond = done.checkpoint_beyond_end()) v.checkpoint_beyond_end(*beyond);
+  out.verdict = v.finish();
+  return check_bundle_key(out, *first.public_key);
+}
+
+}  // namespace
+
 BundleVerdict verify_bundle_inner(const std::string& path, const VerifierKey* pinned,
                                   const SavedCheckpoints* saved) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error("cannot read " + path);
-  std::string first;
-  std::getline(in, first);
+  // A JSON Lines header is one short line; a JSON document may be one line
+  // of gigabytes: only a short first line is looked at.
+  constexpr std::streamsize kHeaderMax = 1 << 20;
+  std::string first(size_t(kHeaderMax) + 1, '\0');
+  in.getline(first.data(), kHeaderMax + 1);  // at most kHeaderMax bytes and a NUL
+  bool short_line = !in.fail();
+  // gcount counts the newline, when there was one.
+  first.resize(short_line ? size_t(in.gcount()) - (in.eof() ? 0 : 1) : 0);
+  if (!short_line) return verify_json_bundle(path, pinned, saved);
   BundleVerdict out;
   auto bad = [&](const std::string& why) {
     out.verdict.ok = false;
@@ -197,50 +455,8 @@ BundleVerdict verify_bundle_inner(const std::string& path, const VerifierKey* pi
     return check_bundle_key(out, header["public_key"].get<std::string>());
   }
 
-  // One JSON document: read the rest and parse it whole.
-  std::string rest((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  nlohmann::json doc;
-  try {
-    doc = parse_bundle_json(first + "\n" + rest,
-                            {"checkpoints", "entries", "format", "format_version", "public_key", "session"});
-  } catch (const BadBundle& b) {
-    nlohmann::json loose = nlohmann::json::parse(first + "\n" + rest, nullptr, false);
-    if (!loose.is_object() || !loose.contains("format") || loose["format"] != "flightrec-bundle")
-      throw Error(path + " is not a flightrec bundle");
-    return bad("bundle: " + b.why);
-  }
-  if (doc["format"] != "flightrec-bundle") throw Error(path + " is not a flightrec bundle");
-  if (doc["format_version"] != kBundleVersion) return bad("unsupported bundle version");
-  if (!doc["session"].is_number_integer() || !doc["entries"].is_array() || !doc["checkpoints"].is_array() ||
-      !doc["public_key"].is_string())
-    return bad("bundle lacks session, entries or checkpoints");
-  out.session = doc["session"].get<int64_t>();
-  std::vector<std::pair<uint64_t, std::string>> checkpoints;
-  for (const auto& c : doc["checkpoints"]) {
-    if (!c.is_string()) return bad("a checkpoint is not a string");
-    std::string why, text = c.get<std::string>();
-    auto note = parse_note(text, &why);
-    auto cp = note ? parse_checkpoint(note->text, &why) : std::nullopt;
-    if (!cp) return bad("malformed checkpoint: " + why);
-    if (!checkpoints.empty() && cp->size <= checkpoints.back().first)
-      return bad("checkpoints are not in increasing tree size (at size " + std::to_string(cp->size) + ")");
-    checkpoints.emplace_back(cp->size, std::move(text));
-  }
-  SessionVerifier v(out.session, pinned, saved);
-  size_t next_cp = 0;
-  auto feed = [&] {
-    while (next_cp < checkpoints.size() && checkpoints[next_cp].first == uint64_t(v.entries()))
-      v.add_checkpoint(checkpoints[next_cp++].second);
-  };
-  feed();
-  for (const auto& e : doc["entries"]) {
-    if (!e.is_string()) return bad("an entry is not a string");
-    if (!v.add_entry(e.get_ref<const std::string&>())) break;
-    feed();
-  }
-  if (v.verdict().ok && next_cp < checkpoints.size()) v.checkpoint_beyond_end(checkpoints[next_cp].first);
-  out.verdict = v.finish();
-  return check_bundle_key(out, doc["public_key"].get<std::string>());
+  in.close();
+  return verify_json_bundle(path, pinned, saved);
 }
 
 }  // namespace flightrec::ledger
