@@ -220,7 +220,10 @@ TEST_CASE("processes left behind are killed and recorded when the command exits"
   REQUIRE(is_root());
   TempDir dir;
   std::string db = dir.file("s.db");
-  Result r = flightrec({"run", "--policy", "observe", "--db", db, "--", "sh", "-c", "sleep 60 & exit 0"});
+  // The shell exits once its child is sleep (has exec'd), not before: a
+  // child killed while still a copy of sh would exit as "sh".
+  Result r = flightrec({"run", "--policy", "observe", "--db", db, "--", "sh", "-c",
+                        "sleep 60 & p=$!; until [ \"$(cat /proc/$p/comm)\" = sleep ]; do :; done; exit 0"});
   CHECK(r.code == 0);
   auto all = entries(db);
   const json* sleep_exit = find(all, [](const json& e) {
