@@ -124,7 +124,9 @@ void read_block(std::string_view data, int64_t count, std::string& scratch,
     int64_t pid;
     size_t body_len;
   };
+  if (count < 0 || uint64_t(count) > kBlockMaxEntries) throw corrupt("it claims " + std::to_string(count) + " entries");
   std::vector<Head> heads;
+  heads.reserve(size_t(count));
   size_t bodies = 0;
   for (int64_t i = 0; i < count; ++i) {
     if (end - p < 1) throw corrupt("it ends before its entry " + std::to_string(i + 1));

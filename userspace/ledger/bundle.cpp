@@ -171,7 +171,7 @@ class JsonBundleReader : public nlohmann::json_sax<nlohmann::json> {
   std::optional<std::string> format, public_key;
   std::optional<int64_t> session, format_version;
   Checkpoints checkpoints;        // read here (first pass)
-  std::set<std::string> members;
+  std::set<std::string> members;  // the format's members present (others: `problem`)
   std::optional<SessionVerifier> verifier;
   int64_t verified_session = 0;   // the session the verifier checked entries against
 
@@ -200,12 +200,13 @@ class JsonBundleReader : public nlohmann::json_sax<nlohmann::json> {
   bool start_array(std::size_t) override { return open(false); }
   bool end_array() override { return close(); }
   bool key(string_t& k) override {
-    if (depth_ == 1) {
-      key_ = k;
-      if (!members.insert(k).second) note("member \"" + k + "\" given twice");
-    } else if (!keys_.empty() && !keys_.back().insert(k).second) {
-      note("member \"" + k + "\" given twice");
-    }
+    // Only the top-level object may hold members (any deeper object is
+    // wrong already); only the format's names are kept, so a document of
+    // millions of names costs no memory.
+    if (depth_ != 1) return true;
+    key_ = k;
+    if (!kMembers.count(k)) note("members other than those of the format");
+    else if (!members.insert(k).second) note("member \"" + k + "\" given twice");
     return true;
   }
   bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
@@ -226,6 +227,8 @@ class JsonBundleReader : public nlohmann::json_sax<nlohmann::json> {
  private:
   static constexpr int kMaxDepth = 2;
   static constexpr size_t kMaxCheckpointBytes = 64 << 20;
+  inline static const std::set<std::string> kMembers = {"checkpoints", "entries", "format",
+                                                        "format_version", "public_key", "session"};
 
   const Checkpoints& list() const { return known_ ? *known_ : checkpoints; }
   void start(int64_t id) {
@@ -269,21 +272,18 @@ class JsonBundleReader : public nlohmann::json_sax<nlohmann::json> {
   bool open(bool object) {
     ++depth_;
     if (depth_ > kMaxDepth) note("JSON nested more than " + std::to_string(kMaxDepth) + " deep");
-    if (object) keys_.emplace_back();
     if (depth_ == 2 && (object || (key_ != "entries" && key_ != "checkpoints")))
       wrong_type("bundle lacks session, entries or checkpoints");
     if (depth_ == 1 && !object) note("not a JSON object");
+    if (depth_ == 2) array_at_2_ = !object;
     if (depth_ == 2 && !object && key_ == "entries") {
       verify_inline_ = known_ || checkpoints_read_;
       need_second_pass = !verify_inline_;
     }
-    objects_.push_back(object);
     return true;
   }
   bool close() {
-    if (depth_ == 2 && !objects_.empty() && !objects_.back() && key_ == "checkpoints") checkpoints_read_ = true;
-    if (!objects_.empty() && objects_.back()) keys_.pop_back();
-    if (!objects_.empty()) objects_.pop_back();
+    if (depth_ == 2 && array_at_2_ && key_ == "checkpoints") checkpoints_read_ = true;
     --depth_;
     return true;
   }
@@ -306,9 +306,8 @@ class JsonBundleReader : public nlohmann::json_sax<nlohmann::json> {
   size_t next_cp_ = 0;
   bool checkpoints_read_ = false, verify_inline_ = false, stopped_ = false;
   int depth_ = 0;
-  std::string key_;                          // the top-level member being read
-  std::vector<std::set<std::string>> keys_;  // member names of each open object
-  std::vector<bool> objects_;
+  std::string key_;           // the top-level member being read
+  bool array_at_2_ = false;   // the open container at depth 2 is an array
   size_t checkpoint_bytes_ = 0;
 };
 
@@ -372,18 +371,22 @@ BundleVerdict verify_json_bundle(const std::string& path, const VerifierKey* pin
   read_json(path, first);
   if (first.syntax_error || first.format != "flightrec-bundle") throw Error(path + " is not a flightrec bundle");
   if (!first.problem.empty()) return bad("bundle: " + first.problem);
-  const std::set<std::string> expected = {"checkpoints", "entries", "format", "format_version", "public_key", "session"};
-  for (const auto& m : first.members)
-    if (!expected.count(m)) return bad("bundle: members other than those of the format");
-  for (const auto& m : expected)
-    if (!first.members.count(m)) return bad("bundle: member \"" + m + "\" missing");
+  for (const char* m : {"checkpoints", "entries", "format", "format_version", "public_key", "session"})
+    if (!first.members.count(m)) return bad("bundle: member \"" + std::string(m) + "\" missing");
   if (first.format_version != kBundleVersion) return bad("unsupported bundle version");
   if (!first.type_problem.empty()) return bad(first.type_problem);
   if (!first.session || !first.public_key) return bad("bundle lacks session, entries or checkpoints");
   out.session = *first.session;
   JsonBundleReader second(pinned, saved, &first.checkpoints);
   JsonBundleReader& done = first.need_second_pass ? second : first;
-  if (first.need_second_pass) read_json(path, second);
+  if (first.need_second_pass) {
+    read_json(path, second);
+    // The file may have changed between the passes: the second read must
+    // be as sound as the first.
+    if (second.syntax_error || second.format != first.format || !second.problem.empty() ||
+        !second.type_problem.empty() || second.session != first.session)
+      return bad("the bundle changed while it was read");
+  }
   SessionVerifier& v = done.verifier_for(out.session);
   if (done.verified_session != out.session)
     return bad("the bundle says session " + std::to_string(out.session) + " but its entries are of session " +
@@ -425,8 +428,12 @@ BundleVerdict verify_bundle_inner(const std::string& path, const VerifierKey* pi
     } catch (const BadBundle& b) {
       return bad("bundle header: " + b.why);
     }
-    if (header["format_version"] != kBundleVersion) return bad("unsupported bundle version");
-    if (!header["session"].is_number_integer() || !header["public_key"].is_string())
+    if (!header["format_version"].is_number_integer() || header["format_version"] != kBundleVersion)
+      return bad("unsupported bundle version");
+    // An integer that fits int64 (get<int64_t> would wrap a larger one).
+    if (!header["session"].is_number_integer() ||
+        (header["session"].is_number_unsigned() && header["session"].get<uint64_t>() > uint64_t(INT64_MAX)) ||
+        !header["public_key"].is_string())
       return bad("bundle header: session is not an integer or public_key not a string");
     out.session = header["session"].get<int64_t>();
     SessionVerifier v(out.session, pinned, saved);

@@ -287,7 +287,8 @@ void Store::for_each_block_entry(const EntryFilter& f, const std::function<bool(
   while ((rc = sqlite3_step(s.s)) == SQLITE_ROW) {
     int64_t id = sqlite3_column_int64(s.s, 0);
     int64_t count = sqlite3_column_int64(s.s, 1);
-    if (id < 0 || count < 1 || (id & (kMaxSeq - 1)) == 0 || (id & (kMaxSeq - 1)) + count > kMaxSeq)
+    if (id < 0 || count < 1 || count > int64_t(kBlockMaxEntries) || (id & (kMaxSeq - 1)) == 0 ||
+        count > kMaxSeq - (id & (kMaxSeq - 1)))
       throw Error(path_ + ": a block has an impossible position or size: the record is corrupt");
     if (!f.types.empty()) {
       std::string types = s.text(2);
