@@ -37,6 +37,9 @@ struct BadBundle {
   std::string why;
 };
 constexpr int kMaxDepth = 2;
+// The members of a JSON bundle (§4.1).
+const std::set<std::string> kJsonBundleMembers = {"checkpoints", "entries", "format",
+                                                  "format_version", "public_key", "session"};
 
 nlohmann::json parse_bundle_json(std::string_view text, std::initializer_list<const char*> members) {
   std::vector<std::set<std::string>> seen;
@@ -205,7 +208,7 @@ class JsonBundleReader : public nlohmann::json_sax<nlohmann::json> {
     // millions of names costs no memory.
     if (depth_ != 1) return true;
     key_ = k;
-    if (!kMembers.count(k)) note("members other than those of the format");
+    if (!kJsonBundleMembers.count(k)) note("members other than those of the format");
     else if (!members.insert(k).second) note("member \"" + k + "\" given twice");
     return true;
   }
@@ -225,10 +228,7 @@ class JsonBundleReader : public nlohmann::json_sax<nlohmann::json> {
   }
 
  private:
-  static constexpr int kMaxDepth = 2;
   static constexpr size_t kMaxCheckpointBytes = 64 << 20;
-  inline static const std::set<std::string> kMembers = {"checkpoints", "entries", "format",
-                                                        "format_version", "public_key", "session"};
 
   const Checkpoints& list() const { return known_ ? *known_ : checkpoints; }
   void start(int64_t id) {
@@ -371,8 +371,8 @@ BundleVerdict verify_json_bundle(const std::string& path, const VerifierKey* pin
   read_json(path, first);
   if (first.syntax_error || first.format != "flightrec-bundle") throw Error(path + " is not a flightrec bundle");
   if (!first.problem.empty()) return bad("bundle: " + first.problem);
-  for (const char* m : {"checkpoints", "entries", "format", "format_version", "public_key", "session"})
-    if (!first.members.count(m)) return bad("bundle: member \"" + std::string(m) + "\" missing");
+  for (const auto& m : kJsonBundleMembers)
+    if (!first.members.count(m)) return bad("bundle: member \"" + m + "\" missing");
   if (first.format_version != kBundleVersion) return bad("unsupported bundle version");
   if (!first.type_problem.empty()) return bad(first.type_problem);
   if (!first.session || !first.public_key) return bad("bundle lacks session, entries or checkpoints");

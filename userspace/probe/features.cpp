@@ -14,6 +14,7 @@
 
 #include "common/error.h"
 #include "common/system.h"
+#include "probe/uprobe_multi.h"
 
 namespace flightrec::probe {
 namespace {
@@ -124,6 +125,23 @@ bool bpf_lsm_available() {
   static const bool available = [] {
     Btf btf;
     return try_btf_program(btf, BPF_PROG_TYPE_LSM, BPF_LSM_MAC, "bpf_lsm_file_open", BTF_KIND_FUNC).empty();
+  }();
+  return available;
+}
+
+bool uprobe_multi_available() {
+  static const bool available = [] {
+    // A tiny program loaded for uprobe_multi, attached to a directory: a
+    // kernel that knows uprobe_multi resolves the path and refuses it as
+    // not a regular file (EBADF); one that does not refuses the attach
+    // type itself (EINVAL).
+    LIBBPF_OPTS(bpf_prog_load_opts, opts, .expected_attach_type = bpf_attach_type(kTraceUprobeMulti));
+    int prog = bpf_prog_load(BPF_PROG_TYPE_KPROBE, nullptr, "GPL", kReturnZero, 2, &opts);
+    if (prog < 0) return false;
+    int link = attach_uprobe_multi(prog, "/", {0}, {0}, false);
+    close(prog);
+    if (link >= 0) close(link);
+    return link == -EBADF;
   }();
   return available;
 }

@@ -19,6 +19,10 @@ std::vector<Feature> probe_features();
 // once per process).
 bool bpf_lsm_available();
 
+// Whether this kernel makes uprobe_multi links (Linux 6.6+; tried once
+// per process).
+bool uprobe_multi_available();
+
 // Throws Error with one clear sentence if something recording needs is
 // missing: not root, no BTF, no cgroup v2, tp_btf refused.
 void require_recording_features();

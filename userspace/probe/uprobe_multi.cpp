@@ -1,6 +1,5 @@
 #include "probe/uprobe_multi.h"
 
-#include <bpf/bpf.h>
 #include <linux/bpf.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -44,28 +43,6 @@ int link_create(int prog_fd, const char* path, const uint64_t* offsets, const ui
 }
 
 }  // namespace
-
-bool uprobe_multi_available() {
-  static const bool available = [] {
-    // "r0 = 0; exit", loaded for uprobe_multi, attached to a directory: a
-    // kernel that knows uprobe_multi resolves the path and refuses it as
-    // not a regular file (EBADF); one that does not refuses the attach
-    // type itself (EINVAL).
-    const bpf_insn insns[] = {
-        {BPF_ALU64 | BPF_MOV | BPF_K, BPF_REG_0, 0, 0, 0},
-        {BPF_JMP | BPF_EXIT, 0, 0, 0, 0},
-    };
-    LIBBPF_OPTS(bpf_prog_load_opts, opts, .expected_attach_type = bpf_attach_type(kTraceUprobeMulti));
-    int prog = bpf_prog_load(BPF_PROG_TYPE_KPROBE, nullptr, "GPL", insns, 2, &opts);
-    if (prog < 0) return false;
-    uint64_t offset = 0;
-    int link = link_create(prog, "/", &offset, nullptr, 1, false);
-    close(prog);
-    if (link >= 0) close(link);
-    return link == -EBADF;
-  }();
-  return available;
-}
 
 int attach_uprobe_multi(int prog_fd, const std::string& path, const std::vector<uint64_t>& offsets,
                         const std::vector<uint64_t>& cookies, bool ret) {

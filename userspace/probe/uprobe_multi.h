@@ -11,11 +11,9 @@
 namespace flightrec::probe {
 
 // BPF_TRACE_UPROBE_MULTI (include/uapi/linux/bpf.h): the expected attach
-// type a program must be loaded with to be attached this way.
+// type a program must be loaded with to be attached this way. Whether the
+// kernel has it: probe::uprobe_multi_available() (probe/features.h).
 constexpr int kTraceUprobeMulti = 48;
-
-// Whether this kernel makes uprobe_multi links (tried once per process).
-bool uprobe_multi_available();
 
 // Attaches prog_fd (loaded with kTraceUprobeMulti) at `offsets` of the file
 // `path` names (resolved by the kernel, following symlinks; /proc/self/fd/N
