@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -25,6 +26,29 @@ std::vector<std::string> escape_programs() {
   std::string line;
   while (std::getline(in, line))
     if (!line.empty() && line[0] != '#') out.push_back(line);
+  return out;
+}
+
+// Whether `int $0x80` reaches the i386 syscall table here. Kernels built
+// without ia32 emulation (or booted with ia32_emulation=0) fault it with
+// SIGSEGV: escape_int80 then has nothing to attack, confined or not.
+bool kernel_has_ia32_emulation() {
+  pid_t pid = fork();
+  if (pid == 0) {
+    long ret;
+    __asm__ volatile("int $0x80" : "=a"(ret) : "a"(20L) : "r8", "r9", "r10", "r11", "memory");
+    _exit(ret == long(getpid()) ? 0 : 1);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+// The programs whose attack this kernel does not offer at all.
+std::set<std::string> not_on_this_kernel() {
+  std::set<std::string> out;
+  if (!kernel_has_ia32_emulation()) out.insert("escape_int80");
+  for (const auto& name : out) MESSAGE(name << ": not run, this kernel has no ia32 emulation");
   return out;
 }
 
@@ -91,7 +115,12 @@ TEST_CASE("escape suite: under agent every attack is blocked and recorded as a v
   for (const auto& name : programs)
     std::filesystem::copy_file(std::string(ESCAPE_DIR) + "/" + name, work + "/" + name);
   int n = 0;
+  auto absent = not_on_this_kernel();
   for (const auto& name : programs) {
+    if (absent.count(name)) {
+      ++n;
+      continue;
+    }
     std::string db = dir.file(name + ".db");
     std::vector<std::string> argv = {FLIGHTREC_BIN, "run", "--db", db};
     argv.insert(argv.end(), kTestLimits.begin(), kTestLimits.end());
@@ -137,8 +166,9 @@ TEST_CASE("escape suite: under observe the same programs escape (so the suite ca
   std::string work = dir.file("work");
   mkdir(work.c_str(), 0755);
   int escaped = 0, tried = 0;
+  auto absent = not_on_this_kernel();
   for (const auto& name : escape_programs()) {
-    if (skipped.count(name)) continue;
+    if (skipped.count(name) || absent.count(name)) continue;
     ++tried;
     std::string db = dir.file(name + ".db");
     Result r = run_in(work, {FLIGHTREC_BIN, "run", "--policy", "observe", "--db", db, "--",

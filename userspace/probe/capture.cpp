@@ -18,6 +18,7 @@
 #include <sstream>
 
 #include "common/error.h"
+#include "common/huge_heap.h"
 #include "common/system.h"
 #include "events/syscall_table.h"
 #include "probe/elf_symbols.h"
@@ -141,7 +142,11 @@ Capture::Capture(const CaptureOptions& opts, Handler handler) : handler_(std::mo
       if (auto* prog = bpf_object__find_program_by_name(skel_->obj, name.c_str())) bpf_program__set_autoload(prog, false);
     std::string log;
     g_log = &log;
-    int err = flightrec_bpf__load(skel_);
+    int err;
+    {
+      HugeHeap heap;  // for libbpf's copy of the kernel's BTF
+      err = flightrec_bpf__load(skel_);
+    }
     g_log = nullptr;
     if (!err) break;
     std::string name = refused_program(log);

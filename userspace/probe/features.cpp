@@ -14,6 +14,7 @@
 
 #include "common/error.h"
 #include "common/system.h"
+#include "probe/btf_scan.h"
 #include "probe/uprobe_multi.h"
 
 namespace flightrec::probe {
@@ -37,10 +38,8 @@ std::string err_text(int err) { return err == 0 ? "" : strerror(err); }
 
 // Loads a BTF-attached program and tries to attach it; returns "" on
 // success or the reason it failed.
-std::string try_btf_program(const Btf& btf, bpf_prog_type type, bpf_attach_type attach,
-                            const char* target, int kind) {
-  int btf_id = btf.id(target, kind);
-  if (btf_id < 0) return std::string("no BTF for ") + target;
+std::string try_btf_program(int btf_id, bpf_prog_type type, bpf_attach_type attach, const char* target) {
+  if (btf_id <= 0) return std::string("no BTF for ") + target;
   LIBBPF_OPTS(bpf_prog_load_opts, opts, .expected_attach_type = attach,
               .attach_btf_id = __u32(btf_id));
   int fd = bpf_prog_load(type, nullptr, "GPL", kReturnZero, 2, &opts);
@@ -94,14 +93,14 @@ std::vector<Feature> probe_features() {
 
   Btf btf;
   out.push_back(make("tp_btf raw tracepoints (sys_enter/exit, sched)",
-                     try_btf_program(btf, BPF_PROG_TYPE_TRACING, BPF_TRACE_RAW_TP,
-                                     "btf_trace_sys_enter", BTF_KIND_TYPEDEF),
+                     try_btf_program(btf.id("btf_trace_sys_enter", BTF_KIND_TYPEDEF), BPF_PROG_TYPE_TRACING,
+                                     BPF_TRACE_RAW_TP, "btf_trace_sys_enter"),
                      true));
-  out.push_back(make("fentry", try_btf_program(btf, BPF_PROG_TYPE_TRACING, BPF_TRACE_FENTRY,
-                                               "security_file_open", BTF_KIND_FUNC),
+  out.push_back(make("fentry", try_btf_program(btf.id("security_file_open", BTF_KIND_FUNC), BPF_PROG_TYPE_TRACING,
+                                               BPF_TRACE_FENTRY, "security_file_open"),
                      false));
-  out.push_back(make("BPF-LSM", try_btf_program(btf, BPF_PROG_TYPE_LSM, BPF_LSM_MAC,
-                                                "bpf_lsm_file_open", BTF_KIND_FUNC),
+  out.push_back(make("BPF-LSM", try_btf_program(btf.id("bpf_lsm_file_open", BTF_KIND_FUNC), BPF_PROG_TYPE_LSM,
+                                                BPF_LSM_MAC, "bpf_lsm_file_open"),
                      false));
   bool kprobe = access("/sys/bus/event_source/devices/kprobe/type", R_OK) == 0;
   out.push_back(make("kprobes", kprobe ? "" : "no kprobe PMU in this kernel", false));
@@ -120,11 +119,15 @@ std::vector<Feature> probe_features() {
 }
 
 bool bpf_lsm_available() {
-  // Asked again at load (and first by --deny-path's check): parsing the
-  // kernel's BTF and loading a program once per process is enough.
+  // Asked again at load (and first by --deny-path's check): finding the
+  // hook in the kernel's BTF and loading a program once per process is
+  // enough. Every session start pays for it, so the id is scanned for, not
+  // parsed out of the whole BTF (libbpf's parse, the fallback, costs ~40 ms).
   static const bool available = [] {
-    Btf btf;
-    return try_btf_program(btf, BPF_PROG_TYPE_LSM, BPF_LSM_MAC, "bpf_lsm_file_open", BTF_KIND_FUNC).empty();
+    const char* hook = "bpf_lsm_file_open";
+    int id = scan_btf_func_id(hook).value_or(-1);
+    if (id <= 0) id = Btf().id(hook, BTF_KIND_FUNC);
+    return try_btf_program(id, BPF_PROG_TYPE_LSM, BPF_LSM_MAC, hook).empty();
   }();
   return available;
 }
