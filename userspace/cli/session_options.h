@@ -1,14 +1,10 @@
 #pragma once
 // Options run and watch share: where the record goes, how it is sealed,
 // and what to do when the kernel loses events.
-#include <memory>
-#include <optional>
 #include <string>
 
 #include "cli/options.h"
-#include "ledger/keys.h"
-#include "probe/capture.h"
-#include "recorder/recorder.h"
+#include "session/plan.h"
 
 namespace flightrec::cli {
 
@@ -25,16 +21,9 @@ struct SessionOptions {
   bool verbose = false;
 
   void add_to(po::options_description& desc);
-  // Checks values after parsing; throws UsageError.
-  void validate(const po::variables_map& vm);
-  size_t ring_bytes() const;
-  // Loads the signing key (nullptr without --key). Throws Error.
-  std::unique_ptr<ledger::SigningKey> load_key() const;
-  void fill(recorder::SessionMeta& meta) const;
-  void fill(probe::CaptureOptions& copts) const;
-  bool tls_enabled() const { return tls == "on"; }
-  size_t tls_chunk_bytes() const { return parse_size(tls_chunk, "--tls-chunk"); }
-  size_t tls_cap_bytes() const { return parse_size(tls_cap, "--tls-cap"); }
+  // The parsed values for the plan compiler (session/plan.h), which checks
+  // them; throws UsageError for a size or count that does not parse.
+  session::Settings settings() const;
 };
 
 }  // namespace flightrec::cli

@@ -190,16 +190,8 @@ void Confinement::fill(probe::CaptureOptions& copts) const {
   add_path_rules(copts.hidden, policy_.filesystem.hidden, policy_.filesystem.root);
   add_path_exception(copts.hidden, work_dir_, policy_.filesystem.root);  // the mounts keep it reachable too
   if (!add_path_rules(copts.exec, landlock_.exec, policy_.filesystem.root)) copts.exec = {};
-  if (policy_.network != policy::Network::Allowlist) return;
-  copts.egress_cgroup_fd = cgroup_.fd();
-  for (const auto& ep : policy_.allow) {
-    fr_egress_rule r{};
-    std::memcpy(r.addr, ep.addr, sizeof(r.addr));
-    r.family = uint32_t(ep.family);
-    r.prefix = ep.prefix;
-    r.port = ep.port;
-    copts.egress.push_back(r);
-  }
+  // The allowlist's rules are in the plan (session/plan.h); here is where they apply.
+  if (policy_.network == policy::Network::Allowlist) copts.egress_cgroup_fd = cgroup_.fd();
 }
 
 void Confinement::fill(recorder::SessionMeta& meta) const {

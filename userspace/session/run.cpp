@@ -1,0 +1,307 @@
+// flightrec run: the command runs in a fresh cgroup that the BPF programs
+// already watch before the command execs, so nothing it does is unseen.
+#include "session/run.h"
+
+#include <fcntl.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <iostream>
+#include <memory>
+#include <optional>
+
+#include "common/error.h"
+#include "common/system.h"
+#include "ledger/keys.h"
+#include "ledger/store.h"
+#include "probe/features.h"
+#include "recorder/event_loop.h"
+#include "recorder/recorder.h"
+#include "sandbox/cgroup.h"
+#include "session/confinement.h"
+#include "session/engine.h"
+#include "session/signals.h"
+#include "session/tls_attach.h"
+
+namespace flightrec::session {
+namespace {
+
+struct Child {
+  pid_t pid = -1;
+  int go_fd = -1;    // write end: one byte lets the child exec
+  int err_fd = -1;   // read end: errno if exec failed, EOF if it worked
+};
+
+// The child waits until it is in the session's cgroup, then execs the
+// program found on PATH beforehand (so the record does not start with a
+// PATH search's failed execs).
+Child spawn_waiting(const std::string& program, const std::vector<std::string>& command) {
+  int go[2], err[2];
+  if (pipe2(go, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0)
+    throw Error(errno_message("pipe", errno));
+  std::vector<char*> argv;
+  for (const auto& a : command) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+
+  pid_t pid = fork();
+  if (pid < 0) throw Error(errno_message("fork", errno));
+  if (pid == 0) {
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    close(go[1]);
+    close(err[0]);
+    char byte;
+    // If flightrec dies (even by SIGKILL), the command dies with it rather
+    // than run on unrecorded.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (read(go[0], &byte, 1) != 1) _exit(125);  // flightrec went away
+    execv(program.c_str(), argv.data());
+    int e = errno;
+    (void)!write(err[1], &e, sizeof(e));
+    _exit(e == ENOENT ? 127 : 126);
+  }
+  close(go[0]);
+  close(err[1]);
+  return Child{pid, go[1], err[0]};
+}
+
+// The terminal's settings as the command found them: it shares flightrec's
+// terminal and may leave it raw, without echo, or worse (stty); they are
+// put back when the session ends.
+class TerminalSettings {
+ public:
+  TerminalSettings() {
+    for (int fd : {0, 1, 2})
+      if (isatty(fd) && tcgetattr(fd, &saved_) == 0) {
+        fd_ = fd;
+        break;
+      }
+  }
+  ~TerminalSettings() {
+    // Not from the background of our terminal: tcsetattr would stop
+    // flightrec there (SIGTTOU). A terminal that is not ours is fine.
+    if (fd_ < 0) return;
+    pid_t fg = tcgetpgrp(fd_);
+    bool may = fg == getpgrp() || (fg < 0 && errno == ENOTTY);
+    termios now{};
+    if (may && tcgetattr(fd_, &now) == 0 && std::memcmp(&now, &saved_, sizeof(now)) != 0)
+      tcsetattr(fd_, TCSANOW, &saved_);
+  }
+  TerminalSettings(const TerminalSettings&) = delete;
+  TerminalSettings& operator=(const TerminalSettings&) = delete;
+
+ private:
+  int fd_ = -1;
+  termios saved_{};
+};
+
+int exit_code_of(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return 125;
+}
+
+// The command's file, found where it will run: in the sandbox, only on its
+// $PATH. nullopt after saying why not on stderr, with the exit code a
+// shell would give (126: not executable, 127: not found).
+std::optional<std::string> locate_command(const policy::Policy& policy, bool sandboxed, const std::string& name,
+                                          int* exit_code) {
+  std::string search = sandboxed ? sandbox_search_path(policy) : "";
+  auto program = sandboxed ? find_executable(name, search) : find_executable(name);
+  if (sandboxed) {
+    // A command from the host's /tmp: the sandbox has its own, empty one.
+    char cwd[4096];
+    std::string work = policy.filesystem.work_dir == "." && getcwd(cwd, sizeof(cwd)) ? cwd : policy.filesystem.work_dir;
+    auto host_file = program ? program : find_file(name);
+    char real[PATH_MAX];
+    if (host_file && realpath(host_file->c_str(), real)) host_file = real;
+    for (const char* priv : {"/tmp/", "/dev/shm/"})
+      if (host_file && host_file->starts_with(priv) && !host_file->starts_with(work + "/")) {
+        std::cerr << "flightrec: " << *host_file << " is in the host's " << std::string(priv, strlen(priv) - 1)
+                  << ", which the sandbox does not see (its own is private and empty); run flightrec from the "
+                     "directory that holds it (it becomes the work directory), or put it under a readable path\n";
+        *exit_code = 127;
+        return std::nullopt;
+      }
+  }
+  if (!program) {
+    auto file = sandboxed ? find_file(name, search) : find_file(name);
+    std::cerr << "flightrec: " << (file ? "not executable (no execute permission)" : "command not found")
+              << (sandboxed ? " in the sandbox" : "") << ": " << (file ? *file : name) << "\n";
+    *exit_code = file ? 126 : 127;
+  }
+  return program;
+}
+
+}  // namespace
+
+std::unique_ptr<ledger::SigningKey> load_key(const std::string& dir) {
+  if (dir.empty()) return nullptr;
+  return std::make_unique<ledger::SigningKey>(ledger::SigningKey::load_dir(dir));
+}
+
+int run(Plan plan, const RunTarget& target) {
+  const auto& command = target.command;
+  if (command.empty() || !plan.policy) throw Error("run: no command, or no policy in the plan");
+  policy::Policy& policy = *plan.policy;
+  if (policy.confine && policy.mode == policy::Mode::Shadow)
+    std::cerr << "flightrec: WARNING: shadow mode confines nothing: the command runs unconfined as "
+              << (getuid() == 0 ? "root" : "this user")
+              << ", with full access to this host; the record says what policy " << policy.name
+              << " would deny\n";
+
+  int not_found = 0;
+  auto program = locate_command(policy, plan.sandboxed, command[0], &not_found);
+  if (!program) return not_found;
+  probe::require_recording_features();
+  TerminalSettings terminal;
+  // Before any thread exists, so that every thread inherits the mask and
+  // SIGINT/SIGTERM arrive only through the signalfd.
+  int sigfd = block_termination_signals();
+  sandbox::Cgroup cgroup = sandbox::Cgroup::create("run-" + std::to_string(getpid()) + "-" +
+                                                   std::to_string(mono_ns()));
+
+  // The sandbox is built while flightrec has a single thread, after the
+  // record exists (it is hidden from the command) and before the signing
+  // key is loaded (the sandbox's init, a copy of this process, never holds
+  // it); its command waits for go.
+  std::unique_ptr<Confinement> confinement;
+  std::unique_ptr<ledger::SigningKey> key;
+  std::unique_ptr<ledger::Store> store;
+  probe::CaptureOptions copts = plan.capture;
+  copts.cgroup_fds = {cgroup.fd()};
+  std::unique_ptr<Engine> engine;
+  try {
+    store = std::make_unique<ledger::Store>(target.db, ledger::Store::Mode::Write);
+    std::vector<std::string> protect = {target.db, target.db + "-wal", target.db + "-shm"};
+    if (!target.key_dir.empty()) protect.push_back(target.key_dir);
+    confinement = std::make_unique<Confinement>(std::move(policy), cgroup, *program, command, protect);
+    key = load_key(target.key_dir);
+    confinement->fill(copts);
+    engine = std::make_unique<Engine>(copts);
+  } catch (...) {
+    if (confinement && confinement->pid() > 0) {
+      kill(confinement->pid(), SIGKILL);
+      waitpid(confinement->pid(), nullptr, 0);
+    }
+    confinement.reset();
+    cgroup.remove_if_owned();
+    throw;
+  }
+  probe::Capture& capture = engine->capture();
+
+  // TLS probes before the command starts: it cannot call SSL_write first.
+  std::vector<std::string> tls_errors;
+  if (copts.tls) {
+    tls_errors = attach_system_libssl(capture);
+    attach_program_openssl(capture, *program);
+  }
+  recorder::SessionMeta meta = plan.meta;
+  meta.mode = "run";
+  meta.command = command;
+  meta.cgroups = {cgroup.path()};
+  describe_capture(capture, copts, meta);
+  confinement->fill(meta);
+  meta.key = key.get();
+  engine->begin(*store, meta, tls_errors, {&cgroup}, plan.on_loss);
+  recorder::Recorder& rec = engine->recorder();
+  // Each kernel entry, once recorded: TLS probes follow libssl opens and
+  // execs, then the policy judges it and tracks written files.
+  TlsFollower tls_follower(capture, !confinement->sandboxed());
+  if (copts.tls) engine->pipeline().add(tls_follower);
+  engine->pipeline().add(*confinement);
+  confinement->start(engine->pipeline(), capture);
+  confinement->guard(engine->watchdog(), target.db);
+  recorder::EventLoop& loop = engine->loop();
+
+  Child child;
+  if (confinement->sandboxed()) child.pid = confinement->pid();
+  else child = spawn_waiting(*program, command);
+  int status = 0;
+  std::string reason = "command exited";
+  int pidfd = -1;
+  try {
+    cgroup.add_process(child.pid);
+    if (confinement->sandboxed()) {
+      confinement->go();
+    } else {
+      if (write(child.go_fd, "g", 1) != 1) throw Error(errno_message("starting the command", errno));
+      close(child.go_fd);
+    }
+    pidfd = int(syscall(SYS_pidfd_open, child.pid, 0));
+    if (pidfd < 0) throw Error(errno_message("pidfd_open", errno));
+    loop.watch_fd(pidfd, [&] {
+      if (waitpid(child.pid, &status, WNOHANG) == child.pid) loop.stop();
+    });
+    if (confinement->changes_fd() >= 0)
+      loop.watch_fd(confinement->changes_fd(), [&] { confinement->record_changes(); });
+    loop.watch_fd(sigfd, [&] {
+      // Pass termination requests on; the session ends when the command does.
+      if (int sig = read_signal(sigfd)) kill(child.pid, sig);
+    });
+    engine->run([&] { confinement->note_packet_drops(capture.net_drops()); });
+    // The command has ended: nothing more for the breakers or --on-loss to do.
+    engine->stop_watchdog();
+  } catch (...) {
+    // Never leave the command running unrecorded.
+    kill(child.pid, SIGKILL);
+    cgroup.kill_all();
+    waitpid(child.pid, nullptr, 0);
+    throw;
+  }
+
+  bool loss_killed = engine->killed_by_loss();
+  if (loss_killed) reason = "events were lost and --on-loss kill ended the session";
+  if (confinement->killed_by_policy()) reason = "the policy ended the session: " + confinement->kill_rule();
+  // Leftovers (daemons, background jobs) die with the session.
+  if (cgroup.populated()) {
+    if (!loss_killed && !confinement->killed_by_policy()) reason = "command exited; remaining processes killed";
+    cgroup.kill_all();
+    uint64_t deadline = mono_ns() + 5'000'000'000ull;
+    loop.run([&] {
+      if (!cgroup.populated() || mono_ns() > deadline) loop.stop();
+    });
+  }
+  if (loss_killed && waitpid(child.pid, &status, 0) < 0 && errno != ECHILD) status = 0;
+  engine->end();
+  confinement->note_packet_drops(capture.net_drops());
+  int exec_errno = 0;
+  bool exec_failed = false;
+  if (confinement->sandboxed()) {
+    sandbox::Outcome out = confinement->finish();
+    exec_failed = out.exec_errno != 0;
+    exec_errno = out.exec_errno;
+    if (out.status) status = *out.status;  // the command's own status, as the sandbox's init saw it
+    if (!out.setup_error.empty()) {
+      reason = "the sandbox failed: " + out.setup_error;
+      std::cerr << "flightrec: the sandbox failed: " << out.setup_error << "\n";
+    }
+  } else {
+    exec_failed = read(child.err_fd, &exec_errno, sizeof(exec_errno)) == sizeof(exec_errno);
+    close(child.err_fd);
+  }
+  if (exec_failed) reason = std::string("command could not be executed: ") + strerror(exec_errno);
+  rec.finish(status, reason);
+  bool policy_kill = confinement->killed_by_policy();
+  confinement.reset();
+  engine.reset();
+  cgroup.remove_if_owned();
+  close(pidfd);
+  close(sigfd);
+
+  if (exec_failed) {
+    std::cerr << "flightrec: cannot execute " << command[0] << ": " << strerror(exec_errno) << "\n";
+    return exec_errno == ENOENT ? 127 : 126;
+  }
+  if (policy_kill) return kPolicyKillExit;
+  return exit_code_of(status);
+}
+
+}  // namespace flightrec::session

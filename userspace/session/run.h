@@ -1,0 +1,41 @@
+#pragma once
+// A whole `run` session: the command started in a fresh cgroup that the
+// programs already watch (in the plan's sandbox, if it has one), recorded
+// until it and everything it left behind are gone, the record sealed.
+// And a whole `watch` session over cgroups that already exist.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ledger/keys.h"
+#include "session/plan.h"
+
+namespace flightrec::session {
+
+struct RunTarget {
+  std::string db;                    // the record (created if missing)
+  std::string key_dir;               // signing key directory; "" for unsigned checkpoints
+  std::vector<std::string> command;  // argv; [0] found on the (sandbox's) PATH
+};
+
+// Runs and records; returns what `flightrec run` exits with: the command's
+// code (128+N if killed by signal N), kPolicyKillExit (124) if the policy
+// ended the session, 126/127 if the command cannot be executed or is not
+// found (said on stderr). Throws Error when flightrec itself fails.
+int run(Plan plan, const RunTarget& target);
+
+struct WatchTarget {
+  std::string db;
+  std::string key_dir;
+  std::vector<std::string> cgroups;  // cgroup v2 directories, up to FR_MAX_CGROUPS
+  double duration_s = 0;             // 0: until SIGINT/SIGTERM or every cgroup is gone
+};
+
+// Records the cgroups' processes, unconfined, until a signal, the duration,
+// or every cgroup is gone. Throws Error.
+void watch(Plan plan, const WatchTarget& target);
+
+// The signing key in `dir` (flightrec keygen); nullptr for "". Throws Error.
+std::unique_ptr<ledger::SigningKey> load_key(const std::string& dir);
+
+}  // namespace flightrec::session

@@ -1,0 +1,106 @@
+// flightrec watch: record the processes of cgroups that already exist,
+// without confining them, until a signal, the duration, or every cgroup is gone.
+#include <unistd.h>
+
+#include <cstring>
+#include <iostream>
+#include <memory>
+
+#include "common/error.h"
+#include "common/system.h"
+#include "ledger/store.h"
+#include "probe/features.h"
+#include "recorder/recorder.h"
+#include "sandbox/cgroup.h"
+#include "session/engine.h"
+#include "session/run.h"
+#include "session/signals.h"
+#include "session/tls_attach.h"
+
+extern "C" {
+#include "flightrec/abi/events.h"
+}
+
+namespace flightrec::session {
+
+void watch(Plan plan, const WatchTarget& target) {
+  const auto& paths = target.cgroups;
+  if (paths.empty() || paths.size() > FR_MAX_CGROUPS)
+    throw PlanError("watch takes 1 to " + std::to_string(FR_MAX_CGROUPS) + " --cgroup paths");
+  if (!(target.duration_s >= 0) || target.duration_s > 1e9) throw PlanError("--duration must be >= 0 seconds");
+  double duration = target.duration_s;
+  probe::require_recording_features();
+  auto key = load_key(target.key_dir);
+  std::vector<sandbox::Cgroup> cgroups;
+  for (const auto& p : paths) cgroups.push_back(sandbox::Cgroup::open(p));
+  // Before any thread exists, so that every thread inherits the mask and
+  // SIGINT/SIGTERM arrive only through the signalfd.
+  int sigfd = block_termination_signals();
+  ledger::Store store(target.db, ledger::Store::Mode::Write);
+
+  probe::CaptureOptions copts = plan.capture;
+  for (const auto& cg : cgroups) copts.cgroup_fds.push_back(cg.fd());
+  Engine engine(copts);
+  probe::Capture& capture = engine.capture();
+  // The tasks already there stay recorded wherever they are moved, even
+  // before their first syscall.
+  size_t tasks_at_start = capture.track_existing(paths);
+  std::vector<std::string> tls_errors;
+  if (copts.tls) {
+    tls_errors = attach_system_libssl(capture);
+    for (auto& err : attach_mapped_libssl(capture, paths)) tls_errors.push_back(err);
+  }
+  recorder::SessionMeta meta = plan.meta;
+  meta.mode = "watch";
+  meta.cgroups = paths;
+  meta.tasks_at_start = tasks_at_start;
+  describe_capture(capture, copts, meta);
+  meta.key = key.get();
+  std::vector<sandbox::Cgroup*> watched;
+  for (auto& cg : cgroups) watched.push_back(&cg);
+  engine.begin(store, meta, tls_errors, watched, plan.on_loss);
+  recorder::Recorder& rec = engine.recorder();
+  TlsFollower tls_follower(capture, false);
+  if (copts.tls) engine.pipeline().add(tls_follower);
+  recorder::EventLoop& loop = engine.loop();
+  std::string reason = "stopped by signal";
+
+  loop.watch_fd(sigfd, [&] {
+    if (int sig = read_signal(sigfd)) {
+      reason = std::string("stopped by signal ") + sigabbrev_np(sig);
+      loop.stop();
+    }
+  });
+  std::vector<bool> gone(cgroups.size(), false);
+  uint64_t end = duration > 0 ? mono_ns() + uint64_t(duration * 1e9) : 0;
+  std::cerr << "flightrec: watching " << paths.size() << " cgroup(s), session " << rec.session()
+            << (duration > 0 ? "" : "; stop with Ctrl-C") << "\n";
+  engine.run([&] {
+    size_t alive = 0;
+    for (size_t i = 0; i < cgroups.size(); ++i) {
+      if (!gone[i] && !cgroups[i].exists()) {
+        gone[i] = true;
+        rec.note_cgroup_gone(cgroups[i].path());
+      }
+      alive += !gone[i];
+    }
+    if (engine.killed_by_loss()) {
+      reason = "events were lost and --on-loss kill ended the session";
+      loop.stop();
+    } else if (alive == 0) {
+      reason = "every watched cgroup is gone";
+      loop.stop();
+    } else if (end && mono_ns() >= end) {
+      reason = "duration elapsed";
+      loop.stop();
+    }
+  });
+  engine.stop_watchdog();
+  engine.end();
+  rec.finish(0, reason);
+  std::cerr << "flightrec: session " << rec.session() << " recorded " << rec.entries()
+            << " entries (" << reason << ")\n";
+  close(sigfd);
+}
+
+}  // namespace flightrec::session
