@@ -52,6 +52,39 @@ TEST_CASE("UTF-8 validation rejects overlong, surrogate and truncated forms") {
   CHECK_FALSE(is_valid_utf8("\xf4\x90\x80\x80")); // > U+10FFFF
 }
 
+TEST_CASE("UTF-8 validation judges every byte of long ASCII runs, at every offset") {
+  // The check skips ASCII eight bytes at a time: a bad byte or a sequence
+  // that crosses a word boundary is found wherever it sits.
+  using flightrec::is_valid_utf8;
+  const std::string ascii(40, 'a');
+  for (size_t at = 0; at <= ascii.size(); ++at) {
+    CAPTURE(at);
+    std::string s = ascii;
+    CHECK(is_valid_utf8(s.insert(at, "\xe2\x82\xac")));           // euro sign
+    s = ascii;
+    CHECK(is_valid_utf8(s.insert(at, "\xf0\x9f\x98\x80")));       // emoji
+    s = ascii;
+    CHECK_FALSE(is_valid_utf8(s.insert(at, "\xff")));
+    s = ascii;
+    CHECK_FALSE(is_valid_utf8(s.insert(at, "\xc0\xaf")));         // overlong '/'
+    s = ascii;
+    CHECK_FALSE(is_valid_utf8(s.insert(at, "\xed\xa0\x80")));     // surrogate
+    CHECK_FALSE(is_valid_utf8(ascii.substr(0, at) + "\xe2\x82"));  // truncated at the end
+  }
+}
+
+TEST_CASE("canonical order of keys that share a prefix") {
+  Entry e;
+  for (const char* k : {"path_truncated", "path", "pa", "path_b64", "p", "pid", "ppid", "path_error"})
+    e.set(k, 1);
+  CHECK(e.canonical() ==
+        R"({"p":1,"pa":1,"path":1,"path_b64":1,"path_error":1,"path_truncated":1,"pid":1,"ppid":1})");
+  // Appended after what the buffer already holds, as the recorder reuses it.
+  std::string out = "x";
+  e.append_canonical(out);
+  CHECK(out == "x" + e.canonical());
+}
+
 TEST_CASE("base64 matches RFC 4648 test vectors") {
   using flightrec::base64_encode;
   CHECK(base64_encode("") == "");

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 
 namespace flightrec {
 
@@ -43,8 +44,17 @@ bool acts_on_terminal(uint32_t cp) {
 
 bool is_valid_utf8(std::string_view s) {
   uint32_t cp;
-  for (size_t i = 0, len; i < s.size(); i += len)
+  for (size_t i = 0, len; i < s.size(); i += len) {
+    // Paths, names and comms are ASCII: eight bytes at a time until one is not.
+    while (i + 8 <= s.size()) {
+      uint64_t word;
+      std::memcpy(&word, s.data() + i, sizeof(word));
+      if (word & 0x8080808080808080ull) break;
+      i += 8;
+    }
+    if (i == s.size()) break;
     if ((len = utf8_at(s, i, &cp)) == 0) return false;
+  }
   return true;
 }
 

@@ -4,7 +4,7 @@
 // subset without floats). The entry's hash covers exactly these bytes; see
 // docs/FORMAT.md.
 #include <cstdint>
-#include <deque>
+#include <forward_list>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -40,7 +40,7 @@ class Entry {
   void set_bytes(std::string_view key, std::string_view bytes);
   // A key that is not a literal (e.g. "path" + "_truncated"), owned here.
   std::string_view key(std::string_view a, std::string_view b) {
-    return keys_.emplace_back(std::string(a) + std::string(b));
+    return keys_.emplace_front(std::string(a) + std::string(b));
   }
 
   const Value* get(std::string_view key) const;
@@ -51,10 +51,14 @@ class Entry {
 
   // Throws std::logic_error on a duplicate key or invalid UTF-8 (a bug).
   std::string canonical() const;
+  // The same, appended to out (which holds a partial form after a throw).
+  void append_canonical(std::string& out) const;
 
  private:
   std::vector<std::pair<std::string_view, Value>> fields_;
-  std::deque<std::string> keys_;  // stable storage for made keys
+  // Stable storage for made keys; a forward_list allocates nothing until
+  // used (a deque allocates on construction, once per kernel event).
+  std::forward_list<std::string> keys_;
 };
 
 

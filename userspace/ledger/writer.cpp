@@ -5,6 +5,7 @@ namespace flightrec::ledger {
 SessionWriter::SessionWriter(Store& store, int64_t session)
     : store_(store), session_(session), thread_([this] { run(); }) {
   batch_.entries.reserve(kBatch);
+  batch_.bodies.reserve(kBatchBytes);
 }
 
 SessionWriter::~SessionWriter() {
@@ -20,8 +21,9 @@ SessionWriter::~SessionWriter() {
   thread_.join();
 }
 
-void SessionWriter::append(std::string canonical, std::string_view type, int64_t pid, int64_t ts) {
-  batch_.entries.push_back({std::move(canonical), std::string(type), pid, ts});
+void SessionWriter::append(std::string_view canonical, std::string_view type, int64_t pid, int64_t ts) {
+  batch_.entries.push_back({batch_.bodies.size(), canonical.size(), std::string(type), pid, ts});
+  batch_.bodies.append(canonical);
   ++count_;
   if (batch_.entries.size() >= kBatch) submit();
 }
@@ -44,6 +46,7 @@ void SessionWriter::submit() {
   queue_.push_back(std::move(batch_));
   batch_ = {};
   batch_.entries.reserve(kBatch);
+  batch_.bodies.reserve(kBatchBytes);
   cv_.notify_all();
 }
 
@@ -78,11 +81,12 @@ void SessionWriter::seal(Batch& batch, std::vector<BlockRow>& blocks, std::vecto
   for (size_t i = 0; i < batch.entries.size(); ++i) {
     take_checkpoints(i);
     const Pending& e = batch.entries[i];
-    Hash leaf = leaf_hash(e.body);
+    std::string_view body(batch.bodies.data() + e.offset, e.size);
+    Hash leaf = leaf_hash(body);
     head_ = chain_next(head_, leaf);
     tree_.append(leaf);
     ++sealed_;
-    builder_.add(e.type, e.pid, e.ts, leaf, e.body);
+    builder_.add(e.type, e.pid, e.ts, leaf, body);
     if (builder_.full()) seal_block();
   }
   take_checkpoints(batch.entries.size());

@@ -32,6 +32,7 @@ class SessionWriter {
   // ring buffer then fills, and backpressure or the drop counters act).
   static constexpr size_t kBatch = 4096;
   static constexpr size_t kMaxQueued = 8;
+  static constexpr size_t kBatchBytes = kBatch * 384;  // room for a batch of typical bodies
 
   SessionWriter(Store& store, int64_t session);
   ~SessionWriter();
@@ -45,7 +46,7 @@ class SessionWriter {
 
   // `canonical` must carry "seq": next_seq() and "session": session(); type,
   // pid and ts (ts_real_ns, 0 if none) feed the store's index.
-  void append(std::string canonical, std::string_view type, int64_t pid, int64_t ts);
+  void append(std::string_view canonical, std::string_view type, int64_t pid, int64_t ts);
   // A checkpoint of everything appended so far, signed if key (which must
   // outlive the writer); stored in the same transaction as the entries it covers.
   void checkpoint(const std::string& origin, const SigningKey* key);
@@ -55,7 +56,8 @@ class SessionWriter {
 
  private:
   struct Pending {
-    std::string body, type;
+    size_t offset, size;  // of the body in Batch::bodies
+    std::string type;
     int64_t pid, ts;
   };
   struct CheckpointRequest {
@@ -63,7 +65,10 @@ class SessionWriter {
     std::string origin;
     const SigningKey* key;
   };
+  // The bodies side by side in one buffer: no allocation per entry on the
+  // recording thread, and no free of it on the writer thread.
   struct Batch {
+    std::string bodies;
     std::vector<Pending> entries;
     std::vector<CheckpointRequest> checkpoints;
   };

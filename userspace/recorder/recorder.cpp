@@ -137,9 +137,9 @@ events::Entry Recorder::own_entry(const char* type) const {
 bool Recorder::append(events::Entry& e, int64_t pid, std::optional<size_t> record_size) {
   e.set("seq", writer_.next_seq());
   e.set("session", writer_.session());
-  std::string canonical;
+  canonical_.clear();  // its capacity stays: no allocation per entry
   try {
-    canonical = e.canonical();
+    e.append_canonical(canonical_);
   } catch (const std::logic_error& err) {
     // A bug of ours, not the traced process's fault: keep recording, and
     // keep the evidence that one entry was not understood.
@@ -151,7 +151,7 @@ bool Recorder::append(events::Entry& e, int64_t pid, std::optional<size_t> recor
     return false;
   }
   const events::Value* type = e.get("type");
-  writer_.append(std::move(canonical), type && std::holds_alternative<std::string>(*type) ? std::get<std::string>(*type) : "?",
+  writer_.append(canonical_, type && std::holds_alternative<std::string>(*type) ? std::get<std::string>(*type) : "?",
                  pid, e.int_or("ts_real_ns"));
   if (uint64_t(writer_.count()) - writer_.checkpointed() >= checkpoint_entries_) checkpoint_if_due();
   return true;

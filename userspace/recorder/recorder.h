@@ -91,7 +91,8 @@ class Recorder {
   uint64_t lost_total_ = 0;
   uint64_t last_flush_ns_ = 0;
   std::optional<RateLimiter> rate_;
-  events::Entry last_;  // what on_record returned
+  events::Entry last_;     // what on_record returned
+  std::string canonical_;  // the entry being appended, reused
 };
 
 }  // namespace flightrec::recorder
