@@ -455,17 +455,24 @@ SandboxChild spawn_sandboxed(const SandboxSpec& s) {
   close(go[0]);
   close(rep[1]);
   close(userns_fd);
-  Report r;
-  if (read(rep[0], &r, sizeof(r)) != sizeof(r) || r.kind != Report::Ready) {
-    r.stage[sizeof(r.stage) - 1] = 0;
-    std::string why = r.kind == Report::SetupFailed ? std::string(r.stage) + ": " + strerror(r.value)
-                                                    : "it ended without saying why";
-    close(go[1]);
-    close(rep[0]);
-    waitpid(pid, nullptr, 0);
-    throw Error("cannot build the sandbox: " + why);
-  }
   return SandboxChild{pid, go[1], rep[0]};
+}
+
+void await_ready(SandboxChild& child) {
+  Report r;
+  ssize_t n;
+  do n = read(child.report_fd, &r, sizeof(r));
+  while (n < 0 && errno == EINTR);
+  if (n == ssize_t(sizeof(r)) && r.kind == Report::Ready) return;
+  r.stage[sizeof(r.stage) - 1] = 0;
+  std::string why = n == ssize_t(sizeof(r)) && r.kind == Report::SetupFailed
+                        ? std::string(r.stage) + ": " + strerror(r.value)
+                        : "it ended without saying why";
+  close(child.go_fd);
+  close(child.report_fd);
+  waitpid(child.pid, nullptr, 0);
+  child = SandboxChild{};
+  throw Error("cannot build the sandbox: " + why);
 }
 
 Outcome read_reports(int fd) {

@@ -71,10 +71,13 @@ struct SandboxChild {
   int report_fd = -1;  // Reports; EOF when the sandbox is gone
 };
 
-// Returns once the sandbox is built and waits for go. Call it while the
-// process has one thread (the sandbox's init is made with a raw clone).
-// Throws Error saying what could not be set up.
+// Starts building the sandbox and returns at once, so the caller can load
+// its programs meanwhile. Call it while the process has one thread (the
+// sandbox's init is made with a raw clone). Throws Error.
 SandboxChild spawn_sandboxed(const SandboxSpec& spec);
+// Returns once the sandbox is built and waits for go; otherwise reaps it
+// and throws Error saying what could not be set up.
+void await_ready(SandboxChild& child);
 
 struct Outcome {
   std::string setup_error;     // non-empty: the sandbox could not be built

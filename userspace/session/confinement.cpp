@@ -363,6 +363,10 @@ void Confinement::note_packet_drops(const std::vector<probe::NetDrops>& drops) {
   pipeline_->write(out);
 }
 
+void Confinement::await_ready() {
+  if (sandboxed_) sandbox::await_ready(child_);
+}
+
 void Confinement::go() {
   if (!sandboxed_) return;
   if (limits_) limits_->add_process(child_.pid);

@@ -40,8 +40,9 @@ std::string sandbox_search_path(const policy::Policy& policy);
 
 class Confinement : public Observer {
  public:
-  // Builds the sandbox (when the policy confines and enforces) and leaves
-  // the command waiting for go(). Call while flightrec has one thread.
+  // Starts building the sandbox (when the policy confines and enforces),
+  // whose command then waits for go(); await_ready() says when it is built.
+  // Call while flightrec has one thread.
   // protect: paths the command must not see however the policy reads
   // (the record and its -wal/-shm, the signing key's directory).
   Confinement(policy::Policy policy, sandbox::Cgroup& cgroup, const std::string& program,
@@ -59,6 +60,9 @@ class Confinement : public Observer {
   // Judges every kernel entry (violations, on_violation: kill) and tracks
   // the files opened for writing (their changes are diffed at close).
   void observe(const events::Entry& entry, Emitted& out) override;
+  // Waits until the sandbox is built (the programs load meanwhile);
+  // throws Error saying what could not be set up.
+  void await_ready();
   // The command may start (it is in every cgroup by now).
   void go();
   // Readable when file changes diffed at close wait to be recorded

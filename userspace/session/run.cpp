@@ -168,10 +168,11 @@ int run(Plan plan, const RunTarget& target) {
   sandbox::Cgroup cgroup = sandbox::Cgroup::create("run-" + std::to_string(getpid()) + "-" +
                                                    std::to_string(mono_ns()));
 
-  // The sandbox is built while flightrec has a single thread, after the
+  // The sandbox is started while flightrec has a single thread, after the
   // record exists (it is hidden from the command) and before the signing
   // key is loaded (the sandbox's init, a copy of this process, never holds
-  // it); its command waits for go.
+  // it); it builds itself on the other core while the programs load, and
+  // its command waits for go.
   std::unique_ptr<Confinement> confinement;
   std::unique_ptr<ledger::SigningKey> key;
   std::unique_ptr<ledger::Store> store;
@@ -185,7 +186,8 @@ int run(Plan plan, const RunTarget& target) {
     confinement = std::make_unique<Confinement>(std::move(policy), cgroup, *program, command, protect);
     key = load_key(target.key_dir);
     confinement->fill(copts);
-    engine = std::make_unique<Engine>(copts);
+    engine = std::make_unique<Engine>(copts);  // loads the programs while the sandbox is built
+    confinement->await_ready();
   } catch (...) {
     if (confinement && confinement->pid() > 0) {
       kill(confinement->pid(), SIGKILL);
