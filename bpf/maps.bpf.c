@@ -6,6 +6,7 @@
 const volatile __u32 fr_cgroup_count = 0;
 const volatile __u32 fr_self_tgid = 0;
 const volatile __u32 fr_tls_enabled = 0;
+const volatile __u32 fr_exit_only = 0;
 const volatile __u32 fr_hidden_rules = 0;
 const volatile __u32 fr_exec_rules = 0;
 const volatile __u32 fr_egress_count = 0;

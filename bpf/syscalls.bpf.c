@@ -1,7 +1,10 @@
 /* Every syscall of the session's tasks, entry and exit joined into one
  * record: sys_enter keeps the arguments in task storage, sys_exit adds the
  * return value, reads string and socket-address arguments (the kernel has
- * faulted those pages in by then) and emits one record. A successful open
+ * faulted those pages in by then) and emits one record. With fr_exit_only
+ * there is no sys_enter program (its cost falls on every task on the
+ * host): sys_exit reads the number and arguments from the registers, which
+ * still hold them, and the record has no entry time. A successful open
  * also carries the path of the file the kernel opened, walked up from the
  * new fd's dentry: another thread can rewrite the path argument while the
  * kernel resolves it, but not the kernel's own objects. */
@@ -111,6 +114,12 @@ static __always_inline __u32 read_sockaddr(__u8 *dst, struct fr_syscall_spec *sp
 		__u32 outlen = 0;
 		if (ret < 0 || !lenarg)
 			return 0;
+		if (fr_exit_only) {
+			/* The kernel may have cut the address to the caller's
+			 * buffer, whose size is gone: never read past it. */
+			*flags |= FR_SC_SOCKADDR_UNREAD;
+			return 0;
+		}
 		if (bpf_probe_read_user(&outlen, sizeof(outlen), (const void *)lenarg)) {
 			*flags |= FR_SC_SOCKADDR_FAULT;
 			return 0;
@@ -307,10 +316,11 @@ static __always_inline void emit_with_data(struct fr_task_state *st, struct fr_s
 	fr_output(r, size);
 }
 
-/* The call's number, arguments (still in the registers) and start time. */
+/* The call's number, arguments (still in the registers) and start time
+ * (0 at sys_exit alone: there is none to be had). */
 static __always_inline void save_call(struct fr_task_state *st, struct pt_regs *regs, long id)
 {
-	st->enter_ns = bpf_ktime_get_ns();
+	st->enter_ns = fr_exit_only ? 0 : bpf_ktime_get_ns();
 	st->nr = (__u32)id;
 	st->args[0] = regs->di;
 	st->args[1] = regs->si;
@@ -318,6 +328,11 @@ static __always_inline void save_call(struct fr_task_state *st, struct pt_regs *
 	st->args[3] = regs->r10;
 	st->args[4] = regs->r8;
 	st->args[5] = regs->r9;
+}
+
+/* A new call: no exec path kept for it yet (sched_process_exec keeps one). */
+static __always_inline void forget_exec(struct fr_task_state *st)
+{
 	st->exec_path_len = 0;
 	st->exec_flags = 0;
 }
@@ -334,24 +349,40 @@ static __always_inline void note_tls_fd(long id, __u64 fd)
 		call->fd = (__s32)fd;
 }
 
+/* The task's state, made on its first syscall in the session; NULL for
+ * a task the session does not record. */
+static __always_inline struct fr_task_state *session_task(struct task_struct *task)
+{
+	struct fr_task_state *st = bpf_task_storage_get(&fr_tasks, task, 0, 0);
+
+	if (st)
+		return st;
+	/* A thread of a tracked process (its leader has state) stays
+	 * recorded after it leaves the session's cgroup. */
+	if (!bpf_task_storage_get(&fr_tasks, task->group_leader, 0, 0) && !fr_in_session())
+		return NULL;
+	st = bpf_task_storage_get(&fr_tasks, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!st)
+		fr_count_drop();
+	return st;
+}
+
+/* accept, recvfrom, getsockname, getpeername, accept4: *addrlen is the
+ * buffer size on entry and the address size on exit. */
+static __always_inline bool returns_sockaddr(long id)
+{
+	return id == 43 || id == 45 || id == 51 || id == 52 || id == 288;
+}
+
 SEC("tp_btf/sys_enter")
 int BPF_PROG(fr_sys_enter, struct pt_regs *regs, long id)
 {
-	struct task_struct *task = bpf_get_current_task_btf();
-	struct fr_task_state *st = bpf_task_storage_get(&fr_tasks, task, 0, 0);
+	struct fr_task_state *st = session_task(bpf_get_current_task_btf());
 
-	if (!st) {
-		/* A thread of a tracked process (its leader has state) stays
-		 * recorded after it leaves the session's cgroup. */
-		if (!bpf_task_storage_get(&fr_tasks, task->group_leader, 0, 0) && !fr_in_session())
-			return 0;
-		st = bpf_task_storage_get(&fr_tasks, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-		if (!st) {
-			fr_count_drop();
-			return 0;
-		}
-	}
+	if (!st)
+		return 0;
 	save_call(st, regs, id);
+	forget_exec(st);
 	if (fr_tls_enabled)
 		note_tls_fd(id, regs->di);
 	if (id == NR_EXIT || id == NR_EXIT_GROUP) {
@@ -360,10 +391,8 @@ int BPF_PROG(fr_sys_enter, struct pt_regs *regs, long id)
 		emit_plain(st, 0, FR_SC_NORETURN);
 		return 0;
 	}
-	/* accept, recvfrom, getsockname, getpeername, accept4: *addrlen is the
-	 * buffer size on entry and the address size on exit. */
 	st->sa_buf_len = 0;
-	if (id == 43 || id == 45 || id == 51 || id == 52 || id == 288) {
+	if (returns_sockaddr(id)) {
 		__u64 len_ptr = id == 45 ? regs->r9 : regs->dx;
 		__u32 buf_len = 0;
 		if (len_ptr && !bpf_probe_read_user(&buf_len, sizeof(buf_len), (const void *)len_ptr))
@@ -377,7 +406,7 @@ SEC("tp_btf/sys_exit")
 int BPF_PROG(fr_sys_exit, struct pt_regs *regs, long ret)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
-	struct fr_task_state *st = bpf_task_storage_get(&fr_tasks, task, 0, 0);
+	struct fr_task_state *st = fr_exit_only ? session_task(task) : bpf_task_storage_get(&fr_tasks, task, 0, 0);
 
 	if (!st)
 		return 0;
@@ -387,7 +416,17 @@ int BPF_PROG(fr_sys_exit, struct pt_regs *regs, long ret)
 		return 0;
 	}
 	st->fork_return = 0;
-	if (!st->active) {
+	if (fr_exit_only) {
+		/* Every call is complete here; one that seccomp stopped cannot be
+		 * told from one that failed (the decoder infers it from the
+		 * sandbox's filter). */
+		save_call(st, regs, regs->orig_ax);
+		if (st->nr != NR_EXECVE && st->nr != NR_EXECVEAT)
+			forget_exec(st);  /* only an exec's own return uses a kept path */
+		if (fr_tls_enabled)
+			note_tls_fd(regs->orig_ax, regs->di);
+		st->sa_buf_len = 0;
+	} else if (!st->active) {
 		/* A syscall that reaches sys_exit without sys_enter was stopped
 		 * before it ran: seccomp (or a ptrace tracer) skipped it. Its
 		 * arguments are still in the registers. A task with no storage
@@ -395,6 +434,7 @@ int BPF_PROG(fr_sys_exit, struct pt_regs *regs, long ret)
 		 * get storage at fork (process.bpf.c). */
 		blocked = FR_SC_BLOCKED;
 		save_call(st, regs, regs->orig_ax);
+		forget_exec(st);
 		st->sa_buf_len = 0;
 	}
 	st->active = 0;

@@ -20,6 +20,7 @@
 extern const volatile __u32 fr_cgroup_count;
 extern const volatile __u32 fr_self_tgid;  /* flightrec itself: never recorded */
 extern const volatile __u32 fr_tls_enabled;
+extern const volatile __u32 fr_exit_only;     /* no sys_enter program: calls are read at sys_exit alone */
 extern const volatile __u32 fr_hidden_rules;  /* fr_hidden holds rules: file_open enforces them */
 extern const volatile __u32 fr_exec_rules;    /* fr_exec holds the exec allowlist: file_open enforces it */
 extern const volatile __u32 fr_egress_count;  /* allowlist entries in fr_egress */

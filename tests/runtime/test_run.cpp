@@ -164,9 +164,76 @@ TEST_CASE("run records the known program's open, connect, forks, exec and exits"
     return e.value("name", "") == "getppid" && e["pid"] == main_pid && e["nr"] == 110;
   }));
 
+  // Entries are traced too (run's default): every call has its start,
+  // and exit_group, which never returns, is an entry of its own.
+  CHECK(all.front()["capture"].dump().find("tp_btf/sys_enter") != std::string::npos);
+  for (const json& e : all)
+    if (e.contains("nr")) {
+      REQUIRE_MESSAGE(e.contains("ts_enter_mono_ns"), e.dump());
+      CHECK(e["ts_enter_mono_ns"].get<uint64_t>() <= e["ts_mono_ns"].get<uint64_t>());
+    }
+  CHECK(find(all, [&](const json& e) {
+    return e.value("name", "") == "exit_group" && e["pid"] == main_pid && e.value("noreturn", 0) == 1 &&
+           e["args"][0] == 7;
+  }));
+
   Result v = flightrec({"verify", "--db", db});
   CHECK(v.code == 0);
   CHECK(v.out.rfind("OK: 1 session, " + std::to_string(all.size()) + " entries", 0) == 0);
+}
+
+TEST_CASE("--entry-times off: each call read at its return alone, arguments and paths intact") {
+  REQUIRE_MESSAGE(is_root(), "runtime tests need root");
+  TempDir dir;
+  std::string db = dir.file("s.db"), marker = dir.file("marker-file");
+  Listener listener;
+  Result r = flightrec({"run", "--policy", "observe", "--entry-times", "off", "--db", db, "--", KNOWN_SYSCALLS_BIN,
+                        std::to_string(listener.port), marker});
+  INFO(r.err);
+  CHECK(r.code == 7);
+  auto all = entries(db);
+  REQUIRE(all.size() > 20);
+  std::string capture = all.front()["capture"].dump();
+  CHECK(capture.find("tp_btf/sys_exit") != std::string::npos);
+  CHECK(capture.find("tp_btf/sys_enter") == std::string::npos);
+  const json* exec_main = find(all, [](const json& e) {
+    return e["type"] == "exec" && e["filename"] == KNOWN_SYSCALLS_BIN;
+  });
+  REQUIRE(exec_main);
+  int main_pid = (*exec_main)["pid"];
+
+  for (const json& e : all) CHECK_FALSE_MESSAGE(e.contains("ts_enter_mono_ns"), e.dump());
+  // The registers at the return are the arguments: path, flags, fd, address.
+  const json* open = find(all, [&](const json& e) { return e["type"] == "file_open" && e.value("path", "") == marker; });
+  REQUIRE(open);
+  CHECK((*open)["name"] == "openat");
+  CHECK((*open)["args"][0] == 4294967196);  // AT_FDCWD
+  CHECK((*open)["flags"] == (O_RDONLY | O_CLOEXEC));
+  CHECK((*open)["err"] == "ENOENT");
+  const json* conn = find(all, [](const json& e) { return e["type"] == "connect"; });
+  REQUIRE(conn);
+  CHECK((*conn)["addr"] == "127.0.0.1");
+  CHECK((*conn)["port"] == listener.port);
+  CHECK((*conn)["pid"] == main_pid);
+  // An address the kernel returned is not read: the caller's buffer size is gone.
+  const json* small = find(all, [&](const json& e) { return e.value("name", "") == "getsockname" && e["pid"] == main_pid; });
+  REQUIRE(small);
+  CHECK((*small)["sockaddr_error"] == "not read (--entry-times off)");
+  CHECK_FALSE(small->contains("sockaddr_b64"));
+  CHECK_FALSE(small->contains("family"));
+  // An exec's path still comes from the kernel; exit_group is the exit entry alone.
+  auto forks = of_type(all, "fork");
+  CHECK(find(all, [&](const json& e) {
+    return e.value("name", "") == "execve" && e["ret"] == 0 && e.value("path", "") == "/bin/true";
+  }));
+  CHECK_FALSE(find(all, [](const json& e) { return e.value("name", "") == "exit_group"; }));
+  CHECK(find(all, [&](const json& e) { return e["type"] == "exit" && e["pid"] == main_pid && e["code"] == 7; }));
+  // Each call once: the fork's return in the child is not a call of its own.
+  size_t clones = 0;
+  for (const json& e : all)
+    if (e.value("name", "") == "clone" || e.value("name", "") == "fork" || e.value("name", "") == "vfork") ++clones;
+  CHECK(clones == forks.size());
+  CHECK(flightrec({"verify", "--db", db}).code == 0);
 }
 
 TEST_CASE("the README example: shell, redirect, cat, exit code") {

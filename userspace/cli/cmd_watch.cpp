@@ -21,6 +21,7 @@ int cmd_watch(const Args& args) {
   po::options_description desc("options");
   SessionOptions so;
   so.on_loss = "continue";  // production cgroups are not paused unless asked (loss is loud)
+  so.entry_times = "off";   // every process on the host pays for a sys_enter program
   std::vector<std::string> paths;
   double duration = 0;
   desc.add_options()("help,h", "show this help")(

@@ -44,6 +44,12 @@ void SessionOptions::add_to(po::options_description& desc) {
       "X-Goog-Api-Key, Private-Token, X-Csrf-Token) with [REDACTED]")(
       "tls-redact-header", po::value(&tls_redact_more)->value_name("NAME"),
       "redact this header too (repeatable)")(
+      "entry-times", po::value(&entry_times)->default_value(entry_times),
+      "on (run's default): trace every syscall's entry too: its start time (ts_enter_mono_ns), "
+      "calls seccomp stopped marked by the kernel, exit and exit_group as entries, addresses that "
+      "accept/getsockname/recvfrom return; off (watch's default): read each call at its return "
+      "alone, where its number and arguments still are, which costs every process on the host "
+      "about a third less per syscall (see docs/FORMAT.md for what it leaves out)")(
       "ring-size", po::value(&ring)->default_value(ring),
       "BPF ring buffer size: a power of two from 64K to 1G")(
       "verbose,v", po::bool_switch(&verbose), "print libbpf's messages (verifier log on failure)");
@@ -57,8 +63,10 @@ session::Settings SessionOptions::settings() const {
   s.checkpoint_ms = checkpoint_ms;
   s.deny_paths = deny_paths;
   s.allow_exec = allow_exec;
-  if ((tls != "on" && tls != "off") || (tls_redact != "on" && tls_redact != "off"))
-    throw UsageError("--tls and --tls-redact take on or off");
+  if ((tls != "on" && tls != "off") || (tls_redact != "on" && tls_redact != "off") ||
+      (entry_times != "on" && entry_times != "off"))
+    throw UsageError("--tls, --tls-redact and --entry-times take on or off");
+  s.entry_times = entry_times == "on";
   s.tls = tls == "on";
   s.tls_redact = tls_redact == "on";
   s.tls_chunk = parse_size(tls_chunk, "--tls-chunk");

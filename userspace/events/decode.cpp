@@ -104,9 +104,12 @@ Entry decode_syscall(const uint8_t* p, size_t size, const DecodeContext& ctx) {
   e.set("nr", r.nr);
   e.set("name", name ? std::string(name) : "syscall_" + std::to_string(r.nr));
   e.set("args", std::vector<int64_t>(r.args, r.args + 6));
-  e.set("ts_enter_mono_ns", uint64_t(r.enter_ns));
+  if (r.enter_ns) e.set("ts_enter_mono_ns", uint64_t(r.enter_ns));  // 0: read at sys_exit alone
   // Stopped before it ran (seccomp): the policy judge names the rule.
-  if (r.flags & FR_SC_BLOCKED) e.set("blocked", 1);
+  bool failed = !(r.flags & FR_SC_NORETURN) && r.ret < 0 && r.ret >= -4095;
+  if ((r.flags & FR_SC_BLOCKED) ||
+      (failed && ctx.seccomp_stops && ctx.seccomp_stops(r.nr, std::vector<int64_t>(r.args, r.args + 6), r.ret)))
+    e.set("blocked", 1);
   if (r.flags & FR_SC_NORETURN) {
     e.set("noreturn", 1);
   } else {
@@ -147,6 +150,7 @@ Entry decode_syscall(const uint8_t* p, size_t size, const DecodeContext& ctx) {
       if (r.flags & FR_SC_KPATH_TRUNC) e.set("kernel_path_truncated", 1);
     }
     if (r.flags & FR_SC_SOCKADDR_FAULT) e.set("sockaddr_error", "unreadable");
+    if (r.flags & FR_SC_SOCKADDR_UNREAD) e.set("sockaddr_error", "not read (--entry-times off)");
     add_sockaddr(e, sa, r.sockaddr_len);
     if (r.flags & FR_SC_KADDR) e.set("addr_from_kernel", 1);
   }

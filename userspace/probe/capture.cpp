@@ -126,6 +126,7 @@ Capture::Capture(const CaptureOptions& opts, Handler handler) : handler_(std::mo
     skel_->rodata->fr_cgroup_count = uint32_t(opts.cgroup_fds.size());
     skel_->rodata->fr_self_tgid = uint32_t(getpid());
     skel_->rodata->fr_tls_enabled = opts.tls ? 1 : 0;
+    skel_->rodata->fr_exit_only = opts.entry_times ? 0 : 1;
     skel_->rodata->fr_tls_chunk = opts.tls_chunk;
     skel_->rodata->fr_tls_cap = opts.tls_cap;
     skel_->rodata->fr_wakeup_bytes = opts.wakeup_bytes ? opts.wakeup_bytes : opts.ring_bytes / 8;
@@ -135,6 +136,7 @@ Capture::Capture(const CaptureOptions& opts, Handler handler) : handler_(std::mo
     skel_->rodata->fr_egress_lsm = egress && lsm ? 1 : 0;
     bpf_map__set_max_entries(skel_->maps.fr_events, uint32_t(opts.ring_bytes));
     select_programs(skel_->obj, lsm, opts.tls, egress);
+    if (!opts.entry_times) bpf_program__set_autoload(skel_->progs.fr_sys_enter, false);
     if (tls_multi_)
       for (auto* prog : {skel_->progs.fr_ssl_enter, skel_->progs.fr_ssl_ret})
         bpf_program__set_expected_attach_type(prog, bpf_attach_type(kTraceUprobeMulti));
@@ -164,6 +166,7 @@ Capture::Capture(const CaptureOptions& opts, Handler handler) : handler_(std::mo
   }
   auto loaded = [&](const char* section) { return std::find(refused_.begin(), refused_.end(), section) == refused_.end(); };
   path_rules_ = lsm && (!opts.hidden.empty() || !opts.exec.empty()) && loaded("lsm/file_open");
+  entry_times_ = opts.entry_times;
   unix_inbound_ = lsm && egress && loaded("lsm/socket_post_create") && loaded("lsm/unix_stream_connect") &&
                   loaded("lsm/unix_may_send");
   try {

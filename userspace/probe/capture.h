@@ -33,6 +33,10 @@ struct CaptureOptions {
   std::vector<int> cgroup_fds;            // observe these cgroups and below (max FR_MAX_CGROUPS)
   size_t ring_bytes = 16u << 20;          // power of two, >= 64 KiB
   size_t wakeup_bytes = 0;                // 0: ring_bytes / 8
+  // Attach sys_enter too: entry times, calls seccomp stopped marked as
+  // such, exit/exit_group recorded; off, calls are read at sys_exit alone,
+  // at about half the cost to every task on the host.
+  bool entry_times = false;
   bool tls = false;                       // load the TLS plaintext probes (attach with attach_tls)
   size_t tls_chunk = 16384;               // bytes per TLS record (<= 16 KiB)
   size_t tls_cap = 262144;                // bytes per SSL call; the rest is counted, not kept
@@ -94,6 +98,8 @@ class Capture {
   // Whether BPF-LSM keeps tasks outside a confined session out of the
   // session's UNIX sockets (lsm/unix_stream_connect and unix_may_send).
   bool refuses_unix_inbound() const { return unix_inbound_; }
+  // sys_enter is attached: entry times, and calls seccomp stopped marked.
+  bool entry_times() const { return entry_times_; }
 
  private:
   static int on_record(void* ctx, void* data, size_t size);
@@ -115,6 +121,7 @@ class Capture {
   int handled_ = 0;
   bool path_rules_ = false;
   bool unix_inbound_ = false;
+  bool entry_times_ = false;
 };
 
 // Loads BPF-LSM programs only if `lsm` (where the kernel allows them) and

@@ -78,6 +78,7 @@ Plan compile(Settings s) {
   plan.on_loss = s.on_loss;
   probe::CaptureOptions& c = plan.capture;
   c.ring_bytes = s.ring_bytes;
+  c.entry_times = s.entry_times;
   c.verbose = s.verbose;
   c.tls = s.tls;
   c.tls_chunk = s.tls_chunk;

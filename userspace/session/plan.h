@@ -25,6 +25,7 @@ struct PlanError : Error {
 // What every session is asked, as given (the CLI's shared options).
 struct Settings {
   size_t ring_bytes = 16u << 20;
+  bool entry_times = true;               // attach sys_enter too (probe::CaptureOptions::entry_times)
   std::string on_loss = "backpressure";  // backpressure (or its old name freeze) | continue | kill
   uint64_t checkpoint_entries = 1000;
   uint64_t checkpoint_ms = 1000;

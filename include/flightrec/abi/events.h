@@ -66,11 +66,13 @@ FR_STATIC_ASSERT(sizeof(struct fr_header) == 64, "fr_header layout");
 #define FR_SC_KPATH         (1u << 9)  /* a successful open: the kernel's path of the file follows */
 #define FR_SC_KPATH_TRUNC   (1u << 10) /* ...cut at its last FR_KPATH_DEPTH components or FR_STR_MAX bytes */
 #define FR_SC_KADDR         (1u << 11) /* a successful bind of a UNIX socket: the sockaddr is the kernel's bound name */
+#define FR_SC_SOCKADDR_UNREAD (1u << 12) /* an address the call returned, not read: read at sys_exit alone, the
+                                          * caller's buffer size (an in/out argument) is gone */
 
 /* One syscall, entry and exit joined. */
 struct fr_syscall {
 	struct fr_header h;
-	__u64 enter_ns;          /* CLOCK_MONOTONIC at sys_enter */
+	__u64 enter_ns;          /* CLOCK_MONOTONIC at sys_enter; 0: read at sys_exit alone */
 	__s64 args[6];
 	__s64 ret;
 	__u32 nr;
