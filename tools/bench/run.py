@@ -222,6 +222,40 @@ def ingest_rate(flightrec, bench_syscalls, tmp, seconds=10):
     return best
 
 
+def syscall_capture_costs(flightrec, bench_syscalls, tmp, reps):
+    """getppid() ns per call (200k), bare and under --policy observe --tls off
+    with --entry-times on and off: once with a 256 MiB ring and --on-loss
+    continue (the kernel side alone: the ring holds the burst, nothing paces
+    or drops), once with default settings (16 MiB ring, backpressure: the
+    collector's pace). Returns {(label, settings): [ns...]} and lost counts."""
+    runs = {}
+    lost = 0
+    settings = {"kernel side (256M ring, continue)": ["--ring-size", "256M", "--on-loss", "continue"],
+                "default settings": []}
+    for _ in range(reps):
+        p = sh([bench_syscalls, "getppid", "200000"])
+        runs.setdefault(("bare", ""), []).append(last_float(p.stdout))
+        for sname, sopts in settings.items():
+            for entry in ("on", "off"):
+                db = os.path.join(tmp, "capture-cost.db")
+                p = sh([flightrec, "run", "--policy", "observe", "--tls", "off", "--entry-times", entry, "--db", db]
+                       + sopts + ["--", bench_syscalls, "getppid", "200000"])
+                if p.returncode != 0:
+                    sys.exit(f"run.py: getppid under --entry-times {entry} failed: {p.stderr.strip()[:300]}")
+                runs.setdefault((f"--entry-times {entry}", sname), []).append(last_float(p.stdout))
+                end = sh([flightrec, "query", "--db", db, "--json", "--type", "session_end"]).stdout
+                lost += json.loads(end.splitlines()[-1])["lost_total"]
+                os.unlink(db)
+    bare = statistics.median(runs[("bare", "")])
+    lines = ["| getppid(), 200k calls | settings | median ns | fastest ns | vs bare (median) |", "|---|---|---|---|---|"]
+    for (label, sname), v in runs.items():
+        extra = "" if label == "bare" else f"+{statistics.median(v) - bare:.0f} ns"
+        lines.append(f"| {label} | {sname} | {statistics.median(v):.1f} | {min(v):.1f} | {extra} |")
+    lines.append("")
+    lines.append(f"Events lost in all of these runs: {lost}.")
+    return "\n".join(lines)
+
+
 def reading_costs(flightrec, db, tmp):
     """What reading a large record costs: verify, a type query, and a JSON
     bundle export verified as an auditor would (wall time, peak RSS)."""
@@ -326,6 +360,8 @@ def main():
         back_to_back[runner] = times
         runners.cleanup()
 
+    print("syscall capture: entry + return, and return alone", flush=True)
+    capture_table = syscall_capture_costs(flightrec, bench_syscalls, tmp, args.reps)
     tls_table = tls_benchmarks(runners, max(3, args.reps // 2))
     rss = {r: idle_rss(runners, r) for r in ("bare", "flightrec", "strace")}
     runners.cleanup()
@@ -399,6 +435,8 @@ def main():
     print()
     print(tls_table)
     print()
+    print(capture_table)
+    print()
     print("end to end:", e2e)
 
     stamp = datetime.date.today().isoformat()
@@ -433,6 +471,15 @@ tool call runs them (a session's TLS probes are removed in the background
 while the next session starts):
 
 {b2b_table}
+
+## Syscall capture: entry and return, or the return alone
+
+`run` traces each syscall's entry and return (`--entry-times on`), `watch`
+its return alone (`--entry-times off`: the number and arguments are still in
+the registers there). What every traced call pays, under `--policy observe
+--tls off`:
+
+{capture_table}
 
 ## TLS plaintext capture
 
