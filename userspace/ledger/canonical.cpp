@@ -10,11 +10,30 @@ namespace {
 
 constexpr int kMaxDepth = 16;
 
+// Whether any of the 8 bytes in w needs a look of its own inside a string:
+// '"', '\\', a control character or a byte of a multi-byte sequence. Most
+// of a record's strings are ASCII paths and names, skipped 8 bytes a time.
+bool needs_look(uint64_t w) {
+  constexpr uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
+  auto has_zero = [&](uint64_t v) { return (v - ones) & ~v & highs; };
+  uint64_t below_space = (w - ones * 0x20) & ~w & highs;
+  return (w & highs) || below_space || has_zero(w ^ (ones * '"')) || has_zero(w ^ (ones * '\\'));
+}
+
+// Byte order of two keys, inline (the verifier compares every adjacent pair).
+bool bytes_less(std::string_view a, std::string_view b) {
+  size_t n = a.size() < b.size() ? a.size() : b.size();
+  for (size_t k = 0; k < n; ++k)
+    if (a[k] != b[k]) return uint8_t(a[k]) < uint8_t(b[k]);
+  return a.size() < b.size();
+}
+
 struct Parser {
   explicit Parser(std::string_view text) : s(text) {}
   std::string_view s;
   size_t i = 0;
   std::string error;
+  bool escaped = false;  // the last string had an escape (its raw text is not its bytes)
 
   bool fail(const char* why) {
     if (error.empty()) error = why;
@@ -31,8 +50,14 @@ struct Parser {
   // A canonical string; its decoded bytes go to *out when out is given.
   bool string(std::string* out) {
     if (!eat('"')) return fail("expected a string");
+    escaped = false;
     size_t run = i;
     while (i < s.size()) {
+      uint64_t word;
+      if (i + 8 <= s.size() && (std::memcpy(&word, s.data() + i, 8), !needs_look(word))) {
+        i += 8;
+        continue;
+      }
       auto c = static_cast<unsigned char>(s[i]);
       if (c == '"') {
         if (!is_valid_utf8(s.substr(run, i - run))) return fail("string is not UTF-8");
@@ -47,6 +72,7 @@ struct Parser {
       }
       if (!is_valid_utf8(s.substr(run, i - run))) return fail("string is not UTF-8");
       if (out) out->append(s.substr(run, i - run));
+      escaped = true;
       if (i + 1 >= s.size()) return fail("unterminated escape");
       char e = s[i + 1];
       char decoded;
@@ -92,6 +118,7 @@ struct Parser {
       return fail("entry holds a non-integer number");
     std::string_view text = s.substr(start, i - start);
     if (text == "-0") return fail("negative zero");
+    if (text.size() < 19) return true;  // 18 digits and a sign fit in 64 bits
     if (text[0] == '-') {
       int64_t v;
       auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
@@ -136,8 +163,8 @@ struct Parser {
       if (!string(&key_buf)) return false;
       size_t key_end = i - 1;
       key = s.substr(key_start, key_end - key_start);
-      if (key.find('\\') != std::string_view::npos) key = key_buf;
-      if (!first && !(prev < key)) return fail(prev == key ? "duplicate key" : "keys are not sorted");
+      if (escaped) key = key_buf;
+      if (!first && !bytes_less(prev, key)) return fail(prev == key ? "duplicate key" : "keys are not sorted");
       first = false;
       if (!eat(':')) return fail("expected ':'");
       size_t vstart = i;

@@ -1,8 +1,14 @@
 #include "ledger/verify.h"
 
-#include "common/text.h"
-
 #include <cctype>
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+#include "common/text.h"
 
 namespace flightrec::ledger {
 
@@ -16,6 +22,110 @@ std::optional<std::string> bytes_member(const TopLevel& top, const std::string& 
   if (auto b = top.string(name + "_b64")) return base64_decode(*b);
   return std::nullopt;
 }
+
+// A session's entries as the store holds them, each with its leaf hash:
+// read, decompressed and hashed on a thread of their own, a batch ahead
+// of the checks, which are sequential by nature (the chain, the tree, the
+// checkpoints) and so keep this thread. fn returns false to stop early.
+struct HashedEntry {
+  int64_t seq;
+  std::string_view body;
+  const std::string* leaf_stored;
+  const std::string* chain_stored;
+  const Hash* leaf;
+};
+
+class HashedReader {
+ public:
+  HashedReader(Store& store, int64_t session) : store_(store), session_(session), thread_([this] { read(); }) {}
+  ~HashedReader() {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  HashedReader(const HashedReader&) = delete;
+  HashedReader& operator=(const HashedReader&) = delete;
+
+  // Every entry in order, unless fn stops; rethrows what reading threw.
+  void for_each(const std::function<bool(const HashedEntry&)>& fn) {
+    for (;;) {
+      Batch batch;
+      {
+        std::unique_lock lock(mu_);
+        cv_.wait(lock, [&] { return !queue_.empty() || done_; });
+        if (queue_.empty()) {
+          if (failure_) std::rethrow_exception(failure_);
+          return;
+        }
+        batch = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      cv_.notify_all();
+      for (const Row& r : batch.rows) {
+        HashedEntry e{r.seq, std::string_view(batch.bodies).substr(r.offset, r.size), &r.leaf_stored,
+                      &r.chain_stored, &r.leaf};
+        if (!fn(e)) return;
+      }
+    }
+  }
+
+ private:
+  static constexpr size_t kBatch = 2048, kMaxQueued = 4;
+  struct Row {
+    int64_t seq;
+    size_t offset, size;
+    std::string leaf_stored, chain_stored;
+    Hash leaf;
+  };
+  struct Batch {
+    std::string bodies;
+    std::vector<Row> rows;
+  };
+
+  void read() {
+    Batch batch;
+    auto hand_over = [&] {
+      std::unique_lock lock(mu_);
+      cv_.wait(lock, [&] { return queue_.size() < kMaxQueued || stop_; });
+      if (stop_) return false;
+      queue_.push_back(std::move(batch));
+      batch = {};
+      cv_.notify_all();
+      return true;
+    };
+    bool go_on = true;
+    std::exception_ptr failure;
+    try {
+      EntryFilter f;
+      f.session = session_;
+      store_.for_each_entry(f, [&](const EntryRow& e) {
+        batch.rows.push_back({e.seq, batch.bodies.size(), e.body.size(), e.leaf, e.chain, leaf_hash(e.body)});
+        batch.bodies.append(e.body);
+        if (batch.rows.size() >= kBatch) go_on = hand_over();
+        return go_on;
+      });
+    } catch (...) {
+      failure = std::current_exception();  // after the entries read before it, as reading in line would
+    }
+    if (go_on && !batch.rows.empty()) hand_over();
+    std::lock_guard lock(mu_);
+    failure_ = failure;
+    done_ = true;
+    cv_.notify_all();
+  }
+
+  Store& store_;
+  int64_t session_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Batch> queue_;
+  bool stop_ = false, done_ = false;
+  std::exception_ptr failure_;
+  std::thread thread_;  // last: starts once the rest exists
+};
 
 }  // namespace
 
@@ -74,11 +184,11 @@ bool SessionVerifier::fail(std::string where, int64_t seq, std::string reason) {
 }
 
 bool SessionVerifier::add_entry(std::string_view body, const std::string* stored_leaf,
-                                const std::string* stored_chain) {
+                                const std::string* stored_chain, const Hash* leaf_given) {
   if (!v_.ok) return false;
   int64_t seq = count_ + 1;
   const auto at = [&] { return entry_name(seq); };
-  Hash leaf = leaf_hash(body);
+  Hash leaf = leaf_given ? *leaf_given : leaf_hash(body);
   // The store keeps the start of each leaf (format 2: all of it) to name an
   // altered entry; the hashes that prove anything are recomputed here.
   if (stored_leaf && !stored_leaf->empty() &&
@@ -271,15 +381,14 @@ StoreVerdict verify_store(Store& store, std::optional<int64_t> only_session, con
       while (next_cp < checkpoints.size() && checkpoints[next_cp].tree_size == v.entries())
         v.add_checkpoint(checkpoints[next_cp++].note);
     };
-    EntryFilter f;
-    f.session = id;
     feed_checkpoints();
-    store.for_each_entry(f, [&](const EntryRow& e) {
+    HashedReader reader(store, id);
+    reader.for_each([&](const HashedEntry& e) {
       if (e.seq != v.entries() + 1) {
         v.missing_entry(e.seq);
         return false;
       }
-      if (!v.add_entry(e.body, &e.leaf, &e.chain)) return false;
+      if (!v.add_entry(e.body, e.leaf_stored, e.chain_stored, e.leaf)) return false;
       feed_checkpoints();
       return true;
     });

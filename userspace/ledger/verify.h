@@ -57,9 +57,11 @@ class SessionVerifier {
   SessionVerifier(int64_t session, const VerifierKey* pinned, const SavedCheckpoints* saved);
 
   // Entry seq = entries()+1. stored_leaf/stored_chain: what the database
-  // holds next to the entry (nullptr for bundles). Returns false once failed.
+  // holds next to the entry (nullptr for bundles). leaf: body's leaf hash
+  // when the caller computed it (on another thread); nullptr: computed here.
+  // Returns false once failed.
   bool add_entry(std::string_view body, const std::string* stored_leaf = nullptr,
-                 const std::string* stored_chain = nullptr);
+                 const std::string* stored_chain = nullptr, const Hash* leaf = nullptr);
   // A checkpoint that covers exactly the entries added so far.
   bool add_checkpoint(std::string_view note);
   // The database skips from entries()+1 to next_stored.
