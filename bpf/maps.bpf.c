@@ -14,5 +14,6 @@ const volatile __u32 fr_egress_lsm = 0;
 const volatile __u64 fr_tls_chunk = 16384;
 const volatile __u64 fr_tls_cap = 262144;
 const volatile __u64 fr_wakeup_bytes = 256 * 1024;
+const volatile __u64 fr_highwater_bytes = 0;
 
 char LICENSE[] SEC("license") = "GPL";

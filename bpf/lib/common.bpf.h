@@ -28,6 +28,7 @@ extern const volatile __u32 fr_egress_lsm;    /* lsm/socket_connect enforces the
 extern const volatile __u64 fr_tls_chunk;  /* bytes per TLS record */
 extern const volatile __u64 fr_tls_cap;    /* bytes per SSL call */
 extern const volatile __u64 fr_wakeup_bytes;
+extern const volatile __u64 fr_highwater_bytes;  /* backpressure pauses the session here; 0: none */
 
 
 FR_SHARED struct {
@@ -180,11 +181,15 @@ static __always_inline void fr_fill_header(struct fr_header *h, __u32 type, __u3
 /* Wake the collector only when this record makes the unread data cross
  * the threshold: a wake-up per record costs more than the record itself
  * (see DESIGN.md), and waking on every record while the ring stays above
- * the threshold would make a busy ring slower still. The collector also
- * polls on a short timer, so a missed crossing only delays it a tick. */
+ * the threshold would make a busy ring slower still. Crossing the
+ * high-water mark wakes the watchdog too, which then pauses the session
+ * at once instead of at its next tick (a storm fills megabytes in one).
+ * Both also poll on a short timer, so a missed crossing only delays a tick. */
 static __always_inline __u64 fr_wakeup_flag_after(__u64 avail_after, __u64 size)
 {
 	if (avail_after >= fr_wakeup_bytes && avail_after < fr_wakeup_bytes + size)
+		return BPF_RB_FORCE_WAKEUP;
+	if (fr_highwater_bytes && avail_after >= fr_highwater_bytes && avail_after < fr_highwater_bytes + size)
 		return BPF_RB_FORCE_WAKEUP;
 	return BPF_RB_NO_WAKEUP;
 }

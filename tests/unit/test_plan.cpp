@@ -46,7 +46,7 @@ bool has(const std::vector<std::string>& v, const std::string& x) { return std::
 
 TEST_CASE("plan: the defaults reach the kernel and the genesis entry") {
   auto plan = compile(Settings{});
-  CHECK(plan.capture.ring_bytes == (16u << 20));
+  CHECK(plan.capture.ring_bytes == (8u << 20));
   CHECK(plan.capture.tls);
   CHECK(plan.capture.tls_chunk == 16384);
   CHECK(plan.capture.tls_cap == 262144);
@@ -54,10 +54,12 @@ TEST_CASE("plan: the defaults reach the kernel and the genesis entry") {
   CHECK(plan.capture.exec.empty());
   CHECK_FALSE(plan.capture.require_lsm);
   CHECK(plan.capture.egress.empty());
+  CHECK(plan.capture.highwater_bytes == (4u << 20));  // backpressure pauses at half full
+  CHECK(plan.capture.entry_times);
   CHECK(plan.capture.cgroup_fds.empty());  // the session's own, added when it exists
   CHECK(plan.on_loss == "backpressure");
   CHECK(plan.meta.on_loss == "backpressure");
-  CHECK(plan.meta.ring_bytes == (16u << 20));
+  CHECK(plan.meta.ring_bytes == (8u << 20));
   CHECK(plan.meta.tls);
   CHECK(plan.meta.tls_redact);
   CHECK(has(plan.meta.tls_redact_headers, "authorization"));
@@ -72,11 +74,14 @@ TEST_CASE("plan: settings are carried through") {
   s.checkpoint_entries = 7;
   s.checkpoint_ms = 0;
   s.tls = false;
+  s.entry_times = false;
   s.tls_chunk = 4096;
   s.tls_cap = 4096 * 16;
   s.tls_redact_headers = {"X-Team-Secret", "AUTHORIZATION"};
   auto plan = compile(s);
   CHECK(plan.capture.ring_bytes == (1u << 20));
+  CHECK(plan.capture.highwater_bytes == 0);  // continue: nothing to wake for
+  CHECK_FALSE(plan.capture.entry_times);
   CHECK(plan.meta.ring_bytes == (1u << 20));
   CHECK(plan.on_loss == "continue");
   CHECK(plan.meta.checkpoint_entries == 7);

@@ -208,7 +208,7 @@ def ingest_rate(flightrec, bench_syscalls, tmp, seconds=10):
     best = None
     for rate in range(100_000, 1_500_001, 100_000):
         db = os.path.join(tmp, f"ingest-{rate}.db")
-        sh([flightrec, "run", "--policy", "observe", "--on-loss", "continue", "--db", db, "--",
+        sh([flightrec, "run", "--policy", "observe", "--on-loss", "continue", "--ring-size", "16M", "--db", db, "--",
             bench_syscalls, "rate", str(rate), str(seconds)])
         end = sh([flightrec, "query", "--db", db, "--json", "--type", "session_end"]).stdout
         e = json.loads(end)
@@ -226,7 +226,7 @@ def syscall_capture_costs(flightrec, bench_syscalls, tmp, reps):
     """getppid() ns per call (200k), bare and under --policy observe --tls off
     with --entry-times on and off: once with a 256 MiB ring and --on-loss
     continue (the kernel side alone: the ring holds the burst, nothing paces
-    or drops), once with default settings (16 MiB ring, backpressure: the
+    or drops), once with run's defaults (8 MiB ring, backpressure: the
     collector's pace). Returns {(label, settings): [ns...]} and lost counts."""
     runs = {}
     lost = 0

@@ -22,6 +22,7 @@ int cmd_watch(const Args& args) {
   SessionOptions so;
   so.on_loss = "continue";  // production cgroups are not paused unless asked (loss is loud)
   so.entry_times = "off";   // every process on the host pays for a sys_enter program
+  so.ring = "16M";          // nothing pauses a watched cgroup: the ring is its only headroom
   std::vector<std::string> paths;
   double duration = 0;
   desc.add_options()("help,h", "show this help")(

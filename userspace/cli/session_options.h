@@ -10,7 +10,7 @@ namespace flightrec::cli {
 
 struct SessionOptions {
   std::string db;
-  std::string ring = "16M";
+  std::string ring = "8M";               // watch: 16M (no backpressure: the ring is all the headroom)
   std::string key_dir;
   uint64_t checkpoint_entries = 1000;
   uint64_t checkpoint_ms = 1000;

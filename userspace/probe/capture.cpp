@@ -130,6 +130,7 @@ Capture::Capture(const CaptureOptions& opts, Handler handler) : handler_(std::mo
     skel_->rodata->fr_tls_chunk = opts.tls_chunk;
     skel_->rodata->fr_tls_cap = opts.tls_cap;
     skel_->rodata->fr_wakeup_bytes = opts.wakeup_bytes ? opts.wakeup_bytes : opts.ring_bytes / 8;
+    skel_->rodata->fr_highwater_bytes = opts.highwater_bytes;
     skel_->rodata->fr_hidden_rules = opts.hidden.empty() ? 0 : 1;
     skel_->rodata->fr_exec_rules = opts.exec.empty() ? 0 : 1;
     skel_->rodata->fr_egress_count = uint32_t(opts.egress.size());
@@ -290,6 +291,8 @@ int Capture::on_record(void* ctx, void* data, size_t size) {
 }
 
 int Capture::poll_fd() const { return ring_buffer__epoll_fd(ring_); }
+
+int Capture::ring_fd() const { return bpf_map__fd(skel_->maps.fr_events); }
 
 int Capture::consume() {
   handled_ = 0;

@@ -33,6 +33,7 @@ struct CaptureOptions {
   std::vector<int> cgroup_fds;            // observe these cgroups and below (max FR_MAX_CGROUPS)
   size_t ring_bytes = 16u << 20;          // power of two, >= 64 KiB
   size_t wakeup_bytes = 0;                // 0: ring_bytes / 8
+  size_t highwater_bytes = 0;             // a wake-up when the unread data crosses it too (0: none)
   // Attach sys_enter too: entry times, calls seccomp stopped marked as
   // such, exit/exit_group recorded; off, calls are read at sys_exit alone,
   // at about half the cost to every task on the host.
@@ -66,6 +67,7 @@ class Capture {
   Capture& operator=(const Capture&) = delete;
 
   int poll_fd() const;     // readable when the kernel forced a wake-up
+  int ring_fd() const;     // the ring buffer map: its waiters are woken at each forced wake-up
   int consume();           // handles everything waiting; returns records
   // Records the kernel could not put in the ring buffer, per CPU, since load.
   std::vector<uint64_t> drops_per_cpu() const;

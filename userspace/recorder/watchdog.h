@@ -7,7 +7,6 @@
 // recorder is that thread's alone).
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <functional>
 #include <mutex>
 #include <string>
@@ -26,6 +25,9 @@ class Watchdog {
   Watchdog& operator=(const Watchdog&) = delete;
 
   void add(Check check);  // before start()
+  // Before start(): run the checks also whenever fd's waiters are woken
+  // (edge-triggered), not only every period.
+  void wake_on(int fd);
   void start();
   void stop();            // returns once no check runs any more
   // From a check: work for the recording thread (e.g. writing an entry).
@@ -39,8 +41,9 @@ class Watchdog {
   std::function<void(const std::string&)> on_error_;
   std::vector<Check> checks_;
   int event_fd_ = -1;
+  int stop_fd_ = -1;   // written by stop()
+  int epoll_fd_ = -1;  // stop_fd_ and the wake_on() fd
   std::mutex mu_;
-  std::condition_variable cv_;
   bool stop_ = false;
   std::vector<std::function<void()>> posted_;
   std::thread thread_;

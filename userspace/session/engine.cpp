@@ -20,6 +20,7 @@ void Engine::begin(ledger::Store& store, recorder::SessionMeta meta, const std::
   auto* rec = recorder_.get();
   watchdog_ = std::make_unique<recorder::Watchdog>(std::chrono::milliseconds(10),
                                                    [rec](const std::string& e) { rec->note("error", e); });
+  watchdog_->wake_on(capture_.ring_fd());  // the high-water mark's wake-up (CaptureOptions::highwater_bytes)
   loss_ = std::make_unique<LossPolicy>(on_loss, capture_, *recorder_, std::move(paused), *watchdog_);
   loop_->watch_fd(watchdog_->fd(), [this] { watchdog_->run_posted(); });
 }

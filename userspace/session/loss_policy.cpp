@@ -6,7 +6,6 @@
 
 namespace flightrec::session {
 namespace {
-constexpr double kFreezeAbove = 0.5;
 constexpr double kThawBelow = 0.1;
 
 std::string percent(double fill) {

@@ -7,7 +7,8 @@
 // continue: record the gap. kill: end the session at the first loss. Any
 // loss is also a warning on stderr. Decided on the watchdog's thread from
 // the kernel's own counters, so a flood that keeps the recording thread
-// busy cannot delay it.
+// busy cannot delay it; the kernel wakes that thread when the ring crosses
+// kFreezeAbove (CaptureOptions::highwater_bytes), not just every tick.
 #include <atomic>
 #include <string>
 #include <vector>
@@ -18,6 +19,9 @@
 #include "sandbox/cgroup.h"
 
 namespace flightrec::session {
+
+// Backpressure pauses the session while the ring buffer is this full.
+constexpr double kFreezeAbove = 0.5;
 
 class LossPolicy {
  public:

@@ -7,6 +7,7 @@
 #include "common/text.h"
 #include "probe/features.h"
 #include "session/confinement.h"
+#include "session/loss_policy.h"
 #include "session/path_rules.h"
 
 extern "C" {
@@ -79,6 +80,8 @@ Plan compile(Settings s) {
   probe::CaptureOptions& c = plan.capture;
   c.ring_bytes = s.ring_bytes;
   c.entry_times = s.entry_times;
+  // The kernel wakes the watchdog there, so the pause comes before the ring fills.
+  if (s.on_loss == "backpressure" || s.on_loss == "freeze") c.highwater_bytes = size_t(double(s.ring_bytes) * kFreezeAbove);
   c.verbose = s.verbose;
   c.tls = s.tls;
   c.tls_chunk = s.tls_chunk;

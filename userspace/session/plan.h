@@ -24,7 +24,7 @@ struct PlanError : Error {
 
 // What every session is asked, as given (the CLI's shared options).
 struct Settings {
-  size_t ring_bytes = 16u << 20;
+  size_t ring_bytes = 8u << 20;          // run's default; mapped twice, so ~16 MB of the recorder's RSS
   bool entry_times = true;               // attach sys_enter too (probe::CaptureOptions::entry_times)
   std::string on_loss = "backpressure";  // backpressure (or its old name freeze) | continue | kill
   uint64_t checkpoint_entries = 1000;
