@@ -62,6 +62,7 @@ class HashedReader {
         }
         batch = std::move(queue_.front());
         queue_.pop_front();
+        queued_bytes_ -= batch.bodies.size();
       }
       cv_.notify_all();
       for (const Row& r : batch.rows) {
@@ -73,7 +74,10 @@ class HashedReader {
   }
 
  private:
-  static constexpr size_t kBatch = 2048, kMaxQueued = 4;
+  // A batch is handed over at 2048 entries or 1 MiB of bodies, and at most
+  // 4 MiB wait (or one batch, however large: a block may hold one 64 MiB
+  // entry), so a hostile record costs a few blocks of memory, as in line.
+  static constexpr size_t kBatch = 2048, kBatchBytes = 1u << 20, kMaxQueuedBytes = 4u << 20;
   struct Row {
     int64_t seq;
     size_t offset, size;
@@ -89,8 +93,9 @@ class HashedReader {
     Batch batch;
     auto hand_over = [&] {
       std::unique_lock lock(mu_);
-      cv_.wait(lock, [&] { return queue_.size() < kMaxQueued || stop_; });
+      cv_.wait(lock, [&] { return queued_bytes_ + batch.bodies.size() <= kMaxQueuedBytes || queue_.empty() || stop_; });
       if (stop_) return false;
+      queued_bytes_ += batch.bodies.size();
       queue_.push_back(std::move(batch));
       batch = {};
       cv_.notify_all();
@@ -104,13 +109,19 @@ class HashedReader {
       store_.for_each_entry(f, [&](const EntryRow& e) {
         batch.rows.push_back({e.seq, batch.bodies.size(), e.body.size(), e.leaf, e.chain, leaf_hash(e.body)});
         batch.bodies.append(e.body);
-        if (batch.rows.size() >= kBatch) go_on = hand_over();
+        if (batch.rows.size() >= kBatch || batch.bodies.size() >= kBatchBytes) go_on = hand_over();
         return go_on;
       });
+      if (go_on && !batch.rows.empty()) hand_over();
     } catch (...) {
-      failure = std::current_exception();  // after the entries read before it, as reading in line would
+      // After the entries read before it, as reading in line would.
+      failure = std::current_exception();
+      try {
+        if (go_on && !batch.rows.empty()) hand_over();
+      } catch (...) {
+        // out of memory handing them over: the first failure is what the caller gets
+      }
     }
-    if (go_on && !batch.rows.empty()) hand_over();
     std::lock_guard lock(mu_);
     failure_ = failure;
     done_ = true;
@@ -122,6 +133,7 @@ class HashedReader {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Batch> queue_;
+  size_t queued_bytes_ = 0;
   bool stop_ = false, done_ = false;
   std::exception_ptr failure_;
   std::thread thread_;  // last: starts once the rest exists
