@@ -14,6 +14,7 @@
 #define NR_EXIT_GROUP 231
 #define NR_EXECVE 59
 #define NR_EXECVEAT 322
+#define NR_RT_SIGRETURN 15
 #define NR_OPEN 2
 #define NR_CREAT 85
 #define NR_OPENAT 257
@@ -418,13 +419,14 @@ int BPF_PROG(fr_sys_exit, struct pt_regs *regs, long ret)
 	st->fork_return = 0;
 	if (fr_exit_only) {
 		/* Every call is complete here; one that seccomp stopped cannot be
-		 * told from one that failed (the decoder infers it from the
-		 * sandbox's filter). */
-		save_call(st, regs, regs->orig_ax);
+		 * told from one that failed (so run refuses this mode for a
+		 * sandbox with a seccomp filter). rt_sigreturn restores orig_ax
+		 * to -1 (no syscall to restart). */
+		save_call(st, regs, (long)regs->orig_ax < 0 ? NR_RT_SIGRETURN : (long)regs->orig_ax);
 		if (st->nr != NR_EXECVE && st->nr != NR_EXECVEAT)
 			forget_exec(st);  /* only an exec's own return uses a kept path */
 		if (fr_tls_enabled)
-			note_tls_fd(regs->orig_ax, regs->di);
+			note_tls_fd(st->nr, regs->di);
 		st->sa_buf_len = 0;
 	} else if (!st->active) {
 		/* A syscall that reaches sys_exit without sys_enter was stopped

@@ -234,6 +234,19 @@ TEST_CASE("--entry-times off: each call read at its return alone, arguments and 
     if (e.value("name", "") == "clone" || e.value("name", "") == "fork" || e.value("name", "") == "vfork") ++clones;
   CHECK(clones == forks.size());
   CHECK(flightrec({"verify", "--db", db}).code == 0);
+
+  // rt_sigreturn restores the registers, orig_ax (-1) among them: it is
+  // still recorded as rt_sigreturn, never as a call numbered -1.
+  std::string db2 = dir.file("signal.db");
+  Result s = flightrec({"run", "--policy", "observe", "--entry-times", "off", "--db", db2, "--", "sh", "-c",
+                        "trap 'echo caught' USR1; kill -USR1 $$; echo done"});
+  INFO(s.err);
+  CHECK(s.code == 0);
+  CHECK(s.out == "caught\ndone\n");
+  auto sig = entries(db2);
+  CHECK(find(sig, [](const json& e) { return e.value("name", "") == "rt_sigreturn" && e["nr"] == 15; }));
+  for (const json& e : sig)
+    if (e.contains("nr")) CHECK_MESSAGE(e["nr"].get<int64_t>() < 1024, e.dump());
 }
 
 TEST_CASE("the README example: shell, redirect, cat, exit code") {

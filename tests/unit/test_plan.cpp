@@ -157,6 +157,17 @@ TEST_CASE("plan: a run's policy, with its command-line overrides") {
     CHECK_FALSE(plan.sandboxed);
     CHECK(plan.capture.egress.empty());
   }
+  SUBCASE("--entry-times off: refused where a seccomp filter would make stops look like failures") {
+    Settings off;
+    off.entry_times = false;
+    CHECK(refusal(off, PolicyChoice{"agent", {}, {}, false}) ==
+          "--entry-times off cannot record a sandbox with a seccomp filter (policy agent): without the entry "
+          "trace, a call the filter stopped cannot be told from one that failed");
+    CHECK(refusal(off, PolicyChoice{"strict", {}, {}, false}).find("(policy strict)") != std::string::npos);
+    CHECK(refusal(off, PolicyChoice{"observe", {}, {}, false}).empty());
+    CHECK(refusal(off, PolicyChoice{"agent", {}, {}, true}).empty());  // shadow: no sandbox, the judge decides
+    CHECK_FALSE(compile(off, PolicyChoice{"observe", {}, {}, false}).capture.entry_times);
+  }
   SUBCASE("agent with --allow: the allowlist is what the egress programs get") {
     auto plan = compile(Settings{}, PolicyChoice{"agent", {"10.1.2.3:443", "192.168.0.0/16:*"}, {"pids=64"}, false});
     REQUIRE(plan.policy);

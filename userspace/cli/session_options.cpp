@@ -49,7 +49,8 @@ void SessionOptions::add_to(po::options_description& desc) {
       "calls seccomp stopped marked by the kernel, exit and exit_group as entries, addresses that "
       "accept/getsockname/recvfrom return; off (watch's default): read each call at its return "
       "alone, where its number and arguments still are, which costs every process on the host "
-      "about a third less per syscall (see docs/FORMAT.md for what it leaves out)")(
+      "about a third less per syscall (see docs/FORMAT.md for what it leaves out; refused for a "
+      "sandbox with a seccomp filter, whose stops it could not tell from failures)")(
       "ring-size", po::value(&ring)->default_value(ring),
       "BPF ring buffer size: a power of two from 64K to 1G")(
       "verbose,v", po::bool_switch(&verbose), "print libbpf's messages (verifier log on failure)");

@@ -106,10 +106,7 @@ Entry decode_syscall(const uint8_t* p, size_t size, const DecodeContext& ctx) {
   e.set("args", std::vector<int64_t>(r.args, r.args + 6));
   if (r.enter_ns) e.set("ts_enter_mono_ns", uint64_t(r.enter_ns));  // 0: read at sys_exit alone
   // Stopped before it ran (seccomp): the policy judge names the rule.
-  bool failed = !(r.flags & FR_SC_NORETURN) && r.ret < 0 && r.ret >= -4095;
-  if ((r.flags & FR_SC_BLOCKED) ||
-      (failed && ctx.seccomp_stops && ctx.seccomp_stops(r.nr, std::vector<int64_t>(r.args, r.args + 6), r.ret)))
-    e.set("blocked", 1);
+  if (r.flags & FR_SC_BLOCKED) e.set("blocked", 1);
   if (r.flags & FR_SC_NORETURN) {
     e.set("noreturn", 1);
   } else {

@@ -57,9 +57,6 @@ class Recorder {
   // records a "lost" entry when any grew.
   void note_drops(const std::vector<uint64_t>& per_cpu, uint64_t program_misses);
   void note_cgroup_gone(const std::string& path);
-  // Calls read at sys_exit alone: which failed ones the session's seccomp
-  // filter stopped, to be marked "blocked" as the kernel would have.
-  void infer_blocked(events::SeccompStops stops) { ctx_.seccomp_stops = std::move(stops); }
   // An entry flightrec writes about the session itself (freeze, thaw, ...).
   void note(const char* type, const std::string& detail);
   // Entries flightrec writes with fields of their own (violations, file

@@ -363,16 +363,6 @@ void Confinement::note_packet_drops(const std::vector<probe::NetDrops>& drops) {
   pipeline_->write(out);
 }
 
-events::SeccompStops Confinement::seccomp_stops() const {
-  if (!sandboxed_ || !policy_.seccomp.enabled || !judge_) return {};
-  return [this](uint32_t nr, const std::vector<int64_t>& args, int64_t ret) {
-    const policy::Seccomp& sc = policy_.seccomp;
-    const policy::SyscallRule* rule = judge_->seccomp_rule(int(nr), args);
-    policy::Action action = rule ? rule->action : sc.default_action;
-    return action == policy::Action::Errno && ret == -(rule ? rule->errno_value : sc.default_errno);
-  };
-}
-
 void Confinement::await_ready() {
   if (sandboxed_) sandbox::await_ready(child_);
 }

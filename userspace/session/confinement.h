@@ -15,7 +15,6 @@
 #include <vector>
 
 #include "recorder/watchdog.h"
-#include "events/decode.h"
 #include "policy/judge.h"
 #include "policy/policy.h"
 #include "probe/capture.h"
@@ -61,10 +60,6 @@ class Confinement : public Observer {
   // Judges every kernel entry (violations, on_violation: kill) and tracks
   // the files opened for writing (their changes are diffed at close).
   void observe(const events::Entry& entry, Emitted& out) override;
-  // Which failed calls the sandbox's seccomp filter stopped (empty
-  // without one): for calls read at sys_exit alone, which the kernel does
-  // not mark. The judge's rules are the filter's.
-  events::SeccompStops seccomp_stops() const;
   // Waits until the sandbox is built (the programs load meanwhile);
   // throws Error saying what could not be set up.
   void await_ready();

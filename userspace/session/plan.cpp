@@ -121,6 +121,12 @@ Plan compile(Settings settings, const PolicyChoice& choice) {
   if (sandboxed && !settings.allow_exec.empty())
     throw PlanError("--allow-exec is for sessions without a sandbox: policy " + policy.name +
                     " says what its sandbox may execute (filesystem.exec)");
+  // Without the entry trace a call the filter stopped looks like one that
+  // failed, and an agent that stacks a filter of its own chooses what such
+  // a call returns: no inference could tell them apart.
+  if (sandboxed && policy.seccomp.enabled && !settings.entry_times)
+    throw PlanError("--entry-times off cannot record a sandbox with a seccomp filter (policy " + policy.name +
+                    "): without the entry trace, a call the filter stopped cannot be told from one that failed");
   Plan plan = compile(std::move(settings));
   plan.sandboxed = sandboxed;
   if (sandboxed && policy.network == policy::Network::Allowlist) plan.capture.egress = egress_rules(policy);

@@ -214,7 +214,6 @@ int run(Plan plan, const RunTarget& target) {
   meta.key = key.get();
   engine->begin(*store, meta, tls_errors, {&cgroup}, plan.on_loss);
   recorder::Recorder& rec = engine->recorder();
-  if (!capture.entry_times()) rec.infer_blocked(confinement->seccomp_stops());
   // Each kernel entry, once recorded: TLS probes follow libssl opens and
   // execs, then the policy judges it and tracks written files.
   TlsFollower tls_follower(capture, !confinement->sandboxed());
