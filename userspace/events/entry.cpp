@@ -72,15 +72,6 @@ void append_value(std::string& out, const Value& v) {
   }
 }
 
-// Byte order of two short ASCII keys, inline: sorting ~20 keys per entry
-// through memcmp calls was a visible share of the recording thread.
-bool key_less(std::string_view a, std::string_view b) {
-  size_t n = a.size() < b.size() ? a.size() : b.size();
-  for (size_t i = 0; i < n; ++i)
-    if (a[i] != b[i]) return uint8_t(a[i]) < uint8_t(b[i]);
-  return a.size() < b.size();
-}
-
 // An upper bound of a value's canonical size, so the output is allocated once.
 size_t size_bound(const Value& v) {
   if (std::holds_alternative<int64_t>(v) || std::holds_alternative<uint64_t>(v)) return 20;
@@ -109,7 +100,7 @@ void Entry::append_canonical(std::string& out) const {
     bound += f.first.size() + 4 + size_bound(f.second);
   }
   // Keys are ASCII, so byte order equals RFC 8785's UTF-16 code unit order.
-  std::sort(sorted.begin(), sorted.end(), [](const Field* a, const Field* b) { return key_less(a->first, b->first); });
+  std::sort(sorted.begin(), sorted.end(), [](const Field* a, const Field* b) { return bytes_less(a->first, b->first); });
   out.reserve(out.size() + bound);  // escapes may still grow it
   out += '{';
   for (size_t i = 0; i < sorted.size(); ++i) {

@@ -20,13 +20,6 @@ bool needs_look(uint64_t w) {
   return (w & highs) || below_space || has_zero(w ^ (ones * '"')) || has_zero(w ^ (ones * '\\'));
 }
 
-// Byte order of two keys, inline (the verifier compares every adjacent pair).
-bool bytes_less(std::string_view a, std::string_view b) {
-  size_t n = a.size() < b.size() ? a.size() : b.size();
-  for (size_t k = 0; k < n; ++k)
-    if (a[k] != b[k]) return uint8_t(a[k]) < uint8_t(b[k]);
-  return a.size() < b.size();
-}
 
 struct Parser {
   explicit Parser(std::string_view text) : s(text) {}

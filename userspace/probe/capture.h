@@ -36,7 +36,7 @@ struct CaptureOptions {
   size_t highwater_bytes = 0;             // a wake-up when the unread data crosses it too (0: none)
   // Attach sys_enter too: entry times, calls seccomp stopped marked as
   // such, exit/exit_group recorded; off, calls are read at sys_exit alone,
-  // at about half the cost to every task on the host.
+  // at about a third less cost to every task on the host.
   bool entry_times = false;
   bool tls = false;                       // load the TLS plaintext probes (attach with attach_tls)
   size_t tls_chunk = 16384;               // bytes per TLS record (<= 16 KiB)
