@@ -27,6 +27,47 @@ TEST_CASE("canonical strings escape exactly as RFC 8785") {
   CHECK(flightrec::ledger::canonical_problem(e.canonical()).empty());
 }
 
+TEST_CASE("long strings escape like a JSON library, at every offset of the fast scan") {
+  // Strings of 0-40 bytes put every escape at every position of the
+  // eight-byte scan, and the scan's tail at every length.
+  const std::string plain = "abcdefgh/ijklmnop\xc3\xa9qrstuvwxyz0123456789ABCDE";
+  const std::string specials = std::string("\"\\\b\f\n\r\t\x01\x1f\x7f\x00", 11);
+  for (size_t len = 0; len <= 40; ++len)
+    for (size_t at = 0; at <= len; ++at)
+      for (char special : specials) {
+        std::string s = plain.substr(0, len);
+        if (at < len) s[at] = special;
+        if (!flightrec::is_valid_utf8(s)) continue;  // a cut through é
+        Entry e;
+        e.set("s", s);
+        INFO("len " << len << " at " << at << " byte " << int(special));
+        REQUIRE(e.canonical() == nlohmann::json({{"s", s}}).dump());
+      }
+}
+
+TEST_CASE("the key order of one entry never leaks into the next of the same size") {
+  // Entries of equal field counts reuse the last order found for that count
+  // only after checking it; different keys, a reversed insertion order and
+  // a duplicate must each still come out right.
+  auto make = [](std::vector<std::string_view> keys) {
+    Entry e;
+    int64_t v = 0;
+    for (auto k : keys) e.set(k, v++);
+    return e;
+  };
+  CHECK(make({"c", "b", "a"}).canonical() == R"({"a":2,"b":1,"c":0})");
+  CHECK(make({"c", "b", "a"}).canonical() == R"({"a":2,"b":1,"c":0})");
+  CHECK(make({"a", "b", "c"}).canonical() == R"({"a":0,"b":1,"c":2})");
+  CHECK(make({"z", "y", "x"}).canonical() == R"({"x":2,"y":1,"z":0})");
+  CHECK_THROWS_AS(make({"z", "z", "x"}).canonical(), std::logic_error);
+  CHECK_THROWS_AS(make({"x", "y", "y"}).canonical(), std::logic_error);
+  CHECK(make({"x", "y", "z"}).canonical() == R"({"x":0,"y":1,"z":2})");
+  // A failed entry leaves the output as it was.
+  std::string out = "kept";
+  CHECK_THROWS_AS(make({"q", "q"}).append_canonical(out), std::logic_error);
+  CHECK(out == "kept");
+}
+
 TEST_CASE("bytes that are not UTF-8 go to a _b64 field") {
   Entry e;
   e.set_bytes("path", std::string("/tmp/\xff\xfe", 7));

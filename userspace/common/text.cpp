@@ -171,37 +171,65 @@ std::string hex_encode(std::string_view bytes) {
   return out;
 }
 
-void append_json_string(std::string& out, std::string_view s) {
+namespace {
+
+uint64_t load8(const char* p) {
+  uint64_t v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+// Whether any of eight bytes is a control character, '"' or '\\' (exact, by
+// the bit tricks of "Bit Twiddling Hacks": has-zero-byte and has-less-than).
+constexpr uint64_t kOnes = 0x0101010101010101ull, kHighs = 0x8080808080808080ull;
+bool needs_escape(uint64_t v) {
+  auto zero_byte = [](uint64_t x) { return (x - kOnes) & ~x & kHighs; };
+  return (zero_byte(v ^ (kOnes * '"')) | zero_byte(v ^ (kOnes * '\\')) | ((v - kOnes * 0x20) & ~v & kHighs)) != 0;
+}
+
+}  // namespace
+
+char* write_json_string(char* w, std::string_view s) {
   static const char hex[] = "0123456789abcdef";
-  out += '"';
-  size_t plain = 0;  // most strings need no escape: copy runs in one go
-  while (plain < s.size()) {
-    auto c = static_cast<unsigned char>(s[plain]);
-    if (c < 0x20 || c == '"' || c == '\\') break;
-    ++plain;
-  }
-  out.append(s.data(), plain);
-  for (char ch : s.substr(plain)) {
-    auto c = static_cast<unsigned char>(ch);
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20) {
-          out += "\\u00";
-          out += hex[c >> 4];
-          out += hex[c & 15];
-        } else {
-          out += ch;
-        }
+  *w++ = '"';
+  size_t i = 0;
+  while (i < s.size()) {
+    size_t run = i;  // most strings need no escape: copy runs in one go
+    while (run + 8 <= s.size() && !needs_escape(load8(s.data() + run))) run += 8;
+    while (run < s.size()) {
+      auto c = static_cast<unsigned char>(s[run]);
+      if (c < 0x20 || c == '"' || c == '\\') break;
+      ++run;
     }
+    std::memcpy(w, s.data() + i, run - i);
+    w += run - i;
+    if (run == s.size()) break;
+    auto c = static_cast<unsigned char>(s[run]);
+    *w++ = '\\';
+    switch (c) {
+      case '"': *w++ = '"'; break;
+      case '\\': *w++ = '\\'; break;
+      case '\b': *w++ = 'b'; break;
+      case '\f': *w++ = 'f'; break;
+      case '\n': *w++ = 'n'; break;
+      case '\r': *w++ = 'r'; break;
+      case '\t': *w++ = 't'; break;
+      default:
+        std::memcpy(w, "u00", 3);
+        w[3] = hex[c >> 4];
+        w[4] = hex[c & 15];
+        w += 5;
+    }
+    i = run + 1;
   }
-  out += '"';
+  *w++ = '"';
+  return w;
+}
+
+void append_json_string(std::string& out, std::string_view s) {
+  size_t start = out.size();
+  out.resize(start + json_string_bound(s.size()));
+  out.resize(size_t(write_json_string(out.data() + start, s) - out.data()));
 }
 
 }  // namespace flightrec

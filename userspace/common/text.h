@@ -28,5 +28,9 @@ std::optional<std::string> hex_decode(std::string_view text);
 std::string hex_encode(std::string_view bytes);
 // Appends s (valid UTF-8) as a JSON string escaped as RFC 8785 does.
 void append_json_string(std::string& out, std::string_view s);
+// The same written at out, which has room for json_string_bound(s.size())
+// bytes; returns the end. For callers that reserve once for many values.
+char* write_json_string(char* out, std::string_view s);
+constexpr size_t json_string_bound(size_t bytes) { return 6 * bytes + 2; }  // \u00XX each, and quotes
 
 }  // namespace flightrec

@@ -51,7 +51,7 @@ class Entry {
 
   // Throws std::logic_error on a duplicate key or invalid UTF-8 (a bug).
   std::string canonical() const;
-  // The same, appended to out (which holds a partial form after a throw).
+  // The same, appended to out (left as it was after a throw).
   void append_canonical(std::string& out) const;
 
  private:
