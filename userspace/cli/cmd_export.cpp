@@ -9,6 +9,7 @@
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "common/error.h"
+#include "common/progress.h"
 #include "common/system.h"
 #include "ledger/bundle.h"
 #include "ledger/store.h"
@@ -35,7 +36,8 @@ int cmd_export(const Args& args) {
 
   ledger::Store store(db, ledger::Store::Mode::Read);
   if (out == "-") {
-    ledger::export_bundle(store, session, std::cout, fmt);
+    Progress progress("exporting session " + std::to_string(session), store.stored_entries(session));
+    ledger::export_bundle(store, session, std::cout, fmt, &progress);
     return 0;
   }
   // Write beside the target and rename: a reader never sees half a bundle.
@@ -45,10 +47,11 @@ int cmd_export(const Args& args) {
   if (fd < 0) throw Error(errno_message("cannot create " + tmp, errno));
   int64_t n;
   {
+    Progress progress("exporting session " + std::to_string(session), store.stored_entries(session));
     __gnu_cxx::stdio_filebuf<char> buf(fd, std::ios::out | std::ios::binary);
     std::ostream file(&buf);
     try {
-      n = ledger::export_bundle(store, session, file, fmt);
+      n = ledger::export_bundle(store, session, file, fmt, &progress);
       if (fsync(fd) != 0) throw Error(errno_message("cannot write " + tmp, errno));
     } catch (...) {
       std::remove(tmp.c_str());

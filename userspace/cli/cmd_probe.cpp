@@ -1,6 +1,7 @@
 // flightrec probe: which kernel features really load here.
 #include <iomanip>
 #include <iostream>
+#include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
 #include "cli/options.h"
@@ -14,46 +15,63 @@ namespace flightrec::cli {
 
 int cmd_probe(const Args& args) {
   po::options_description desc("options");
-  desc.add_options()("help,h", "show this help");
+  desc.add_options()("help,h", "show this help")("json", po::bool_switch(),
+                                                 "print the findings as one JSON object (exit codes unchanged)");
   po::variables_map vm;
   if (!parse_options(args, desc,
-                     "usage: flightrec probe\n\nLoads tiny BPF programs and maps to find what this "
+                     "usage: flightrec probe [--json]\n\nLoads tiny BPF programs and maps to find what this "
                      "kernel allows, then\nflightrec's own programs, hook by hook (what a session "
-                     "would attach here);\nexit 0 when everything recording needs is there, 1 otherwise.",
+                     "would attach here);\nexit 0 when everything recording needs is there, 1 otherwise.\n"
+                     "--json prints {\"ok\", \"features\":[{\"name\", \"available\", \"required\", \"detail\"}],\n"
+                     "\"programs\":[{\"section\", \"attached\"}], \"programs_error\" (when they did not load)}.",
                      vm))
     return 0;
+  bool json = vm["json"].as<bool>();
+  nlohmann::json out = {{"features", nlohmann::json::array()}, {"programs", nlohmann::json::array()}};
+  auto line = [&](const std::string& name, bool yes, const std::string& detail) {
+    if (json) return;
+    std::cout << std::left << std::setw(48) << name << (yes ? "yes" : "no ");
+    if (!detail.empty()) std::cout << "  " << detail;
+    std::cout << "\n";
+  };
   bool ok = true;
   for (const auto& f : probe::probe_features()) {
-    std::cout << std::left << std::setw(48) << f.name << (f.available ? "yes" : "no ");
-    if (!f.detail.empty()) std::cout << "  " << f.detail;
-    if (f.required && !f.available) {
-      std::cout << "  (required)";
-      ok = false;
-    }
-    std::cout << "\n";
+    bool missing = f.required && !f.available;
+    ok = ok && !missing;
+    line(f.name, f.available, f.detail + (missing ? (f.detail.empty() ? "" : "  ") + std::string("(required)") : ""));
+    out["features"].push_back({{"name", f.name}, {"available", f.available}, {"required", f.required}, {"detail", f.detail}});
   }
-  if (!ok) return 1;
   // flightrec's own programs, loaded as a session would (into a throwaway
   // cgroup): each hook attached, or refused alone and left to the tracepoints.
-  try {
-    sandbox::Cgroup cgroup = sandbox::Cgroup::create("probe-" + std::to_string(getpid()));
-    probe::CaptureOptions copts;
-    copts.cgroup_fds = {cgroup.fd()};
-    copts.ring_bytes = 64u << 10;
-    {
-      probe::Capture capture(copts, [](const void*, size_t) {});
-      for (const auto& section : capture.attached())
-        std::cout << std::left << std::setw(48) << ("program " + section) << "yes\n";
-      for (const auto& section : capture.refused())
-        std::cout << std::left << std::setw(48) << ("program " + section)
-                  << "no   refused by this kernel: the syscall tracepoints see these calls\n";
+  if (ok) {
+    try {
+      sandbox::Cgroup cgroup = sandbox::Cgroup::create("probe-" + std::to_string(getpid()));
+      probe::CaptureOptions copts;
+      copts.cgroup_fds = {cgroup.fd()};
+      copts.ring_bytes = 64u << 10;
+      {
+        probe::Capture capture(copts, [](const void*, size_t) {});
+        for (const auto& section : capture.attached()) {
+          line("program " + section, true, "");
+          out["programs"].push_back({{"section", section}, {"attached", true}});
+        }
+        for (const auto& section : capture.refused()) {
+          line("program " + section, false, "refused by this kernel: the syscall tracepoints see these calls");
+          out["programs"].push_back({{"section", section}, {"attached", false}});
+        }
+      }
+      cgroup.remove_if_owned();
+    } catch (const Error& e) {
+      ok = false;
+      line("flightrec's programs", false, e.what());
+      out["programs_error"] = e.what();
     }
-    cgroup.remove_if_owned();
-  } catch (const Error& e) {
-    std::cout << std::left << std::setw(48) << "flightrec's programs" << "no   " << e.what() << "\n";
-    return 1;
   }
-  return 0;
+  if (json) {
+    out["ok"] = ok;
+    std::cout << out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+  }
+  return ok ? 0 : 1;
 }
 
 }  // namespace flightrec::cli

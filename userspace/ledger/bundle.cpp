@@ -1,5 +1,7 @@
 #include "ledger/bundle.h"
 
+#include "common/progress.h"
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -65,7 +67,7 @@ nlohmann::json parse_bundle_json(std::string_view text, std::initializer_list<co
 BundleVerdict verify_bundle_inner(const std::string& path, const VerifierKey* pinned,
                                   const SavedCheckpoints* saved);
 
-int64_t export_bundle(Store& store, int64_t session, std::ostream& out, BundleFormat format) {
+int64_t export_bundle(Store& store, int64_t session, std::ostream& out, BundleFormat format, Progress* progress) {
   bool found = false;
   for (const auto& s : store.sessions()) found = found || s.id == session;
   if (!found) throw Error("no session " + std::to_string(session) + " in " + store.path());
@@ -88,6 +90,7 @@ int64_t export_bundle(Store& store, int64_t session, std::ostream& out, BundleFo
       if (n++) buf += ',';
       append_json_string(buf, e.body);
       out << buf;
+      if (progress) progress->update(n);
       return bool(out);
     });
     buf = "],\"format\":\"flightrec-bundle\",\"format_version\":" + std::to_string(kBundleVersion) +
@@ -114,6 +117,7 @@ int64_t export_bundle(Store& store, int64_t session, std::ostream& out, BundleFo
       out << e.body << '\n';
       ++n;
       put_checkpoints();
+      if (progress) progress->update(n);
       return bool(out);
     });
   }

@@ -14,12 +14,18 @@
 #include "ledger/store.h"
 #include "ledger/verify.h"
 
+namespace flightrec {
+class Progress;
+}
+
 namespace flightrec::ledger {
 
 enum class BundleFormat { Json, Lines };
 
-// Returns the number of entries written. Throws Error.
-int64_t export_bundle(Store& store, int64_t session, std::ostream& out, BundleFormat format);
+// Returns the number of entries written; progress (may be null) is told
+// the entries written so far. Throws Error.
+int64_t export_bundle(Store& store, int64_t session, std::ostream& out, BundleFormat format,
+                      Progress* progress = nullptr);
 
 struct BundleVerdict {
   int64_t session = 0;

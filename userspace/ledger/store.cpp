@@ -3,6 +3,8 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cctype>
+#include <filesystem>
 
 #include "common/error.h"
 
@@ -59,21 +61,52 @@ CREATE TABLE checkpoints(
 
 }  // namespace
 
+namespace {
+
+// A path as an SQLite URI (https://sqlite.org/uri.html): everything but
+// unreserved characters and '/' percent-encoded, so '?', '#' and '%' in a
+// file name stay part of the name.
+std::string file_uri(const std::string& path) {
+  static const char hex[] = "0123456789ABCDEF";
+  std::string uri = "file:";
+  for (unsigned char c : std::filesystem::absolute(path).string()) {
+    if (isalnum(c) || c == '/' || c == '-' || c == '.' || c == '_' || c == '~') {
+      uri += char(c);
+    } else {
+      uri += '%';
+      uri += hex[c >> 4];
+      uri += hex[c & 15];
+    }
+  }
+  return uri;
+}
+
+}  // namespace
+
+void Store::open(const std::string& name, int flags) {
+  if (sqlite3_open_v2(name.c_str(), &db_, flags | SQLITE_OPEN_NOMUTEX, nullptr) != SQLITE_OK) {
+    std::string msg = db_ ? sqlite3_errmsg(db_) : "out of memory";
+    sqlite3_close(db_);
+    db_ = nullptr;
+    throw Error("cannot open database " + path_ + ": " + msg);
+  }
+  sqlite3_busy_timeout(db_, 5000);
+}
+
 Store::Store(const std::string& path, Mode mode) : path_(path), mode_(mode) {
   if (mode == Mode::Read) {
     struct stat st {};
     if (stat(path.c_str(), &st) != 0) throw Error(errno_message("cannot open " + path, errno));
   }
-  int flags = mode == Mode::Read ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
-  if (sqlite3_open_v2(path.c_str(), &db_, flags | SQLITE_OPEN_NOMUTEX, nullptr) != SQLITE_OK) {
-    std::string msg = db_ ? sqlite3_errmsg(db_) : "out of memory";
-    sqlite3_close(db_);
-    db_ = nullptr;
-    throw Error("cannot open database " + path + ": " + msg);
-  }
-  sqlite3_busy_timeout(db_, 5000);
+  open(path, mode == Mode::Read ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
   try {
-    check_or_create_schema();
+    try {
+      check_or_create_schema();
+    } catch (const Error&) {
+      if (mode != Mode::Read) throw;
+      reopen_immutable();
+      check_or_create_schema();
+    }
     if (mode == Mode::Write) {
       // WAL: readers (query, verify) never block the recorder. NORMAL: a
       // commit is durable once the WAL is checkpointed; a crash of the
@@ -90,6 +123,26 @@ Store::Store(const std::string& path, Mode mode) : path_(path), mode_(mode) {
     db_ = nullptr;
     throw;
   }
+}
+
+// A record in WAL mode can only be read by someone who may open (or
+// create) its -shm file beside it: an auditor without write permission,
+// or read-only media, cannot. When the record has no write-ahead log with
+// content (it was closed, or never crashed), its main file is the whole
+// record and is read as immutable. A log with content holds committed
+// entries the main file lacks: reading without it would show a partial
+// record as if whole, so that is refused, saying why.
+void Store::reopen_immutable() {
+  std::error_code ec;
+  auto wal_size = std::filesystem::file_size(path_ + "-wal", ec);
+  if (!ec && wal_size > 0)
+    throw Error("cannot read " + path_ + ": its write-ahead log " + path_ +
+                "-wal holds entries not yet in the main file, and this user cannot open the log's index (" + path_ +
+                "-shm; the recorder is running, or crashed). Read it as its owner, or copy the record with the "
+                "files beside it (-wal, -shm) to a writable place and read the copy");
+  sqlite3_close(db_);
+  db_ = nullptr;
+  open(file_uri(path_) + "?immutable=1", SQLITE_OPEN_READONLY | SQLITE_OPEN_URI);
 }
 
 Store::~Store() {
@@ -179,6 +232,13 @@ void Store::end_session(int64_t id, int64_t end_real_ns, int64_t exit_status, in
   sqlite3_bind_text(st.s, 4, chain_head_hex.c_str(), -1, SQLITE_TRANSIENT);
   sqlite3_bind_int64(st.s, 5, id);
   if (sqlite3_step(st.s) != SQLITE_DONE) fail("cannot end session");
+}
+
+int64_t Store::stored_entries(std::optional<int64_t> session) {
+  std::string sql = version_ == 2 ? "SELECT count(*) FROM entries" : "SELECT coalesce(sum(count), 0) FROM blocks";
+  if (session) sql += " WHERE session = " + std::to_string(*session);
+  Stmt st(db_, sql);
+  return sqlite3_step(st.s) == SQLITE_ROW ? sqlite3_column_int64(st.s, 0) : 0;
 }
 
 void Store::begin() { exec("BEGIN"); }

@@ -76,6 +76,9 @@ class Store {
   std::vector<SessionRow> sessions();
   // Every session id with entries, checkpoints or a session row.
   std::vector<int64_t> session_ids();
+  // How many entries the index says are stored (for progress; the
+  // index is not evidence).
+  int64_t stored_entries(std::optional<int64_t> session);
   // Entries in (session, seq) order; stops when fn returns false.
   void for_each_entry(const EntryFilter& filter, const std::function<bool(const EntryRow&)>& fn);
 
@@ -84,6 +87,8 @@ class Store {
   sqlite3* handle() { return db_; }
 
  private:
+  void open(const std::string& name, int flags);
+  void reopen_immutable();
   void exec(const char* sql);
   void check_or_create_schema();
   [[noreturn]] void fail(const std::string& what);

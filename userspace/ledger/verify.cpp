@@ -1,5 +1,7 @@
 #include "ledger/verify.h"
 
+#include "common/progress.h"
+
 #include <cctype>
 #include <condition_variable>
 #include <deque>
@@ -378,8 +380,9 @@ const SessionVerdict& SessionVerifier::finish() {
 }
 
 StoreVerdict verify_store(Store& store, std::optional<int64_t> only_session, const VerifierKey* pinned,
-                          std::optional<std::string> external) {
+                          std::optional<std::string> external, Progress* progress) {
   StoreVerdict out;
+  int64_t done = 0;
   std::optional<SavedCheckpoints> saved;
   if (external) saved = SavedCheckpoints::parse(*external);
   // Every session anything was recorded for: the sessions table is only an
@@ -402,6 +405,7 @@ StoreVerdict verify_store(Store& store, std::optional<int64_t> only_session, con
       }
       if (!v.add_entry(e.body, e.leaf_stored, e.chain_stored, e.leaf)) return false;
       feed_checkpoints();
+      if (progress) progress->update(++done);
       return true;
     });
     if (v.verdict().ok && next_cp < checkpoints.size()) v.checkpoint_beyond_end(uint64_t(checkpoints[next_cp].tree_size));

@@ -14,6 +14,10 @@
 #include "ledger/merkle.h"
 #include "ledger/store.h"
 
+namespace flightrec {
+class Progress;
+}
+
 namespace flightrec::ledger {
 
 struct SessionVerdict {
@@ -104,8 +108,10 @@ struct StoreVerdict {
   int64_t bad_session = 0;
   std::vector<std::pair<int64_t, SessionVerdict>> sessions;
 };
+// progress (may be null) is told the entries checked so far.
 StoreVerdict verify_store(Store& store, std::optional<int64_t> only_session,
-                          const VerifierKey* pinned, std::optional<std::string> external);
+                          const VerifierKey* pinned, std::optional<std::string> external,
+                          Progress* progress = nullptr);
 
 // ok unless some of the `count` saved checkpoints belong to none of the
 // verdicts' sessions; then that one is named in *where / *reason.

@@ -1,0 +1,234 @@
+// Reading records. An auditor reads a record it may not write: another
+// user's 0644 file on a read-only mount. Reading commands open records
+// read-only and never need to create anything beside them; a record whose
+// unmerged write-ahead log cannot be read is refused rather than shown in
+// part. Verdicts come as JSON for programs; progress shows on a terminal only.
+#include <doctest/doctest.h>
+
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <chrono>
+#include <filesystem>
+#include <thread>
+
+#include "runtime/harness.h"
+#include "support/record_edit.h"
+
+using namespace rt;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A directory the auditor can reach, holding a copy of flightrec it can run
+// (the build tree may sit under a directory closed to other users).
+struct AuditorSetup {
+  TempDir dir;
+  std::string records = dir.file("records"), mount = dir.file("ro"), out = dir.file("out"), bin = dir.file("flightrec");
+  AuditorSetup() {
+    fs::create_directories(records);
+    fs::create_directories(mount);
+    fs::create_directories(out);
+    fs::copy_file(FLIGHTREC_BIN, bin);
+    chmod(dir.path.c_str(), 0755);
+    chmod(records.c_str(), 0755);
+    chmod(mount.c_str(), 0755);
+    chmod(out.c_str(), 0777);
+    chmod(bin.c_str(), 0755);
+  }
+  // flightrec ARGS as uid/gid 65534, with `records` bind-mounted read-only
+  // at `mount`, in a mount namespace of its own.
+  Result as_auditor(const std::vector<std::string>& args) const {
+    std::vector<std::string> argv = {"unshare", "--mount", "--propagation", "private", "sh", "-c",
+                                     "mount --bind \"$1\" \"$2\" && mount -o remount,bind,ro \"$2\" && shift 2 && "
+                                     "exec setpriv --reuid=65534 --regid=65534 --clear-groups \"$@\"",
+                                     "sh", records, mount, bin};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return run(argv);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("an auditor queries, verifies and exports a root-owned record on a read-only mount") {
+  REQUIRE(is_root());
+  AuditorSetup a;
+  std::string keys = a.dir.file("keys");
+  REQUIRE(flightrec({"keygen", "--out", keys}).code == 0);
+  std::string db = a.records + "/r.db";
+  REQUIRE(flightrec({"run", "--policy", "observe", "--key", keys, "--db", db, "--", "sh", "-c", "echo hi >/dev/null"}).code == 0);
+  // What makes this hard for SQLite: the record is in WAL mode, whose
+  // readers need a -shm file that nobody may create here.
+  CHECK(sqlite(db, "PRAGMA journal_mode") == "wal\n");
+  chmod(db.c_str(), 0644);
+  fs::copy_file(keys + "/flightrec.pub", a.out + "/flightrec.pub");
+  chmod((a.out + "/flightrec.pub").c_str(), 0644);
+
+  std::string ro_db = a.mount + "/r.db";
+  Result mine = flightrec({"query", "--db", db, "--json"});
+  REQUIRE(mine.code == 0);
+  // Root's readers leave an empty log and its index behind; media written
+  // from a closed record carry the main file alone.
+  for (const char* beside : {"-wal", "-shm"})
+    if (fs::exists(db + beside)) {
+      if (std::string(beside) == "-wal") REQUIRE(fs::file_size(db + beside) == 0);
+      fs::remove(db + beside);
+    }
+  Result q = a.as_auditor({"query", "--db", ro_db, "--json"});
+  INFO(q.err);
+  CHECK(q.code == 0);
+  CHECK(q.out == mine.out);
+  CHECK(count_lines(q.out) > 10);
+
+  Result v = a.as_auditor({"verify", "--db", ro_db, "--pubkey", a.out + "/flightrec.pub"});
+  INFO(v.err);
+  CHECK(v.code == 0);
+  CHECK(v.out.find("OK: 1 session") != std::string::npos);
+
+  Result e = a.as_auditor({"export", "--db", ro_db, "--session", "1", "--out", a.out + "/s.json"});
+  INFO(e.err);
+  CHECK(e.code == 0);
+  CHECK(flightrec({"verify", a.out + "/s.json", "--pubkey", keys + "/flightrec.pub"}).code == 0);
+
+  // Nothing was left beside the record.
+  CHECK(!fs::exists(db + "-shm"));
+  CHECK(!fs::exists(db + "-wal"));
+}
+
+TEST_CASE("a crashed record whose write-ahead log the auditor cannot open is refused, never shown in part") {
+  REQUIRE(is_root());
+  AuditorSetup a;
+  std::string db = a.records + "/c.db";
+  Proc p = start({FLIGHTREC_BIN, "run", "--policy", "observe", "--db", db, "--", BENCH_SYSCALLS_BIN, "rate", "100000", "30"});
+  std::this_thread::sleep_for(std::chrono::milliseconds(2000));
+  kill(p.pid, SIGKILL);
+  wait(p);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  REQUIRE(fs::exists(db + "-wal"));
+  REQUIRE(fs::file_size(db + "-wal") > 0);  // committed entries the main file lacks
+  std::string ro_db = a.mount + "/c.db";
+  int root_lines = count_lines(flightrec({"query", "--db", db, "--json"}).out);
+  REQUIRE(root_lines > 1000);
+
+  SUBCASE("with the log's index readable, the auditor reads all of it") {
+    chmod((db + "-shm").c_str(), 0644);
+    Result q = a.as_auditor({"query", "--db", ro_db, "--json"});
+    INFO(q.err);
+    CHECK(q.code == 0);
+    CHECK(count_lines(q.out) == root_lines);
+    Result v = a.as_auditor({"verify", "--db", ro_db});
+    CHECK(v.code == 0);
+    CHECK(v.out.find("unterminated session") != std::string::npos);
+  }
+  SUBCASE("with the index closed to it, or gone, one line says why and nothing is printed") {
+    if (fs::exists(db + "-shm")) chmod((db + "-shm").c_str(), 0600);
+    for (int round = 0; round < 2; ++round) {
+      for (const char* cmd : {"query", "verify"}) {
+        Result r = a.as_auditor({cmd, "--db", ro_db});
+        INFO(cmd << ": " << r.err);
+        CHECK(r.code == 1);
+        CHECK(r.out.empty());
+        CHECK(count_lines(r.err) == 1);
+        CHECK(r.err.find("write-ahead log") != std::string::npos);
+      }
+      fs::remove(db + "-shm");
+    }
+  }
+}
+
+TEST_CASE("verify --json: the verdict as one object, the same exit codes") {
+  REQUIRE(is_root());
+  TempDir dir;
+  std::string keys = dir.file("keys"), db = dir.file("v.db");
+  REQUIRE(flightrec({"keygen", "--out", keys}).code == 0);
+  REQUIRE(flightrec({"run", "--policy", "observe", "--key", keys, "--db", db, "--", "cat", "/etc/hostname"}).code == 0);
+  Result r = flightrec({"verify", "--db", db, "--json", "--pubkey", keys + "/flightrec.pub"});
+  REQUIRE(r.code == 0);
+  CHECK(count_lines(r.out) == 1);
+  auto j = nlohmann::json::parse(r.out);
+  CHECK(j["ok"] == true);
+  REQUIRE(j["sessions"].size() == 1);
+  auto s = j["sessions"][0];
+  CHECK(s["session"] == 1);
+  CHECK(s["ok"] == true);
+  CHECK(s["entries"] == j["entries"]);
+  CHECK(s["entries"].get<int64_t>() == int64_t(entries(db).size()));
+  CHECK(s["terminated"] == true);
+  CHECK(s["entries_after_last_checkpoint"] == 0);
+  CHECK(s["signed_checkpoints"] == s["checkpoints"]);
+  CHECK(s["signed_checkpoints"].get<int64_t>() >= 2);
+  CHECK(s["key_from_record"] == false);
+  CHECK(s["gaps"] == 0);
+
+  // One body changed: exit 1, and the entry named as the text verdict names it.
+  auto stored = testsupport::stored_entries(db);
+  size_t at = 0;
+  while (at < stored.size() && stored[at].body.find("/etc/hostname") == std::string::npos) ++at;
+  REQUIRE(at < stored.size());
+  auto& body = stored[at].body;
+  body.replace(body.find("/etc/hostname"), 13, "/etc/shadow");
+  testsupport::store_entries(db, stored);
+  Result text = flightrec({"verify", "--db", db});
+  r = flightrec({"verify", "--db", db, "--json"});
+  CHECK(r.code == 1);
+  CHECK(text.code == 1);
+  j = nlohmann::json::parse(r.out);
+  CHECK(j["ok"] == false);
+  s = j["sessions"][0];
+  CHECK(s["ok"] == false);
+  CHECK(s["bad_seq"] == stored[at].seq);
+  CHECK(s["where"] == "entry " + std::to_string(stored[at].seq));
+  CHECK(text.out.find("FAIL: session 1 entry " + std::to_string(stored[at].seq) + ": " + s["reason"].get<std::string>()) == 0);
+
+  r = flightrec({"verify", "--db", db, "--json", "--session", "7"});
+  CHECK(r.code == 1);
+  j = nlohmann::json::parse(r.out);
+  CHECK(j["ok"] == false);
+  CHECK(j["reason"].get<std::string>().find("no session 7") == 0);
+}
+
+TEST_CASE("probe --json says what the text says") {
+  REQUIRE(is_root());
+  Result text = flightrec({"probe"});
+  Result r = flightrec({"probe", "--json"});
+  CHECK(r.code == text.code);
+  auto j = nlohmann::json::parse(r.out);
+  CHECK(j["ok"] == (text.code == 0));
+  REQUIRE(j["features"].size() > 3);
+  for (const auto& f : j["features"]) {
+    // Each feature is a line of the text form, with its verdict.
+    std::string name = f["name"];
+    auto line = text.out.find(name);
+    REQUIRE(line != std::string::npos);
+    std::string rest = text.out.substr(line, text.out.find('\n', line) - line);
+    CHECK(rest.find(f["available"] ? "yes" : "no") != std::string::npos);
+  }
+  bool btf = false;
+  for (const auto& f : j["features"]) btf = btf || (f["name"] == "kernel BTF" && f["available"] == true);
+  CHECK(btf);
+  // The programs a session attaches on this kernel (tp_btf at least).
+  bool sys_exit = false;
+  for (const auto& p : j["programs"]) sys_exit = sys_exit || (p["attached"] == true && p["section"].get<std::string>().find("sys_exit") != std::string::npos);
+  CHECK(sys_exit);
+}
+
+TEST_CASE("progress of verify and export shows on a terminal, never in a pipe") {
+  REQUIRE(is_root());
+  TempDir dir;
+  std::string db = dir.file("p.db");
+  REQUIRE(flightrec({"run", "--policy", "observe", "--db", db, "--", BENCH_SYSCALLS_BIN, "getppid", "50000"}).code == 0);
+  for (std::string cmd : {std::string(FLIGHTREC_BIN) + " verify --db " + db,
+                          std::string(FLIGHTREC_BIN) + " export --db " + db + " --session 1 --out " + dir.file("b.json")}) {
+    INFO(cmd);
+    Result piped = run({"sh", "-c", cmd + " 2>&1 | cat"});
+    CHECK(piped.code == 0);
+    CHECK(piped.out.find('\r') == std::string::npos);
+    std::filesystem::remove(dir.file("b.json"));
+    // script(1) gives the command a terminal; the line is redrawn and erased with \r ESC[K.
+    Result tty = run({"script", "-qec", cmd, "/dev/null"});
+    CHECK(tty.code == 0);
+    CHECK(tty.out.find("\r\033[K") != std::string::npos);
+    CHECK(tty.out.find(" entries (") != std::string::npos);
+    std::filesystem::remove(dir.file("b.json"));
+  }
+}
