@@ -9,7 +9,12 @@
 #include <sys/stat.h>
 
 #include <chrono>
+#include <ctime>
 #include <filesystem>
+#include <functional>
+#include <regex>
+#include <set>
+#include <sstream>
 #include <thread>
 
 #include "runtime/harness.h"
@@ -231,4 +236,174 @@ TEST_CASE("progress of verify and export shows on a terminal, never in a pipe") 
     CHECK(tty.out.find(" entries (") != std::string::npos);
     std::filesystem::remove(dir.file("b.json"));
   }
+}
+
+TEST_CASE("query's filters on a real agent session agree with the entries themselves") {
+  REQUIRE(is_root());
+  TempDir dir;
+  std::string work = dir.file("work"), db = dir.file("q.db");
+  fs::create_directories(work);
+  Listener refused;  // a port off the allowlist: the connect is denied
+  Result r = run_in(work, {FLIGHTREC_BIN, "run", "--policy", "agent", "--db", db, "--", "sh", "-c",
+                           "cat /etc/hostname >/dev/null; echo hi > out.txt; "
+                           "python3 -c \"import socket; socket.socket().connect(('127.0.0.1', " +
+                               std::to_string(refused.port) + "))\" 2>/dev/null; cat /etc/ssh/sshd_config 2>/dev/null; true"});
+  REQUIRE(r.code == 0);
+  auto all = entries(db);
+  auto lines = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {"query", "--db", db});
+    Result q = flightrec(args);
+    INFO(q.err);
+    REQUIRE(q.code == 0);
+    return q.out;
+  };
+  auto json_of = [&](std::vector<std::string> args) {
+    args.push_back("--json");
+    std::vector<nlohmann::json> out;
+    std::istringstream in(lines(args));
+    for (std::string l; std::getline(in, l);) out.push_back(nlohmann::json::parse(l));
+    return out;
+  };
+
+  // Human output: one decoded line per entry, starting with the time; never the entry's JSON.
+  std::string human = lines({});
+  CHECK(count_lines(human) == int(all.size()));
+  std::istringstream in(human);
+  std::regex start(R"(^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} 1:\d+ \d+ \S+ [a-z_]+ )");
+  for (std::string l; std::getline(in, l);) {
+    INFO(l);
+    CHECK(std::regex_search(l, start));
+    CHECK(l.find("\"ts_mono_ns\"") == std::string::npos);
+  }
+  CHECK(human.find(" violation [ALERT] network.allow denied") != std::string::npos);
+  CHECK(human.find(" file_open openat /etc/hostname = ") != std::string::npos);
+  CHECK(human.find(" file_change created " + work + "/out.txt (file, 3 bytes") != std::string::npos);
+
+  // Each filter keeps exactly the entries that satisfy it.
+  auto expect = [&](std::vector<std::string> args, const std::function<bool(const nlohmann::json&)>& want) {
+    auto got = json_of(args);
+    std::vector<nlohmann::json> should;
+    for (const auto& e : all)
+      if (want(e)) should.push_back(e);
+    INFO(args[0] << " " << (args.size() > 1 ? args[1] : ""));
+    CHECK(got == should);
+    return got.size();
+  };
+  CHECK(expect({"--rule", "network"}, [](const auto& e) {
+          return e.contains("rule_id") && e["rule_id"].template get<std::string>().rfind("network.", 0) == 0;
+        }) >= 1);
+  CHECK(expect({"--level", "alert"}, [](const auto& e) {
+          return e.contains("level") && (e["level"] == "ALERT" || e["level"] == "CRITICAL");
+        }) >= 2);
+  auto under_etc = [](const auto& e) {
+    for (const char* k : {"path", "kernel_path", "oldpath", "newpath", "target", "linkpath", "filename", "new_path"})
+      if (e.contains(k) && e[k].is_string()) {
+        std::string p = e[k];
+        if (p == "/etc" || p.rfind("/etc/", 0) == 0) return true;
+      }
+    return false;
+  };
+  CHECK(expect({"--path", "/etc"}, under_etc) >= 3);
+  CHECK(expect({"--comm", "python3"}, [](const auto& e) { return e.value("comm", "") == "python3"; }) > 10);
+  // The cat processes: by what they ran, whatever their comm.
+  std::set<int64_t> cats;
+  for (const auto& e : all)
+    if (e["type"] == "exec" && e["filename"] == "/usr/bin/cat") cats.insert(e["pid"].get<int64_t>());
+  REQUIRE(cats.size() == 2);
+  auto cat_entries = json_of({"--exec", "cat"});
+  CHECK(cat_entries.size() > 20);
+  for (const auto& e : cat_entries) CHECK(cats.count(e["pid"].get<int64_t>()) == 1);
+  CHECK(json_of({"--exec", "/usr/bin/cat", "--type", "file_open", "--path", "/etc/hostname"}).size() == 1);
+  // Time: from a middle entry on, given in UTC with nanoseconds.
+  int64_t mid = all[all.size() / 2]["ts_real_ns"];
+  time_t secs = time_t(mid / 1'000'000'000);
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  char when[64];
+  size_t n = strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", &tm);
+  snprintf(when + n, sizeof(when) - n, ".%09lldZ", (long long)(mid % 1'000'000'000));
+  CHECK(expect({"--since", when}, [&](const auto& e) { return e["ts_real_ns"].template get<int64_t>() >= mid; }) > 0);
+  CHECK(expect({"--until", when}, [&](const auto& e) { return e["ts_real_ns"].template get<int64_t>() <= mid; }) > 0);
+
+  // Mistakes are usage errors that say what is wrong, not empty output.
+  for (std::vector<std::string> bad : {std::vector<std::string>{"--type", "violaton"}, {"--rule", "netwrok.allow"},
+                                       {"--level", "loud"}, {"--since", "yesterday"}, {"--path", "etc"},
+                                       {"--since", "2026-12-02", "--until", "2026-12-01"}}) {
+    bad.insert(bad.begin(), {"query", "--db", db});
+    Result q = flightrec(bad);
+    INFO(bad[3]);
+    CHECK(q.code == 2);
+    CHECK(q.out.empty());
+    CHECK(count_lines(q.err) == 1);
+  }
+  Result q = flightrec({"query", "--db", db, "--rule", "netwrok.allow"});
+  CHECK(q.err.find("this record's entries name ") != std::string::npos);
+  CHECK(q.err.find("network.allow") != std::string::npos);
+}
+
+TEST_CASE("summary: programs, files, hosts, violations and loss of each session, as its entries say") {
+  REQUIRE(is_root());
+  TempDir dir;
+  std::string work = dir.file("work"), db = dir.file("s.db");
+  fs::create_directories(work);
+  Listener allowed, refused;
+  std::string connect = "import socket\nfor port in (" + std::to_string(allowed.port) + ", " +
+                        std::to_string(refused.port) + "):\n  try: socket.create_connection(('127.0.0.1', port), 2)\n"
+                        "  except OSError: pass\n";
+  Result r = run_in(work, {FLIGHTREC_BIN, "run", "--policy", "agent", "--allow", "127.0.0.1:" + std::to_string(allowed.port),
+                           "--db", db, "--", "sh", "-c",
+                           "cat /etc/hostname >/dev/null; echo hi > out.txt; cat out.txt >/dev/null; python3 -c \"" +
+                               connect + "\"; exit 3"});
+  REQUIRE(r.code == 3);
+  REQUIRE(flightrec({"run", "--policy", "observe", "--db", db, "--", "true"}).code == 0);
+
+  Result s = flightrec({"summary", "--db", db, "--json"});
+  INFO(s.err);
+  REQUIRE(s.code == 0);
+  REQUIRE(count_lines(s.out) == 2);
+  auto j = nlohmann::json::parse(s.out.substr(0, s.out.find('\n')));
+  auto all = entries(db);
+  std::map<std::string, int64_t> types;
+  int64_t in_session_1 = 0;
+  for (const auto& e : all)
+    if (e["session"] == 1) {
+      ++types[e["type"].get<std::string>()];
+      ++in_session_1;
+    }
+  CHECK(j["session"] == 1);
+  CHECK(j["entries"] == in_session_1);
+  CHECK(j["types"] == nlohmann::json(types));
+  CHECK(j["terminated"] == true);
+  CHECK(j["exit_code"] == 3);
+  CHECK(j["lost"] == 0);
+  CHECK(j["policy"] == "agent");
+  auto has = [](const nlohmann::json& rows, nlohmann::json want) {
+    for (const auto& row : rows) {
+      bool all_match = true;
+      for (const auto& [k, v] : want.items()) all_match = all_match && row.contains(k) && row[k] == v;
+      if (all_match) return true;
+    }
+    return false;
+  };
+  CHECK(has(j["executables"], {{"path", "/usr/bin/cat"}, {"count", 2}}));
+  CHECK((has(j["executables"], {{"path", "/usr/bin/python3.11"}}) || has(j["executables"], {{"path", "/usr/bin/python3"}})));
+  CHECK(has(j["files_written"], {{"path", work + "/out.txt"}, {"count", 1}}));
+  CHECK(has(j["files_changed"], {{"change", "created"}, {"path", work + "/out.txt"}}));
+  CHECK(has(j["connected"], {{"addr", "127.0.0.1"}, {"port", allowed.port}}));
+  CHECK(has(j["connect_failed"], {{"addr", "127.0.0.1"}, {"port", refused.port}}));
+  CHECK_FALSE(has(j["connected"], {{"port", refused.port}}));
+  CHECK(has(j["violations"], {{"level", "ALERT"}, {"rule_id", "network.allow"}, {"action", "denied"}, {"count", 1}}));
+  CHECK(j["duration_ns"].get<int64_t>() > 0);
+
+  Result text = flightrec({"summary", "--db", db, "--session", "1"});
+  CHECK(text.code == 0);
+  CHECK(text.out.find("session 1 on ") == 0);
+  CHECK(text.out.find("exit code 3") != std::string::npos);
+  CHECK(text.out.find("1  ALERT network.allow denied") != std::string::npos);
+  CHECK(text.out.find("127.0.0.1:" + std::to_string(allowed.port)) != std::string::npos);
+  CHECK(text.out.find("nothing lost") != std::string::npos);
+  CHECK(text.out.find("session 2") == std::string::npos);
+  Result none = flightrec({"summary", "--db", db, "--session", "9"});
+  CHECK(none.code == 1);
+  CHECK(none.err.find("no session 9") != std::string::npos);
 }

@@ -257,7 +257,7 @@ TEST_CASE("what the session names cannot rewrite flightrec's lines, and its term
   CHECK(q.code == 0);
   CHECK(q.out.find('\x1b') == std::string::npos);
   CHECK(q.out.find('\r') == std::string::npos);
-  CHECK(q.out.find(" \\u{001b}[2Jev\\ril openat path=\"/etc/hostname\"") != std::string::npos);
+  CHECK(q.out.find(" \\u{001b}[2Jev\\ril file_open openat /etc/hostname = 3") != std::string::npos);
 
   // On a terminal (a pty that is flightrec's controlling terminal), the
   // command turns echo off; flightrec turns it back on when it ends.

@@ -1,6 +1,7 @@
 #include "support/record_edit.h"
 
 #include <algorithm>
+#include <nlohmann/json.hpp>
 #include <stdexcept>
 
 #include "ledger/block.h"
@@ -29,7 +30,13 @@ void store_entries(const std::string& db, const std::vector<StoredEntry>& entrie
   for (const auto& e : entries) {
     Hash leaf = leaf_hash(e.body);
     std::copy_n(e.leaf.begin(), std::min(e.leaf.size(), leaf.size()), leaf.begin());
-    builder.add(e.type, e.pid, 0, leaf, e.body);
+    // The block's time span from the body, as the recorder's index has it:
+    // an editor using flightrec's own code keeps the index consistent.
+    auto body = nlohmann::json::parse(e.body, nullptr, false);
+    int64_t ts = body.is_object() && body.contains("ts_real_ns") && body["ts_real_ns"].is_number_integer()
+                     ? body["ts_real_ns"].get<int64_t>()
+                     : 0;
+    builder.add(e.type, e.pid, ts, leaf, e.body);
     BlockRow row = builder.seal(e.session, e.seq, kChainStart);
     row.chain.clear();
     store.insert_block(row);

@@ -23,6 +23,8 @@ std::vector<StoredEntry> stored_entries(const std::string& db);
 // Replaces every entry of the record by `entries`, one block each, at the
 // positions they name. No chain value is stored (a reader then checks
 // none); leaves are kept as given, or computed from the body where empty.
+// The index says each entry's `type` and `pid` as given, and its block's
+// time span is the body's ts_real_ns.
 void store_entries(const std::string& db, const std::vector<StoredEntry>& entries);
 
 }  // namespace testsupport

@@ -197,7 +197,7 @@ CREATE TABLE checkpoints(session INTEGER NOT NULL, tree_size INTEGER NOT NULL, n
     Hash leaf = leaf_hash(bodies[i]);
     head = chain_next(head, leaf);
     tree.append(leaf);
-    inserts += "INSERT INTO entries VALUES ((1<<40)+" + std::to_string(i + 1) + ", 'x', 5, '" + bodies[i] +
+    inserts += "INSERT INTO entries VALUES ((1<<40)+" + std::to_string(i + 1) + (i ? ", 'syscall', 5, '" : ", 'genesis', 0, '") + bodies[i] +
                "', X'" + to_hex(leaf) + "', X'" + to_hex(head) + "');";
     Checkpoint c{origin, i + 1, tree.root(), head};
     inserts += "INSERT INTO checkpoints VALUES (1, " + std::to_string(i + 1) + ", '" + sign_checkpoint(c, nullptr) + "');";

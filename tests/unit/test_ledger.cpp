@@ -45,7 +45,7 @@ std::string origin_of(int64_t id) {
 
 // A session of n entries (genesis, syscalls, session_end) with a checkpoint
 // every 5 entries and at the end, through the real writer.
-int64_t write_session(Store& store, int n, const SigningKey* key, bool end = true) {
+int64_t write_session(Store& store, int n, const SigningKey* key, bool end = true, bool timed = false) {
   SessionRow row;
   row.mode = "run";
   row.command = "[\"x\"]";
@@ -61,7 +61,7 @@ int64_t write_session(Store& store, int n, const SigningKey* key, bool end = tru
     g["public_key"] = key->verifier().vkey();
     g["key_id"] = key->verifier().key_id_hex();
   }
-  w.append(g.dump(), "genesis", 1, 0);
+  w.append(g.dump(), "genesis", 0, 0);
   w.checkpoint(origin_of(id), key);  // sealed with the genesis entry, as the recorder does
   for (int i = 2; i <= n; ++i) {
     bool last = end && i == n;
@@ -71,7 +71,8 @@ int64_t write_session(Store& store, int n, const SigningKey* key, bool end = tru
       j["entries_before"] = i - 1;
     }
     if (i == 7) j = {{"type", "lost"}, {"seq", i}, {"session", id}, {"lost", 12}};
-    w.append(j.dump(), j["type"].get<std::string>(), 42, 0);
+    if (timed) j["ts_real_ns"] = 1'000'000 + i;
+    w.append(j.dump(), j["type"].get<std::string>(), j.value("pid", 0), j.value("ts_real_ns", int64_t(0)));
     if (i % 5 == 0) w.checkpoint(origin_of(id), key);
   }
   if (end) w.checkpoint(origin_of(id), key);
@@ -112,7 +113,7 @@ void rewrite_session(const std::string& path, int64_t session, std::vector<json>
     if (e.session != session) kept.push_back(std::move(e));
   for (size_t i = 0; i < entries.size(); ++i) {
     entries[i]["seq"] = i + 1;
-    kept.push_back({session, int64_t(i + 1), entries[i]["type"], 0, entries[i].dump(), ""});
+    kept.push_back({session, int64_t(i + 1), entries[i]["type"], entries[i].value("pid", int64_t(0)), entries[i].dump(), ""});
   }
   std::stable_sort(kept.begin(), kept.end(), [](const auto& a, const auto& b) { return a.session < b.session; });
   testsupport::store_entries(path, kept);
@@ -474,6 +475,41 @@ TEST_CASE("a long session is read and hashed a batch ahead: a change far in is s
     CHECK(r.sessions[1].second.ok);
     CHECK(r.sessions[1].second.entries == 30);
   }
+}
+
+TEST_CASE("an index that misdescribes an entry fails verification: queries skip by it") {
+  // query --type/--pid skip blocks by the index, which no hash covers; an
+  // edited index could hide an entry from them in a record that verifies.
+  TempDir dir;
+  std::string db = dir.file("r.db");
+  {
+    Store s(db, Store::Mode::Write);
+    write_session(s, 30, nullptr, true, true);
+  }
+  REQUIRE(verify_file(db).ok);
+  auto fresh = copies_of(dir, db);
+  auto fails_at = [](const std::string& c, const char* says, const char* where = "entry 2") {
+    auto v = verify_file(c);
+    INFO(v.where << ": " << v.reason);
+    CHECK_FALSE(v.ok);
+    CHECK(v.where == where);
+    CHECK(v.reason.find("the record's index disagrees with the entry (it says " + std::string(says)) == 0);
+  };
+  std::string c = fresh();
+  sql(c, "UPDATE blocks SET types='genesis lost session_end'");
+  fails_at(c, "a block without this type");
+  c = fresh();
+  sql(c, "UPDATE blocks SET pid_bits=0");
+  fails_at(c, "a block without this pid", "entry 1");  // the genesis entry's pid 0 has its bit too
+  c = fresh();
+  sql(c, "UPDATE blocks SET ts_min=ts_min+1");
+  fails_at(c, "a block of another time span");
+  c = fresh();
+  edit_entries(c, [](auto& es) { es.at(1).pid = 7; });
+  fails_at(c, "pid 7");
+  c = fresh();
+  edit_entries(c, [](auto& es) { es.at(1).type = "fork"; });
+  fails_at(c, "type fork");
 }
 
 TEST_CASE("deleting a session's row does not hide it from verification") {

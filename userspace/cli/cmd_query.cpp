@@ -1,112 +1,127 @@
 // flightrec query: print recorded entries, as stored (JSON Lines) or as
 // one readable line each.
+#include <algorithm>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "cli/commands.h"
 #include "cli/options.h"
+#include "common/text.h"
+#include "inspect/describe.h"
+#include "inspect/filter.h"
 #include "ledger/canonical.h"
 #include "ledger/store.h"
-#include "common/text.h"
-
-#include <algorithm>
+#include "policy/rule_ids.h"
 
 namespace flightrec::cli {
 namespace {
 
 const char* kQueryUsage =
-    "usage: flightrec query --db FILE [--json] [--session N] [--type T]... [--pid P]\n\n"
-    "Prints entries in record order. --json prints each entry's canonical JSON, one per\n"
-    "line. --type syscall also matches the syscall entries that have a more specific\n"
-    "type (file_open, connect).";
+    "usage: flightrec query --db FILE [--json] [--session N] [filters]\n\n"
+    "Prints entries in record order, each as one line: local time, session:seq, pid,\n"
+    "comm, type and what it says, decoded (--json: each entry's canonical JSON, one per\n"
+    "line, for jq and other programs). Filters combine (all must hold); --type and\n"
+    "--rule may be repeated (any of them). --type syscall also matches the syscall\n"
+    "entries of a more specific type (file_open, connect). Times are local unless\n"
+    "they end in Z or +HH:MM; @SECONDS is Unix time. Exit 0 also when nothing\n"
+    "matches; 2 for an unknown type, level or rule id.";
 
-// Every type of entry a record holds (docs/FORMAT.md).
-const std::vector<std::string> kEntryTypes = {
-    "syscall", "file_open", "connect", "exec", "exec_argv", "fork", "exit", "cgroup_move", "tls", "lsm", "lost", "violation",
-    "file_change", "snapshot", "summary", "genesis", "session_end", "cgroup_gone", "freeze", "thaw", "error",
-    "malformed", "changes_kept", "file_changes_truncated", "file_changes_at_close_skipped"};
-
-std::string summary(const nlohmann::json& j) {
-  const std::string type = j.value("type", "");
-  auto str = [&](const char* k) { return j.contains(k) ? j[k].dump() : std::string(); };
-  if (j.contains("nr")) {
-    std::string s = j.value("name", "?");
-    for (const char* k : {"path", "oldpath", "newpath", "target", "linkpath", "source", "addr"})
-      if (j.contains(k)) s += " " + std::string(k) + "=" + str(k);
-    if (j.contains("kernel_path") && str("kernel_path") != str("path")) s += " opened=" + str("kernel_path");
-    if (j.contains("port")) s += " port=" + str("port");
-    if (j.contains("ret")) s += " = " + str("ret");
-    if (j.contains("err")) s += " " + j["err"].get<std::string>();
-    return s;
-  }
-  if (type == "exec") return str("filename") + " " + str("argv");
-  if (type == "fork") return "child " + str("child_pid") + (j.value("thread", 0) ? " (thread)" : "");
-  if (type == "exit") return "code " + str("code") + " signal " + str("signal");
-  if (type == "lost") return str("lost") + " events lost";
-  if (type == "genesis") return str("mode") + " " + str("command") + " " + str("cgroups");
-  if (type == "session_end") return str("reason");
-  return j.dump();
+// Rule ids a record's own entries name, for --rule ids no list knows
+// (a policy's own `id:`). The index finds the blocks that hold them.
+std::set<std::string> rule_ids_in(ledger::Store& store, std::optional<int64_t> session) {
+  std::set<std::string> ids;
+  ledger::EntryFilter f;
+  f.session = session;
+  f.types = {"violation", "lsm", "summary", "snapshot"};
+  ledger::TopLevel top;
+  store.for_each_entry(f, [&](const ledger::EntryRow& e) {
+    if (ledger::check_canonical(e.body, &top).empty())
+      if (auto id = top.string("rule_id")) ids.insert(*id);
+    return ids.size() < 10000;
+  });
+  return ids;
 }
 
 }  // namespace
 
 int cmd_query(const Args& args) {
   po::options_description desc("options");
-  std::string db;
+  std::string db, since, until, level;
   int64_t session = 0, pid = 0;
-  std::string type_help = "only entries of this type (repeatable): ";
-  for (const auto& t : kEntryTypes) type_help += t + (&t == &kEntryTypes.back() ? "" : ", ");
-  std::vector<std::string> types;
-  desc.add_options()("help,h", "show this help")("db", po::value(&db)->required(),
-                                                 "SQLite record to read")(
+  std::string type_help = "only entries of this type: ";
+  for (const auto& t : inspect::entry_types()) type_help += t + (&t == &inspect::entry_types().back() ? "" : ", ");
+  inspect::Criteria c;
+  std::string path, comm, exec;
+  desc.add_options()("help,h", "show this help")("db", po::value(&db)->required(), "SQLite record to read")(
       "json", po::bool_switch(), "one canonical JSON entry per line")(
       "session", po::value(&session), "only this session")(
-      "type", po::value(&types), type_help.c_str())(
-      "pid", po::value(&pid), "only entries of this process id");
+      "type", po::value(&c.types), type_help.c_str())(
+      "pid", po::value(&pid), "only entries of this process id")(
+      "since", po::value(&since), "only entries at or after this wall time (2026-12-01 14:05, 2026-12-01T14:05:00Z, @1764597900)")(
+      "until", po::value(&until), "only entries at or before this wall time")(
+      "rule", po::value(&c.rules), "only entries naming this rule id, or one under it (network covers network.allow)")(
+      "level", po::value(&level), "only entries of this level or more severe: INFO < ALERT < CRITICAL")(
+      "path", po::value(&path), "only entries naming this path or one under it (whole components: /etc covers /etc/passwd, not /etcx)")(
+      "comm", po::value(&comm), "only entries of tasks of this name (comm)")(
+      "exec", po::value(&exec), "only entries of processes running this program (its path, or its file name alone)");
   po::variables_map vm;
   if (!parse_options(args, desc, kQueryUsage, vm)) return 0;
 
-  ledger::Store store(db, ledger::Store::Mode::Read);
-  ledger::EntryFilter f;
-  if (vm.count("session")) f.session = session;
-  // Types and pids are matched against each entry's own body: the store's
-  // index is a convenience a forger could change without touching it.
-  std::vector<std::string> wanted;
-  for (const auto& t : types) {
-    if (std::find(kEntryTypes.begin(), kEntryTypes.end(), t) == kEntryTypes.end())
+  for (const auto& t : c.types)
+    if (std::find(inspect::entry_types().begin(), inspect::entry_types().end(), t) == inspect::entry_types().end())
       throw UsageError("--type " + t + ": no such entry type");
-    wanted.push_back(t);
-    if (t == "syscall") {
-      wanted.push_back("file_open");
-      wanted.push_back("connect");
+  if (vm.count("pid")) c.pid = pid;
+  for (auto [text, out, name] : {std::tuple{&since, &c.since_ns, "--since"}, std::tuple{&until, &c.until_ns, "--until"}})
+    if (vm.count(name + 2)) {
+      *out = inspect::parse_wall_time(*text);
+      if (!*out) throw UsageError(std::string(name) + " " + *text + ": not a time (2026-12-01, 2026-12-01 14:05[:09], 2026-12-01T14:05:09Z, @SECONDS)");
     }
+  if (c.since_ns && c.until_ns && *c.since_ns > *c.until_ns) throw UsageError("--since is later than --until");
+  if (vm.count("level")) {
+    c.min_level = inspect::parse_level(level);
+    if (!c.min_level) throw UsageError("--level " + level + ": not a level (INFO, ALERT, CRITICAL)");
   }
-  // The store's index skips blocks that hold none of these.
-  f.types = wanted;
-  if (vm.count("pid")) f.pid = pid;
-  ledger::TopLevel top;
+  if (vm.count("path")) {
+    if (path.empty() || path[0] != '/') throw UsageError("--path " + path + ": give an absolute path");
+    c.path = path;
+  }
+  if (vm.count("comm")) c.comm = comm;
+  if (vm.count("exec")) {
+    if (exec.empty()) throw UsageError("--exec: give a program's path or file name");
+    c.exec = exec;
+  }
+  auto only = vm.count("session") ? std::optional<int64_t>(session) : std::nullopt;
+
+  ledger::Store store(db, ledger::Store::Mode::Read);
+  std::vector<std::string> unknown;
+  for (const auto& r : c.rules)
+    if (!policy::is_known_rule_id(r)) unknown.push_back(r);
+  if (!unknown.empty()) {
+    auto present = rule_ids_in(store, only);
+    for (const auto& r : unknown)
+      if (!present.count(r)) {
+        std::string named;
+        for (const auto& id : present) named += (named.empty() ? "" : ", ") + id;
+        throw UsageError("--rule " + r + ": no such rule id (policies/README.md lists them; this record's entries name " +
+                         (named.empty() ? std::string("none") : named) + ")");
+      }
+  }
+
   bool json = vm["json"].as<bool>();
+  bool filtered = !c.empty();
+  inspect::Matcher matcher(std::move(c));
+  ledger::TopLevel top;
   std::ios::sync_with_stdio(false);
-  store.for_each_entry(f, [&](const ledger::EntryRow& e) {
-    if (!wanted.empty() || vm.count("pid")) {
+  store.for_each_entry(matcher.store_filter(only), [&](const ledger::EntryRow& e) {
+    if (filtered) {
       if (!ledger::check_canonical(e.body, &top).empty()) return true;  // verify reports it
-      auto type = top.string("type");
-      if (!wanted.empty() && (!type || std::find(wanted.begin(), wanted.end(), *type) == wanted.end()))
-        return true;
-      if (vm.count("pid") && top.integer("pid") != pid) return true;
+      if (!matcher.matches(top)) return true;
     }
-    if (json) {
+    if (json)
       std::cout << e.body << '\n';
-    } else {
-      // Everything a recorded process named is escaped: a path or comm
-      // with control characters cannot rewrite or hide other lines.
-      auto j = nlohmann::json::parse(e.body, nullptr, false);
-      std::string comm = j.is_object() && j.contains("comm") && j["comm"].is_string() ? j["comm"].get<std::string>() : "";
-      std::cout << e.session << ":" << e.seq << " "
-                << printable(e.type + " " + std::to_string(e.pid) + " " + comm + " " +
-                             (j.is_object() ? summary(j) : "(unparsable entry)"))
-                << '\n';
-    }
+    else
+      std::cout << inspect::entry_line(e.session, e.seq, nlohmann::json::parse(e.body, nullptr, false)) << '\n';
     return bool(std::cout);
   });
   return 0;

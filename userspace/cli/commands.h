@@ -16,6 +16,7 @@ using Args = std::vector<std::string>;
 int cmd_run(const Args& args);
 int cmd_watch(const Args& args);
 int cmd_query(const Args& args);
+int cmd_summary(const Args& args);
 int cmd_verify(const Args& args);
 int cmd_probe(const Args& args);
 int cmd_keygen(const Args& args);

@@ -14,7 +14,8 @@ usage: flightrec COMMAND [OPTIONS]
 commands:
   run      run a command in its own cgroup and record everything it does
   watch    record what the processes of existing cgroups do (e.g. a pod)
-  query    print recorded entries (JSON Lines with --json)
+  query    print recorded entries, filtered (JSON Lines with --json)
+  summary  each session at a glance: programs, files, hosts, violations, loss
   verify   check a record or bundle: hashes, chain, Merkle roots, signatures
   export   write one session as a signed bundle (JSON or JSON Lines)
   prove    print an RFC 9162 inclusion or consistency proof
@@ -38,6 +39,7 @@ int main(int argc, char** argv) {
     if (command == "run") return cmd_run(args);
     if (command == "watch") return cmd_watch(args);
     if (command == "query") return cmd_query(args);
+    if (command == "summary") return cmd_summary(args);
     if (command == "verify") return cmd_verify(args);
     if (command == "probe") return cmd_probe(args);
     if (command == "keygen") return cmd_keygen(args);

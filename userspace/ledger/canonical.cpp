@@ -1,5 +1,7 @@
 #include "ledger/canonical.h"
 
+#include <algorithm>
+
 #include <charconv>
 #include <cstring>
 
@@ -162,7 +164,10 @@ struct Parser {
       if (!eat(':')) return fail("expected ':'");
       size_t vstart = i;
       if (!value(depth)) return false;
-      if (top) top->members.emplace_back(s.substr(key_start, key_end - key_start), s.substr(vstart, i - vstart));
+      if (top) {
+        top->members.emplace_back(s.substr(key_start, key_end - key_start), s.substr(vstart, i - vstart));
+        top->escaped_keys = top->escaped_keys || escaped;
+      }
       if (key.data() == key_buf.data()) {
         prev_buf.swap(key_buf);
         prev = prev_buf;
@@ -177,9 +182,16 @@ struct Parser {
 }  // namespace
 
 std::optional<std::string_view> TopLevel::raw(std::string_view key) const {
-  for (const auto& [k, v] : members)
-    if (k == key) return v;
-  return std::nullopt;
+  if (escaped_keys) {  // raw key text then sorts otherwise than the keys it encodes
+    for (const auto& [k, v] : members)
+      if (k == key) return v;
+    return std::nullopt;
+  }
+  // A canonical body's keys are in strictly increasing byte order.
+  auto it = std::lower_bound(members.begin(), members.end(), key,
+                             [](const auto& m, std::string_view k) { return bytes_less(m.first, k); });
+  if (it == members.end() || it->first != key) return std::nullopt;
+  return it->second;
 }
 
 std::optional<int64_t> TopLevel::integer(std::string_view key) const {
@@ -211,7 +223,10 @@ std::optional<std::string> TopLevel::string(std::string_view key) const {
 
 std::string check_canonical(std::string_view body, TopLevel* top) {
   Parser p(body);
-  if (top) top->members.clear();
+  if (top) {
+    top->members.clear();
+    top->escaped_keys = false;
+  }
   if (!p.object(1, top)) return p.error.empty() ? "entry is not canonical JSON" : p.error;
   if (p.i != body.size()) return "trailing bytes after the entry";
   return "";

@@ -13,13 +13,15 @@ namespace flightrec::ledger {
 
 class TopLevel {
  public:
-  // Raw JSON text of a member's value, or nullopt.
+  // Raw JSON text of a member's value, or nullopt. Members are those of a
+  // body check_canonical accepted: sorted, so this is a binary search.
   std::optional<std::string_view> raw(std::string_view key) const;
   std::optional<int64_t> integer(std::string_view key) const;
   std::optional<uint64_t> unsigned_integer(std::string_view key) const;
   std::optional<std::string> string(std::string_view key) const;  // unescaped
 
-  std::vector<std::pair<std::string_view, std::string_view>> members;
+  std::vector<std::pair<std::string_view, std::string_view>> members;  // raw key text, raw value
+  bool escaped_keys = false;  // some key is written with an escape
 };
 
 // "" when `body` is canonical (then *top holds its members), else what is wrong.

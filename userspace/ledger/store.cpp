@@ -332,7 +332,7 @@ void Store::for_each_entry(const EntryFilter& f, const std::function<bool(const 
 }
 
 void Store::for_each_block_entry(const EntryFilter& f, const std::function<bool(const EntryRow&)>& fn) {
-  std::string sql = "SELECT id, count, types, pid_bits, chain, data FROM blocks";
+  std::string sql = "SELECT id, count, types, pid_bits, chain, data, ts_min, ts_max FROM blocks";
   if (f.session) sql += " WHERE id BETWEEN ? AND ?";
   sql += " ORDER BY id";
   Stmt s(db_, sql);
@@ -343,6 +343,8 @@ void Store::for_each_block_entry(const EntryFilter& f, const std::function<bool(
   uint64_t want_pid = f.pid ? index_bit(*f.pid) : 0;
   std::string scratch;
   EntryRow r;
+  BlockIndex index;
+  r.block = &index;
   int rc;
   while ((rc = sqlite3_step(s.s)) == SQLITE_ROW) {
     int64_t id = sqlite3_column_int64(s.s, 0);
@@ -356,6 +358,11 @@ void Store::for_each_block_entry(const EntryFilter& f, const std::function<bool(
         continue;
     }
     if (want_pid && !(uint64_t(sqlite3_column_int64(s.s, 3)) & want_pid)) continue;
+    index.first_seq = id & (kMaxSeq - 1);
+    index.types = s.text(2);
+    index.pid_bits = uint64_t(sqlite3_column_int64(s.s, 3));
+    index.ts_min = sqlite3_column_int64(s.s, 6);
+    index.ts_max = sqlite3_column_int64(s.s, 7);
     r.session = id >> kSeqBits;
     int64_t seq = id & (kMaxSeq - 1);
     std::string chain = s.text(4);
@@ -364,11 +371,11 @@ void Store::for_each_block_entry(const EntryFilter& f, const std::function<bool(
     auto data = static_cast<const char*>(sqlite3_column_blob(s.s, 5));
     std::string_view bytes(data ? data : "", size_t(sqlite3_column_bytes(s.s, 5)));
     bool go_on = true;
-    int64_t index = 0;
+    int64_t at = 0;
     try {
       read_block(bytes, count, scratch, [&](const BlockEntry& e) {
-        r.seq = seq + index;
-        bool last = ++index == count;
+        r.seq = seq + at;
+        bool last = ++at == count;
         if (!f.types.empty() && std::find(f.types.begin(), f.types.end(), e.type) == f.types.end()) return true;
         if (f.pid && e.pid != *f.pid) return true;
         r.type.assign(e.type);

@@ -28,6 +28,14 @@ struct SessionRow {
 
 // One entry as read back. type and pid are the store's index, not the
 // entry's own (trusted) members.
+// A block's index (format 3), shared by the entries of the block.
+struct BlockIndex {
+  int64_t first_seq = 0;
+  std::string types;  // distinct types, sorted, space-separated
+  uint64_t pid_bits = 0;
+  int64_t ts_min = 0, ts_max = 0;
+};
+
 struct EntryRow {
   int64_t session = 0;
   int64_t seq = 0;
@@ -36,6 +44,7 @@ struct EntryRow {
   std::string body;      // canonical JSON
   std::string leaf;      // the start of its leaf hash as stored (format 2: all 32 bytes)
   std::string chain;     // the chain value after it as stored (32 raw bytes), or empty
+  const BlockIndex* block = nullptr;  // its block's index (format 2: none); valid during the callback
 };
 
 struct CheckpointRow {

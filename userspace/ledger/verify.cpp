@@ -3,6 +3,7 @@
 #include "common/progress.h"
 
 #include <cctype>
+#include <charconv>
 #include <condition_variable>
 #include <deque>
 #include <exception>
@@ -35,6 +36,9 @@ struct HashedEntry {
   const std::string* leaf_stored;
   const std::string* chain_stored;
   const Hash* leaf;
+  std::string_view type;
+  int64_t pid;
+  const BlockIndex* block;
 };
 
 class HashedReader {
@@ -68,8 +72,8 @@ class HashedReader {
       }
       cv_.notify_all();
       for (const Row& r : batch.rows) {
-        HashedEntry e{r.seq, std::string_view(batch.bodies).substr(r.offset, r.size), &r.leaf_stored,
-                      &r.chain_stored, &r.leaf};
+        HashedEntry e{r.seq,  std::string_view(batch.bodies).substr(r.offset, r.size), &r.leaf_stored,
+                      &r.chain_stored, &r.leaf, r.type, r.pid, r.block < 0 ? nullptr : &batch.blocks[size_t(r.block)]};
         if (!fn(e)) return;
       }
     }
@@ -85,10 +89,14 @@ class HashedReader {
     size_t offset, size;
     std::string leaf_stored, chain_stored;
     Hash leaf;
+    std::string type;  // the index's view of the entry
+    int64_t pid;
+    int32_t block;  // in Batch::blocks; -1: none (format 2)
   };
   struct Batch {
     std::string bodies;
     std::vector<Row> rows;
+    std::vector<BlockIndex> blocks;  // one per block the rows come from
   };
 
   void read() {
@@ -109,7 +117,10 @@ class HashedReader {
       EntryFilter f;
       f.session = session_;
       store_.for_each_entry(f, [&](const EntryRow& e) {
-        batch.rows.push_back({e.seq, batch.bodies.size(), e.body.size(), e.leaf, e.chain, leaf_hash(e.body)});
+        // A block's first entry (its seq is the block's id) starts its index copy.
+        if (e.block && (batch.blocks.empty() || e.seq == e.block->first_seq)) batch.blocks.push_back(*e.block);
+        batch.rows.push_back({e.seq, batch.bodies.size(), e.body.size(), e.leaf, e.chain, leaf_hash(e.body), e.type,
+                              e.pid, e.block ? int32_t(batch.blocks.size() - 1) : -1});
         batch.bodies.append(e.body);
         if (batch.rows.size() >= kBatch || batch.bodies.size() >= kBatchBytes) go_on = hand_over();
         return go_on;
@@ -284,6 +295,33 @@ bool SessionVerifier::add_entry(std::string_view body, const std::string* stored
   return true;
 }
 
+bool SessionVerifier::check_index(std::string_view type, int64_t pid, const BlockIndex* block) {
+  if (!v_.ok) return false;
+  // What the recorder stores beside each entry: its type, its pid (0 when
+  // it has none) and its ts_real_ns in the block's span (when it has one).
+  // add_entry checked the body, so its members are sorted and found fast.
+  std::string_view type_raw = top_.raw("type").value_or(""), pid_raw = top_.raw("pid").value_or(""),
+                   ts_raw = top_.raw("ts_real_ns").value_or("");
+  auto integer = [](std::string_view raw) {
+    int64_t n = 0;
+    if (!raw.empty() && std::from_chars(raw.data(), raw.data() + raw.size(), n).ptr != raw.data() + raw.size()) n = 0;
+    return n;
+  };
+  int64_t body_pid = integer(pid_raw), ts = integer(ts_raw);
+  // Types are plain ASCII words (add_entry): the raw text between the quotes.
+  std::string_view body_type = type_raw.size() >= 2 ? type_raw.substr(1, type_raw.size() - 2) : std::string_view();
+  std::string wrong;
+  if (type != body_type) wrong = "type " + std::string(type);
+  else if (pid != body_pid) wrong = "pid " + std::to_string(pid);
+  else if (block && !has_type(block->types, type)) wrong = "a block without this type";
+  else if (block && !(block->pid_bits & index_bit(body_pid))) wrong = "a block without this pid";
+  else if (block && ts && (ts < block->ts_min || ts > block->ts_max)) wrong = "a block of another time span";
+  if (wrong.empty()) return true;
+  return fail(entry_name(count_), count_,
+              "the record's index disagrees with the entry (it says " + wrong +
+                  "): the file was edited outside flightrec, and a query that uses the index could miss entries");
+}
+
 bool SessionVerifier::add_checkpoint(std::string_view text) {
   if (!v_.ok) return false;
   std::string at = "checkpoint at size " + std::to_string(count_);
@@ -404,6 +442,7 @@ StoreVerdict verify_store(Store& store, std::optional<int64_t> only_session, con
         return false;
       }
       if (!v.add_entry(e.body, e.leaf_stored, e.chain_stored, e.leaf)) return false;
+      if (!v.check_index(e.type, e.pid, e.block)) return false;
       feed_checkpoints();
       if (progress) progress->update(++done);
       return true;

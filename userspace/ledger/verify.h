@@ -66,6 +66,11 @@ class SessionVerifier {
   // Returns false once failed.
   bool add_entry(std::string_view body, const std::string* stored_leaf = nullptr,
                  const std::string* stored_chain = nullptr, const Hash* leaf = nullptr);
+  // What the store's index says of the entry just added: its type and pid
+  // as the block stores them beside it, and its block's lists (nullptr:
+  // no block index, format 2). Queries skip by the index, so one that
+  // disagrees with an entry would hide it from them: that is a failure.
+  bool check_index(std::string_view type, int64_t pid, const BlockIndex* block);
   // A checkpoint that covers exactly the entries added so far.
   bool add_checkpoint(std::string_view note);
   // The database skips from entries()+1 to next_stored.

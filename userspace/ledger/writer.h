@@ -45,7 +45,9 @@ class SessionWriter {
   uint64_t checkpointed() const { return checkpointed_; }  // tree size of the last checkpoint
 
   // `canonical` must carry "seq": next_seq() and "session": session(); type,
-  // pid and ts (ts_real_ns, 0 if none) feed the store's index.
+  // pid and ts feed the store's index and must be the body's own "type",
+  // "pid" (0 if none) and "ts_real_ns" (0 if none): verify checks them, as
+  // queries that skip by the index would miss an entry it misdescribes.
   void append(std::string_view canonical, std::string_view type, int64_t pid, int64_t ts);
   // A checkpoint of everything appended so far, signed if key (which must
   // outlive the writer); stored in the same transaction as the entries it covers.

@@ -1,0 +1,165 @@
+// Reading records for people: time parsing, path prefixes, rule ids, and
+// the matcher's view of who runs what.
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "inspect/describe.h"
+#include "inspect/filter.h"
+#include "policy/rule_ids.h"
+
+using namespace flightrec;
+using nlohmann::json;
+
+namespace {
+
+// Runs the matcher over entries given as JSON, returning the seqs it keeps.
+std::vector<int64_t> kept(inspect::Criteria c, const std::vector<json>& entries) {
+  inspect::Matcher m(std::move(c));
+  std::vector<int64_t> out;
+  ledger::TopLevel top;
+  for (const auto& e : entries) {
+    std::string body = e.dump();
+    REQUIRE(ledger::check_canonical(body, &top).empty());
+    if (m.matches(top)) out.push_back(e["seq"]);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("wall times: dates, times, UTC and offsets, Unix seconds; anything else refused") {
+  setenv("TZ", "UTC", 1);
+  tzset();
+  CHECK(inspect::parse_wall_time("2026-12-01") == 1796083200ll * 1'000'000'000);
+  CHECK(inspect::parse_wall_time("2026-12-01 14:05") == (1796083200ll + 14 * 3600 + 5 * 60) * 1'000'000'000);
+  CHECK(inspect::parse_wall_time("2026-12-01T14:05:09Z") == (1796083200ll + 14 * 3600 + 5 * 60 + 9) * 1'000'000'000);
+  CHECK(inspect::parse_wall_time("2026-12-01T14:05:09.25Z") ==
+        (1796083200ll + 14 * 3600 + 5 * 60 + 9) * 1'000'000'000 + 250'000'000);
+  CHECK(inspect::parse_wall_time("2026-12-01T14:05:09+01:00") == (1796083200ll + 13 * 3600 + 5 * 60 + 9) * 1'000'000'000);
+  CHECK(inspect::parse_wall_time("@1796133909") == 1796133909ll * 1'000'000'000);
+  setenv("TZ", "Europe/Berlin", 1);  // local time: an hour ahead of UTC in December
+  tzset();
+  CHECK(inspect::parse_wall_time("2026-12-01 15:05:09") == (1796083200ll + 14 * 3600 + 5 * 60 + 9) * 1'000'000'000);
+  CHECK(inspect::format_wall_time((1796083200ll + 14 * 3600 + 5 * 60 + 9) * 1'000'000'000 + 7'000'000) ==
+        "2026-12-01 15:05:09.007");
+  unsetenv("TZ");
+  tzset();
+  for (const char* bad : {"", "yesterday", "2026-13-01", "2026-12-01 25:00", "2026-12-01T14", "2026-12-01 14:05:09 ",
+                          "2026-12-01Z1", "@", "@-5", "@12x", "2026-12-01T14:05:09.Z", "2026-12-01T14:05:09+1"})
+    CHECK_MESSAGE(!inspect::parse_wall_time(bad), bad);
+}
+
+TEST_CASE("a path is under a prefix by whole components") {
+  CHECK(inspect::path_under("/etc", "/etc"));
+  CHECK(inspect::path_under("/etc/passwd", "/etc"));
+  CHECK(inspect::path_under("/etc/passwd", "/etc/"));
+  CHECK_FALSE(inspect::path_under("/etcx", "/etc"));
+  CHECK_FALSE(inspect::path_under("/et", "/etc"));
+  CHECK(inspect::path_under("/anything", "/"));
+}
+
+TEST_CASE("every rule id policies/README.md lists is known, and made ones follow their patterns") {
+  std::ifstream in(std::string(SOURCE_DIR) + "/policies/README.md");
+  REQUIRE(in);
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string doc = text.str();
+  auto table = doc.substr(doc.find("## Rule ids"));
+  std::regex id("`([a-z_]+\\.[a-z_.]+)`");
+  int seen = 0;
+  for (auto it = std::sregex_iterator(table.begin(), table.end(), id); it != std::sregex_iterator(); ++it) {
+    std::string rule = (*it)[1];
+    if (rule.find("NAME") != std::string::npos) continue;
+    INFO(rule);
+    CHECK(policy::is_known_rule_id(rule));
+    ++seen;
+  }
+  CHECK(seen > 20);
+  CHECK(policy::is_known_rule_id("network"));
+  CHECK(policy::is_known_rule_id("seccomp.deny.ptrace"));
+  CHECK(policy::is_known_rule_id("seccomp.allow.openat"));
+  CHECK_FALSE(policy::is_known_rule_id("seccomp.deny.nosuchcall"));
+  CHECK(policy::is_known_rule_id("oci.syscalls[12]"));
+  CHECK_FALSE(policy::is_known_rule_id("oci.syscalls[x]"));
+  CHECK(policy::is_known_rule_id("on_violation:filesystem.hidden"));
+  CHECK_FALSE(policy::is_known_rule_id("netwrok.allow"));
+  CHECK_FALSE(policy::is_known_rule_id("network.allo"));
+}
+
+TEST_CASE("--exec follows exec and fork, forgets exited processes and reused pids") {
+  auto e = [](int64_t seq, const char* type, int64_t pid, json extra = json::object()) {
+    json j = {{"seq", seq}, {"session", 1}, {"type", type}, {"pid", pid}};
+    j.update(extra);
+    return j;
+  };
+  std::vector<json> entries = {
+      e(1, "exec", 10, {{"filename", "/usr/bin/curl"}}),
+      e(2, "syscall", 10),
+      e(3, "fork", 10, {{"child_pid", 11}, {"thread", 0}}),
+      e(4, "syscall", 11),                                     // the child runs curl too
+      e(5, "fork", 10, {{"child_pid", 10}, {"thread", 1}}),    // a thread: nothing new
+      e(6, "exec", 11, {{"filename", "/usr/bin/sh"}}),         // no longer curl
+      e(7, "syscall", 11),
+      e(8, "exit", 10, {{"process_exit", 1}}),                 // still curl's own entry
+      e(9, "fork", 20, {{"child_pid", 10}, {"thread", 0}}),    // pid 10 reused by a stranger
+      e(10, "syscall", 10),
+  };
+  inspect::Criteria by_name;
+  by_name.exec = "curl";
+  CHECK(kept(by_name, entries) == std::vector<int64_t>{1, 2, 3, 4, 5, 8});
+  inspect::Criteria by_path;
+  by_path.exec = "/usr/bin/sh";
+  CHECK(kept(by_path, entries) == std::vector<int64_t>{6, 7});
+  by_path.exec = "/bin/sh";
+  CHECK(kept(by_path, entries).empty());
+}
+
+TEST_CASE("criteria combine: types, levels at or above, rules by family, paths, time") {
+  std::vector<json> entries = {
+      {{"seq", 1}, {"session", 1}, {"type", "violation"}, {"level", "INFO"}, {"rule_id", "proc.access"}, {"ts_real_ns", 100}},
+      {{"seq", 2}, {"session", 1}, {"type", "violation"}, {"level", "ALERT"}, {"rule_id", "network.allow"}, {"ts_real_ns", 200}},
+      {{"seq", 3}, {"session", 1}, {"type", "violation"}, {"level", "CRITICAL"}, {"rule_id", "networks.x"}, {"ts_real_ns", 300}},
+      {{"seq", 4}, {"session", 1}, {"type", "file_open"}, {"path", "x"}, {"kernel_path", "/etc/shadow"}, {"ts_real_ns", 400}},
+      {{"seq", 5}, {"session", 1}, {"type", "connect"}, {"ts_real_ns", 500}},
+  };
+  inspect::Criteria c;
+  c.min_level = inspect::Level::Alert;
+  CHECK(kept(c, entries) == std::vector<int64_t>{2, 3});
+  c = {};
+  c.rules = {"network"};
+  CHECK(kept(c, entries) == std::vector<int64_t>{2});
+  c = {};
+  c.path = "/etc";
+  CHECK(kept(c, entries) == std::vector<int64_t>{4});
+  c = {};
+  c.types = {"syscall"};
+  CHECK(kept(c, entries) == std::vector<int64_t>{4, 5});
+  c.since_ns = 450;
+  CHECK(kept(c, entries) == std::vector<int64_t>{5});
+  c = {};
+  c.since_ns = 200;
+  c.until_ns = 300;
+  c.min_level = inspect::Level::Critical;
+  CHECK(kept(c, entries) == std::vector<int64_t>{3});
+}
+
+TEST_CASE("one line per entry, whatever the entry holds") {
+  json hostile = {{"seq", 2}, {"session", 1}, {"type", "file_open"}, {"nr", 257}, {"name", "openat"},
+                  {"path", "/tmp/\x1b[2J\nfake line\r"}, {"comm", "a\nb"}, {"pid", 5}, {"ret", 3}, {"ts_real_ns", 0}};
+  std::string line = inspect::entry_line(1, 2, hostile);
+  CHECK(line.find('\n') == std::string::npos);
+  CHECK(line.find('\r') == std::string::npos);
+  CHECK(line.find('\x1b') == std::string::npos);
+  CHECK(line.find("openat") != std::string::npos);
+  // Members of unexpected kinds and unknown types still give one line.
+  json odd = {{"seq", 3}, {"session", 1}, {"type", "violation"}, {"level", 5}, {"of_seq", "x"}, {"detail", {1, 2}}};
+  CHECK(inspect::entry_line(1, 3, odd).find("violation") != std::string::npos);
+  json later = {{"seq", 4}, {"session", 1}, {"type", "from_the_future"}, {"answer", 42}, {"detail", "said so"}};
+  CHECK(inspect::describe(later) == "answer=42: said so");
+  json bad_type = {{"seq", 5}, {"session", 1}, {"type", 7}};
+  CHECK(inspect::entry_line(1, 5, bad_type).find(" 7 ") != std::string::npos);
+}

@@ -1,0 +1,65 @@
+#pragma once
+// Which entries a reader asked for (query's filters, summary's and
+// report's too), matched against each entry's own canonical body: the
+// store's index only skips blocks, and verify checks the index against the
+// bodies, so a skip can never hide a match in a record that verifies.
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ledger/canonical.h"
+#include "ledger/store.h"
+
+namespace flightrec::inspect {
+
+// Violation levels, least severe first (docs/FORMAT.md: violation).
+enum class Level { Info = 0, Alert = 1, Critical = 2 };
+std::optional<Level> parse_level(const std::string& text);  // CRITICAL|ALERT|INFO, any case
+
+// Wall time as nanoseconds since the epoch, from "YYYY-MM-DD", "YYYY-MM-DD
+// HH:MM[:SS[.frac]]" or the same with 'T' (local time unless it ends in 'Z'
+// or +HH:MM / -HH:MM), or "@SECONDS" (Unix time). nullopt when not one.
+std::optional<int64_t> parse_wall_time(const std::string& text);
+
+struct Criteria {
+  std::vector<std::string> types;  // any of (syscall also means file_open, connect)
+  std::optional<int64_t> pid;
+  std::optional<int64_t> since_ns, until_ns;  // ts_real_ns within [since, until]
+  std::vector<std::string> rules;  // rule_id equal to one, or under one ("network" covers "network.allow")
+  std::optional<Level> min_level;  // entries with a level at or above it
+  std::optional<std::string> path;  // a path member equal to it or under it, by whole components
+  std::optional<std::string> comm;
+  // Entries of processes running this executable (the latest exec's
+  // filename, inherited through fork); a name without '/' matches the
+  // file name alone, as ausearch -x does.
+  std::optional<std::string> exec;
+
+  bool empty() const;
+};
+
+// Every entry type a record holds (docs/FORMAT.md).
+const std::vector<std::string>& entry_types();
+
+class Matcher {
+ public:
+  explicit Matcher(Criteria c);
+  // What the store may skip by its index without missing a match.
+  ledger::EntryFilter store_filter(std::optional<int64_t> session) const;
+  // Whether this entry is wanted. Call it for every entry the store gives,
+  // in order: --exec follows exec and fork entries that are not wanted.
+  bool matches(const ledger::TopLevel& top);
+
+ private:
+  Criteria c_;
+  std::map<int64_t, std::string> exe_;  // pid -> executable, for --exec
+  std::vector<int64_t> exits_;          // processes whose last entry was just seen
+};
+
+// The members that name a file, in the entry types that have them.
+const std::vector<std::string>& path_members();
+// Whether `path` is `prefix` or lies under it ("/etc" covers "/etc/x", not "/etcx").
+bool path_under(const std::string& path, const std::string& prefix);
+
+}  // namespace flightrec::inspect
