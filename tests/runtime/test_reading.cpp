@@ -11,6 +11,7 @@
 #include <chrono>
 #include <ctime>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <regex>
 #include <set>
@@ -406,4 +407,88 @@ TEST_CASE("summary: programs, files, hosts, violations and loss of each session,
   Result none = flightrec({"summary", "--db", db, "--session", "9"});
   CHECK(none.code == 1);
   CHECK(none.err.find("no session 9") != std::string::npos);
+}
+
+TEST_CASE("replay: the recorded policy agrees with itself; a stricter and a looser one differ exactly where they should") {
+  REQUIRE(is_root());
+  TempDir dir;
+  std::string work = dir.file("work"), db = dir.file("r.db");
+  fs::create_directories(work);
+  Listener refused;
+  std::string port = std::to_string(refused.port);
+  Result r = run_in(work, {FLIGHTREC_BIN, "run", "--shadow", "--db", db, "--", "sh", "-c",
+                           "uname >/dev/null; cat /etc/ssh/sshd_config >/dev/null 2>&1; python3 -c \"import socket; "
+                           "socket.socket().connect_ex(('127.0.0.1', " + port + "))\"; true"});
+  REQUIRE(r.code == 0);
+  auto all = entries(db);
+  std::set<int64_t> judged, unames, refused_connects;
+  for (const auto& e : all) {
+    if (e["type"] == "violation" && e["of_seq"].get<int64_t>() > 0) {
+      judged.insert(e["of_seq"].get<int64_t>());
+      if (e["rule_id"] == "network.allow") refused_connects.insert(e["of_seq"].get<int64_t>());
+    }
+    if (e.value("name", "") == "uname") unames.insert(e["seq"].get<int64_t>());
+  }
+  REQUIRE(refused_connects.size() == 1);
+  REQUIRE(!unames.empty());
+  REQUIRE(judged.size() >= 2);  // the hidden /etc/ssh file and the connect at least
+
+  auto replay = [&](const std::string& policy) {
+    Result q = flightrec({"replay", "--db", db, "--session", "1", "--policy", policy, "--json", "--limit", "100000"});
+    INFO(q.err);
+    REQUIRE(q.code == 0);
+    return nlohmann::json::parse(q.out);
+  };
+  auto seqs = [](const nlohmann::json& rows) {
+    std::set<int64_t> out;
+    for (const auto& row : rows) out.insert(row["seq"].get<int64_t>());
+    return out;
+  };
+  // The policy the session was recorded under: exactly its own decisions.
+  auto same = replay("agent");
+  CHECK(same["recorded_policy"]["sha256"] == same["policy"]["sha256"]);
+  CHECK(same["would_deny"] == judged.size());
+  CHECK(same["both_deny"] == judged.size());
+  CHECK(same["new_only_count"] == 0);
+  CHECK(same["recorded_only_count"] == 0);
+
+  std::string agent = slurp(std::string(SOURCE_DIR) + "/policies/agent.yaml");
+  auto variant = [&](const std::string& name, const std::string& from, const std::string& to) {
+    std::string text = agent;
+    REQUIRE(text.find(from) != std::string::npos);
+    text.replace(text.find(from), from.size(), to);
+    text.replace(text.find("name: agent"), 11, "name: " + name);
+    std::string path = dir.file(name + ".yaml");
+    std::ofstream(path) << text;
+    return path;
+  };
+  // Stricter: uname denied too. Exactly the uname calls are new; nothing is lost.
+  auto stricter = replay(variant("stricter", "  deny:\n    - mount\n", "  deny:\n    - uname\n    - mount\n"));
+  CHECK(seqs(stricter["new_only"]) == unames);
+  for (const auto& row : stricter["new_only"]) CHECK(row["rule_id"] == "seccomp.deny.uname");
+  CHECK(stricter["recorded_only_count"] == 0);
+  CHECK(stricter["both_deny"] == judged.size());
+  // Looser: the refused port allowed. Exactly that connect is no longer denied.
+  auto looser = replay(variant("looser", "  allow: []", "  allow: [127.0.0.1:" + port + "]"));
+  CHECK(seqs(looser["recorded_only"]) == refused_connects);
+  CHECK(looser["recorded_only"][0]["rule_id"] == "network.allow");
+  CHECK(looser["new_only_count"] == 0);
+  CHECK(looser["both_deny"] == judged.size() - 1);
+
+  // Text for people names both lists.
+  Result text = flightrec({"replay", "--db", db, "--session", "1", "--policy", dir.file("looser.yaml")});
+  CHECK(text.code == 0);
+  CHECK(text.out.find("1 that the recorded policy objected to and looser would allow:") != std::string::npos);
+  CHECK(text.out.find("network.allow") != std::string::npos);
+
+  // A session recorded without a confining policy does not say its work
+  // directory: replay asks for it rather than guessing.
+  std::string plain = dir.file("plain.db");
+  REQUIRE(flightrec({"run", "--policy", "observe", "--db", plain, "--", "true"}).code == 0);
+  Result ask = flightrec({"replay", "--db", plain, "--session", "1", "--policy", "agent"});
+  CHECK(ask.code == 2);
+  CHECK(ask.err.find("--work-dir") != std::string::npos);
+  CHECK(flightrec({"replay", "--db", plain, "--session", "1", "--policy", "agent", "--work-dir", work}).code == 0);
+  CHECK(flightrec({"replay", "--db", plain, "--session", "1", "--policy", dir.file("nonexistent.yaml")}).code == 2);
+  CHECK(flightrec({"replay", "--db", plain, "--session", "4", "--policy", "agent", "--work-dir", work}).code == 1);
 }

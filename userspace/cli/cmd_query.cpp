@@ -84,6 +84,7 @@ int cmd_query(const Args& args) {
   }
   if (vm.count("path")) {
     if (path.empty() || path[0] != '/') throw UsageError("--path " + path + ": give an absolute path");
+    while (path.size() > 1 && path.back() == '/') path.pop_back();  // "/etc/" is "/etc"
     c.path = path;
   }
   if (vm.count("comm")) c.comm = comm;

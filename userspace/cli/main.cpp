@@ -16,6 +16,7 @@ commands:
   watch    record what the processes of existing cgroups do (e.g. a pod)
   query    print recorded entries, filtered (JSON Lines with --json)
   summary  each session at a glance: programs, files, hosts, violations, loss
+  replay   what another policy would have denied in a recorded session
   verify   check a record or bundle: hashes, chain, Merkle roots, signatures
   export   write one session as a signed bundle (JSON or JSON Lines)
   prove    print an RFC 9162 inclusion or consistency proof
@@ -40,6 +41,7 @@ int main(int argc, char** argv) {
     if (command == "watch") return cmd_watch(args);
     if (command == "query") return cmd_query(args);
     if (command == "summary") return cmd_summary(args);
+    if (command == "replay") return cmd_replay(args);
     if (command == "verify") return cmd_verify(args);
     if (command == "probe") return cmd_probe(args);
     if (command == "keygen") return cmd_keygen(args);

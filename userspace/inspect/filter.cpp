@@ -5,6 +5,8 @@
 #include <charconv>
 #include <ctime>
 
+#include "policy/judge.h"
+
 namespace flightrec::inspect {
 
 std::optional<Level> parse_level(const std::string& text) {
@@ -110,12 +112,6 @@ const std::vector<std::string>& path_members() {
   return members;
 }
 
-bool path_under(const std::string& path, const std::string& prefix) {
-  if (prefix.empty()) return false;
-  if (path.compare(0, prefix.size(), prefix) != 0) return false;
-  return path.size() == prefix.size() || prefix.back() == '/' || path[prefix.size()] == '/';
-}
-
 bool Criteria::empty() const {
   return types.empty() && !pid && !since_ns && !until_ns && rules.empty() && !min_level && !path && !comm && !exec;
 }
@@ -190,7 +186,7 @@ bool Matcher::matches(const ledger::TopLevel& top) {
   if (c_.path) {
     bool any = false;
     for (const auto& m : path_members())
-      if (auto p = top.string(m); p && path_under(*p, *c_.path)) any = true;
+      if (auto p = top.string(m); p && policy::path_under(*p, *c_.path)) any = true;
     if (!any) return false;
   }
   if (c_.comm && top.string("comm") != c_.comm) return false;

@@ -29,7 +29,7 @@ struct Criteria {
   std::optional<int64_t> since_ns, until_ns;  // ts_real_ns within [since, until]
   std::vector<std::string> rules;  // rule_id equal to one, or under one ("network" covers "network.allow")
   std::optional<Level> min_level;  // entries with a level at or above it
-  std::optional<std::string> path;  // a path member equal to it or under it, by whole components
+  std::optional<std::string> path;  // a path member equal to it or under it, by whole components (policy::path_under)
   std::optional<std::string> comm;
   // Entries of processes running this executable (the latest exec's
   // filename, inherited through fork); a name without '/' matches the
@@ -59,7 +59,5 @@ class Matcher {
 
 // The members that name a file, in the entry types that have them.
 const std::vector<std::string>& path_members();
-// Whether `path` is `prefix` or lies under it ("/etc" covers "/etc/x", not "/etcx").
-bool path_under(const std::string& path, const std::string& prefix);
 
 }  // namespace flightrec::inspect

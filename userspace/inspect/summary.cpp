@@ -1,7 +1,5 @@
 #include "inspect/summary.h"
 
-#include <fcntl.h>
-
 #include <algorithm>
 #include <cstdlib>
 #include <functional>
@@ -9,6 +7,7 @@
 
 #include "common/text.h"
 #include "inspect/describe.h"
+#include "policy/judge.h"
 
 namespace flightrec::inspect {
 
@@ -43,7 +42,7 @@ std::vector<std::string> split_tabs(const std::string& key) {
 bool opens_for_writing(const ledger::TopLevel& e) {
   if (e.integer("nr") == 85) return true;  // creat
   auto flags = e.integer("flags");
-  return flags && (*flags & (O_WRONLY | O_RDWR | O_CREAT | O_TRUNC | O_APPEND));
+  return flags && policy::opens_for_writing(*flags);
 }
 
 }  // namespace

@@ -85,6 +85,7 @@ Recorder::Recorder(ledger::Store& store, const SessionMeta& meta)
   if (!meta.lsm_hidden.empty()) e.set("lsm_hidden", meta.lsm_hidden);
   if (!meta.lsm_exec.empty()) e.set("lsm_exec", meta.lsm_exec);
   if (!meta.policy_mode.empty()) e.set("policy_mode", meta.policy_mode);
+  if (!meta.work_dir.empty()) e.set_bytes("work_dir", meta.work_dir);
   if (!meta.sandbox.empty()) e.set("sandbox", meta.sandbox);
   if (meta.tls) {
     e.set("tls_redact", meta.tls_redact ? 1 : 0);

@@ -25,6 +25,7 @@ struct SessionMeta {
   std::vector<std::string> capture_refused;  // LSM hooks this kernel refused (tracepoints see those calls)
   std::string policy_name = "none";
   std::string policy_text;             // bound into the genesis entry with its SHA-256
+  std::string work_dir;                // the policy's work directory (what replay judges paths by)
   std::string on_loss = "continue";
   const ledger::SigningKey* key = nullptr;  // signs checkpoints; nullptr: unsigned
   uint64_t checkpoint_entries = 1000;  // a checkpoint every this many entries...

@@ -199,6 +199,7 @@ void Confinement::fill(recorder::SessionMeta& meta) const {
   meta.policy_text = policy_.text;
   if (!policy_.confine) return;
   meta.policy_mode = policy_.mode == policy::Mode::Shadow ? "shadow" : "enforce";
+  meta.work_dir = work_dir_;
   auto& s = meta.sandbox;
   s.push_back("policy source: " + policy_.source);
   for (const auto& o : policy_.overrides) s.push_back("override: " + o);
