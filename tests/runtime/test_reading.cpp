@@ -126,6 +126,15 @@ TEST_CASE("a crashed record whose write-ahead log the auditor cannot open is ref
     CHECK(v.code == 0);
     CHECK(v.out.find("unterminated session") != std::string::npos);
   }
+  SUBCASE("through a symlink, whose target the log lies beside, it is refused too") {
+    if (fs::exists(db + "-shm")) chmod((db + "-shm").c_str(), 0600);
+    fs::create_symlink(db, a.records + "/link.db");
+    Result r = a.as_auditor({"query", "--db", a.mount + "/link.db"});
+    INFO(r.err);
+    CHECK(r.code == 1);
+    CHECK(r.out.empty());
+    CHECK(r.err.find("write-ahead log") != std::string::npos);
+  }
   SUBCASE("with the index closed to it, or gone, one line says why and nothing is printed") {
     if (fs::exists(db + "-shm")) chmod((db + "-shm").c_str(), 0600);
     for (int round = 0; round < 2; ++round) {
@@ -491,4 +500,72 @@ TEST_CASE("replay: the recorded policy agrees with itself; a stricter and a loos
   CHECK(flightrec({"replay", "--db", plain, "--session", "1", "--policy", "agent", "--work-dir", work}).code == 0);
   CHECK(flightrec({"replay", "--db", plain, "--session", "1", "--policy", dir.file("nonexistent.yaml")}).code == 2);
   CHECK(flightrec({"replay", "--db", plain, "--session", "4", "--policy", "agent", "--work-dir", work}).code == 1);
+}
+
+TEST_CASE("hostile stored entries: nested without bound, or an index with terminal escapes") {
+  REQUIRE(is_root());
+  TempDir dir;
+  std::string db = dir.file("h.db");
+  REQUIRE(flightrec({"run", "--policy", "observe", "--db", db, "--", "true"}).code == 0);
+  auto stored = testsupport::stored_entries(db);
+  REQUIRE(stored.size() > 5);
+  // Entry 3's body nested 60000 deep: not canonical, so never parsed further.
+  std::string deep = "{\"path\":" + std::string(60000, '[') + std::string(60000, ']') + "}";
+  stored[2].body = deep;
+  // Entry 4's type in the index rewrites the terminal line.
+  stored[3].type = "\r\033[KOK:_1_session,_9_entries";  // no spaces: the block's type list is space-separated
+  testsupport::store_entries(db, stored);
+  Result q = flightrec({"query", "--db", db});
+  CHECK(q.code == 0);
+  CHECK(q.out.find("1:3 (not canonical JSON: run flightrec verify)") != std::string::npos);
+  CHECK(q.out.find('\033') == std::string::npos);
+  Result f = flightrec({"query", "--db", db, "--path", "/"});
+  CHECK(f.code == 0);
+  Result s = flightrec({"summary", "--db", db});
+  CHECK(s.code == 0);
+  Result v = flightrec({"verify", "--db", db});
+  CHECK(v.code == 1);
+  CHECK(v.out.find("FAIL: session 1 entry 3: ") == 0);
+  // In a record with only the forged type, that is what verify names, escaped.
+  TempDir again;
+  std::string db2 = again.file("h2.db");
+  REQUIRE(flightrec({"run", "--policy", "observe", "--db", db2, "--", "true"}).code == 0);
+  auto fresh = testsupport::stored_entries(db2);
+  fresh[3].type = "\r\033[KOK:_1_session,_9_entries";
+  testsupport::store_entries(db2, fresh);
+  v = flightrec({"verify", "--db", db2});
+  CHECK(v.code == 1);
+  CHECK(v.out.find("FAIL: session 1 entry 4: the record's index disagrees") == 0);
+  CHECK(v.out.find('\033') == std::string::npos);
+  CHECK(v.out.find('\r') == std::string::npos);
+}
+
+TEST_CASE("alerts on stderr: repeats folded with a count, probes at INFO; the record keeps every one") {
+  REQUIRE(is_root());
+  TempDir dir;
+  std::string work = dir.file("work"), db = dir.file("a.db");
+  fs::create_directories(work);
+  std::string missing = "/root/.flightrec-probe-" + std::to_string(getpid());
+  Result r = run_in(work, {FLIGHTREC_BIN, "run", "--db", db, "--", "sh", "-c",
+                           "for i in $(seq 20); do cat /etc/shadow 2>/dev/null; done; cat " + missing +
+                               " 2>/dev/null; true"});
+  REQUIRE(r.code == 0);
+  INFO(r.err);
+  int shown = 0;
+  std::istringstream lines(r.err);
+  for (std::string l; std::getline(lines, l);)
+    if (l.find("openat of hidden /etc/shadow") != std::string::npos) ++shown;
+  CHECK(shown == 1);
+  CHECK(r.err.find("flightrec: ALERT filesystem.hidden denied 19 more times (cat, /etc/shadow; every one is in the record)") !=
+        std::string::npos);
+  CHECK(r.err.find(missing) == std::string::npos);  // INFO: not on stderr
+  int recorded = 0, probes = 0;
+  for (const auto& e : entries(db)) {
+    if (e["type"] != "violation") continue;
+    std::string detail = e["detail"];
+    if (detail.find("hidden /etc/shadow") != std::string::npos && e["level"] == "ALERT") ++recorded;
+    if (detail.find(missing) != std::string::npos && e["level"] == "INFO") ++probes;
+  }
+  CHECK(recorded == 20);
+  CHECK(probes >= 1);
 }

@@ -238,8 +238,16 @@ TEST_CASE("what the session names cannot rewrite flightrec's lines, and its term
   std::string work = dir.file("work"), db = dir.file("s.db");
   mkdir(work.c_str(), 0755);
   // A hidden path and a process name carrying CR, tab and escape sequences.
+  // The file exists on the host (/run is hidden): what is not there is only
+  // a probe, INFO, and not on stderr.
+  std::string hostile = "/run/flightrec-" + std::to_string(getpid()) + "-x\r\033[31mOK\tfake";
+  std::ofstream(hostile) << "secret\n";
+  struct Cleanup {
+    std::string path;
+    ~Cleanup() { unlink(path.c_str()); }
+  } cleanup{hostile};
   Result r = run_in(work, {FLIGHTREC_BIN, "run", "--db", db, "--", "sh", "-c",
-                           "cat \"/etc/ssh/$(printf 'x\\r\\033[31mOK\\tfake')\" 2>/dev/null; "
+                           "cat \"/run/flightrec-" + std::to_string(getpid()) + "-$(printf 'x\\r\\033[31mOK\\tfake')\" 2>/dev/null; "
                            "python3 -c \"import ctypes; ctypes.CDLL(None).prctl(15, b'\\x1b[2Jev\\ril', 0, 0, 0); "
                            "open('/etc/hostname').read()\""});
   CHECK(r.code == 0);
@@ -249,8 +257,8 @@ TEST_CASE("what the session names cannot rewrite flightrec's lines, and its term
     INFO(line);
     CHECK(line.find('\x1b') == std::string::npos);
     CHECK(line.find('\r') == std::string::npos);
-    alert |= line.find("ALERT filesystem.hidden denied: openat of hidden /etc/ssh/x\\r\\u{001b}[31mOK\\tfake") !=
-             std::string::npos;
+    alert |= line.find("ALERT filesystem.hidden denied: openat of hidden /run/flightrec-" + std::to_string(getpid()) +
+                       "-x\\r\\u{001b}[31mOK\\tfake") != std::string::npos;
   }
   CHECK(alert);
   Result q = rt::flightrec({"query", "--db", db});

@@ -179,6 +179,34 @@ TEST_CASE("inclusion and consistency proofs verify against the signed checkpoint
 
   CHECK(rt::flightrec({"prove", "--db", db, "--session", "1", "--entry", "999999"}).code == 1);
   CHECK(rt::flightrec({"prove", "--db", db, "--session", "1"}).code == 2);
+
+  // A third party holds the proof and the public key, nothing else.
+  TempDir elsewhere;
+  std::string proof = elsewhere.file("entry37.json"), pub = elsewhere.file("flightrec.pub");
+  std::filesystem::copy_file(keys + "/flightrec.pub", pub);
+  std::ofstream(proof) << rt::flightrec({"prove", "--db", db, "--session", "1", "--entry", "37"}).out;
+  r = rt::flightrec({"verify-proof", proof, "--pubkey", pub});
+  INFO(r.out << r.err);
+  CHECK(r.code == 0);
+  CHECK(r.out.find("OK: entry 37 of session 1 is in the tree of size ") == 0);
+  CHECK(count_lines(r.out) == 2);  // and the entry, decoded
+  std::string text = slurp(proof);
+  std::string root = json::parse(text)["root"];
+  std::string forged = root;
+  forged[10] = forged[10] == '0' ? '1' : '0';
+  text.replace(text.find(root), root.size(), forged);
+  std::ofstream(proof) << text;
+  r = rt::flightrec({"verify-proof", proof, "--pubkey", pub});
+  CHECK(r.code == 1);
+  CHECK(r.out.find("FAIL: ") == 0);
+  std::string consistency = elsewhere.file("41-81.json");
+  std::ofstream(consistency) << rt::flightrec({"prove", "--db", db, "--session", "1", "--from", "41", "--to", "81"}).out;
+  r = rt::flightrec({"verify-proof", consistency, "--pubkey", pub, "--json"});
+  CHECK(r.code == 0);
+  CHECK(json::parse(r.out)["ok"] == true);
+  REQUIRE(rt::flightrec({"keygen", "--out", elsewhere.file("other")}).code == 0);
+  CHECK(rt::flightrec({"verify-proof", consistency, "--pubkey", elsewhere.file("other") + "/flightrec.pub"}).code == 1);
+  CHECK(rt::flightrec({"verify-proof", consistency}).code == 2);  // no key, no proof
 }
 
 TEST_CASE("SIGKILL of flightrec in a busy session: committed entries verify, the session is unterminated") {

@@ -5,10 +5,12 @@
 #include <cstdlib>
 #include <fstream>
 #include <regex>
+#include <set>
 #include <sstream>
 
 #include "inspect/describe.h"
 #include "inspect/filter.h"
+#include "inspect/summary.h"
 #include "policy/rule_ids.h"
 
 using namespace flightrec;
@@ -24,7 +26,7 @@ std::vector<int64_t> kept(inspect::Criteria c, const std::vector<json>& entries)
   for (const auto& e : entries) {
     std::string body = e.dump();
     REQUIRE(ledger::check_canonical(body, &top).empty());
-    if (m.matches(top)) out.push_back(e["seq"]);
+    if (m.matches(e["session"], top)) out.push_back(e["seq"]);
   }
   return out;
 }
@@ -41,6 +43,7 @@ TEST_CASE("wall times: dates, times, UTC and offsets, Unix seconds; anything els
         (1796083200ll + 14 * 3600 + 5 * 60 + 9) * 1'000'000'000 + 250'000'000);
   CHECK(inspect::parse_wall_time("2026-12-01T14:05:09+01:00") == (1796083200ll + 13 * 3600 + 5 * 60 + 9) * 1'000'000'000);
   CHECK(inspect::parse_wall_time("@1796133909") == 1796133909ll * 1'000'000'000);
+  CHECK(inspect::parse_wall_time("2028-02-29T00:00:00Z").has_value());  // a leap day
   setenv("TZ", "Europe/Berlin", 1);  // local time: an hour ahead of UTC in December
   tzset();
   CHECK(inspect::parse_wall_time("2026-12-01 15:05:09") == (1796083200ll + 14 * 3600 + 5 * 60 + 9) * 1'000'000'000);
@@ -49,7 +52,8 @@ TEST_CASE("wall times: dates, times, UTC and offsets, Unix seconds; anything els
   unsetenv("TZ");
   tzset();
   for (const char* bad : {"", "yesterday", "2026-13-01", "2026-12-01 25:00", "2026-12-01T14", "2026-12-01 14:05:09 ",
-                          "2026-12-01Z1", "@", "@-5", "@12x", "2026-12-01T14:05:09.Z", "2026-12-01T14:05:09+1"})
+                          "2026-12-01Z1", "@", "@-5", "@12x", "2026-12-01T14:05:09.Z", "2026-12-01T14:05:09+1",
+                          "2026-02-31", "2026-02-29T00:00:00Z", "2300-01-01", "@9300000000"})
     CHECK_MESSAGE(!inspect::parse_wall_time(bad), bad);
 }
 
@@ -158,4 +162,28 @@ TEST_CASE("one line per entry, whatever the entry holds") {
   CHECK(inspect::describe(later) == "answer=42: said so");
   json bad_type = {{"seq", 5}, {"session", 1}, {"type", 7}};
   CHECK(inspect::entry_line(1, 5, bad_type).find(" 7 ") != std::string::npos);
+}
+
+TEST_CASE("summary keeps paths whole, whatever bytes they hold") {
+  inspect::SessionSummary sum(1);
+  ledger::TopLevel top;
+  auto add = [&](json e) {
+    std::string body = e.dump();
+    REQUIRE(ledger::check_canonical(body, &top).empty());
+    sum.add(top);
+  };
+  add({{"seq", 1}, {"session", 1}, {"type", "file_open"}, {"nr", 257}, {"flags", 577}, {"ret", 3},
+       {"path", "/tmp/a\t/etc/shadow"}});
+  add({{"seq", 2}, {"session", 1}, {"type", "file_open"}, {"nr", 257}, {"flags", 577}, {"ret", 3},
+       {"path_b64", "L3RtcC//"}});  // "/tmp/" + 0xff: not UTF-8
+  add({{"seq", 3}, {"session", 1}, {"type", "file_open"}, {"nr", 257}, {"flags", 0}, {"ret", 3}, {"path", "/etc/hostname"}});
+  json j = sum.to_json();
+  REQUIRE(j["files_written"].size() == 2);
+  std::set<std::string> paths;
+  for (const auto& row : j["files_written"]) paths.insert(row["path"]);
+  CHECK(paths.count("/tmp/a\t/etc/shadow") == 1);
+  CHECK(paths.count(std::string("/tmp/\xff")) == 1);
+  std::string text = sum.to_text();
+  CHECK(text.find('\t') == std::string::npos);
+  CHECK(text.find("/tmp/a\\t/etc/shadow") != std::string::npos);
 }

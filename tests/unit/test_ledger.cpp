@@ -19,6 +19,7 @@
 #include "ledger/checkpoint.h"
 #include "ledger/store.h"
 #include "ledger/verify.h"
+#include "ledger/proof.h"
 #include "ledger/writer.h"
 #include "support/record_edit.h"
 
@@ -529,4 +530,61 @@ TEST_CASE("deleting a session's row does not hide it from verification") {
   auto r = verify_store(s, std::nullopt, &test_key().verifier(), std::nullopt);
   CHECK_FALSE(r.ok);
   CHECK(r.bad_session == 2);
+}
+
+TEST_CASE("a proof is checked with the public key alone, and any changed byte fails it") {
+  TempDir dir;
+  std::string db = dir.file("p.db");
+  {
+    Store s(db, Store::Mode::Write);
+    write_session(s, 23, &test_key());
+  }
+  Store s(db, Store::Mode::Read);
+  const VerifierKey& key = test_key().verifier();
+  auto other = SigningKey::generate("other");
+  // Compact, so that every byte means something (whitespace would not).
+  auto compact = [](const std::string& p) { return json::parse(p).dump(); };
+  for (int64_t entry : {1, 2, 9, 16, 23}) {
+    std::string proof = compact(make_inclusion_proof(s, 1, entry));
+    auto v = check_proof(proof, key);
+    INFO(entry << ": " << v.reason);
+    REQUIRE(v.ok);
+    CHECK(v.what.find("entry " + std::to_string(entry) + " of session 1 is in the tree of size 23") == 0);
+    CHECK(json::parse(v.entry)["seq"] == entry);
+    CHECK_FALSE(check_proof(proof, other.verifier()).ok);  // another key signed nothing here
+  }
+  std::string proof = compact(make_inclusion_proof(s, 1, 9));
+  std::string consistency = compact(make_consistency_proof(s, 1, 10, std::nullopt));
+  REQUIRE(check_proof(consistency, key).ok);
+  for (const std::string* p : {&proof, &consistency}) {
+    int rejected = 0;
+    for (size_t i = 0; i < p->size(); ++i) {
+      std::string m = *p;
+      m[i] = char(m[i] ^ 1);
+      auto v = check_proof(m, key);
+      INFO("byte " << i << " of " << *p);
+      CHECK_FALSE(v.ok);
+      rejected += !v.ok;
+    }
+    CHECK(rejected == int(p->size()));
+  }
+  // A consistency proof from a size without a checkpoint needs the one saved elsewhere.
+  std::string unsaved = compact(make_consistency_proof(s, 1, 7, std::nullopt));
+  auto v = check_proof(unsaved, key);
+  CHECK_FALSE(v.ok);
+  CHECK(v.reason.find("give the one you saved") != std::string::npos);
+  auto notes = s.checkpoints(1);
+  CHECK_FALSE(check_proof(unsaved, key, notes.front().note).ok);  // size 1, not 7
+  // Members added, removed or of the wrong kind.
+  json j = json::parse(proof);
+  j["extra"] = 1;
+  CHECK(check_proof(j.dump(), key).reason.find("unknown member") == 0);
+  j = json::parse(proof);
+  j.erase("checkpoint");
+  CHECK_FALSE(check_proof(j.dump(), key).ok);
+  j = json::parse(proof);
+  j["proof"] = "x";
+  CHECK_FALSE(check_proof(j.dump(), key).ok);
+  CHECK_FALSE(check_proof("[]", key).ok);
+  CHECK_FALSE(check_proof("", key).ok);
 }

@@ -2,8 +2,10 @@
 // key, sizes and durations, OCI profiles, and the judge's rule naming.
 #include <doctest/doctest.h>
 
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <cerrno>
 
@@ -276,4 +278,56 @@ TEST_CASE("path normalisation for rule matching") {
   CHECK(path_under("/etc/shadow", "/etc"));
   CHECK_FALSE(path_under("/etcx", "/etc"));
   CHECK(path_under("/anything", "/"));
+}
+
+TEST_CASE("harmless probing is INFO, the same acts on what exists are ALERT, and each names its scope") {
+  Policy p = load("agent");
+  Judge j(p, "/w");
+  // clone3, answered ENOSYS so libc falls back to clone.
+  auto clone3 = syscall("clone3", 435, -ENOSYS);
+  clone3.set("blocked", 1);
+  auto v = j.judge(clone3);
+  REQUIRE(v);
+  CHECK(v->rule == "seccomp.deny.clone3");
+  CHECK(std::string(v->level) == "INFO");
+  // ptrace is denied with EPERM: that is an alert.
+  auto ptrace = syscall("ptrace", 101, -EPERM);
+  ptrace.set("blocked", 1);
+  v = j.judge(ptrace);
+  REQUIRE(v);
+  CHECK(std::string(v->level) == "ALERT");
+  CHECK(v->scope == "ptrace");
+  auto open_of = [](const std::string& path, int64_t flags, int64_t ret) {
+    auto e = syscall("openat", 257, ret);
+    e.set("type", "file_open");
+    e.set("path", path);
+    e.set("flags", flags);
+    return e;
+  };
+  // A hidden file that exists on the host is an alert; one that does not is a probe.
+  v = j.judge(open_of("/etc/shadow", O_RDONLY, -ENOENT));
+  REQUIRE(v);
+  CHECK(std::string(v->level) == "ALERT");
+  CHECK(v->scope == "/etc/shadow");
+  v = j.judge(open_of("/root/.curlrc-that-is-not-there-" + std::to_string(getpid()), O_RDONLY, -ENOENT));
+  REQUIRE(v);
+  CHECK(std::string(v->level) == "INFO");
+  CHECK(v->detail.find("no such file on the host") != std::string::npos);
+  CHECK(v->scope == "/root");
+  // A runtime reading how many CPUs it has; writing there is another matter.
+  v = j.judge(open_of("/sys/devices/system/cpu/online", O_RDONLY, -ENOENT));
+  REQUIRE(v);
+  CHECK(std::string(v->level) == "INFO");
+  v = j.judge(open_of("/sys/devices/system/cpu/online", O_WRONLY, -EACCES));
+  REQUIRE(v);
+  CHECK(std::string(v->level) == "ALERT");
+  // Connects are scoped by endpoint.
+  auto c = syscall("connect", 42, -EPERM);
+  c.set("type", "connect");
+  c.set("family", "AF_INET");
+  c.set("addr", "1.2.3.4");
+  c.set("port", 443);
+  v = j.judge(c);
+  REQUIRE(v);
+  CHECK(v->scope == "1.2.3.4 port 443");
 }

@@ -37,6 +37,7 @@ int cmd_export(const Args& args) {
   ledger::Store store(db, ledger::Store::Mode::Read);
   if (out == "-") {
     Progress progress("exporting session " + std::to_string(session), store.stored_entries(session));
+    if (isatty(STDOUT_FILENO)) progress.disable();  // the bundle itself is on the terminal
     ledger::export_bundle(store, session, std::cout, fmt, &progress);
     return 0;
   }

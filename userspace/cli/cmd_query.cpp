@@ -100,13 +100,17 @@ int cmd_query(const Args& args) {
     if (!policy::is_known_rule_id(r)) unknown.push_back(r);
   if (!unknown.empty()) {
     auto present = rule_ids_in(store, only);
-    for (const auto& r : unknown)
-      if (!present.count(r)) {
+    for (const auto& r : unknown) {
+      // The id itself, or a family of ids the record names ("mycorp" for "mycorp.egress").
+      bool named_here = std::any_of(present.begin(), present.end(),
+                                    [&](const std::string& id) { return id == r || id.rfind(r + ".", 0) == 0; });
+      if (!named_here) {
         std::string named;
         for (const auto& id : present) named += (named.empty() ? "" : ", ") + id;
-        throw UsageError("--rule " + r + ": no such rule id (policies/README.md lists them; this record's entries name " +
-                         (named.empty() ? std::string("none") : named) + ")");
+        throw UsageError(printable("--rule " + r + ": no such rule id (policies/README.md lists them; this record's entries name " +
+                                   (named.empty() ? std::string("none") : named) + ")"));
       }
+    }
   }
 
   bool json = vm["json"].as<bool>();
@@ -115,12 +119,14 @@ int cmd_query(const Args& args) {
   ledger::TopLevel top;
   std::ios::sync_with_stdio(false);
   store.for_each_entry(matcher.store_filter(only), [&](const ledger::EntryRow& e) {
-    if (filtered) {
-      if (!ledger::check_canonical(e.body, &top).empty()) return true;  // verify reports it
-      if (!matcher.matches(top)) return true;
-    }
+    // A body that is not canonical JSON (nested without bound, say) is
+    // never parsed further: verify names it.
+    bool canonical = ledger::check_canonical(e.body, &top).empty();
+    if (filtered && (!canonical || !matcher.matches(e.session, top))) return true;
     if (json)
       std::cout << e.body << '\n';
+    else if (!canonical)
+      std::cout << e.session << ":" << e.seq << " (not canonical JSON: run flightrec verify)\n";
     else
       std::cout << inspect::entry_line(e.session, e.seq, nlohmann::json::parse(e.body, nullptr, false)) << '\n';
     return bool(std::cout);

@@ -37,8 +37,10 @@ int cmd_summary(const Args& args) {
   ledger::Store store(db, ledger::Store::Mode::Read);
   std::unique_ptr<inspect::SessionSummary> current;
   int64_t current_id = 0, shown = 0;
+  Progress progress("summarising " + db, store.stored_entries(only));
   auto flush = [&] {
     if (!current) return;
+    progress.clear();  // the summary and the progress line share a terminal
     if (json) std::cout << current->to_json(top).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     else std::cout << (shown ? "\n" : "") << current->to_text(top);
     ++shown;
@@ -48,7 +50,6 @@ int cmd_summary(const Args& args) {
   f.session = only;
   ledger::TopLevel top_level;
   {
-    Progress progress("summarising " + db, store.stored_entries(only));
     int64_t done = 0;
     store.for_each_entry(f, [&](const ledger::EntryRow& e) {
       if (!current || e.session != current_id) {

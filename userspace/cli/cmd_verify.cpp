@@ -9,6 +9,7 @@
 #include "common/error.h"
 #include "common/progress.h"
 #include "common/system.h"
+#include "common/text.h"
 #include "ledger/bundle.h"
 #include "ledger/store.h"
 #include "ledger/verify.h"
@@ -89,14 +90,7 @@ int cmd_verify(const Args& args) {
   }
   std::optional<std::string> external;
   if (!checkpoint_file.empty()) {
-    // Notes are small (one is under 1 KiB): a saved file past 64 MiB is not one.
-    std::error_code ec;
-    auto kind = std::filesystem::status(checkpoint_file, ec).type();
-    if (!ec && kind != std::filesystem::file_type::regular) throw Error(checkpoint_file + " is not a regular file");
-    auto size = std::filesystem::file_size(checkpoint_file, ec);
-    if (!ec && size > (64u << 20))
-      throw Error(checkpoint_file + " is larger than 64 MiB: not a saved-checkpoint file");
-    external = read_file(checkpoint_file);
+    external = read_small_file(checkpoint_file, "a saved-checkpoint file");  // a note is under 1 KiB
   }
 
   bool json = vm["json"].as<bool>();
@@ -126,17 +120,18 @@ int cmd_verify(const Args& args) {
     return ok ? 0 : 1;
   }
   if (!missing.empty()) {
-    std::cout << "FAIL: " << missing << "\n";
+    std::cout << "FAIL: " << printable(missing) << "\n";
     return 1;
   }
   for (const auto& [id, v] : verdicts)
     if (!v.ok) {
-      std::cout << "FAIL: session " << id << (v.where.empty() ? "" : " " + v.where) << ": " << v.reason << "\n";
+      // The reason may quote the record (a type, a path): escaped, it cannot rewrite the line.
+      std::cout << "FAIL: session " << id << printable((v.where.empty() ? "" : " " + v.where) + ": " + v.reason) << "\n";
       return 1;
     }
   std::cout << "OK: " << verdicts.size() << (verdicts.size() == 1 ? " session, " : " sessions, ") << entries
             << " entries\n";
-  for (const auto& [id, v] : verdicts) std::cout << "  session " << id << ": " << v.entries << " entries, " << describe(v) << "\n";
+  for (const auto& [id, v] : verdicts) std::cout << "  session " << id << ": " << v.entries << " entries, " << printable(describe(v)) << "\n";
   return 0;
 }
 

@@ -23,6 +23,7 @@ int cmd_probe(const Args& args);
 int cmd_keygen(const Args& args);
 int cmd_export(const Args& args);
 int cmd_prove(const Args& args);
+int cmd_verify_proof(const Args& args);
 int cmd_checkpoint(const Args& args);
 
 }  // namespace flightrec::cli

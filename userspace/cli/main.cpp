@@ -20,6 +20,7 @@ commands:
   verify   check a record or bundle: hashes, chain, Merkle roots, signatures
   export   write one session as a signed bundle (JSON or JSON Lines)
   prove    print an RFC 9162 inclusion or consistency proof
+  verify-proof  check such a proof with the public key alone
   checkpoint  print a session's latest signed checkpoint, to keep elsewhere
   keygen   create the Ed25519 key that signs checkpoints
   probe    show which kernel features load on this machine
@@ -47,6 +48,7 @@ int main(int argc, char** argv) {
     if (command == "keygen") return cmd_keygen(args);
     if (command == "export") return cmd_export(args);
     if (command == "prove") return cmd_prove(args);
+    if (command == "verify-proof") return cmd_verify_proof(args);
     if (command == "checkpoint") return cmd_checkpoint(args);
     if (command == "--help" || command == "-h" || command == "help") {
       std::cout << kUsage << "\n";

@@ -1,5 +1,10 @@
 #include "cli/options.h"
 
+#include <filesystem>
+
+#include "common/error.h"
+#include "common/system.h"
+
 #include <cerrno>
 #include <cstdlib>
 #include <iostream>
@@ -47,6 +52,14 @@ size_t parse_size(const std::string& text, const std::string& option) {
   else if (!suffix.empty()) throw UsageError(option + ": unknown size suffix in '" + text + "' (use K, M or G)");
   if (n > (1ull << (40 - shift))) throw UsageError(option + ": size too large: '" + text + "'");
   return size_t(n << shift);
+}
+
+std::string read_small_file(const std::string& path, const std::string& what) {
+  std::error_code ec;
+  auto kind = std::filesystem::status(path, ec).type();
+  if (ec || kind != std::filesystem::file_type::regular) throw Error(path + " is not a regular file (or cannot be read)");
+  if (std::filesystem::file_size(path, ec) > (64u << 20)) throw Error(path + " is larger than 64 MiB: not " + what);
+  return read_file(path);
 }
 
 }  // namespace flightrec::cli

@@ -20,4 +20,8 @@ uint64_t parse_count(const std::string& text, const std::string& option);
 // "16M", "64K", "1G" or plain bytes.
 size_t parse_size(const std::string& text, const std::string& option);
 
+// A small input file (a key, a proof, saved checkpoints): a regular file of
+// at most 64 MiB, read whole; `what` names it in the error ("a proof").
+std::string read_small_file(const std::string& path, const std::string& what);
+
 }  // namespace flightrec::cli

@@ -10,13 +10,18 @@ Progress::Progress(std::string what, int64_t total)
     : what_(std::move(what)), total_(total), tty_(isatty(STDERR_FILENO) == 1),
       start_(std::chrono::steady_clock::now()), last_(start_) {}
 
-Progress::~Progress() {
-  if (shown_) std::fprintf(stderr, "\r\033[K");
+Progress::~Progress() { clear(); }
+
+void Progress::clear() {
+  if (!shown_) return;
+  std::fprintf(stderr, "\r\033[K");
+  std::fflush(stderr);
+  shown_ = false;
 }
 
 void Progress::draw(int64_t done) {
   auto now = std::chrono::steady_clock::now();
-  if (shown_ && now - last_ < std::chrono::milliseconds(200)) return;
+  if (last_ != start_ && now - last_ < std::chrono::milliseconds(200)) return;
   last_ = now;
   shown_ = true;
   double secs = std::chrono::duration<double>(now - start_).count();

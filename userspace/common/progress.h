@@ -16,6 +16,14 @@ class Progress {
   Progress(const Progress&) = delete;
   Progress& operator=(const Progress&) = delete;
 
+  // Erases the line now (before writing to the same terminal); it comes back at the next update.
+  void clear();
+  // Shows nothing from now on (e.g. the output itself goes to the terminal).
+  void disable() {
+    clear();
+    tty_ = false;
+  }
+
   // Cheap to call for every entry: it looks at the clock every 4096 calls.
   void update(int64_t done) {
     if (!tty_) return;

@@ -109,8 +109,8 @@ std::string describe_tls(const json& e) {
 }
 
 std::string short_hash(const json& e, const char* key) {
-  std::string h = e.value(key, std::string());
-  return h.empty() ? "-" : h.substr(0, 12);
+  std::string h = e.contains(key) && e[key].is_string() ? e[key].get<std::string>() : std::string();
+  return h.empty() ? "-" : printable(h.substr(0, 12));
 }
 
 std::string describe_file_change(const json& e) {

@@ -5,6 +5,7 @@
 #include <charconv>
 #include <ctime>
 
+#include "common/text.h"
 #include "policy/judge.h"
 
 namespace flightrec::inspect {
@@ -76,23 +77,28 @@ std::optional<int64_t> parse_wall_time(const std::string& text) {
   tm.tm_hour = hour;
   tm.tm_min = minute;
   tm.tm_sec = second;
+  // mktime and timegm move a 31 February to March: such a date is not one.
+  auto same_date = [&](const std::tm& out) { return out.tm_mday == day && out.tm_mon == month - 1 && out.tm_year == year - 1900; };
   time_t t;
   if (at == text.size()) {
     tm.tm_isdst = -1;  // local time, with its daylight saving rule at that date
     t = mktime(&tm);
-    if (t == time_t(-1)) return std::nullopt;
+    if (t == time_t(-1) || !same_date(tm)) return std::nullopt;
   } else if (text[at] == 'Z' && at + 1 == text.size()) {
     t = timegm(&tm);
+    if (!same_date(tm)) return std::nullopt;
   } else if ((text[at] == '+' || text[at] == '-') && at + 6 == text.size()) {
     int sign = text[at] == '+' ? 1 : -1, oh, om;
     ++at;
     if (!digits(text, &at, 2, &oh) || !expect(text, &at, ':') || !digits(text, &at, 2, &om) || oh > 23 || om > 59)
       return std::nullopt;
     t = timegm(&tm) - sign * (oh * 3600 + om * 60);
+    if (!same_date(tm)) return std::nullopt;
   } else {
     return std::nullopt;
   }
-  if (t < 0) return std::nullopt;
+  // Nanoseconds since 1970 fit an int64 until 2262.
+  if (t < 0 || t > 9'000'000'000) return std::nullopt;
   return int64_t(t) * 1'000'000'000 + frac_ns;
 }
 
@@ -107,9 +113,16 @@ const std::vector<std::string>& entry_types() {
 const std::vector<std::string>& path_members() {
   // syscall strings, the kernel's resolved path, exec's file, LSM and
   // file_change paths (docs/FORMAT.md).
-  static const std::vector<std::string> members = {"path",     "kernel_path", "oldpath", "newpath", "target",
-                                                   "linkpath", "filename",    "new_path", "from_path", "to_path"};
+  static const std::vector<std::string> members = {"path",     "kernel_path", "oldpath",      "newpath",  "target",
+                                                   "linkpath", "filename",    "new_path",     "from_path", "to_path",
+                                                   "new_root", "put_old",     "mount_source", "cgroup",    "to_cgroup"};
   return members;
+}
+
+std::optional<std::string> bytes_member(const ledger::TopLevel& top, const std::string& key) {
+  if (auto s = top.string(key)) return s;
+  if (auto b64 = top.string(key + "_b64")) return base64_decode(*b64);
+  return std::nullopt;
 }
 
 bool Criteria::empty() const {
@@ -147,7 +160,11 @@ std::string base_name(const std::string& path) {
 
 }  // namespace
 
-bool Matcher::matches(const ledger::TopLevel& top) {
+bool Matcher::matches(int64_t session, const ledger::TopLevel& top) {
+  if (session != session_) {  // pids of another session are other processes
+    exe_.clear();
+    session_ = session;
+  }
   for (int64_t gone : exits_) exe_.erase(gone);
   exits_.clear();
   auto type = top.string("type");
@@ -155,7 +172,8 @@ bool Matcher::matches(const ledger::TopLevel& top) {
   if (c_.exec && type && pid) {
     // Follow who runs what, whether or not this entry is wanted.
     if (*type == "exec") {
-      if (auto f = top.string("filename")) exe_[*pid] = *f;
+      if (auto f = bytes_member(top, "filename")) exe_[*pid] = *f;
+      else exe_.erase(*pid);  // it runs something else now, whatever it was
     } else if (*type == "fork" && top.integer("thread").value_or(0) == 0) {
       // A reused pid must not inherit what its previous owner ran.
       if (auto child = top.integer("child_pid")) {
@@ -186,7 +204,7 @@ bool Matcher::matches(const ledger::TopLevel& top) {
   if (c_.path) {
     bool any = false;
     for (const auto& m : path_members())
-      if (auto p = top.string(m); p && policy::path_under(*p, *c_.path)) any = true;
+      if (auto p = bytes_member(top, m); p && policy::path_under(*p, *c_.path)) any = true;
     if (!any) return false;
   }
   if (c_.comm && top.string("comm") != c_.comm) return false;

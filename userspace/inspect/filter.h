@@ -47,17 +47,22 @@ class Matcher {
   explicit Matcher(Criteria c);
   // What the store may skip by its index without missing a match.
   ledger::EntryFilter store_filter(std::optional<int64_t> session) const;
-  // Whether this entry is wanted. Call it for every entry the store gives,
-  // in order: --exec follows exec and fork entries that are not wanted.
-  bool matches(const ledger::TopLevel& top);
+  // Whether this entry (of `session`) is wanted. Call it for every entry
+  // the store gives, in order: --exec follows exec and fork entries that
+  // are not wanted, within each session.
+  bool matches(int64_t session, const ledger::TopLevel& top);
 
  private:
   Criteria c_;
   std::map<int64_t, std::string> exe_;  // pid -> executable, for --exec
+  int64_t session_ = 0;                 // whose processes exe_ describes
   std::vector<int64_t> exits_;          // processes whose last entry was just seen
 };
 
-// The members that name a file, in the entry types that have them.
+// The members that name a file, in the entry types that have them (each
+// also as `<member>_b64` when its bytes are not UTF-8).
 const std::vector<std::string>& path_members();
+// A member that holds bytes: the string, or the decoded `<key>_b64`.
+std::optional<std::string> bytes_member(const ledger::TopLevel& top, const std::string& key);
 
 }  // namespace flightrec::inspect

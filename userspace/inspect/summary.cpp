@@ -7,36 +7,29 @@
 
 #include "common/text.h"
 #include "inspect/describe.h"
+#include "inspect/filter.h"
 #include "policy/judge.h"
 
 namespace flightrec::inspect {
 
 using nlohmann::json;
 
-void SessionSummary::Table::add(const std::string& key, int64_t n) {
+void SessionSummary::Table::add(Key key, int64_t n) {
   auto it = counts.find(key);
   if (it != counts.end()) it->second += n;
-  else if (counts.size() < kMaxDistinct) counts.emplace(key, n);
+  else if (counts.size() < kMaxDistinct) counts.emplace(std::move(key), n);
   else other += n;
 }
 
 namespace {
 
 // A table's rows, most frequent first (ties by key), at most `top`.
-std::vector<std::pair<std::string, int64_t>> ranked(const std::map<std::string, int64_t>& counts, size_t top) {
-  std::vector<std::pair<std::string, int64_t>> rows(counts.begin(), counts.end());
+template <typename K>
+std::vector<std::pair<K, int64_t>> ranked(const std::map<K, int64_t>& counts, size_t top) {
+  std::vector<std::pair<K, int64_t>> rows(counts.begin(), counts.end());
   std::stable_sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
   if (rows.size() > top) rows.resize(top);
   return rows;
-}
-
-std::vector<std::string> split_tabs(const std::string& key) {
-  std::vector<std::string> parts;
-  size_t start = 0;
-  for (size_t tab; (tab = key.find('\t', start)) != std::string::npos; start = tab + 1)
-    parts.push_back(key.substr(start, tab - start));
-  parts.push_back(key.substr(start));
-  return parts;
 }
 
 bool opens_for_writing(const ledger::TopLevel& e) {
@@ -50,37 +43,40 @@ bool opens_for_writing(const ledger::TopLevel& e) {
 void SessionSummary::add(const ledger::TopLevel& e) {
   ++entries_;
   std::string type = e.string("type").value_or("?");
-  types_.add(type);
+  types_.add({type});
   if (auto ts = e.integer("ts_real_ns"); ts && *ts > 0) {
     if (!first_ts_) first_ts_ = *ts;
     last_ts_ = std::max(last_ts_, *ts);
   }
+  auto text = [&](const char* key) { return e.string(key).value_or("?"); };
+  auto bytes = [&](const char* key) { return bytes_member(e, key).value_or("?"); };  // paths: any bytes
   if (type == "genesis") {
     host_ = e.string("host").value_or("");
     policy_ = e.string("policy_name").value_or("");
     command_ = std::string(e.raw("command").value_or(e.raw("cgroups").value_or("")));
   } else if (type == "exec") {
-    executables_.add(e.string("filename").value_or("?"));
+    executables_.add({bytes("filename")});
   } else if (type == "file_open") {
     if (opens_for_writing(e) && e.integer("ret").value_or(-1) >= 0)
-      written_.add(e.string("kernel_path").value_or(e.string("path").value_or("?")));
+      written_.add({bytes_member(e, "kernel_path").value_or(bytes("path"))});
   } else if (type == "file_change") {
-    // The end diff is the session's final word; closes count where there is none.
-    std::string key = e.string("change").value_or("?") + "\t" + e.string("path").value_or("?");
-    if (e.string("when") == "end") changed_.add(key);
+    if (e.string("when") == "end") changed_.add({text("change"), bytes("path")});  // the session's final word
   } else if (type == "connect") {
-    std::string family = e.string("family").value_or("?");
+    std::string family = text("family");
     if (family == "AF_INET" || family == "AF_INET6") {
-      std::string key = family + "\t" + e.string("addr").value_or("?") + "\t" + std::to_string(e.integer("port").value_or(0));
+      Key key = {family, text("addr"), std::to_string(e.integer("port").value_or(0))};
       int64_t ret = e.integer("ret").value_or(0);
-      if (ret == 0 || ret == -115) reached_.add(key);  // EINPROGRESS: a non-blocking connect under way
-      else refused_.add(key + "\t" + e.string("err").value_or(std::to_string(ret)));
+      if (ret == 0 || ret == -115) {  // EINPROGRESS: a non-blocking connect under way
+        reached_.add(std::move(key));
+      } else {
+        key.push_back(e.string("err").value_or(std::to_string(ret)));
+        refused_.add(std::move(key));
+      }
     }
   } else if (type == "tls") {
-    if (auto host = e.string("http_host")) tls_hosts_.add(*host);
+    if (auto host = e.string("http_host")) tls_hosts_.add({*host});
   } else if (type == "violation") {
-    violations_.add(e.string("level").value_or("?") + "\t" + e.string("rule_id").value_or("?") + "\t" +
-                    e.string("action").value_or("?"));
+    violations_.add({text("level"), text("rule_id"), text("action")});
   } else if (type == "lost") {
     ++gaps_;
     lost_ += e.unsigned_integer("lost").value_or(0);
@@ -95,9 +91,8 @@ void SessionSummary::add(const ledger::TopLevel& e) {
 json SessionSummary::to_json(size_t top) const {
   auto rows = [&](const Table& t, const std::vector<std::string>& names) {
     json out = json::array();
-    for (const auto& [key, n] : ranked(t.counts, top)) {
+    for (const auto& [parts, n] : ranked(t.counts, top)) {
       json row;
-      auto parts = split_tabs(key);
       for (size_t i = 0; i < names.size() && i < parts.size(); ++i) {
         if (names[i] == "port") row[names[i]] = std::strtoll(parts[i].c_str(), nullptr, 10);
         else row[names[i]] = parts[i];
@@ -107,6 +102,8 @@ json SessionSummary::to_json(size_t top) const {
     }
     return out;
   };
+  json type_counts = json::object();
+  for (const auto& [key, n] : types_.counts) type_counts[key[0]] = n;
   json beyond = json::object();
   for (const auto& [name, t] : {std::pair<const char*, const Table*>{"executables", &executables_}, {"files_written", &written_},
                                 {"files_changed", &changed_}, {"connected", &reached_}, {"connect_failed", &refused_},
@@ -120,7 +117,7 @@ json SessionSummary::to_json(size_t top) const {
             {"end_ns", last_ts_},
             {"duration_ns", last_ts_ - first_ts_},
             {"terminated", ended_},
-            {"types", types_.counts},
+            {"types", type_counts},
             {"executables", rows(executables_, {"path"})},
             {"executables_distinct", executables_.counts.size()},
             {"files_written", rows(written_, {"path"})},
@@ -155,7 +152,7 @@ std::string SessionSummary::to_text(size_t top) const {
   line("  " + format_wall_time(first_ts_) + " to " + format_wall_time(last_ts_) + " (" + secs + "), " + how);
   std::string counts;
   for (const auto& [type, n] : ranked(types_.counts, types_.counts.size()))
-    counts += (counts.empty() ? "" : ", ") + std::to_string(n) + " " + type;
+    counts += (counts.empty() ? "" : ", ") + std::to_string(n) + " " + type[0];
   line("  " + std::to_string(entries_) + " entries: " + counts);
   line(gaps_ ? "  LOST: " + std::to_string(lost_) + " events in " + std::to_string(gaps_) + " gaps"
              : "  nothing lost");
@@ -173,7 +170,7 @@ std::string SessionSummary::to_text(size_t top) const {
   auto section = [&](const char* title, const Table& t, const std::function<std::string(const std::vector<std::string>&)>& show) {
     if (t.counts.empty()) return;
     line(std::string("  ") + title + " (" + std::to_string(t.counts.size()) + "):");
-    for (const auto& [key, n] : ranked(t.counts, top)) line("    " + std::to_string(n) + "  " + show(split_tabs(key)));
+    for (const auto& [key, n] : ranked(t.counts, top)) line("    " + std::to_string(n) + "  " + show(key));
     if (t.counts.size() > top) line("    ... " + std::to_string(t.counts.size() - top) + " more");
     if (t.other) line("    ... and " + std::to_string(t.other) + " more past the first " + std::to_string(kMaxDistinct) + " distinct ones");
   };

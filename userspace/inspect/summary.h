@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "ledger/canonical.h"
 
@@ -26,10 +27,12 @@ class SessionSummary {
   // At most this many distinct keys per table (paths are up to 4 KiB:
   // ~40 MiB at worst); what comes after is only counted.
   static constexpr size_t kMaxDistinct = 10000;
+  // Rows by their columns (a path may hold any byte: no separator is safe).
+  using Key = std::vector<std::string>;
   struct Table {
-    std::map<std::string, int64_t> counts;
+    std::map<Key, int64_t> counts;
     int64_t other = 0;  // past kMaxDistinct distinct keys
-    void add(const std::string& key, int64_t n = 1);
+    void add(Key key, int64_t n = 1);
   };
 
   int64_t session_;

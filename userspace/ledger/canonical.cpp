@@ -158,7 +158,8 @@ struct Parser {
       if (!string(&key_buf)) return false;
       size_t key_end = i - 1;
       key = s.substr(key_start, key_end - key_start);
-      if (escaped) key = key_buf;
+      bool key_escaped = escaped;  // `escaped` is the value's once the value is read
+      if (key_escaped) key = key_buf;
       if (!first && !bytes_less(prev, key)) return fail(prev == key ? "duplicate key" : "keys are not sorted");
       first = false;
       if (!eat(':')) return fail("expected ':'");
@@ -166,7 +167,7 @@ struct Parser {
       if (!value(depth)) return false;
       if (top) {
         top->members.emplace_back(s.substr(key_start, key_end - key_start), s.substr(vstart, i - vstart));
-        top->escaped_keys = top->escaped_keys || escaped;
+        top->escaped_keys = top->escaped_keys || key_escaped;
       }
       if (key.data() == key_buf.data()) {
         prev_buf.swap(key_buf);

@@ -103,7 +103,10 @@ Store::Store(const std::string& path, Mode mode) : path_(path), mode_(mode) {
     try {
       check_or_create_schema();
     } catch (const Error&) {
-      if (mode != Mode::Read) throw;
+      // Only what a missing -shm causes: a locked, busy or foreign file is
+      // reported as it is.
+      int code = sqlite3_errcode(db_);
+      if (mode != Mode::Read || (code != SQLITE_CANTOPEN && code != SQLITE_READONLY)) throw;
       reopen_immutable();
       check_or_create_schema();
     }
@@ -133,8 +136,14 @@ Store::Store(const std::string& path, Mode mode) : path_(path), mode_(mode) {
 // entries the main file lacks: reading without it would show a partial
 // record as if whole, so that is refused, saying why.
 void Store::reopen_immutable() {
+  // SQLite keeps the log beside the file a symlink points to.
   std::error_code ec;
-  auto wal_size = std::filesystem::file_size(path_ + "-wal", ec);
+  std::string real = std::filesystem::canonical(path_, ec).string();
+  if (ec) real = path_;
+  auto wal_size = std::filesystem::file_size(real + "-wal", ec);
+  if (ec && ec != std::errc::no_such_file_or_directory)
+    throw Error("cannot read " + path_ + ": cannot tell whether its write-ahead log " + real + "-wal holds entries: " +
+                ec.message());
   if (!ec && wal_size > 0)
     throw Error("cannot read " + path_ + ": its write-ahead log " + path_ +
                 "-wal holds entries not yet in the main file, and this user cannot open the log's index (" + path_ +
@@ -142,7 +151,7 @@ void Store::reopen_immutable() {
                 "files beside it (-wal, -shm) to a writable place and read the copy");
   sqlite3_close(db_);
   db_ = nullptr;
-  open(file_uri(path_) + "?immutable=1", SQLITE_OPEN_READONLY | SQLITE_OPEN_URI);
+  open(file_uri(real) + "?immutable=1", SQLITE_OPEN_READONLY | SQLITE_OPEN_URI);
 }
 
 Store::~Store() {

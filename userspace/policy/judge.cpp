@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 
 #include <cerrno>
 #include <cstring>
@@ -45,7 +46,24 @@ bool through_proc_link(const std::string& raw) {
                                        raw.find("/root") != std::string::npos || raw.find("/exe") != std::string::npos);
 }
 
+std::string dir_of(const std::string& path) {
+  auto slash = path.rfind('/');
+  return slash == std::string::npos || slash == 0 ? "/" : path.substr(0, slash);
+}
+
+bool exists_on_host(const std::string& path) {
+  struct stat st;
+  return lstat(path.c_str(), &st) == 0 || errno != ENOENT;  // unknown counts as there
+}
+
 }  // namespace
+
+bool harmless_probe_read(const std::string& path) {
+  for (const char* probe : {"/sys/devices/system/cpu", "/sys/devices/system/node", "/sys/kernel/mm/transparent_hugepage",
+                            "/sys/fs/cgroup"})
+    if (path_under(path, probe)) return true;
+  return false;
+}
 
 bool opens_for_writing(int64_t flags) { return (flags & O_ACCMODE) != O_RDONLY || (flags & (O_CREAT | O_TRUNC)); }
 
@@ -184,8 +202,12 @@ std::optional<Violation> Judge::judge_syscall(const events::Entry& e) const {
     Action action = rule ? rule->action : sc.default_action;
     if (action != Action::Allow) {
       std::string id = rule ? rule->id : "seccomp.default";
-      return Violation{id, action == Action::Kill ? "CRITICAL" : "ALERT", shadow_ ? "would-deny" : "denied",
-                       name + " " + (shadow_ ? "would be stopped" : "stopped") + " by seccomp"};
+      int err = rule ? rule->errno_value : sc.default_errno;
+      const char* level = action == Action::Kill ? "CRITICAL" : action == Action::Errno && err == ENOSYS ? "INFO" : "ALERT";
+      return Violation{id, level, shadow_ ? "would-deny" : "denied",
+                       name + " " + (shadow_ ? "would be stopped" : "stopped") + " by seccomp" +
+                           (level[0] == 'I' ? " (answered ENOSYS: callers fall back)" : ""),
+                       name};
     }
   }
   if (!shadow_ && ret == -EFBIG && policy_.limits.file_size)
@@ -214,21 +236,26 @@ std::optional<Violation> Judge::judge_path(const events::Entry& e, const std::st
   for (const auto& hidden : policy_.filesystem.hidden)
     if (absolute && path_under(path, hidden) && !(path_under(path, work_dir_) && path_under(work_dir_, hidden) &&
                                                   work_dir_ != hidden))  // the work directory stays reachable
-      if (const char* v = verdict(eacces || ret == -ENOENT))
-        return Violation{"filesystem.hidden", "ALERT", v, name + " of hidden " + raw};
+      if (const char* v = verdict(eacces || ret == -ENOENT)) {
+        if (!write && !exists_on_host(path))
+          return Violation{"filesystem.hidden", "INFO", v, name + " of hidden " + raw + " (no such file on the host)", hidden};
+        if (!write && harmless_probe_read(path))
+          return Violation{"filesystem.hidden", "INFO", v, name + " of hidden " + raw + " (a runtime's probe)", hidden};
+        return Violation{"filesystem.hidden", "ALERT", v, name + " of hidden " + raw, hidden};
+      }
   if (write && (absolute ? !writable(path) : eacces))
     if (const char* v = verdict(eacces))
-      return Violation{"filesystem.read_only", "ALERT", v, name + " writes outside the writable paths: " + raw};
+      return Violation{"filesystem.read_only", "ALERT", v, name + " writes outside the writable paths: " + raw, dir_of(path)};
   // Landlock refuses links and renames across its rules with EXDEV.
   if (!shadow_ && ret == -EXDEV && (name.starts_with("link") || name.starts_with("rename")))
-    return Violation{"filesystem.refer", "ALERT", "denied", name + " of " + raw + " across the filesystem rules"};
+    return Violation{"filesystem.refer", "ALERT", "denied", name + " of " + raw + " across the filesystem rules", dir_of(path)};
   // EACCES under /proc is the kernel's ptrace-access check: the sandbox's
   // init cannot be inspected (a tool like ps meets it too: INFO).
   if (!shadow_ && eacces && path_under(path, "/proc") && !through_proc_link(raw))
-    return Violation{"proc.access", "INFO", "denied", name + " of " + raw + " refused by the kernel's ptrace check"};
+    return Violation{"proc.access", "INFO", "denied", name + " of " + raw + " refused by the kernel's ptrace check", dir_of(path)};
   if (!shadow_ && eacces) {
     return Violation{exec ? "filesystem.exec" : "filesystem.read", "ALERT", "denied",
-                     name + " of " + raw + " denied by the filesystem rules"};
+                     name + " of " + raw + " denied by the filesystem rules", dir_of(path)};
   }
   return std::nullopt;
 }
@@ -302,12 +329,12 @@ std::optional<Violation> Judge::judge_connect(const events::Entry& e, int64_t re
     // The sandbox's own loopback is its own business.
     if (addr.starts_with("127.") || addr == "::1") return std::nullopt;
     if (const char* v = verdict(ret == -ENETUNREACH || ret == -EPERM || ret == -ECONNREFUSED))
-      return Violation{"network.none", "ALERT", v, name + " to " + where + " (no network)"};
+      return Violation{"network.none", "ALERT", v, name + " to " + where + " (no network)", where};
   } else if (policy_.network == Network::Allowlist &&
              !allowed_endpoint(family == "AF_INET" ? AF_INET : AF_INET6, addr, port)) {
     // EPERM from the egress program, EACCES from Landlock's port rules.
     if (const char* v = verdict(ret == -EPERM || ret == -EACCES))
-      return Violation{"network.allow", "ALERT", v, name + " to " + where + " is not on the allowlist"};
+      return Violation{"network.allow", "ALERT", v, name + " to " + where + " is not on the allowlist", where};
   }
   return std::nullopt;
 }

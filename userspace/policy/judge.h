@@ -17,7 +17,18 @@ struct Violation {
   const char* level;      // "CRITICAL", "ALERT" or "INFO"
   const char* action;     // "denied", "would-deny", "killed", or "allowed" (could not be refused)
   std::string detail;     // one line for people
+  // What it was about, at the rule's grain (the hidden tree, the endpoint,
+  // the directory): repeats of one rule by one program on one scope are
+  // one alert on stderr with a count (the record keeps every one).
+  std::string scope = {};
 };
+
+// Harmless probing that runtimes and tools do on every run is INFO, not
+// ALERT: a call a seccomp rule answers with ENOSYS (libc falls back, e.g.
+// clone3 to clone), a hidden path that does not exist on the host (nothing
+// was there to protect: a PATH search, a missing ~/.curlrc), and reading
+// the CPU, memory and cgroup facts runtimes size themselves by.
+bool harmless_probe_read(const std::string& path);
 
 class Judge {
  public:

@@ -248,7 +248,7 @@ void Confinement::start(Pipeline& pipeline, const probe::Capture& capture) {
 void Confinement::observe(const events::Entry& e, Emitted& out) {
   if (!judge_) return;
   if (sandboxed_) track_writes(e);
-  if (auto v = judge_->judge(e)) violation(*v, e.int_or("pid", -1), e.int_or("seq", -1), out);
+  if (auto v = judge_->judge(e)) violation(*v, e.int_or("pid", -1), e.int_or("seq", -1), out, e.string_or("comm"));
 }
 
 void Confinement::record_violation(const policy::Violation& v, int64_t pid, int64_t seq, Emitted& out,
@@ -263,13 +263,23 @@ void Confinement::record_violation(const policy::Violation& v, int64_t pid, int6
   if (count) e.set("count", count);
 }
 
-void Confinement::violation(const policy::Violation& v, int64_t pid, int64_t seq, Emitted& out) {
+void Confinement::violation(const policy::Violation& v, int64_t pid, int64_t seq, Emitted& out,
+                            const std::string& comm) {
   record_violation(v, pid, seq, out);
-  // On stderr as they happen, but a flood stays in the record only.
-  if (level_rank(v.level) <= policy_.log_stderr && ++printed_ <= kMaxPrinted) {
-    StderrLog::get().line("flightrec: " + std::string(v.level) + " " + v.rule + " " + v.action + ": " + v.detail +
-                          " (pid " + std::to_string(pid) + ")");
-    if (printed_ == kMaxPrinted) StderrLog::get().line("flightrec: further violations are in the record only");
+  // On stderr as they happen, once per rule, program and scope: repeats
+  // are counted and told at the end, and a flood of distinct ones stays
+  // in the record only.
+  if (level_rank(v.level) <= policy_.log_stderr) {
+    std::string fingerprint = v.rule + '\0' + comm + '\0' + v.scope;
+    auto seen = alerted_.find(fingerprint);
+    if (seen != alerted_.end()) {
+      ++seen->second.repeats;
+    } else if (alerted_.size() < kMaxPrinted) {
+      alerted_.emplace(fingerprint, Alert{std::string(v.level) + " " + v.rule + " " + v.action, comm, v.scope, 0});
+      StderrLog::get().line("flightrec: " + std::string(v.level) + " " + v.rule + " " + v.action + ": " + v.detail +
+                            " (pid " + std::to_string(pid) + ")");
+      if (alerted_.size() == kMaxPrinted) StderrLog::get().line("flightrec: further violations are in the record only");
+    }
   }
   if (sandboxed_ && policy_.on_violation == policy::OnViolation::Kill)
     kill_session("on_violation:" + v.rule, "on_violation is kill and " + v.detail, out);
@@ -499,6 +509,17 @@ void Confinement::record_kill(const KillReport& r, Emitted& out) {
   snap.set("frozen", r.frozen ? 1 : 0);
   record_violation({r.rule, "CRITICAL", "killed", "session killed: " + r.why}, -1, -1, out);
   StderrLog::get().line("flightrec: CRITICAL " + r.rule + ": session killed: " + r.why);
+}
+
+void Confinement::report_repeats() {
+  for (auto& [fingerprint, a] : alerted_) {
+    if (!a.repeats) continue;
+    StderrLog::get().line("flightrec: " + a.what + " " + std::to_string(a.repeats) + " more time" +
+                          (a.repeats == 1 ? "" : "s") + " (" + (a.comm.empty() ? "?" : a.comm) +
+                          (a.scope.empty() ? "" : ", " + a.scope) + "; every one is in the record)");
+    a.repeats = 0;
+  }
+  StderrLog::get().flush(200);
 }
 
 sandbox::Outcome Confinement::finish() {

@@ -81,10 +81,12 @@ class Confinement : public Observer {
   // Records limit hits and file changes, and returns how the sandbox's
   // init saw the command end (exec errors included).
   sandbox::Outcome finish();
+  // On stderr: how often each alert shown repeated (once, at the session's end).
+  void report_repeats();
 
  private:
   // Judged: recorded, printed, and ends the session under on_violation: kill.
-  void violation(const policy::Violation& v, int64_t pid, int64_t seq, Emitted& out);
+  void violation(const policy::Violation& v, int64_t pid, int64_t seq, Emitted& out, const std::string& comm = "");
   void record_violation(const policy::Violation& v, int64_t pid, int64_t seq, Emitted& out, uint64_t count = 0);
   // Files opened for writing, by (pid, fd): when closed, their change is
   // recorded right away (the end-of-session diff has the final state).
@@ -125,7 +127,11 @@ class Confinement : public Observer {
   recorder::Watchdog* watchdog_ = nullptr;
   std::string record_;             // the record file, for limits.record_size
   uint64_t record_at_start_ = 0;   // its size (with its WAL) when the session began
-  uint64_t printed_ = 0;
+  struct Alert {
+    std::string what, comm, scope;  // "ALERT rule action", and what the fingerprint holds
+    uint64_t repeats;
+  };
+  std::map<std::string, Alert> alerted_;  // by fingerprint: rule, program, scope
   std::map<std::pair<int64_t, int64_t>, std::string> written_;
   std::unique_ptr<sandbox::PathDiffer> differ_;
   uint64_t closes_left_to_end_ = 0;

@@ -274,6 +274,7 @@ int run(Plan plan, const RunTarget& target) {
   if (loss_killed && waitpid(child.pid, &status, 0) < 0 && errno != ECHILD) status = 0;
   engine->end();
   confinement->note_packet_drops(capture.net_drops());
+  confinement->report_repeats();
   int exec_errno = 0;
   bool exec_failed = false;
   if (confinement->sandboxed()) {
