@@ -1,5 +1,6 @@
 #!/bin/bash
 # Installs what flightrec needs to build and test on Debian 12 (as root).
+# chromium renders `flightrec report` pages in the tests (headless).
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -q
@@ -10,7 +11,8 @@ apt-get install -y -q --no-install-recommends \
   libseccomp-dev libyaml-cpp-dev \
   util-linux coreutils procps \
   python3 python3-cryptography python3-pip python3-h2 git openssl curl \
-  qemu-system-x86 busybox-static cpio kmod xz-utils zstd
+  qemu-system-x86 busybox-static cpio kmod xz-utils zstd \
+  chromium
 
 # Docker's own seccomp profile, used as is by the sandbox tests (the package
 # that carries it pulls in half of Go, so only the file is taken from it).

@@ -569,3 +569,95 @@ TEST_CASE("alerts on stderr: repeats folded with a count, probes at INFO; the re
   CHECK(recorded == 20);
   CHECK(probes >= 1);
 }
+
+namespace {
+
+// Chromium, headless, as a reviewer's browser: the DOM after loading, or a screenshot.
+Result chromium(const std::vector<std::string>& what, const std::string& page) {
+  std::vector<std::string> argv = {"timeout", "120", "chromium", "--headless", "--no-sandbox", "--disable-gpu",
+                                   "--hide-scrollbars", "--enable-logging=stderr", "--v=0"};
+  argv.insert(argv.end(), what.begin(), what.end());
+  argv.push_back("file://" + page);
+  return run(argv);
+}
+
+}  // namespace
+
+TEST_CASE("report: a real agent session as one page, rendered by Chromium, every section right") {
+  REQUIRE(is_root());
+  REQUIRE_MESSAGE(run({"sh", "-c", "command -v chromium"}).code == 0, "chromium is not installed (tools/install-deps.sh)");
+  TempDir dir;
+  chmod(dir.path.c_str(), 0755);
+  std::string work = dir.file("work"), db = dir.file("r.db"), page = dir.file("report.html"), keys = dir.file("keys");
+  fs::create_directories(work);
+  REQUIRE(flightrec({"keygen", "--out", keys}).code == 0);
+  Listener refused;
+  Result r = run_in(work, {FLIGHTREC_BIN, "run", "--key", keys, "--db", db, "--", "sh", "-c",
+                           "cat /etc/hostname >/dev/null; echo hi > out.txt; cat /etc/shadow 2>/dev/null; "
+                           "python3 -c \"import socket; socket.socket().connect_ex(('127.0.0.1', " +
+                               std::to_string(refused.port) + "))\"; true"});
+  REQUIRE(r.code == 0);
+  Result rep = flightrec({"report", "--db", db, "--session", "1", "--out", page, "--pubkey", keys + "/flightrec.pub"});
+  INFO(rep.err);
+  REQUIRE(rep.code == 0);
+  chmod(page.c_str(), 0644);
+
+  Result dom = chromium({"--dump-dom"}, page);
+  REQUIRE(dom.code == 0);
+  const std::string& d = dom.out;
+  auto section = [&](const std::string& id) {
+    auto at = d.find("id=\"" + id + "\"");
+    REQUIRE_MESSAGE(at != std::string::npos, id);
+    return d.substr(at, std::min<size_t>(d.size() - at, 20000));
+  };
+  CHECK(section("verdict").find("<b>Intact</b>") != std::string::npos);
+  CHECK(section("verdict").find("(pinned)") != std::string::npos);
+  CHECK(section("violation-list").find("network.allow") != std::string::npos);
+  CHECK(section("violation-list").find("openat of hidden /etc/shadow") != std::string::npos);
+  CHECK(section("process-tree").find("/usr/bin/cat</span>") == std::string::npos);  // escaped, not markup
+  CHECK(section("process-tree").find("cat /etc/hostname") != std::string::npos);
+  CHECK(section("file-changes").find("created " + work + "/out.txt") != std::string::npos);
+  CHECK(section("connect-failed").find(std::to_string(refused.port)) != std::string::npos);
+  CHECK(d.find("id=\"no-loss\"") != std::string::npos);
+  CHECK(section("timeline-table").find("exec") != std::string::npos);
+  // Nothing to fetch, nothing to run: no script at all, and the console is quiet.
+  CHECK(d.find("<script") == std::string::npos);
+  CHECK(dom.err.find("Uncaught") == std::string::npos);
+  CHECK(dom.err.find(":CONSOLE") == std::string::npos);
+
+  std::string png = dir.file("report.png");
+  Result shot = chromium({"--window-size=1280,2000", "--screenshot=" + png}, page);
+  REQUIRE(shot.code == 0);
+  std::string image = slurp(png);
+  REQUIRE(image.size() > 20000);
+  CHECK(image.compare(0, 8, "\x89PNG\r\n\x1a\n") == 0);
+
+  // A tampered record still gets a page, and the page says so first.
+  auto stored = testsupport::stored_entries(db);
+  auto& body = stored.at(3).body;
+  body.replace(body.find("\"pid\":"), 6, "\"pid\":1");
+  testsupport::store_entries(db, stored);
+  REQUIRE(flightrec({"report", "--db", db, "--session", "1", "--out", page}).code == 0);
+  std::string bad = slurp(page);
+  auto verdict = bad.find("id=\"verdict\"");
+  REQUIRE(verdict != std::string::npos);
+  CHECK(bad.substr(verdict, 200).find("FAILED") != std::string::npos);
+}
+
+TEST_CASE("report of a session of a million entries and thousands of programs stays within its bound") {
+  REQUIRE(is_root());
+  TempDir dir;
+  std::string db = dir.file("big.db"), page = dir.file("big.html");
+  Result r = flightrec({"run", "--policy", "observe", "--db", db, "--", "sh", "-c",
+                        std::string(BENCH_SYSCALLS_BIN) + " getppid 1000000; i=0; while [ $i -lt 3500 ]; do /bin/true; i=$((i+1)); done"});
+  REQUIRE(r.code == 0);
+  Result rep = flightrec({"report", "--db", db, "--session", "1", "--out", page});
+  INFO(rep.err);
+  REQUIRE(rep.code == 0);
+  auto size = fs::file_size(page);
+  CHECK(size < (8u << 20));  // the bound --help states
+  std::string html = slurp(page);
+  CHECK(html.find("more timeline rows are not shown") != std::string::npos);
+  CHECK(html.find("more processes are not shown") != std::string::npos);
+  CHECK(html.find(">getppid<") == std::string::npos);  // plain syscalls are counted, not listed
+}

@@ -10,6 +10,7 @@
 
 #include "inspect/describe.h"
 #include "inspect/filter.h"
+#include "inspect/report.h"
 #include "inspect/summary.h"
 #include "policy/rule_ids.h"
 
@@ -186,4 +187,27 @@ TEST_CASE("summary keeps paths whole, whatever bytes they hold") {
   std::string text = sum.to_text();
   CHECK(text.find('\t') == std::string::npos);
   CHECK(text.find("/tmp/a\\t/etc/shadow") != std::string::npos);
+}
+
+TEST_CASE("report: what the session named is text on the page, never markup") {
+  inspect::Report r(1);
+  ledger::TopLevel top;
+  auto add = [&](json e) {
+    std::string body = e.dump();
+    REQUIRE(ledger::check_canonical(body, &top).empty());
+    r.add(top, &e);
+  };
+  add({{"seq", 1}, {"session", 1}, {"type", "genesis"}, {"command", {"<b>x</b>"}}, {"policy_name", "agent"}});
+  add({{"seq", 2}, {"session", 1}, {"type", "exec"}, {"pid", 7}, {"comm", "<img src=x>"},
+       {"filename", "/tmp/<script>alert(1)</script>"}, {"argv", {"a\"b", "&amp;", "\x1b[2J"}}});
+  add({{"seq", 3}, {"session", 1}, {"type", "violation"}, {"level", "ALERT\" onmouseover=\"x"}, {"rule_id", "r"},
+       {"action", "denied"}, {"detail", "<iframe>"}});
+  ledger::SessionVerdict v;
+  v.entries = 3;
+  std::string page = r.html(v, "/tmp/a<b>.db");
+  for (const char* raw : {"<script>alert", "<img src", "<iframe>", "<b>x</b>", "a<b>.db", "\x1b", "onmouseover=\""})
+    CHECK_MESSAGE(page.find(raw) == std::string::npos, raw);
+  CHECK(page.find("&lt;script&gt;alert(1)&lt;/script&gt;") != std::string::npos);
+  CHECK(page.find("&amp;amp;") != std::string::npos);
+  CHECK(page.find("<script") == std::string::npos);
 }

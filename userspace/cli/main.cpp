@@ -17,6 +17,7 @@ commands:
   query    print recorded entries, filtered (JSON Lines with --json)
   summary  each session at a glance: programs, files, hosts, violations, loss
   replay   what another policy would have denied in a recorded session
+  report   one session as a self-contained HTML page for reviewers
   verify   check a record or bundle: hashes, chain, Merkle roots, signatures
   export   write one session as a signed bundle (JSON or JSON Lines)
   prove    print an RFC 9162 inclusion or consistency proof
@@ -43,6 +44,7 @@ int main(int argc, char** argv) {
     if (command == "query") return cmd_query(args);
     if (command == "summary") return cmd_summary(args);
     if (command == "replay") return cmd_replay(args);
+    if (command == "report") return cmd_report(args);
     if (command == "verify") return cmd_verify(args);
     if (command == "probe") return cmd_probe(args);
     if (command == "keygen") return cmd_keygen(args);
