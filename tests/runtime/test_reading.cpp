@@ -257,7 +257,7 @@ TEST_CASE("query's filters on a real agent session agree with the entries themse
   Result r = run_in(work, {FLIGHTREC_BIN, "run", "--policy", "agent", "--db", db, "--", "sh", "-c",
                            "cat /etc/hostname >/dev/null; echo hi > out.txt; "
                            "python3 -c \"import socket; socket.socket().connect(('127.0.0.1', " +
-                               std::to_string(refused.port) + "))\" 2>/dev/null; cat /etc/ssh/sshd_config 2>/dev/null; true"});
+                               std::to_string(refused.port) + "))\" 2>/dev/null; cat /etc/shadow 2>/dev/null; true"});
   REQUIRE(r.code == 0);
   auto all = entries(db);
   auto lines = [&](std::vector<std::string> args) {
@@ -426,7 +426,7 @@ TEST_CASE("replay: the recorded policy agrees with itself; a stricter and a loos
   Listener refused;
   std::string port = std::to_string(refused.port);
   Result r = run_in(work, {FLIGHTREC_BIN, "run", "--shadow", "--db", db, "--", "sh", "-c",
-                           "uname >/dev/null; cat /etc/ssh/sshd_config >/dev/null 2>&1; python3 -c \"import socket; "
+                           "uname >/dev/null; cat /etc/shadow >/dev/null 2>&1; python3 -c \"import socket; "
                            "socket.socket().connect_ex(('127.0.0.1', " + port + "))\"; true"});
   REQUIRE(r.code == 0);
   auto all = entries(db);
@@ -440,7 +440,7 @@ TEST_CASE("replay: the recorded policy agrees with itself; a stricter and a loos
   }
   REQUIRE(refused_connects.size() == 1);
   REQUIRE(!unames.empty());
-  REQUIRE(judged.size() >= 2);  // the hidden /etc/ssh file and the connect at least
+  REQUIRE(judged.size() >= 2);  // /etc/shadow and the connect at least
 
   auto replay = [&](const std::string& policy) {
     Result q = flightrec({"replay", "--db", db, "--session", "1", "--policy", policy, "--json", "--limit", "100000"});
@@ -592,10 +592,26 @@ TEST_CASE("report: a real agent session as one page, rendered by Chromium, every
   fs::create_directories(work);
   REQUIRE(flightrec({"keygen", "--out", keys}).code == 0);
   Listener refused;
+  // A wheel built here, installed by pip inside the session without a network.
+  REQUIRE(run({"python3", "-c",
+               "import zipfile, hashlib, base64, sys\n"
+               "files = {'hello_fr/__init__.py': b'def hi():\\n    return 1\\n',\n"
+               "  'hello_fr-1.0.dist-info/METADATA': b'Metadata-Version: 2.1\\nName: hello-fr\\nVersion: 1.0\\n',\n"
+               "  'hello_fr-1.0.dist-info/WHEEL': b'Wheel-Version: 1.0\\nGenerator: t\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n'}\n"
+               "rec = ''.join('%s,sha256=%s,%d\\n' % (n, base64.urlsafe_b64encode(hashlib.sha256(d).digest()).rstrip(b'=').decode(), len(d)) for n, d in files.items())\n"
+               "with zipfile.ZipFile(sys.argv[1], 'w') as z:\n"
+               "  [z.writestr(n, d) for n, d in files.items()]\n"
+               "  z.writestr('hello_fr-1.0.dist-info/RECORD', rec + 'hello_fr-1.0.dist-info/RECORD,,\\n')\n",
+               work + "/hello_fr-1.0-py3-none-any.whl"})
+              .code == 0);
+  // An agent's session: git, python, pip from a local wheel, a denied curl, a secret read attempt.
   Result r = run_in(work, {FLIGHTREC_BIN, "run", "--key", keys, "--db", db, "--", "sh", "-c",
-                           "cat /etc/hostname >/dev/null; echo hi > out.txt; cat /etc/shadow 2>/dev/null; "
-                           "python3 -c \"import socket; socket.socket().connect_ex(('127.0.0.1', " +
-                               std::to_string(refused.port) + "))\"; true"});
+                           "git init -q repo && cd repo && echo 'print(1)' > main.py && git add main.py && "
+                           "git -c user.email=a@b.c -c user.name=agent commit -qm init && cd .. && "
+                           "python3 repo/main.py >/dev/null && "
+                           "python3 -m pip install -q --no-index --target site ./hello_fr-1.0-py3-none-any.whl 2>/dev/null && "
+                           "echo hi > out.txt; curl -s -m 2 http://127.0.0.1:" + std::to_string(refused.port) +
+                               "/; cat /etc/shadow 2>/dev/null; true"});
   REQUIRE(r.code == 0);
   Result rep = flightrec({"report", "--db", db, "--session", "1", "--out", page, "--pubkey", keys + "/flightrec.pub"});
   INFO(rep.err);
@@ -615,8 +631,16 @@ TEST_CASE("report: a real agent session as one page, rendered by Chromium, every
   CHECK(section("violation-list").find("network.allow") != std::string::npos);
   CHECK(section("violation-list").find("openat of hidden /etc/shadow") != std::string::npos);
   CHECK(section("process-tree").find("/usr/bin/cat</span>") == std::string::npos);  // escaped, not markup
-  CHECK(section("process-tree").find("cat /etc/hostname") != std::string::npos);
-  CHECK(section("file-changes").find("created " + work + "/out.txt") != std::string::npos);
+  for (const char* command : {"git init -q repo", "git -c user.email=a@b.c -c user.name=agent commit -qm init",
+                              "python3 repo/main.py", "python3 -m pip install -q --no-index --target site",
+                              "curl -s -m 2 http://127.0.0.1:"})
+    CHECK_MESSAGE(section("process-tree").find(command) != std::string::npos, command);
+  for (const char* program : {"/usr/bin/git", "/usr/bin/curl", "/usr/bin/python3"})
+    CHECK_MESSAGE(section("programs").find(program) != std::string::npos, program);
+  auto files = section("file-changes");
+  for (const std::string& path : {work + "/out.txt", work + "/repo/main.py", work + "/site/hello_fr/__init__.py"})
+    CHECK_MESSAGE(files.find("created " + path) != std::string::npos, path);
+  CHECK(files.find("sha256 - -&gt; ") != std::string::npos);  // created: no hash before
   CHECK(section("connect-failed").find(std::to_string(refused.port)) != std::string::npos);
   CHECK(d.find("id=\"no-loss\"") != std::string::npos);
   CHECK(section("timeline-table").find("exec") != std::string::npos);
