@@ -47,6 +47,7 @@ struct Parser {
     if (!eat('"')) return fail("expected a string");
     escaped = false;
     size_t run = i;
+    bool multibyte = false;  // in this run: else it is ASCII, and UTF-8 by itself
     while (i < s.size()) {
       uint64_t word;
       if (i + 8 <= s.size() && (std::memcpy(&word, s.data() + i, 8), !needs_look(word))) {
@@ -55,17 +56,18 @@ struct Parser {
       }
       auto c = static_cast<unsigned char>(s[i]);
       if (c == '"') {
-        if (!is_valid_utf8(s.substr(run, i - run))) return fail("string is not UTF-8");
+        if (multibyte && !is_valid_utf8(s.substr(run, i - run))) return fail("string is not UTF-8");
         if (out) out->append(s.substr(run, i - run));
         ++i;
         return true;
       }
       if (c < 0x20) return fail("unescaped control character in a string");
       if (c != '\\') {
+        multibyte = multibyte || c >= 0x80;
         ++i;
         continue;
       }
-      if (!is_valid_utf8(s.substr(run, i - run))) return fail("string is not UTF-8");
+      if (multibyte && !is_valid_utf8(s.substr(run, i - run))) return fail("string is not UTF-8");
       if (out) out->append(s.substr(run, i - run));
       escaped = true;
       if (i + 1 >= s.size()) return fail("unterminated escape");
