@@ -669,11 +669,13 @@ TEST_CASE("report: a real agent session as one page, rendered by Chromium, every
 }
 
 TEST_CASE("report of a session of a million entries and thousands of programs stays within its bound") {
+  // Their command lines are 3000 quotes each: six times that once escaped.
   REQUIRE(is_root());
   TempDir dir;
   std::string db = dir.file("big.db"), page = dir.file("big.html");
   Result r = flightrec({"run", "--policy", "observe", "--db", db, "--", "sh", "-c",
-                        std::string(BENCH_SYSCALLS_BIN) + " getppid 1000000; i=0; while [ $i -lt 3500 ]; do /bin/true; i=$((i+1)); done"});
+                        std::string(BENCH_SYSCALLS_BIN) + " getppid 1000000; q=$(printf '%01000d' 0 | tr 0 '\"'); "
+                        "i=0; while [ $i -lt 3500 ]; do /bin/true \"$q\" \"$q\" \"$q\"; i=$((i+1)); done"});
   REQUIRE(r.code == 0);
   Result rep = flightrec({"report", "--db", db, "--session", "1", "--out", page});
   INFO(rep.err);

@@ -211,3 +211,34 @@ TEST_CASE("report: what the session named is text on the page, never markup") {
   CHECK(page.find("&amp;amp;") != std::string::npos);
   CHECK(page.find("<script") == std::string::npos);
 }
+
+TEST_CASE("report: a deep chain and a reused pid both stay on the page") {
+  inspect::Report r(1);
+  ledger::TopLevel top;
+  int64_t seq = 1;
+  auto add = [&](json e) {
+    e["seq"] = seq++;
+    e["session"] = 1;
+    std::string body = e.dump();
+    REQUIRE(ledger::check_canonical(body, &top).empty());
+    r.add(top, &e);
+  };
+  // A chain 70 processes deep, the last running a marked program.
+  for (int64_t pid = 1000; pid < 1070; ++pid)
+    add({{"type", "fork"}, {"pid", pid}, {"child_pid", pid + 1}, {"thread", 0}, {"comm", "sh"}});
+  add({{"type", "exec"}, {"pid", 1070}, {"comm", "echo"}, {"filename", "/bin/echo"}, {"argv", {"echo", "DEEP_MARKER"}}});
+  // 100 forks 200; 100 exits; 200 forks a child that gets pid 100 again.
+  add({{"type", "exec"}, {"pid", 100}, {"comm", "curl"}, {"filename", "/usr/bin/curl"}, {"argv", {"curl", "evil"}}});
+  add({{"type", "fork"}, {"pid", 100}, {"child_pid", 200}, {"thread", 0}, {"comm", "curl"}});
+  add({{"type", "exit"}, {"pid", 100}, {"process_exit", 1}, {"code", 0}});
+  add({{"type", "fork"}, {"pid", 200}, {"child_pid", 100}, {"thread", 0}, {"comm", "curl"}});
+  add({{"type", "exec"}, {"pid", 100}, {"comm", "ls"}, {"filename", "/bin/ls"}, {"argv", {"ls"}}});
+  ledger::SessionVerdict v;
+  std::string page = r.html(v, "r.db");
+  CHECK(page.find("DEEP_MARKER") != std::string::npos);
+  CHECK(page.find("id=\"process-flat\"") != std::string::npos);
+  // Both processes that used pid 100: the curl and, later, the ls.
+  CHECK(page.find("/usr/bin/curl</span>") == std::string::npos);
+  CHECK(page.find("curl evil") != std::string::npos);
+  CHECK(page.find("/bin/ls") != std::string::npos);
+}

@@ -2,6 +2,8 @@
 // the real writer, then attacked the ways docs/FORMAT.md says verify catches.
 #include <doctest/doctest.h>
 
+#include <span>
+
 #include <cstdio>
 #include <functional>
 #include <tuple>
@@ -19,6 +21,7 @@
 #include "ledger/checkpoint.h"
 #include "ledger/store.h"
 #include "ledger/verify.h"
+#include "ledger/merkle.h"
 #include "ledger/proof.h"
 #include "ledger/writer.h"
 #include "support/record_edit.h"
@@ -574,7 +577,34 @@ TEST_CASE("a proof is checked with the public key alone, and any changed byte fa
   CHECK_FALSE(v.ok);
   CHECK(v.reason.find("give the one you saved") != std::string::npos);
   auto notes = s.checkpoints(1);
-  CHECK_FALSE(check_proof(unsaved, key, notes.front().note).ok);  // size 1, not 7
+  CHECK_FALSE(check_proof(unsaved, key, {notes.front().note}).ok);  // size 1, not 7
+  // A saved note of the smaller size must agree with the proof, even when
+  // the proof brings its own (signed) checkpoint of that size.
+  std::string note10;
+  for (const auto& c : notes)
+    if (c.tree_size == 10) note10 = c.note;
+  REQUIRE(!note10.empty());
+  CHECK(check_proof(consistency, key, {notes.front().note, note10}).ok);
+  {
+    // The key holder rewrote entry 3 and signed a second tree of size 10.
+    std::vector<Hash> leaves;
+    for (const auto& b : bodies(db, 1)) leaves.push_back(leaf_hash(b));
+    leaves[2] = leaf_hash("{\"forged\":1}");
+    Checkpoint forked{origin_of(1), 10, root_of(std::span<const Hash>(leaves.data(), 10)), std::nullopt};
+    json forged = json::parse(consistency);
+    forged["root_from"] = to_hex(forked.root);
+    forged["checkpoint_from"] = sign_checkpoint(forked, &test_key());
+    forged["proof"] = json::array();
+    for (const auto& h : consistency_proof(10, std::span<const Hash>(leaves.data(), 23))) forged["proof"].push_back(to_hex(h));
+    forged["root_to"] = to_hex(root_of(std::span<const Hash>(leaves.data(), 23)));
+    Checkpoint forked_to{origin_of(1), 23, root_of(std::span<const Hash>(leaves.data(), 23)), std::nullopt};
+    forged["checkpoint_to"] = sign_checkpoint(forked_to, &test_key());
+    REQUIRE(check_proof(forged.dump(), key).ok);  // signed by the key: alone, it proves the fork
+    auto caught = check_proof(forged.dump(), key, {note10});
+    CHECK_FALSE(caught.ok);
+    CHECK(caught.reason.find("history was rewritten") != std::string::npos);
+  }
+  CHECK(check_proof(R"({"type":"inclusion","type":"consistency"})", key).reason == "a member is given twice");
   // Members added, removed or of the wrong kind.
   json j = json::parse(proof);
   j["extra"] = 1;

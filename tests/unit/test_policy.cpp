@@ -290,6 +290,16 @@ TEST_CASE("harmless probing is INFO, the same acts on what exists are ALERT, and
   REQUIRE(v);
   CHECK(v->rule == "seccomp.deny.clone3");
   CHECK(std::string(v->level) == "INFO");
+  // ENOSYS from the default action, or for a call with no fallback, is no probe.
+  Policy quiet = load("agent");
+  quiet.seccomp.default_action = Action::Errno;
+  quiet.seccomp.default_errno = ENOSYS;
+  Judge jq(quiet, "/w");
+  auto statx = syscall("statx", 332, -ENOSYS);  // a call with a fallback, but answered by the default
+  statx.set("blocked", 1);
+  auto kv = jq.judge(statx);
+  REQUIRE(kv);
+  CHECK(std::string(kv->level) == "ALERT");
   // ptrace is denied with EPERM: that is an alert.
   auto ptrace = syscall("ptrace", 101, -EPERM);
   ptrace.set("blocked", 1);
@@ -313,7 +323,24 @@ TEST_CASE("harmless probing is INFO, the same acts on what exists are ALERT, and
   REQUIRE(v);
   CHECK(std::string(v->level) == "INFO");
   CHECK(v->detail.find("no such file on the host") != std::string::npos);
-  CHECK(v->scope == "/root");
+  CHECK(v->scope == "/root/.curlrc-that-is-not-there-" + std::to_string(getpid()));
+  // What looks like a credential is an alert even where there is none to take.
+  v = j.judge(open_of("/root/.ssh/id_rsa-not-there-" + std::to_string(getpid()), O_RDONLY, -ENOENT));
+  REQUIRE(v);
+  CHECK(std::string(v->level) == "ALERT");
+  v = j.judge(open_of("/home/u/.aws/config-not-there", O_RDONLY, -ENOENT));
+  REQUIRE(v);
+  CHECK(std::string(v->level) == "ALERT");
+  // A replay judges on another host: absence there lowers nothing.
+  Judge replaying(p, "/w");
+  replaying.set_host_checks(false);
+  v = replaying.judge(open_of("/root/.curlrc-that-is-not-there-" + std::to_string(getpid()), O_RDONLY, -ENOENT));
+  REQUIRE(v);
+  CHECK(std::string(v->level) == "ALERT");
+  // Side-channel facts under /sys are no runtime's sizing probe.
+  v = j.judge(open_of("/sys/devices/system/cpu/vulnerabilities/meltdown", O_RDONLY, -ENOENT));
+  REQUIRE(v);
+  CHECK(std::string(v->level) == "ALERT");
   // A runtime reading how many CPUs it has; writing there is another matter.
   v = j.judge(open_of("/sys/devices/system/cpu/online", O_RDONLY, -ENOENT));
   REQUIRE(v);

@@ -20,7 +20,7 @@ int cmd_verify_proof(const Args& args) {
                                                  "the proof (JSON from flightrec prove; also the first plain argument)")(
       "pubkey", po::value(&pubkey_file)->required(), "verifier key file (flightrec.pub) the checkpoints must be signed with")(
       "checkpoint", po::value(&checkpoint_file),
-      "consistency proofs: the signed checkpoint of the smaller tree, kept elsewhere, when the proof has none")(
+      "consistency proofs: checkpoints kept elsewhere (flightrec checkpoint >> FILE); the one of the smaller tree's size must match the proof (catches a rewritten history), and stands in when the proof has none")(
       "json", po::bool_switch(), "print the verdict as one JSON object");
   po::positional_options_description pos;
   pos.add("proof", 1);
@@ -37,12 +37,12 @@ int cmd_verify_proof(const Args& args) {
   if (!parse_options(args, desc, usage, vm, &pos)) return 0;
   auto key = ledger::VerifierKey::parse(read_small_file(pubkey_file, "a key"));
   if (!key) throw Error(pubkey_file + " is not a verifier key (the flightrec.pub that keygen writes)");
-  std::optional<std::string> saved;
+  std::vector<std::string> saved;
   if (!checkpoint_file.empty()) {
     std::string why;
-    auto notes = ledger::split_saved_checkpoints(read_small_file(checkpoint_file, "a checkpoint"), &why);
-    if (!notes || notes->size() != 1) throw Error(checkpoint_file + ": not one signed checkpoint" + (why.empty() ? "" : ": " + why));
-    saved = notes->front();
+    auto notes = ledger::split_saved_checkpoints(read_small_file(checkpoint_file, "a saved-checkpoint file"), &why);
+    if (!notes || notes->empty()) throw Error(checkpoint_file + ": not a file of signed checkpoints" + (why.empty() ? "" : ": " + why));
+    saved = *notes;
   }
   auto v = ledger::check_proof(read_small_file(proof_file, "a proof"), *key, saved);
   if (vm["json"].as<bool>()) {

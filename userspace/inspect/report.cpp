@@ -14,25 +14,30 @@ using nlohmann::json;
 namespace {
 
 // What a recorded process named, made safe for HTML: controls visible
-// (printable), at most `max` bytes (cut on a character), then escaped.
+// (printable), escaped, and at most `max` bytes as escaped (cut between
+// characters, never inside one or inside an entity).
 std::string esc(const std::string& raw, size_t max = Report::kMaxText) {
-  std::string s = printable(raw);
-  if (s.size() > max) {
-    size_t cut = max;
-    while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;
-    s = s.substr(0, cut) + "…";
-  }
+  std::string s = printable(raw);  // valid UTF-8
   std::string out;
-  out.reserve(s.size());
-  for (char c : s) {
+  out.reserve(std::min(s.size(), max) + 8);
+  for (size_t i = 0; i < s.size();) {
+    auto c = static_cast<unsigned char>(s[i]);
+    size_t len = c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
+    std::string_view piece;
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
+      case '&': piece = "&amp;"; break;
+      case '<': piece = "&lt;"; break;
+      case '>': piece = "&gt;"; break;
+      case '"': piece = "&quot;"; break;
+      case '\'': piece = "&#39;"; break;
+      default: piece = std::string_view(s).substr(i, len);
     }
+    if (out.size() + piece.size() > max) {
+      out += "…";
+      break;
+    }
+    out += piece;
+    i += len;
   }
   return out;
 }
@@ -59,26 +64,50 @@ ul.tree{list-style:none;padding-left:1.2em;margin:0}ul.tree li{margin:1px 0}
 
 }  // namespace
 
-Report::Process& Report::process(int64_t pid) {
-  static Process overflow;  // past the cap: written to, never shown
-  auto it = processes_.find(pid);
-  if (it != processes_.end()) return it->second;
+void Report::Rows::add(Row r) {
+  if (head.size() < head_max) {
+    head.push_back(std::move(r));
+    return;
+  }
+  if (tail_max == 0) {
+    ++dropped;
+    return;
+  }
+  if (tail.size() < tail_max) {
+    tail.push_back(std::move(r));
+    return;
+  }
+  tail[tail_next] = std::move(r);  // the oldest of the latest goes
+  tail_next = (tail_next + 1) % tail_max;
+  ++dropped;
+}
+
+std::vector<const Report::Row*> Report::Rows::in_order() const {
+  std::vector<const Row*> out;
+  for (const auto& r : head) out.push_back(&r);
+  for (size_t i = 0; i < tail.size(); ++i) out.push_back(&tail[(tail_next + i) % tail.size()]);
+  return out;
+}
+
+Report::Process* Report::process_of(int64_t pid) {
+  auto it = running_.find(pid);
+  return it == running_.end() ? nullptr : &processes_[size_t(it->second)];
+}
+
+Report::Process* Report::new_process(int64_t pid) {
   if (processes_.size() >= kMaxProcesses) {
     ++processes_dropped_;
-    overflow = Process{};
-    return overflow;
+    running_.erase(pid);  // whatever ran as pid before is not this one
+    return nullptr;
   }
-  Process& p = processes_[pid];
-  p.pid = pid;
-  return p;
+  running_[pid] = int64_t(processes_.size());
+  processes_.push_back({});
+  processes_.back().pid = pid;
+  return &processes_.back();
 }
 
 void Report::timeline(const json& e, const std::string& css) {
-  if (timeline_.size() >= kMaxRows) {
-    ++timeline_dropped_;
-    return;
-  }
-  timeline_.push_back({num(e, "seq"), num(e, "ts_real_ns"), num(e, "pid"), str(e, "comm"), str(e, "type"), describe(e), css});
+  timeline_.add({num(e, "seq"), num(e, "ts_real_ns"), num(e, "pid"), str(e, "comm"), str(e, "type"), describe(e), css});
 }
 
 bool Report::shows(std::string_view type) {
@@ -93,12 +122,8 @@ void Report::add(const ledger::TopLevel& top, const json* entry) {
   if (!entry) return;
   const json& e = *entry;
   std::string type = str(e, "type");
-  auto row = [&](std::vector<Row>& rows, size_t& dropped, const std::string& css = "") {
-    if (rows.size() >= kMaxRows) {
-      ++dropped;
-      return;
-    }
-    rows.push_back({num(e, "seq"), num(e, "ts_real_ns"), num(e, "pid"), str(e, "comm"), type, describe(e), css});
+  auto row = [&](Rows& rows, const std::string& css = "") {
+    rows.add({num(e, "seq"), num(e, "ts_real_ns"), num(e, "pid"), str(e, "comm"), type, describe(e), css});
   };
   if (type == "genesis") {
     genesis_command_ = e.contains("command") ? e["command"].dump(-1, ' ', false, json::error_handler_t::replace) : "";
@@ -108,43 +133,51 @@ void Report::add(const ledger::TopLevel& top, const json* entry) {
     kernel_ = str(e, "kernel");
     timeline(e, "");
   } else if (type == "exec") {
-    Process& p = process(num(e, "pid"));
-    p.exe = bytes_member(top, "filename").value_or("?");
-    p.comm = str(e, "comm");
-    std::string argv;
-    if (e.contains("argv") && e["argv"].is_array())
-      for (const auto& a : e["argv"]) argv += (argv.empty() ? "" : " ") + (a.is_string() ? a.get<std::string>() : a.dump());
-    p.argv = argv;
-    if (!p.start_ns) p.start_ns = num(e, "ts_real_ns");
+    int64_t pid = num(e, "pid");
+    Process* p = process_of(pid);
+    if (!p) p = new_process(pid);  // running since before its first entry
+    if (p) {
+      p->exe = bytes_member(top, "filename").value_or("?");
+      p->comm = str(e, "comm");
+      std::string argv;
+      if (e.contains("argv") && e["argv"].is_array())
+        for (const auto& a : e["argv"]) {
+          argv += (argv.empty() ? "" : " ") + (a.is_string() ? a.get<std::string>() : a.dump());
+          if (argv.size() > 4 * kMaxText) break;
+        }
+      p->argv = argv;
+    }
     timeline(e, "exec");
   } else if (type == "fork" && num(e, "thread") == 0) {
-    int64_t parent = num(e, "pid"), child = num(e, "child_pid");
-    Process& c = process(child);
-    c.parent = parent;
-    c.start_ns = num(e, "ts_real_ns");
-    if (auto it = processes_.find(parent); it != processes_.end()) {
-      c.comm = it->second.comm.empty() ? str(e, "comm") : it->second.comm;
-      c.exe = it->second.exe;
-      c.argv = it->second.argv;
-    } else {
-      c.comm = str(e, "comm");
+    int64_t parent_pid = num(e, "pid");
+    Process* parent = process_of(parent_pid);
+    if (!parent) parent = new_process(parent_pid);
+    int64_t parent_id = parent ? int64_t(parent - processes_.data()) : -1;
+    std::string comm = parent ? parent->comm : str(e, "comm"), exe = parent ? parent->exe : "", argv = parent ? parent->argv : "";
+    if (Process* child = new_process(num(e, "child_pid"))) {  // may move processes_: parent is stale now
+      child->parent = parent_id;
+      child->comm = comm.empty() ? str(e, "comm") : comm;
+      child->exe = exe;
+      child->argv = argv;
+      if (parent_id >= 0) processes_[size_t(parent_id)].children.push_back(int64_t(processes_.size() - 1));
     }
-    if (processes_.count(parent) || processes_.size() < kMaxProcesses) process(parent).children.push_back(child);
   } else if (type == "exit" && num(e, "process_exit") == 1) {
-    if (auto it = processes_.find(num(e, "pid")); it != processes_.end())
-      it->second.end = num(e, "signal") ? "killed by signal " + std::to_string(num(e, "signal"))
-                                        : "exit " + std::to_string(num(e, "code"));
+    if (Process* p = process_of(num(e, "pid"))) {
+      p->end = num(e, "signal") ? "killed by signal " + std::to_string(num(e, "signal")) : "exit " + std::to_string(num(e, "code"));
+      running_.erase(num(e, "pid"));  // the pid may be reused by another process
+    }
   } else if (type == "violation") {
-    row(violations_, violations_dropped_, str(e, "level"));
+    std::string level = str(e, "level");
+    row(level == "INFO" ? infos_ : alerts_, level);
     timeline(e, "violation");
   } else if (type == "file_change") {
-    if (str(e, "when") == "end") row(files_, files_dropped_);
+    if (str(e, "when") == "end") row(files_);
   } else if (type == "connect") {
-    row(network_, network_dropped_);
+    row(network_);
     timeline(e, "");
   } else if (type == "tls") {
     if (e.contains("http_method") || e.contains("http_status")) {
-      row(tls_, tls_dropped_);
+      row(tls_);
       timeline(e, "");
     }
   } else if (type == "lost" || type == "freeze" || type == "thaw" || type == "error" || type == "session_end" ||
@@ -159,18 +192,26 @@ std::string Report::html(const ledger::SessionVerdict& v, const std::string& rec
   h.reserve(1 << 20);
   auto cut_note = [&](size_t dropped, const char* what) {
     if (dropped)
-      h += "<p class=\"note\">" + std::to_string(dropped) + " more " + what + " are not shown (at most " +
-           std::to_string(kMaxRows) + " rows per table): <code>flightrec query</code> lists them all.</p>\n";
+      h += "<p class=\"note\">" + std::to_string(dropped) + " more " + what +
+           " are not shown (the first and the latest are): <code>flightrec query</code> lists them all.</p>\n";
   };
-  auto table = [&](const char* id, const std::vector<Row>& rows, bool level_column) {
+  // One table of rows, in at most kSectionBytes of the page.
+  auto table = [&](const char* id, const Rows& rows, bool level_column, const char* what) {
+    size_t start = h.size(), shown = 0;
+    auto list = rows.in_order();
     h += std::string("<table id=\"") + id + "\"><tr><th>time</th><th>seq</th><th>pid</th><th>comm</th>" +
          (level_column ? "<th>level</th>" : "<th>type</th>") + "<th>what</th></tr>\n";
-    for (const auto& r : rows)
-      h += "<tr class=\"" + (level_column ? std::string("violation") : esc(r.css)) + "\"><td class=\"mono\">" + esc(format_wall_time(r.ts)) + "</td><td>" +
-           std::to_string(r.seq) + "</td><td>" + std::to_string(r.pid) + "</td><td>" + esc(r.comm) + "</td><td" +
-           (level_column ? " class=\"" + esc(r.css) + "\">" + esc(r.css) : ">" + esc(r.type)) + "</td><td class=\"mono\">" +
-           esc(r.text) + "</td></tr>\n";
+    for (const Row* r : list) {
+      if (h.size() - start > kSectionBytes) break;
+      h += "<tr class=\"" + (level_column ? std::string("violation") : esc(r->css)) + "\"><td class=\"mono\">" +
+           esc(format_wall_time(r->ts)) + "</td><td>" + std::to_string(r->seq) + "</td><td>" + std::to_string(r->pid) +
+           "</td><td>" + esc(r->comm) + "</td><td" +
+           (level_column ? " class=\"" + esc(r->css) + "\">" + esc(r->css) : ">" + esc(r->type)) +
+           "</td><td class=\"mono\">" + esc(r->text) + "</td></tr>\n";
+      ++shown;
+    }
     h += "</table>\n";
+    cut_note(rows.dropped + (list.size() - shown), what);
   };
   auto counts = [&](const char* id, const json& rows, std::vector<std::pair<const char*, const char*>> cols) {
     if (rows.empty()) {
@@ -229,8 +270,13 @@ std::string Report::html(const ledger::SessionVerdict& v, const std::string& rec
 
   h += "<h2 id=\"violations\">Violations</h2>\n";
   counts("violations-by-rule", sum["violations"], {{"level", "level"}, {"rule_id", "rule"}, {"action", "action"}});
-  if (!violations_.empty()) table("violation-list", violations_, true);
-  cut_note(violations_dropped_, "violations");
+  // ALERT and CRITICAL first, in a table of their own: a flood of INFO
+  // probes cannot push them off the page.
+  if (!alerts_.head.empty()) table("violation-list", alerts_, true, "ALERT and CRITICAL violations");
+  if (!infos_.head.empty()) {
+    h += "<h3>INFO</h3>\n";
+    table("info-list", infos_, true, "INFO violations");
+  }
 
   h += "<h2 id=\"loss\">Loss</h2>\n";
   h += sum["gaps"].get<int64_t>() ? "<div class=\"warn\">" + sum["lost"].dump() + " events lost in " + sum["gaps"].dump() +
@@ -238,37 +284,62 @@ std::string Report::html(const ledger::SessionVerdict& v, const std::string& rec
                                   : "<p id=\"no-loss\">Nothing was lost.</p>\n";
 
   h += "<h2 id=\"processes\">Process tree</h2>\n";
-  std::set<int64_t> shown;
-  std::function<void(int64_t, int)> node = [&](int64_t pid, int depth) {
-    auto it = processes_.find(pid);
-    if (it == processes_.end() || !shown.insert(pid).second) return;
-    const Process& p = it->second;
-    h += "<li><span class=\"mono\">" + std::to_string(p.pid) + " " + esc(p.comm) + "</span> " +
-         (p.exe.empty() ? "<span class=\"note\">(no exec recorded)</span>" : esc(p.exe)) +
-         (p.argv.empty() ? "" : " <code>" + esc(p.argv, 1000) + "</code>") +
-         (p.end.empty() ? "" : " <span class=\"note\">(" + esc(p.end) + ")</span>");
-    if (!p.children.empty() && depth < 64) {
-      h += "\n<ul class=\"tree\">\n";
-      for (int64_t c : p.children) node(c, depth + 1);
-      h += "</ul>";
+  {
+    size_t start = h.size();
+    std::vector<bool> shown(processes_.size());
+    size_t hidden_by_budget = 0;
+    auto line = [&](const Process& p) {
+      return "<span class=\"mono\">" + std::to_string(p.pid) + " " + esc(p.comm) + "</span> " +
+             (p.exe.empty() ? "<span class=\"note\">(no exec recorded)</span>" : esc(p.exe)) +
+             (p.argv.empty() ? "" : " <code>" + esc(p.argv, 4 * kMaxText) + "</code>") +
+             (p.end.empty() ? "" : " <span class=\"note\">(" + esc(p.end) + ")</span>");
+    };
+    // Ids grow from parent to child, so the tree has no cycles; deeper
+    // than 64 levels it goes on in the flat list below.
+    std::function<void(size_t, int)> node = [&](size_t id, int depth) {
+      if (h.size() - start > kSectionBytes) {
+        ++hidden_by_budget;
+        return;
+      }
+      shown[id] = true;
+      const Process& p = processes_[id];
+      h += "<li>" + line(p);
+      if (!p.children.empty() && depth < 64) {
+        h += "\n<ul class=\"tree\">\n";
+        for (int64_t c : p.children) node(size_t(c), depth + 1);
+        h += "</ul>";
+      }
+      h += "</li>\n";
+    };
+    h += "<ul class=\"tree\" id=\"process-tree\">\n";
+    for (size_t id = 0; id < processes_.size(); ++id)
+      if (processes_[id].parent < 0) node(id, 0);
+    h += "</ul>\n";
+    size_t rest = 0;
+    for (size_t id = 0; id < processes_.size(); ++id) rest += !shown[id];
+    if (rest) {
+      h += "<p class=\"note\">Below, flat: the " + std::to_string(rest) +
+           " processes more than 64 levels deep (or past this section's space).</p>\n<ul id=\"process-flat\">\n";
+      for (size_t id = 0; id < processes_.size(); ++id)
+        if (!shown[id] && h.size() - start <= 2 * kSectionBytes)
+          h += "<li>" + line(processes_[id]) + " <span class=\"note\">(child of " +
+               (processes_[id].parent >= 0 ? std::to_string(processes_[size_t(processes_[id].parent)].pid) : "?") +
+               ")</span></li>\n";
+        else if (!shown[id])
+          ++hidden_by_budget;
+      h += "</ul>\n";
     }
-    h += "</li>\n";
-  };
-  h += "<ul class=\"tree\" id=\"process-tree\">\n";
-  for (const auto& [pid, p] : processes_)
-    if (!processes_.count(p.parent) || p.parent == pid) node(pid, 0);
-  h += "</ul>\n";
-  if (processes_dropped_)
-    h += "<p class=\"note\">" + std::to_string(processes_dropped_) + " more processes are not shown (at most " +
-         std::to_string(kMaxProcesses) + ").</p>\n";
+    if (processes_dropped_ || hidden_by_budget)
+      h += "<p class=\"note\">" + std::to_string(processes_dropped_ + hidden_by_budget) + " more processes are not shown (at most " +
+           std::to_string(kMaxProcesses) + ", in at most " + std::to_string(2 * kSectionBytes >> 20) + " MiB).</p>\n";
+  }
   h += "<h3>Programs run</h3>\n";
   counts("programs", sum["executables"], {{"path", "program"}});
 
   h += "<h2 id=\"files\">Files changed</h2>\n";
   h += "<p class=\"note\">The record holds each file's SHA-256 before and after, not its contents.</p>\n";
-  if (!files_.empty()) table("file-changes", files_, false);
+  if (!files_.head.empty()) table("file-changes", files_, false, "file changes");
   else h += "<p class=\"note\">no changes recorded at the session's end</p>\n";
-  cut_note(files_dropped_, "file changes");
   h += "<h3>Files opened for writing</h3>\n";
   counts("files-written", sum["files_written"], {{"path", "path"}});
 
@@ -277,14 +348,12 @@ std::string Report::html(const ledger::SessionVerdict& v, const std::string& rec
   h += "<h3>Connects that failed</h3>\n";
   counts("connect-failed", sum["connect_failed"], {{"family", "family"}, {"addr", "address"}, {"port", "port"}, {"err", "error"}});
   h += "<h3>TLS requests and responses</h3>\n";
-  if (!tls_.empty()) table("tls", tls_, false);
+  if (!tls_.head.empty()) table("tls", tls_, false, "TLS messages");
   else h += "<p class=\"note\">none captured</p>\n";
-  cut_note(tls_dropped_, "TLS messages");
 
   h += "<h2 id=\"timeline\">Timeline</h2>\n<p class=\"note\">Programs started, violations, connects, TLS requests, "
        "loss and the session's own notes, in record order; plain syscalls are in the record (flightrec query).</p>\n";
-  table("timeline-table", timeline_, false);
-  cut_note(timeline_dropped_, "timeline rows");
+  table("timeline-table", timeline_, false, "timeline rows");
   h += "<p class=\"note\">flightrec " FLIGHTREC_VERSION "</p>\n</body></html>\n";
   return h;
 }

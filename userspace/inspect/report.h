@@ -20,7 +20,7 @@ inline constexpr size_t kMaxReportBytes = 8u << 20;
 
 class Report {
  public:
-  explicit Report(int64_t session) : session_(session), summary_(session) {}
+  explicit Report(int64_t session) : session_(session), summary_(session) { processes_.reserve(kMaxProcesses); }
   // Every entry of the session, in order (canonical: the caller checked).
   // Only entries of a type the page shows one by one need their JSON (the
   // rest are counted): `entry` may be null for the others.
@@ -31,29 +31,44 @@ class Report {
 
   static constexpr size_t kMaxRows = 2000;       // per table
   static constexpr size_t kMaxProcesses = 3000;  // in the tree
-  static constexpr size_t kMaxText = 300;        // bytes of one value shown
+  static constexpr size_t kMaxText = 300;        // bytes of one value shown, escaped
+  // Page bytes per long table and for the tree: with the short tables
+  // they keep the page under kMaxReportBytes.
+  static constexpr size_t kSectionBytes = 1u << 20;
 
  private:
   struct Process {
-    int64_t pid = 0, parent = 0;
+    int64_t pid = 0;
+    int64_t parent = -1;  // its parent's id, -1: not seen
     std::string comm, exe, argv;
-    int64_t start_ns = 0;
-    std::string end;  // "exit 0", "signal 9", or empty while running
-    std::vector<int64_t> children;
+    std::string end;  // "exit 0", "killed by signal 9", or empty while running
+    std::vector<int64_t> children;  // ids
   };
   struct Row {
     int64_t seq = 0, ts = 0, pid = 0;
     std::string comm, type, text, css;
   };
+  // Keeps the first rows and, past them, the latest ones: an agent that
+  // floods a table with cheap rows cannot push what it did last off the page.
+  struct Rows {
+    Rows(size_t first, size_t latest) : head_max(first), tail_max(latest) {}
+    size_t head_max, tail_max;
+    std::vector<Row> head;
+    std::vector<Row> tail;  // ring of the latest, at tail_next
+    size_t tail_next = 0, dropped = 0;
+    void add(Row r);
+    std::vector<const Row*> in_order() const;
+  };
   void timeline(const nlohmann::json& e, const std::string& css);
-  Process& process(int64_t pid);
+  Process* process_of(int64_t pid);   // the process now running as pid, or null
+  Process* new_process(int64_t pid);  // a new one (a fork), or null past the cap
 
   int64_t session_;
   SessionSummary summary_;
-  std::vector<Row> timeline_, violations_, files_, network_, tls_;
-  size_t timeline_dropped_ = 0, violations_dropped_ = 0, files_dropped_ = 0, network_dropped_ = 0, tls_dropped_ = 0;
-  std::map<int64_t, Process> processes_;
-  std::vector<int64_t> roots_;
+  Rows timeline_{1500, 500}, alerts_{1500, 500}, infos_{300, 200}, files_{kMaxRows, 0}, network_{kMaxRows, 0},
+      tls_{1500, 500};
+  std::vector<Process> processes_;        // by id, in the order they appeared
+  std::map<int64_t, int64_t> running_;    // pid -> id of the process using it now
   size_t processes_dropped_ = 0;
   std::string genesis_command_, host_, policy_, policy_sha256_, kernel_;
 };

@@ -172,7 +172,7 @@ ProofVerdict check_inclusion(const json& j, const VerifierKey& key) {
   return v;
 }
 
-ProofVerdict check_consistency(const json& j, const VerifierKey& key, const std::optional<std::string>& saved) {
+ProofVerdict check_consistency(const json& j, const VerifierKey& key, const std::vector<std::string>& saved) {
   exact_members(j, {"type", "from", "to", "root_from", "root_to", "proof", "checkpoint_from", "checkpoint_to"});
   int64_t from = positive(j, "from"), to = positive(j, "to");
   if (from < 1 || from > to) throw Failure{"from and to are not 1 <= from <= to"};
@@ -183,15 +183,30 @@ ProofVerdict check_consistency(const json& j, const VerifierKey& key, const std:
   if (!j["checkpoint_to"].is_string()) throw Failure{"no signed checkpoint of the larger tree"};
   Checkpoint c_to = signed_checkpoint(j["checkpoint_to"].get<std::string>(), key, "checkpoint_to");
   if (c_to.size != uint64_t(to) || c_to.root != root_to) throw Failure{"checkpoint_to signs another tree than root_to"};
-  std::string from_note;
-  if (j["checkpoint_from"].is_string()) from_note = j["checkpoint_from"].get<std::string>();
-  else if (!j["checkpoint_from"].is_null()) throw Failure{"checkpoint_from is neither a note nor null"};
-  else if (saved) from_note = *saved;
-  else throw Failure{"no signed checkpoint of the smaller tree: give the one you saved (--checkpoint)"};
-  Checkpoint c_from = signed_checkpoint(from_note, key, j["checkpoint_from"].is_string() ? "checkpoint_from" : "saved checkpoint");
-  if (c_from.size != uint64_t(from) || c_from.root != root_from)
-    throw Failure{"the checkpoint of the smaller tree signs another tree than root_from"};
-  if (c_from.origin != c_to.origin) throw Failure{"the two checkpoints are of different logs"};
+  // The smaller tree: the proof's own checkpoint, and the one kept
+  // elsewhere when given. A key holder who rewrote history can sign a
+  // second tree of that size; only the saved note tells the two apart.
+  std::optional<Checkpoint> c_from;
+  if (j["checkpoint_from"].is_string())
+    c_from = signed_checkpoint(j["checkpoint_from"].get<std::string>(), key, "checkpoint_from");
+  else if (!j["checkpoint_from"].is_null())
+    throw Failure{"checkpoint_from is neither a note nor null"};
+  if (c_from && (c_from->size != uint64_t(from) || c_from->root != root_from))
+    throw Failure{"checkpoint_from signs another tree than root_from"};
+  if (!saved.empty()) {
+    std::optional<Checkpoint> kept;
+    for (size_t i = 0; i < saved.size() && !kept; ++i) {
+      Checkpoint c = signed_checkpoint(saved[i], key, "saved checkpoint " + std::to_string(i + 1));
+      if (c.size == uint64_t(from) && c.origin == c_to.origin) kept = c;
+    }
+    if (!kept) throw Failure{"none of the saved checkpoints is of this log at size " + std::to_string(from)};
+    if (kept->root != root_from)
+      throw Failure{"the saved checkpoint of size " + std::to_string(from) +
+                    " has another root than the proof's: history was rewritten since it was saved"};
+    c_from = kept;
+  }
+  if (!c_from) throw Failure{"no signed checkpoint of the smaller tree: give the one you saved (--checkpoint)"};
+  if (c_from->origin != c_to.origin) throw Failure{"the two checkpoints are of different logs"};
   ProofVerdict v;
   v.ok = true;
   v.what = "the tree of size " + std::to_string(from) + " is a prefix of the tree of size " + std::to_string(to) +
@@ -201,9 +216,19 @@ ProofVerdict check_consistency(const json& j, const VerifierKey& key, const std:
 
 }  // namespace
 
-ProofVerdict check_proof(const std::string& proof_json, const VerifierKey& key, const std::optional<std::string>& saved) {
-  auto j = json::parse(proof_json, nullptr, false);
+ProofVerdict check_proof(const std::string& proof_json, const VerifierKey& key, const std::vector<std::string>& saved) {
+  // A member given twice would be read as its last copy while a person
+  // reading the file may see the first: refused.
+  bool duplicate = false;
+  std::set<std::string> top_keys;
+  json::parser_callback_t once = [&](int depth, json::parse_event_t event, json& parsed) {
+    if (event == json::parse_event_t::key && depth == 1 && !top_keys.insert(parsed.get<std::string>()).second)
+      duplicate = true;
+    return true;
+  };
+  auto j = json::parse(proof_json, once, false);
   try {
+    if (duplicate) throw Failure{"a member is given twice"};
     if (j.is_discarded() || !j.is_object()) throw Failure{"not a JSON object"};
     if (!j.contains("type") || !j["type"].is_string()) throw Failure{"no proof type"};
     if (j["type"] == "inclusion") return check_inclusion(j, key);

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "ledger/keys.h"
 #include "ledger/store.h"
@@ -25,9 +26,11 @@ struct ProofVerdict {
 };
 // Checks every member of the proof: the entry's canonical form and leaf
 // hash, the path to the root, and that the root and size are those of a
-// checkpoint signed by `key`. For a consistency proof, `saved` (a note
-// kept elsewhere) may stand for a checkpoint the proof lacks at its size.
+// checkpoint signed by `key`. For a consistency proof, `saved` (notes
+// kept elsewhere, as `flightrec checkpoint >> FILE` appends them) must
+// hold one of this log at the smaller size, with the proof's root: it
+// also stands for a checkpoint the proof lacks.
 ProofVerdict check_proof(const std::string& proof_json, const VerifierKey& key,
-                         const std::optional<std::string>& saved = std::nullopt);
+                         const std::vector<std::string>& saved = {});
 
 }  // namespace flightrec::ledger

@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <set>
@@ -59,9 +60,29 @@ bool exists_on_host(const std::string& path) {
 }  // namespace
 
 bool harmless_probe_read(const std::string& path) {
-  for (const char* probe : {"/sys/devices/system/cpu", "/sys/devices/system/node", "/sys/kernel/mm/transparent_hugepage",
-                            "/sys/fs/cgroup"})
-    if (path_under(path, probe)) return true;
+  static const std::set<std::string> files = {
+      "/sys/devices/system/cpu/online", "/sys/devices/system/cpu/possible", "/sys/devices/system/cpu/present",
+      "/sys/devices/system/cpu/kernel_max", "/sys/devices/system/node/online", "/sys/devices/system/node/possible",
+      "/sys/kernel/mm/transparent_hugepage/enabled", "/sys/kernel/mm/transparent_hugepage/defrag",
+      "/sys/kernel/mm/transparent_hugepage/hpage_pmd_size"};
+  return files.count(path) || path_under(path, "/sys/fs/cgroup");
+}
+
+bool looks_like_credentials(const std::string& path) {
+  static const std::set<std::string> names = {".ssh", ".gnupg", ".aws", ".azure", ".kube", ".docker", ".netrc",
+                                              ".pgpass", ".git-credentials", ".npmrc", ".pypirc", ".vault-token",
+                                              "shadow", "gshadow", "sudoers", "sudoers.d", "private"};
+  std::string lower;
+  for (char c : path) lower += char(tolower(static_cast<unsigned char>(c)));
+  for (const char* part : {"id_rsa", "id_dsa", "id_ecdsa", "id_ed25519", "credential", "secret", "token", "passw", ".pem", ".key"})
+    if (lower.find(part) != std::string::npos) return true;
+  size_t start = 0;
+  while (start < lower.size()) {
+    size_t end = lower.find('/', start);
+    if (end == std::string::npos) end = lower.size();
+    if (names.count(lower.substr(start, end - start))) return true;
+    start = end + 1;
+  }
   return false;
 }
 
@@ -202,8 +223,12 @@ std::optional<Violation> Judge::judge_syscall(const events::Entry& e) const {
     Action action = rule ? rule->action : sc.default_action;
     if (action != Action::Allow) {
       std::string id = rule ? rule->id : "seccomp.default";
-      int err = rule ? rule->errno_value : sc.default_errno;
-      const char* level = action == Action::Kill ? "CRITICAL" : action == Action::Errno && err == ENOSYS ? "INFO" : "ALERT";
+      // ENOSYS from an explicit rule for a call libc has a fallback for is
+      // a probe; from the default action, or for anything else, it is not.
+      static const std::set<std::string> fallbacks = {"clone3", "rseq", "close_range", "faccessat2", "statx",
+                                                      "openat2", "epoll_pwait2", "futex_waitv"};
+      bool probe = rule && action == Action::Errno && rule->errno_value == ENOSYS && fallbacks.count(name);
+      const char* level = action == Action::Kill ? "CRITICAL" : probe ? "INFO" : "ALERT";
       return Violation{id, level, shadow_ ? "would-deny" : "denied",
                        name + " " + (shadow_ ? "would be stopped" : "stopped") + " by seccomp" +
                            (level[0] == 'I' ? " (answered ENOSYS: callers fall back)" : ""),
@@ -237,11 +262,14 @@ std::optional<Violation> Judge::judge_path(const events::Entry& e, const std::st
     if (absolute && path_under(path, hidden) && !(path_under(path, work_dir_) && path_under(work_dir_, hidden) &&
                                                   work_dir_ != hidden))  // the work directory stays reachable
       if (const char* v = verdict(eacces || ret == -ENOENT)) {
-        if (!write && !exists_on_host(path))
-          return Violation{"filesystem.hidden", "INFO", v, name + " of hidden " + raw + " (no such file on the host)", hidden};
-        if (!write && harmless_probe_read(path))
-          return Violation{"filesystem.hidden", "INFO", v, name + " of hidden " + raw + " (a runtime's probe)", hidden};
-        return Violation{"filesystem.hidden", "ALERT", v, name + " of hidden " + raw, hidden};
+        // Probes are failed reads only: what succeeded, or wrote, or looks
+        // like a credential is an alert whether or not it exists.
+        bool failed_read = !write && ret < 0 && !looks_like_credentials(path);
+        if (failed_read && host_checks_ && !exists_on_host(path))
+          return Violation{"filesystem.hidden", "INFO", v, name + " of hidden " + raw + " (no such file on the host)", path};
+        if (failed_read && harmless_probe_read(path))
+          return Violation{"filesystem.hidden", "INFO", v, name + " of hidden " + raw + " (a runtime's probe)", path};
+        return Violation{"filesystem.hidden", "ALERT", v, name + " of hidden " + raw, path};
       }
   if (write && (absolute ? !writable(path) : eacces))
     if (const char* v = verdict(eacces))

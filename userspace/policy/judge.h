@@ -24,11 +24,13 @@ struct Violation {
 };
 
 // Harmless probing that runtimes and tools do on every run is INFO, not
-// ALERT: a call a seccomp rule answers with ENOSYS (libc falls back, e.g.
-// clone3 to clone), a hidden path that does not exist on the host (nothing
-// was there to protect: a PATH search, a missing ~/.curlrc), and reading
-// the CPU, memory and cgroup facts runtimes size themselves by.
+// ALERT: a call of a few new syscalls that an explicit seccomp rule answers
+// with ENOSYS (libc falls back, e.g. clone3 to clone), a failed look at a
+// hidden path that does not exist on the host and does not look like a
+// credential (a PATH search, a missing ~/.curlrc), and reading the few
+// /sys files and the cgroup files runtimes size themselves by.
 bool harmless_probe_read(const std::string& path);
+bool looks_like_credentials(const std::string& path);
 
 class Judge {
  public:
@@ -45,6 +47,9 @@ class Judge {
   // kernel loaded lsm/unix_*): an abstract name bound in a shared network
   // namespace is then no inbound channel.
   void set_unix_inbound_refused(bool refused) { unix_inbound_refused_ = refused; }
+  // Whether a path's absence on this host may lower a level to INFO: on
+  // in a live session, off when replaying (the host is not the session's).
+  void set_host_checks(bool on) { host_checks_ = on; }
 
  private:
   std::optional<Violation> judge_syscall(const events::Entry& e) const;
@@ -58,6 +63,7 @@ class Judge {
   std::string work_dir_;
   std::vector<std::string> writable_;
   bool unix_inbound_refused_ = false;
+  bool host_checks_ = true;
 };
 
 // "/a/./b//c/../d" -> "/a/b/d"; "/proc/self/root/x" and "/proc/N/root/x"

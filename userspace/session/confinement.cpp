@@ -270,11 +270,13 @@ void Confinement::violation(const policy::Violation& v, int64_t pid, int64_t seq
   // are counted and told at the end, and a flood of distinct ones stays
   // in the record only.
   if (level_rank(v.level) <= policy_.log_stderr) {
-    std::string fingerprint = v.rule + '\0' + comm + '\0' + v.scope;
+    std::string fingerprint = std::string(v.level) + '\0' + v.rule + '\0' + comm + '\0' + v.scope;
     auto seen = alerted_.find(fingerprint);
     if (seen != alerted_.end()) {
       ++seen->second.repeats;
-    } else if (alerted_.size() < kMaxPrinted) {
+    } else if (alerted_.size() >= kMaxPrinted) {
+      ++not_shown_;
+    } else {
       alerted_.emplace(fingerprint, Alert{std::string(v.level) + " " + v.rule + " " + v.action, comm, v.scope, 0});
       StderrLog::get().line("flightrec: " + std::string(v.level) + " " + v.rule + " " + v.action + ": " + v.detail +
                             " (pid " + std::to_string(pid) + ")");
@@ -519,6 +521,10 @@ void Confinement::report_repeats() {
                           (a.scope.empty() ? "" : ", " + a.scope) + "; every one is in the record)");
     a.repeats = 0;
   }
+  if (not_shown_)
+    StderrLog::get().line("flightrec: " + std::to_string(not_shown_) + " more violations were not shown (past " +
+                          std::to_string(kMaxPrinted) + " distinct ones); every one is in the record");
+  not_shown_ = 0;
   StderrLog::get().flush(200);
 }
 

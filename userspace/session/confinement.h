@@ -131,7 +131,8 @@ class Confinement : public Observer {
     std::string what, comm, scope;  // "ALERT rule action", and what the fingerprint holds
     uint64_t repeats;
   };
-  std::map<std::string, Alert> alerted_;  // by fingerprint: rule, program, scope
+  std::map<std::string, Alert> alerted_;  // by fingerprint: level, rule, program, scope
+  uint64_t not_shown_ = 0;                // distinct ones past kMaxPrinted
   std::map<std::pair<int64_t, int64_t>, std::string> written_;
   std::unique_ptr<sandbox::PathDiffer> differ_;
   uint64_t closes_left_to_end_ = 0;
