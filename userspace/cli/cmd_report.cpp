@@ -36,10 +36,7 @@ int cmd_report(const Args& args) {
       "says so first); 1 if it cannot be read.";
   if (!parse_options(args, desc, usage, vm)) return 0;
   std::optional<ledger::VerifierKey> pinned;
-  if (!pubkey_file.empty()) {
-    pinned = ledger::VerifierKey::parse(read_small_file(pubkey_file, "a key"));
-    if (!pinned) throw Error(pubkey_file + " is not a verifier key (the flightrec.pub that keygen writes)");
-  }
+  if (!pubkey_file.empty()) pinned = read_verifier_key(pubkey_file);
   ledger::Store store(db, ledger::Store::Mode::Read);
   int64_t total = store.stored_entries(session);
   ledger::SessionVerdict verdict;

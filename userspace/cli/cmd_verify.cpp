@@ -84,10 +84,7 @@ int cmd_verify(const Args& args) {
   if (db.empty() == bundle.empty()) throw UsageError("give a bundle or --db, not both");
 
   std::optional<ledger::VerifierKey> pinned;
-  if (!pubkey_file.empty()) {
-    pinned = ledger::VerifierKey::parse(read_file(pubkey_file));
-    if (!pinned) throw Error(pubkey_file + " is not a verifier key (the flightrec.pub that keygen writes)");
-  }
+  if (!pubkey_file.empty()) pinned = read_verifier_key(pubkey_file);
   std::optional<std::string> external;
   if (!checkpoint_file.empty()) {
     external = read_small_file(checkpoint_file, "a saved-checkpoint file");  // a note is under 1 KiB

@@ -35,8 +35,7 @@ int cmd_verify_proof(const Args& args) {
       "Every member is checked; a changed byte anywhere fails. Exit 0: proven, and the\n"
       "entry is printed (decoded); 1: not proven, with the reason; 2: usage.";
   if (!parse_options(args, desc, usage, vm, &pos)) return 0;
-  auto key = ledger::VerifierKey::parse(read_small_file(pubkey_file, "a key"));
-  if (!key) throw Error(pubkey_file + " is not a verifier key (the flightrec.pub that keygen writes)");
+  ledger::VerifierKey key = read_verifier_key(pubkey_file);
   std::vector<std::string> saved;
   if (!checkpoint_file.empty()) {
     std::string why;
@@ -44,7 +43,7 @@ int cmd_verify_proof(const Args& args) {
     if (!notes || notes->empty()) throw Error(checkpoint_file + ": not a file of signed checkpoints" + (why.empty() ? "" : ": " + why));
     saved = *notes;
   }
-  auto v = ledger::check_proof(read_small_file(proof_file, "a proof"), *key, saved);
+  auto v = ledger::check_proof(read_small_file(proof_file, "a proof"), key, saved);
   if (vm["json"].as<bool>()) {
     nlohmann::json out = {{"ok", v.ok}};
     if (v.ok) out["proven"] = v.what;

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "ledger/keys.h"
 
 namespace flightrec::cli {
 
@@ -23,5 +24,7 @@ size_t parse_size(const std::string& text, const std::string& option);
 // A small input file (a key, a proof, saved checkpoints): a regular file of
 // at most 64 MiB, read whole; `what` names it in the error ("a proof").
 std::string read_small_file(const std::string& path, const std::string& what);
+// The verifier key file (flightrec.pub) at path, or Error saying it is not one.
+ledger::VerifierKey read_verifier_key(const std::string& path);
 
 }  // namespace flightrec::cli
