@@ -31,13 +31,15 @@ struct {
 	__type(value, struct lsm_scratch);
 } lsm_scratch_map SEC(".maps");
 
-static __always_inline struct fr_lsm *lsm_record(__u32 hook)
+/* Scratch for one record of `session`'s. */
+static __always_inline struct fr_lsm *lsm_record(__u32 hook, __u32 session)
 {
 	__u32 zero = 0;
 	struct lsm_scratch *s = bpf_map_lookup_elem(&lsm_scratch_map, &zero);
 	if (!s)
 		return 0;
 	struct fr_lsm *r = (struct fr_lsm *)s->buf;
+	r->h.session = session;
 	r->hook = hook;
 	r->flags = 0;
 	r->path_len = 0;
@@ -51,7 +53,7 @@ static __always_inline struct fr_lsm *lsm_record(__u32 hook)
 static __always_inline void lsm_emit(struct fr_lsm *r)
 {
 	__u32 size = sizeof(*r) + (r->path_len & PATH_MASK);
-	fr_fill_header(&r->h, FR_REC_LSM, size);
+	fr_fill_header(&r->h, FR_REC_LSM, size, r->h.session);
 	if (size <= sizeof(struct lsm_scratch))
 		fr_output(r, size);
 }
@@ -125,9 +127,10 @@ SEC("lsm/file_open")  /* bpf_d_path is allowed: file_open is a sleepable-capable
 int BPF_PROG(fr_lsm_file_open, struct file *file, int ret)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
-	if (ret || !fr_task_tracked(task) || backing_open(file, task))
+	__u32 session = ret ? 0 : fr_task_session(task);
+	if (!session || backing_open(file, task))
 		return ret;
-	struct fr_lsm *r = lsm_record(FR_LSM_FILE_OPEN);
+	struct fr_lsm *r = lsm_record(FR_LSM_FILE_OPEN, session);
 	if (!r)
 		return ret;
 	long n = bpf_d_path((struct path *)&file->f_path, r->path, FR_STR_MAX);
@@ -143,9 +146,12 @@ int BPF_PROG(fr_lsm_file_open, struct file *file, int ret)
  * one an unprivileged process may mount), mount, or chroot. Fails closed. */
 static __always_inline int refuse_new_view(__u32 hook, int ret)
 {
-	if (ret || !(fr_hidden_rules || fr_exec_rules) || !fr_task_tracked(bpf_get_current_task_btf()))
+	if (ret || !(fr_hidden_rules || fr_exec_rules))
 		return ret;
-	struct fr_lsm *r = lsm_record(hook);
+	__u32 session = fr_task_session(bpf_get_current_task_btf());
+	if (!session)
+		return ret;
+	struct fr_lsm *r = lsm_record(hook, session);
 	if (r) {
 		r->denied_by = FR_DENY_VIEW;
 		lsm_emit(r);
@@ -181,9 +187,10 @@ int BPF_PROG(fr_lsm_path_chroot, const struct path *path, int ret)
 SEC("lsm/bprm_check_security")
 int BPF_PROG(fr_lsm_bprm_check, struct linux_binprm *bprm, int ret)
 {
-	if (ret || !fr_task_tracked(bpf_get_current_task_btf()))
+	__u32 session = ret ? 0 : fr_task_session(bpf_get_current_task_btf());
+	if (!session)
 		return ret;
-	struct fr_lsm *r = lsm_record(FR_LSM_BPRM_CHECK);
+	struct fr_lsm *r = lsm_record(FR_LSM_BPRM_CHECK, session);
 	if (!r)
 		return ret;
 	long n = bpf_probe_read_kernel_str(r->path, FR_STR_MAX, BPF_CORE_READ(bprm, filename));
@@ -195,9 +202,10 @@ int BPF_PROG(fr_lsm_bprm_check, struct linux_binprm *bprm, int ret)
 SEC("lsm/socket_connect")
 int BPF_PROG(fr_lsm_socket_connect, struct socket *sock, struct sockaddr *address, int addrlen, int ret)
 {
-	if (ret || !fr_task_tracked(bpf_get_current_task_btf()))
+	__u32 session = ret ? 0 : fr_task_session(bpf_get_current_task_btf());
+	if (!session)
 		return ret;
-	struct fr_lsm *r = lsm_record(FR_LSM_SOCKET_CONNECT);
+	struct fr_lsm *r = lsm_record(FR_LSM_SOCKET_CONNECT, session);
 	if (!r)
 		return ret;
 	/* The kernel copied the address into a sockaddr_storage (128 bytes):
@@ -237,7 +245,7 @@ struct {
 	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, int);
-	__type(value, __u8);
+	__type(value, __u32);  /* the session that made it */
 } fr_session_unix SEC(".maps");
 
 #define FR_AF_UNIX 1
@@ -246,23 +254,32 @@ SEC("lsm/socket_post_create")
 int BPF_PROG(fr_lsm_socket_post_create, struct socket *sock, int family, int type, int protocol, int kern,
 	     int ret)
 {
-	if (ret || !fr_egress_lsm || family != FR_AF_UNIX || !fr_task_tracked(bpf_get_current_task_btf()))
+	if (ret || !fr_egress_lsm || family != FR_AF_UNIX)
 		return ret;
+	__u32 session = fr_task_session(bpf_get_current_task_btf());
 	struct sock *sk = sock->sk;
-	if (sk)
-		bpf_sk_storage_get(&fr_session_unix, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+	if (!session || !sk)
+		return ret;
+	__u32 *owner = bpf_sk_storage_get(&fr_session_unix, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+	if (owner)
+		*owner = session;
 	return ret;
 }
 
-/* 0, or -EPERM and a record when a task outside the session reaches
- * `other`, a socket of the session. */
+/* 0, or -EPERM and a record (in the socket's session) when a task outside
+ * the session reaches `other`, a socket of the session; a task of another
+ * session is outside it too. */
 static __always_inline int unix_inbound(struct sock *other, __u32 kind, int ret)
 {
-	if (ret || !fr_egress_lsm || !other || !bpf_sk_storage_get(&fr_session_unix, other, 0, 0))
+	if (ret || !fr_egress_lsm || !other)
 		return ret;
-	if (fr_task_tracked(bpf_get_current_task_btf()))
+	__u32 *owner = bpf_sk_storage_get(&fr_session_unix, other, 0, 0);
+	if (!owner)
 		return ret;
-	struct fr_lsm *r = lsm_record(FR_LSM_UNIX_INBOUND);
+	__u32 session = *owner;
+	if (!fr_session_open(session) || fr_task_session(bpf_get_current_task_btf()) == session)
+		return ret;
+	struct fr_lsm *r = lsm_record(FR_LSM_UNIX_INBOUND, session);
 	if (!r)
 		return -1;
 	r->denied_by = FR_DENY_INBOUND;
@@ -288,9 +305,10 @@ SEC("lsm/task_kill")
 int BPF_PROG(fr_lsm_task_kill, struct task_struct *p, struct kernel_siginfo *info, int sig,
 	     const struct cred *cred, int ret)
 {
-	if (ret || !fr_task_tracked(bpf_get_current_task_btf()))
+	__u32 session = ret ? 0 : fr_task_session(bpf_get_current_task_btf());
+	if (!session)
 		return ret;
-	struct fr_lsm *r = lsm_record(FR_LSM_TASK_KILL);
+	struct fr_lsm *r = lsm_record(FR_LSM_TASK_KILL, session);
 	if (!r)
 		return ret;
 	r->flags = (__u32)sig;
@@ -302,9 +320,10 @@ int BPF_PROG(fr_lsm_task_kill, struct task_struct *p, struct kernel_siginfo *inf
 SEC("lsm/bpf")
 int BPF_PROG(fr_lsm_bpf, int cmd, union bpf_attr *attr, unsigned int size, int ret)
 {
-	if (ret || !fr_task_tracked(bpf_get_current_task_btf()))
+	__u32 session = ret ? 0 : fr_task_session(bpf_get_current_task_btf());
+	if (!session)
 		return ret;
-	struct fr_lsm *r = lsm_record(FR_LSM_BPF);
+	struct fr_lsm *r = lsm_record(FR_LSM_BPF, session);
 	if (!r)
 		return ret;
 	r->flags = (__u32)cmd;
@@ -316,9 +335,10 @@ SEC("lsm/capable")
 int BPF_PROG(fr_lsm_capable, const struct cred *cred, struct user_namespace *ns, int cap,
 	     unsigned int opts, int ret)
 {
-	if (ret || !fr_task_tracked(bpf_get_current_task_btf()))
+	__u32 session = ret ? 0 : fr_task_session(bpf_get_current_task_btf());
+	if (!session)
 		return ret;
-	struct fr_lsm *r = lsm_record(FR_LSM_CAPABLE);
+	struct fr_lsm *r = lsm_record(FR_LSM_CAPABLE, session);
 	if (!r)
 		return ret;
 	r->flags = (__u32)cap;
@@ -351,9 +371,10 @@ static __always_inline __u32 dir_and_name(char *buf, __u32 max, const struct pat
 SEC("lsm/path_unlink")
 int BPF_PROG(fr_lsm_path_unlink, const struct path *dir, struct dentry *dentry, int ret)
 {
-	if (ret || !fr_task_tracked(bpf_get_current_task_btf()))
+	__u32 session = ret ? 0 : fr_task_session(bpf_get_current_task_btf());
+	if (!session)
 		return ret;
-	struct fr_lsm *r = lsm_record(FR_LSM_PATH_UNLINK);
+	struct fr_lsm *r = lsm_record(FR_LSM_PATH_UNLINK, session);
 	if (!r)
 		return ret;
 	r->path_len = (__u16)dir_and_name(r->path, FR_STR_MAX, dir, dentry);
@@ -365,16 +386,17 @@ SEC("lsm/path_rename")
 int BPF_PROG(fr_lsm_path_rename, const struct path *old_dir, struct dentry *old_dentry,
 	     const struct path *new_dir, struct dentry *new_dentry, unsigned int flags, int ret)
 {
-	if (ret || !fr_task_tracked(bpf_get_current_task_btf()))
+	__u32 session = ret ? 0 : fr_task_session(bpf_get_current_task_btf());
+	if (!session)
 		return ret;
-	struct fr_lsm *r = lsm_record(FR_LSM_PATH_RENAME);
+	struct fr_lsm *r = lsm_record(FR_LSM_PATH_RENAME, session);
 	if (!r)
 		return ret;
 	r->path_len = (__u16)dir_and_name(r->path, FR_RENAME_NEW, old_dir, old_dentry);
 	r->target = dir_and_name(r->path + FR_RENAME_NEW, FR_RENAME_NEW, new_dir, new_dentry);
 	r->flags = flags;
 	__u32 size = sizeof(*r) + FR_RENAME_NEW + (r->target & (FR_RENAME_NEW - 1));
-	fr_fill_header(&r->h, FR_REC_LSM, size);
+	fr_fill_header(&r->h, FR_REC_LSM, size, r->h.session);
 	if (size <= sizeof(struct lsm_scratch))
 		fr_output(r, size);
 	return ret;
@@ -385,9 +407,10 @@ int BPF_PROG(fr_lsm_path_rename, const struct path *old_dir, struct dentry *old_
  * the one that does not match the running kernel returns at once. */
 static __always_inline int setattr(struct dentry *dentry, struct iattr *attr, int ret)
 {
-	if (ret || !fr_task_tracked(bpf_get_current_task_btf()))
+	__u32 session = ret ? 0 : fr_task_session(bpf_get_current_task_btf());
+	if (!session)
 		return ret;
-	struct fr_lsm *r = lsm_record(FR_LSM_INODE_SETATTR);
+	struct fr_lsm *r = lsm_record(FR_LSM_INODE_SETATTR, session);
 	if (!r)
 		return ret;
 	long n = bpf_probe_read_kernel_str(r->path, 256, BPF_CORE_READ(dentry, d_name.name));

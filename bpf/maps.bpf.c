@@ -3,7 +3,6 @@
 #define FR_SHARED
 #include "lib/common.bpf.h"
 
-const volatile __u32 fr_cgroup_count = 0;
 const volatile __u32 fr_self_tgid = 0;
 const volatile __u32 fr_tls_enabled = 0;
 const volatile __u32 fr_exit_only = 0;
@@ -15,5 +14,6 @@ const volatile __u64 fr_tls_chunk = 16384;
 const volatile __u64 fr_tls_cap = 262144;
 const volatile __u64 fr_wakeup_bytes = 256 * 1024;
 const volatile __u64 fr_highwater_bytes = 0;
+volatile __u32 fr_session_gen = 0;
 
 char LICENSE[] SEC("license") = "GPL";

@@ -20,6 +20,7 @@ struct {
 
 struct argv_pieces {
 	__u64 start, total;
+	__u32 session;
 };
 
 /* One fr_argv record: argv bytes from FR_ARGV_MAX * (i + 1) on. */
@@ -40,7 +41,7 @@ static long argv_piece(__u32 i, void *ctx)
 	if (bpf_probe_read_user(r->data, len & (2 * FR_ARGV_MAX - 1), (const void *)(a->start + offset)))
 		return 1;  /* gone: the exec record's argv_bytes still says how long it was */
 	__u32 size = sizeof(*r) + (__u32)len;
-	fr_fill_header(&r->h, FR_REC_ARGV, size);
+	fr_fill_header(&r->h, FR_REC_ARGV, size, a->session);
 	r->offset = (__u32)offset;
 	r->len = (__u32)len;
 	fr_output(r, size & (2 * FR_ARGV_MAX - 1));
@@ -50,7 +51,8 @@ static long argv_piece(__u32 i, void *ctx)
 SEC("tp_btf/sched_process_fork")
 int BPF_PROG(fr_fork, struct task_struct *parent, struct task_struct *child)
 {
-	if (!fr_task_tracked(parent))
+	__u32 session = fr_task_session(parent);
+	if (!session)
 		return 0;
 	/* The child is watched from its first syscall on (one seccomp stops
 	 * before sys_enter too); its first sys_exit is fork returning in it. */
@@ -58,13 +60,14 @@ int BPF_PROG(fr_fork, struct task_struct *parent, struct task_struct *child)
 	if (st) {
 		st->active = 0;
 		st->fork_return = 1;
+		st->session = session;
 	}
 	struct fr_fork *r = bpf_ringbuf_reserve(&fr_events, sizeof(*r), 0);
 	if (!r) {
 		fr_count_drop();
 		return 0;
 	}
-	fr_fill_header(&r->h, FR_REC_FORK, sizeof(*r));
+	fr_fill_header(&r->h, FR_REC_FORK, sizeof(*r), session);
 	r->child_pid = BPF_CORE_READ(child, tgid);
 	r->child_tid = BPF_CORE_READ(child, pid);
 	r->flags = r->child_pid == BPF_CORE_READ(parent, tgid) ? FR_FORK_THREAD : 0;
@@ -76,7 +79,8 @@ int BPF_PROG(fr_fork, struct task_struct *parent, struct task_struct *child)
 SEC("tp_btf/sched_process_exec")
 int BPF_PROG(fr_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
 {
-	if (!fr_task_tracked(p))
+	__u32 session = fr_task_session(p);
+	if (!session)
 		return 0;
 	__u32 zero = 0;
 	struct exec_scratch *s = bpf_map_lookup_elem(&exec_scratch_map, &zero);
@@ -110,7 +114,7 @@ int BPF_PROG(fr_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 	}
 
 	__u32 size = sizeof(*r) + flen + (__u32)alen;
-	fr_fill_header(&r->h, FR_REC_EXEC, size);
+	fr_fill_header(&r->h, FR_REC_EXEC, size, session);
 	r->old_pid = old_pid;
 	r->flags = flags;
 	r->filename_len = flen;
@@ -121,7 +125,7 @@ int BPF_PROG(fr_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 	/* The rest of a long command line, in pieces (an argument past the
 	 * first 4 KiB must not go unrecorded). */
 	if ((flags & FR_EXEC_ARGV_TRUNC) && !(flags & FR_EXEC_ARGV_FAULT)) {
-		struct argv_pieces a = { .start = arg_start, .total = total };
+		struct argv_pieces a = { .start = arg_start, .total = total, .session = session };
 		bpf_loop(FR_ARGV_PIECES, argv_piece, &a, 0);
 	}
 
@@ -138,14 +142,15 @@ int BPF_PROG(fr_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(fr_exit, struct task_struct *p)
 {
-	if (!fr_task_tracked(p))
+	__u32 session = fr_task_session(p);
+	if (!session)
 		return 0;
 	struct fr_exit *r = bpf_ringbuf_reserve(&fr_events, sizeof(*r), 0);
 	if (!r) {
 		fr_count_drop();
 		return 0;
 	}
-	fr_fill_header(&r->h, FR_REC_EXIT, sizeof(*r));
+	fr_fill_header(&r->h, FR_REC_EXIT, sizeof(*r), session);
 	r->exit_code = BPF_CORE_READ(p, exit_code);
 	r->flags = BPF_CORE_READ(p, signal, live.counter) == 0 ? FR_EXIT_GROUP_DEAD : 0;
 	bpf_ringbuf_submit(r, fr_wakeup_flag(sizeof(*r)));
@@ -155,14 +160,15 @@ int BPF_PROG(fr_exit, struct task_struct *p)
 SEC("tp_btf/cgroup_attach_task")
 int BPF_PROG(fr_cgroup_move, struct cgroup *dst_cgrp, const char *path, struct task_struct *task, bool threadgroup)
 {
-	if (!fr_task_tracked(task))
+	__u32 session = fr_task_session(task);
+	if (!session)
 		return 0;
 	struct fr_cgroup_move *r = bpf_ringbuf_reserve(&fr_events, sizeof(*r), 0);
 	if (!r) {
 		fr_count_drop();
 		return 0;
 	}
-	fr_fill_header(&r->h, FR_REC_CGROUP_MOVE, sizeof(*r));
+	fr_fill_header(&r->h, FR_REC_CGROUP_MOVE, sizeof(*r), session);
 	r->dst_cgroup_id = BPF_CORE_READ(dst_cgrp, kn, id);
 	r->pid = BPF_CORE_READ(task, tgid);
 	r->tid = BPF_CORE_READ(task, pid);

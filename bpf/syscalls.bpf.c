@@ -45,7 +45,7 @@ struct {
 static __always_inline void fill_syscall(struct fr_syscall *r, struct fr_task_state *st,
 					 __u32 size, __s64 ret, __u32 flags)
 {
-	fr_fill_header(&r->h, FR_REC_SYSCALL, size);
+	fr_fill_header(&r->h, FR_REC_SYSCALL, size, st->session);
 	r->enter_ns = st->enter_ns;
 	for (int i = 0; i < 6; i++)
 		r->args[i] = st->args[i];
@@ -350,21 +350,27 @@ static __always_inline void note_tls_fd(long id, __u64 fd)
 		call->fd = (__s32)fd;
 }
 
-/* The task's state, made on its first syscall in the session; NULL for
- * a task the session does not record. */
+/* The task's state, made on its first syscall in a session; NULL for a
+ * task no session records. */
 static __always_inline struct fr_task_state *session_task(struct task_struct *task)
 {
 	struct fr_task_state *st = bpf_task_storage_get(&fr_tasks, task, 0, 0);
 
-	if (st)
-		return st;
-	/* A thread of a tracked process (its leader has state) stays
-	 * recorded after it leaves the session's cgroup. */
-	if (!bpf_task_storage_get(&fr_tasks, task->group_leader, 0, 0) && !fr_in_session())
+	if (st) {
+		if (fr_session_open(st->session))
+			return st;
+		/* Its session is over: the task is let go (and may be in another). */
+		bpf_task_storage_delete(&fr_tasks, task);
+	}
+	__u32 session = fr_task_session(task);
+	if (!session)
 		return NULL;
 	st = bpf_task_storage_get(&fr_tasks, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-	if (!st)
+	if (!st) {
 		fr_count_drop();
+		return NULL;
+	}
+	st->session = session;
 	return st;
 }
 

@@ -24,7 +24,8 @@ static __always_inline int tls_enter(void *ssl, const void *buf, __u64 *len_ptr,
 	if (!fr_tls_enabled)
 		return 0;
 	struct task_struct *task = bpf_get_current_task_btf();
-	if (!fr_task_tracked(task))
+	__u32 session = fr_task_session(task);
+	if (!session)
 		return 0;
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	struct fr_tls_call call = {
@@ -34,6 +35,7 @@ static __always_inline int tls_enter(void *ssl, const void *buf, __u64 *len_ptr,
 		.enter_ns = bpf_ktime_get_ns(),
 		.func = func,
 		.fd = -1,
+		.session = session,
 	};
 	if (bpf_map_update_elem(&fr_tls_calls, &tid, &call, BPF_ANY) != 0)
 		fr_count_drop();
@@ -93,7 +95,7 @@ static __always_inline int tls_exit(long ret)
 			len = 0;
 		}
 		__u32 size = sizeof(*r) + (__u32)len;
-		fr_fill_header(&r->h, FR_REC_TLS, size);
+		fr_fill_header(&r->h, FR_REC_TLS, size, c.session);
 		r->ssl = c.ssl;
 		r->enter_ns = c.enter_ns;
 		r->fd = c.fd;

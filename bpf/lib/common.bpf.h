@@ -17,7 +17,6 @@
 #endif
 
 /* Set by userspace before load (initial values in maps.bpf.c). */
-extern const volatile __u32 fr_cgroup_count;
 extern const volatile __u32 fr_self_tgid;  /* flightrec itself: never recorded */
 extern const volatile __u32 fr_tls_enabled;
 extern const volatile __u32 fr_exit_only;     /* no sys_enter program: calls are read at sys_exit alone */
@@ -29,6 +28,9 @@ extern const volatile __u64 fr_tls_chunk;  /* bytes per TLS record */
 extern const volatile __u64 fr_tls_cap;    /* bytes per SSL call */
 extern const volatile __u64 fr_wakeup_bytes;
 extern const volatile __u64 fr_highwater_bytes;  /* backpressure pauses the session here; 0: none */
+/* Bumped by userspace whenever fr_sessions changes: fr_verdicts worked
+ * out before then are stale. */
+extern volatile __u32 fr_session_gen;
 
 
 FR_SHARED struct {
@@ -36,12 +38,30 @@ FR_SHARED struct {
 	__uint(max_entries, 16 * 1024 * 1024);  /* resized by userspace */
 } fr_events SEC(".maps");
 
+/* The sessions: cgroup id -> session number (see fr_cgroup_verdict). */
 FR_SHARED struct {
-	__uint(type, BPF_MAP_TYPE_CGROUP_ARRAY);
-	__uint(max_entries, FR_MAX_CGROUPS);
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, FR_SESSION_CGROUPS);
+	__type(key, __u64);
+	__type(value, __u32);
+} fr_sessions SEC(".maps");
+
+FR_SHARED struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, FR_MAX_SESSIONS);
 	__type(key, __u32);
 	__type(value, __u32);
-} fr_cgroups SEC(".maps");
+} fr_session_live SEC(".maps");
+
+/* The session of each cgroup tasks ran in, worked out once per cgroup
+ * (and again after a change): a task outside every session pays one
+ * lookup per event, not a walk up the tree. */
+FR_SHARED struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u64);
+	__type(value, struct fr_cgroup_verdict);
+} fr_verdicts SEC(".maps");
 
 FR_SHARED struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -117,6 +137,8 @@ struct fr_tls_call {
 	__u64 ssl, buf, len_ptr, enter_ns;
 	__u32 func;
 	__s32 fd;
+	__u32 session;
+	__u32 pad;
 };
 
 /* LRU: a call whose return probe never fires (the thread died inside it)
@@ -135,20 +157,42 @@ FR_SHARED struct {
 	__type(value, struct fr_syscall_spec);
 } fr_syscall_specs SEC(".maps");
 
-/* Is the current task inside one of the session's cgroups (or below)? */
-static __always_inline bool fr_in_session(void)
+static __always_inline bool fr_session_open(__u32 session)
+{
+	__u32 key = session % FR_MAX_SESSIONS;
+	__u32 *live = bpf_map_lookup_elem(&fr_session_live, &key);
+	return session && live && *live == session;
+}
+
+/* The session whose cgroup holds the current task (or one of its
+ * ancestors); 0 for none. */
+static __always_inline __u32 fr_current_session(void)
 {
 	/* Watching a cgroup that holds flightrec must not record the
 	 * recorder's own writes: that would feed on itself. */
 	if ((bpf_get_current_pid_tgid() >> 32) == fr_self_tgid)
-		return false;
-	for (__u32 i = 0; i < FR_MAX_CGROUPS; i++) {
-		if (i >= fr_cgroup_count)
-			return false;
-		if (bpf_current_task_under_cgroup(&fr_cgroups, i) == 1)
-			return true;
+		return 0;
+	__u64 cgroup = bpf_get_current_cgroup_id();
+	/* Read before the walk: a session added during it bumps the
+	 * generation, so what the walk missed is not kept as current. */
+	__u32 generation = fr_session_gen;
+	barrier();
+	struct fr_cgroup_verdict *known = bpf_map_lookup_elem(&fr_verdicts, &cgroup);
+	if (known && known->generation == generation)
+		return known->session;
+	struct fr_cgroup_verdict v = { .generation = generation, .session = 0 };
+	for (int level = 0; level < FR_CGROUP_DEPTH; level++) {
+		__u64 id = bpf_get_current_ancestor_cgroup_id(level);
+		if (!id)
+			break;
+		__u32 *session = bpf_map_lookup_elem(&fr_sessions, &id);
+		if (session && fr_session_open(*session))
+			v.session = *session;  /* the innermost one wins */
+		if (id == cgroup)
+			break;
 	}
-	return false;
+	bpf_map_update_elem(&fr_verdicts, &cgroup, &v, BPF_ANY);
+	return v.session;
 }
 
 static __always_inline void fr_count_drop(void)
@@ -159,7 +203,7 @@ static __always_inline void fr_count_drop(void)
 		*n += 1;  /* per-CPU slot: no other writer */
 }
 
-static __always_inline void fr_fill_header(struct fr_header *h, __u32 type, __u32 size)
+static __always_inline void fr_fill_header(struct fr_header *h, __u32 type, __u32 size, __u32 session)
 {
 	struct task_struct *task = (struct task_struct *)bpf_get_current_task_btf();
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
@@ -174,7 +218,8 @@ static __always_inline void fr_fill_header(struct fr_header *h, __u32 type, __u3
 	h->ppid = BPF_CORE_READ(task, real_parent, tgid);
 	h->uid = (__u32)uid_gid;
 	h->gid = uid_gid >> 32;
-	h->cpu = bpf_get_smp_processor_id();
+	h->cpu = (__u16)bpf_get_smp_processor_id();
+	h->session = session;
 	bpf_get_current_comm(h->comm, sizeof(h->comm));
 }
 
@@ -200,14 +245,20 @@ static __always_inline __u64 fr_wakeup_flag(__u64 size)
 	return fr_wakeup_flag_after(bpf_ringbuf_query(&fr_events, BPF_RB_AVAIL_DATA), size);
 }
 
-/* Tasks get state on their first syscall inside the session, so a task
- * with state is in the session; the cgroup walk is for the others. */
-static __always_inline bool fr_task_tracked(struct task_struct *task)
+/* The session a task is recorded in; 0 for none. Tasks get state on their
+ * first syscall inside a session and stay in it wherever they go; the
+ * cgroup walk is for the others. */
+static __always_inline __u32 fr_task_session(struct task_struct *task)
 {
+	struct fr_task_state *st = bpf_task_storage_get(&fr_tasks, task, 0, 0);
+	if (st && fr_session_open(st->session))
+		return st->session;
 	/* The group leader too: io_uring's workers are made without a fork
 	 * event, and a process that left the session's cgroup keeps them. */
-	return bpf_task_storage_get(&fr_tasks, task, 0, 0) ||
-	       bpf_task_storage_get(&fr_tasks, task->group_leader, 0, 0) || fr_in_session();
+	st = bpf_task_storage_get(&fr_tasks, task->group_leader, 0, 0);
+	if (st && fr_session_open(st->session))
+		return st->session;
+	return fr_current_session();
 }
 
 /* Copy a record built in scratch space to the ring buffer. Scratch space

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <thread>
 
@@ -83,6 +84,32 @@ TEST_CASE("watch records an existing cgroup's processes for --duration") {
   }
   CHECK(tests > 5);
   CHECK(sleeps > 5);
+  CHECK(flightrec({"verify", "--db", db}).code == 0);
+}
+
+TEST_CASE("watch records a dozen cgroups at once, each one's processes") {
+  REQUIRE(is_root());
+  TempDir dir;
+  std::string db = dir.file("w.db");
+  std::vector<std::unique_ptr<Workload>> loads;
+  std::vector<std::string> args = {"watch", "--db", db, "--duration", "1.5"};
+  for (int i = 0; i < 12; ++i) {
+    std::string marker = dir.file("marker-" + std::to_string(i));
+    loads.push_back(std::make_unique<Workload>("flightrec-test-many-" + std::to_string(getpid()) + "-" + std::to_string(i), marker));
+    args.insert(args.end(), {"--cgroup", loads.back()->path});
+  }
+  Result r = flightrec(args);
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  auto all = entries(db);
+  CHECK(all.front()["cgroups"].size() == 12);
+  for (int i = 0; i < 12; ++i) {
+    std::string marker = dir.file("marker-" + std::to_string(i));
+    int tests = 0;
+    for (const auto& e : all) tests += e.value("path", "") == marker;
+    INFO(marker);
+    CHECK(tests > 5);
+  }
   CHECK(flightrec({"verify", "--db", db}).code == 0);
 }
 

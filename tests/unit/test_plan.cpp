@@ -56,7 +56,7 @@ TEST_CASE("plan: the defaults reach the kernel and the genesis entry") {
   CHECK(plan.capture.egress.empty());
   CHECK(plan.capture.highwater_bytes == (4u << 20));  // backpressure pauses at half full
   CHECK(plan.capture.entry_times);
-  CHECK(plan.capture.cgroup_fds.empty());  // the session's own, added when it exists
+  CHECK(plan.capture.session_cgroups.empty());  // the session's own, added when it exists
   CHECK(plan.on_loss == "backpressure");
   CHECK(plan.meta.on_loss == "backpressure");
   CHECK(plan.meta.ring_bytes == (8u << 20));

@@ -21,7 +21,6 @@ int main() {
   }
   // Settings as a recording session has them, so no branch is cut as dead,
   // and with every enforcement on (path rules, egress allowlist).
-  skel->rodata->fr_cgroup_count = 1;
   skel->rodata->fr_tls_enabled = 1;
   skel->rodata->fr_hidden_rules = 1;
   skel->rodata->fr_exec_rules = 1;

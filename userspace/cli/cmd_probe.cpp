@@ -47,7 +47,7 @@ int cmd_probe(const Args& args) {
     try {
       sandbox::Cgroup cgroup = sandbox::Cgroup::create("probe-" + std::to_string(getpid()));
       probe::CaptureOptions copts;
-      copts.cgroup_fds = {cgroup.fd()};
+      copts.session_cgroups = {cgroup.id()};
       copts.ring_bytes = 64u << 10;
       {
         probe::Capture capture(copts, [](const void*, size_t) {});

@@ -26,7 +26,7 @@ int cmd_watch(const Args& args) {
   std::vector<std::string> paths;
   double duration = 0;
   desc.add_options()("help,h", "show this help")(
-      "cgroup", po::value(&paths)->required(), "cgroup v2 directory to watch (repeatable, up to 8)")(
+      "cgroup", po::value(&paths)->required(), "cgroup v2 directory to watch, with everything below it (repeatable)")(
       "duration", po::value(&duration)->default_value(0),
       "stop after this many seconds (0: until SIGINT/SIGTERM)");
   so.add_to(desc);

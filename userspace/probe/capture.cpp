@@ -89,8 +89,6 @@ bool valid_ring_size(size_t bytes) {
 Capture::Capture(const CaptureOptions& opts, Handler handler) : handler_(std::move(handler)) {
   g_verbose = opts.verbose;
   libbpf_set_print(print_libbpf);
-  if (opts.cgroup_fds.empty() || opts.cgroup_fds.size() > FR_MAX_CGROUPS)
-    throw Error("a session observes 1 to " + std::to_string(FR_MAX_CGROUPS) + " cgroups");
   if (!valid_ring_size(opts.ring_bytes))
     throw Error("ring buffer size must be a power of two from 64 KiB to 1 GiB");
 
@@ -123,7 +121,6 @@ Capture::Capture(const CaptureOptions& opts, Handler handler) : handler_(std::mo
   for (int attempt = 0;; ++attempt) {
     skel_ = flightrec_bpf__open();
     if (!skel_) throw Error(errno_message("cannot open the BPF object", errno));
-    skel_->rodata->fr_cgroup_count = uint32_t(opts.cgroup_fds.size());
     skel_->rodata->fr_self_tgid = uint32_t(getpid());
     skel_->rodata->fr_tls_enabled = opts.tls ? 1 : 0;
     skel_->rodata->fr_exit_only = opts.entry_times ? 0 : 1;
@@ -179,12 +176,7 @@ Capture::Capture(const CaptureOptions& opts, Handler handler) : handler_(std::mo
     }
     fill_path_rules(bpf_map__fd(skel_->maps.fr_hidden_paths), opts.hidden);
     fill_path_rules(bpf_map__fd(skel_->maps.fr_exec_paths), opts.exec);
-    int cgroups = bpf_map__fd(skel_->maps.fr_cgroups);
-    for (uint32_t i = 0; i < opts.cgroup_fds.size(); ++i) {
-      uint32_t fd = uint32_t(opts.cgroup_fds[i]);
-      if (bpf_map_update_elem(cgroups, &i, &fd, BPF_ANY) != 0)
-        throw Error(errno_message("cannot register the cgroup to observe", errno));
-    }
+    if (!opts.session_cgroups.empty()) first_session_ = open_session(opts.session_cgroups);
     ring_ = ring_buffer__new(bpf_map__fd(skel_->maps.fr_events), on_record, this, nullptr);
     if (!ring_) throw Error(errno_message("cannot map the ring buffer", errno));
     long page = sysconf(_SC_PAGESIZE);
@@ -290,6 +282,60 @@ int Capture::on_record(void* ctx, void* data, size_t size) {
   return 0;
 }
 
+uint32_t Capture::open_session(const std::vector<uint64_t>& cgroup_ids) {
+  if (cgroup_ids.empty()) throw Error("a session observes at least one cgroup");
+  size_t listed = 0;
+  for (const auto& [number, ids] : sessions_) listed += ids.size();
+  if (sessions_.size() >= FR_MAX_SESSIONS || listed + cgroup_ids.size() > FR_SESSION_CGROUPS)
+    throw Error("at most " + std::to_string(FR_MAX_SESSIONS) + " sessions and " +
+                std::to_string(FR_SESSION_CGROUPS) + " cgroups are recorded at once");
+  for (const auto& [number, ids] : sessions_)
+    for (uint64_t id : cgroup_ids)
+      if (std::find(ids.begin(), ids.end(), id) != ids.end())
+        throw Error("cgroup " + std::to_string(id) + " is already recorded by another session");
+  // A number whose slot an open session holds is skipped (slots are the
+  // number modulo FR_MAX_SESSIONS); 0 means "none" and is never given.
+  auto slot_taken = [&](uint32_t n) {
+    for (const auto& [number, ids] : sessions_)
+      if (number % FR_MAX_SESSIONS == n % FR_MAX_SESSIONS) return true;
+    return false;
+  };
+  while (next_session_ == 0 || slot_taken(next_session_)) ++next_session_;
+  uint32_t session = next_session_++;
+  int map = bpf_map__fd(skel_->maps.fr_sessions);
+  int live = bpf_map__fd(skel_->maps.fr_session_live);
+  uint32_t slot = session % FR_MAX_SESSIONS;
+  auto undo = [&](size_t added) {
+    for (size_t i = 0; i < added; ++i) bpf_map_delete_elem(map, &cgroup_ids[i]);
+  };
+  for (size_t i = 0; i < cgroup_ids.size(); ++i)
+    if (bpf_map_update_elem(map, &cgroup_ids[i], &session, BPF_NOEXIST) != 0) {
+      int err = errno;
+      undo(i);
+      throw Error(errno_message("cannot register the session's cgroup", err));
+    }
+  if (bpf_map_update_elem(live, &slot, &session, BPF_ANY) != 0) {
+    int err = errno;
+    undo(cgroup_ids.size());
+    throw Error(errno_message("cannot open the session", err));
+  }
+  // Verdicts worked out before now may have missed this session.
+  __atomic_add_fetch(&skel_->bss->fr_session_gen, 1, __ATOMIC_SEQ_CST);
+  sessions_.emplace_back(session, cgroup_ids);
+  return session;
+}
+
+void Capture::close_session(uint32_t session) {
+  auto it = std::find_if(sessions_.begin(), sessions_.end(), [&](const auto& s) { return s.first == session; });
+  if (it == sessions_.end()) return;
+  // Closed first, so no task is added to it between the two steps.
+  uint32_t slot = session % FR_MAX_SESSIONS, none = 0;
+  bpf_map_update_elem(bpf_map__fd(skel_->maps.fr_session_live), &slot, &none, BPF_ANY);
+  for (uint64_t id : it->second) bpf_map_delete_elem(bpf_map__fd(skel_->maps.fr_sessions), &id);
+  __atomic_add_fetch(&skel_->bss->fr_session_gen, 1, __ATOMIC_SEQ_CST);
+  sessions_.erase(it);
+}
+
 int Capture::poll_fd() const { return ring_buffer__epoll_fd(ring_); }
 
 int Capture::ring_fd() const { return bpf_map__fd(skel_->maps.fr_events); }
@@ -311,13 +357,14 @@ std::vector<uint64_t> Capture::drops_per_cpu() const {
   return values;
 }
 
-size_t Capture::track_existing(const std::vector<std::string>& cgroup_dirs) {
+size_t Capture::track_existing(uint32_t session, const std::vector<std::string>& cgroup_dirs) {
   // Keyed by pidfd; a thread needs PIDFD_THREAD (6.9+). Where that is
   // refused, its process's leader (listed too) gets state, and sys_enter
   // counts a thread whose leader has state as tracked.
   constexpr unsigned kPidfdThread = O_EXCL;  // include/uapi/linux/pidfd.h: PIDFD_THREAD
   fr_task_state seeded{};
   seeded.fork_return = 1;  // it may be inside a syscall whose entry we did not see
+  seeded.session = session;
   int map = bpf_map__fd(skel_->maps.fr_tasks);
   size_t tracked = 0;
   std::vector<std::string> dirs = cgroup_dirs;

@@ -30,7 +30,9 @@ struct PathRules {
 };
 
 struct CaptureOptions {
-  std::vector<int> cgroup_fds;            // observe these cgroups and below (max FR_MAX_CGROUPS)
+  // The first session, opened before anything is attached: these cgroups
+  // (v2 ids, Cgroup::id()) and below. Empty: sessions come with open_session().
+  std::vector<uint64_t> session_cgroups;
   size_t ring_bytes = 16u << 20;          // power of two, >= 64 KiB
   size_t wakeup_bytes = 0;                // 0: ring_bytes / 8
   size_t highwater_bytes = 0;             // a wake-up when the unread data crosses it too (0: none)
@@ -66,6 +68,15 @@ class Capture {
   Capture(const Capture&) = delete;
   Capture& operator=(const Capture&) = delete;
 
+  // A session: the tasks of these cgroups and below (the innermost listed
+  // cgroup of any open session wins) are recorded as its own, from their
+  // next event on; every record says whose (fr_header.session). Numbers
+  // start at 1 and are never given twice by one Capture. Throws Error.
+  uint32_t open_session(const std::vector<uint64_t>& cgroup_ids);
+  // Its tasks are let go; records already in the ring still say its number.
+  void close_session(uint32_t session);
+  uint32_t first_session() const { return first_session_; }  // CaptureOptions::session_cgroups' (0: none)
+
   int poll_fd() const;     // readable when the kernel forced a wake-up
   int ring_fd() const;     // the ring buffer map: its waiters are woken at each forced wake-up
   int consume();           // handles everything waiting; returns records
@@ -74,7 +85,7 @@ class Capture {
   // Gives every task already in these cgroups (and below) its recorder
   // state, so one that is moved out before its first syscall stays
   // recorded. Returns how many tasks now have it.
-  size_t track_existing(const std::vector<std::string>& cgroup_dirs);
+  size_t track_existing(uint32_t session, const std::vector<std::string>& cgroup_dirs);
   // Packets the egress allowlist dropped, indexed by fr_net_drop_kind:
   // totals since load, and the far end of one of them.
   std::vector<NetDrops> net_drops() const;
@@ -121,6 +132,8 @@ class Capture {
   std::vector<std::string> tls_paths_;
   Handler handler_;
   int handled_ = 0;
+  uint32_t next_session_ = 1, first_session_ = 0;
+  std::vector<std::pair<uint32_t, std::vector<uint64_t>>> sessions_;  // open: number, cgroup ids
   bool path_rules_ = false;
   bool unix_inbound_ = false;
   bool entry_times_ = false;

@@ -3,7 +3,13 @@
 namespace flightrec::session {
 
 Engine::Engine(const probe::CaptureOptions& copts)
-    : capture_(copts, [this](const void* data, size_t size) { pipeline_->on_record(data, size); }) {}
+    : capture_(copts, [this](const void* data, size_t size) {
+        // Only the first session is this engine's; a record of any other
+        // (there is none in one-session captures) is not. One too short to
+        // say is the pipeline's to report.
+        if (size < sizeof(fr_header) || static_cast<const fr_header*>(data)->session == capture_.first_session())
+          pipeline_->on_record(data, size);
+      }) {}
 
 Engine::~Engine() {
   if (watchdog_) watchdog_->stop();

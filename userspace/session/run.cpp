@@ -177,7 +177,7 @@ int run(Plan plan, const RunTarget& target) {
   std::unique_ptr<ledger::SigningKey> key;
   std::unique_ptr<ledger::Store> store;
   probe::CaptureOptions copts = plan.capture;
-  copts.cgroup_fds = {cgroup.fd()};
+  copts.session_cgroups = {cgroup.id()};
   std::unique_ptr<Engine> engine;
   try {
     store = std::make_unique<ledger::Store>(target.db, ledger::Store::Mode::Write);

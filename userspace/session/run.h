@@ -27,7 +27,7 @@ int run(Plan plan, const RunTarget& target);
 struct WatchTarget {
   std::string db;
   std::string key_dir;
-  std::vector<std::string> cgroups;  // cgroup v2 directories, up to FR_MAX_CGROUPS
+  std::vector<std::string> cgroups;  // cgroup v2 directories
   double duration_s = 0;             // 0: until SIGINT/SIGTERM or every cgroup is gone
 };
 

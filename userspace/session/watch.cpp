@@ -25,8 +25,8 @@ namespace flightrec::session {
 
 void watch(Plan plan, const WatchTarget& target) {
   const auto& paths = target.cgroups;
-  if (paths.empty() || paths.size() > FR_MAX_CGROUPS)
-    throw PlanError("watch takes 1 to " + std::to_string(FR_MAX_CGROUPS) + " --cgroup paths");
+  if (paths.empty() || paths.size() > FR_SESSION_CGROUPS)
+    throw PlanError("watch takes 1 to " + std::to_string(FR_SESSION_CGROUPS) + " --cgroup paths");
   if (!(target.duration_s >= 0) || target.duration_s > 1e9) throw PlanError("--duration must be >= 0 seconds");
   double duration = target.duration_s;
   probe::require_recording_features();
@@ -39,12 +39,12 @@ void watch(Plan plan, const WatchTarget& target) {
   ledger::Store store(target.db, ledger::Store::Mode::Write);
 
   probe::CaptureOptions copts = plan.capture;
-  for (const auto& cg : cgroups) copts.cgroup_fds.push_back(cg.fd());
+  for (const auto& cg : cgroups) copts.session_cgroups.push_back(cg.id());
   Engine engine(copts);
   probe::Capture& capture = engine.capture();
   // The tasks already there stay recorded wherever they are moved, even
   // before their first syscall.
-  size_t tasks_at_start = capture.track_existing(paths);
+  size_t tasks_at_start = capture.track_existing(capture.first_session(), paths);
   std::vector<std::string> tls_errors;
   if (copts.tls) {
     tls_errors = attach_system_libssl(capture);

@@ -18,10 +18,12 @@
 #define FR_STATIC_ASSERT _Static_assert
 #endif
 
-#define FR_ABI_VERSION 7
+#define FR_ABI_VERSION 8
 
 #define FR_COMM_LEN 16
-#define FR_MAX_CGROUPS 8        /* cgroups one session can observe */
+#define FR_MAX_SESSIONS 4096    /* sessions one capture records at once */
+#define FR_SESSION_CGROUPS 65536 /* cgroups (with their descendants) all of them observe */
+#define FR_CGROUP_DEPTH 32      /* levels of the cgroup tree searched for a session's cgroup */
 #define FR_STR_MAX 4096         /* PATH_MAX: paths are never cut short */
 #define FR_SOCKADDR_MAX 128     /* sizeof(struct sockaddr_storage) */
 #define FR_ARGV_MAX 4096        /* bytes of argv in the exec record */
@@ -42,13 +44,14 @@ enum fr_record_type {
 /* Common to every record. pid is the thread-group id, tid the thread id,
  * both as seen from the initial pid namespace. */
 struct fr_header {
-	__u32 type;              /* enum fr_record_type */
+	__u16 type;              /* enum fr_record_type */
+	__u16 cpu;               /* NR_CPUS is at most 8192 */
 	__u32 size;              /* bytes of the whole record */
 	__u64 ts_mono_ns;        /* CLOCK_MONOTONIC when the event completed */
 	__u64 cgroup_id;         /* cgroup v2 id of the task */
 	__u32 pid, tid, ppid;
 	__u32 uid, gid;
-	__u32 cpu;
+	__u32 session;           /* the session it belongs to (see fr_sessions), never 0 */
 	char comm[FR_COMM_LEN];
 };
 FR_STATIC_ASSERT(sizeof(struct fr_header) == 64, "fr_header layout");
@@ -284,9 +287,22 @@ struct fr_task_state {
 	__u32 sa_buf_len;        /* accept & co: the caller's buffer size, read at entry */
 	__u32 fork_return;       /* its next sys_exit ends a syscall entered unseen (a fork's return in a
 	                          * new task, or a task that was in a syscall when storage was made) */
+	__u32 session;           /* the session the task was recorded in first; it stays there */
+	__u32 pad;
 	char exec_path[FR_STR_MAX];
 };
-FR_STATIC_ASSERT(sizeof(struct fr_task_state) == 4176, "fr_task_state layout");
+FR_STATIC_ASSERT(sizeof(struct fr_task_state) == 4184, "fr_task_state layout");
+
+/* Which session a cgroup's tasks belong to: fr_sessions maps a cgroup id
+ * to a session number, for the cgroup and everything below it (the
+ * innermost listed cgroup wins). A session number is never used twice in
+ * one capture; fr_session_live[n % FR_MAX_SESSIONS] == n while session n
+ * is open, so tasks that keep the number of a closed session are let go. */
+struct fr_cgroup_verdict {
+	__u32 generation;        /* fr_session_gen when it was worked out */
+	__u32 session;           /* 0: no session */
+};
+FR_STATIC_ASSERT(sizeof(struct fr_cgroup_verdict) == 8, "fr_cgroup_verdict layout");
 
 /* Which arguments of a syscall to read, indexed by syscall number.
  * FR_ARG_NONE marks an unused slot. */
