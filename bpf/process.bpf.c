@@ -61,6 +61,7 @@ int BPF_PROG(fr_fork, struct task_struct *parent, struct task_struct *child)
 		st->active = 0;
 		st->fork_return = 1;
 		st->session = session;
+		fr_count_task(session, true);
 	}
 	struct fr_fork *r = bpf_ringbuf_reserve(&fr_events, sizeof(*r), 0);
 	if (!r) {
@@ -142,6 +143,9 @@ int BPF_PROG(fr_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(fr_exit, struct task_struct *p)
 {
+	struct fr_task_state *own = bpf_task_storage_get(&fr_tasks, p, 0, 0);
+	if (own && fr_session_open(own->session))
+		fr_count_task(own->session, false);
 	__u32 session = fr_task_session(p);
 	if (!session)
 		return 0;
@@ -157,10 +161,56 @@ int BPF_PROG(fr_exit, struct task_struct *p)
 	return 0;
 }
 
+/* The session of a cgroup v2 directory (or its nearest listed ancestor);
+ * 0 for none, or a cgroup of another hierarchy (its ids are its own). */
+static __always_inline __u32 cgroup_session(struct cgroup *cgrp)
+{
+	if (BPF_CORE_READ(cgrp, root, hierarchy_id) != 0)
+		return 0;
+	int own = BPF_CORE_READ(cgrp, level);
+	void *ancestors = (void *)cgrp + bpf_core_field_offset(struct cgroup, ancestors);
+	for (int up = 0; up < FR_CGROUP_DEPTH; up++) {
+		int level = own - up;
+		if (level < 0)
+			break;
+		struct cgroup *a = 0;
+		if (bpf_probe_read_kernel(&a, sizeof(a), ancestors + (__u32)level * sizeof(a)) || !a)
+			break;
+		__u64 id = BPF_CORE_READ(a, kn, id);
+		__u32 *session = bpf_map_lookup_elem(&fr_sessions, &id);
+		if (session && fr_session_open(*session))
+			return *session;
+	}
+	return 0;
+}
+
 SEC("tp_btf/cgroup_attach_task")
 int BPF_PROG(fr_cgroup_move, struct cgroup *dst_cgrp, const char *path, struct task_struct *task, bool threadgroup)
 {
-	__u32 session = fr_task_session(task);
+	__u16 flags = 0;
+	__u32 session = 0;
+	struct fr_task_state *st = bpf_task_storage_get(&fr_tasks, task, 0, 0);
+	if (st && fr_session_open(st->session))
+		session = st->session;
+	if (!session) {
+		st = bpf_task_storage_get(&fr_tasks, task->group_leader, 0, 0);
+		if (st && fr_session_open(st->session))
+			session = st->session;
+	}
+	if (!session && (session = cgroup_session(dst_cgrp))) {
+		/* Put there by someone else (a task outside, another session):
+		 * the record says how it came, and it is the session's now. */
+		flags = FR_MOVE_INTO_SESSION;
+		st = bpf_task_storage_get(&fr_tasks, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+		if (st && !st->session) {
+			st->fork_return = 1;  /* it may be inside a syscall we did not see begin */
+			st->active = 0;
+			st->session = session;
+			fr_count_task(session, true);
+		}
+	}
+	if (!session && task == bpf_get_current_task_btf())
+		session = fr_current_session();  /* moving itself out of a session's cgroup */
 	if (!session)
 		return 0;
 	struct fr_cgroup_move *r = bpf_ringbuf_reserve(&fr_events, sizeof(*r), 0);
@@ -173,7 +223,7 @@ int BPF_PROG(fr_cgroup_move, struct cgroup *dst_cgrp, const char *path, struct t
 	r->pid = BPF_CORE_READ(task, tgid);
 	r->tid = BPF_CORE_READ(task, pid);
 	r->threadgroup = threadgroup ? 1 : 0;
-	r->flags = 0;
+	r->flags = flags;
 	long n = bpf_probe_read_kernel_str(r->path, sizeof(r->path), path);
 	if (n <= 0)
 		n = 1;

@@ -371,6 +371,7 @@ static __always_inline struct fr_task_state *session_task(struct task_struct *ta
 		return NULL;
 	}
 	st->session = session;
+	fr_count_task(session, true);
 	return st;
 }
 

@@ -53,6 +53,13 @@ FR_SHARED struct {
 	__type(value, __u32);
 } fr_session_live SEC(".maps");
 
+FR_SHARED struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, FR_MAX_SESSIONS);
+	__type(key, __u32);
+	__type(value, struct fr_session_tasks);
+} fr_session_tasks SEC(".maps");
+
 /* The session of each cgroup tasks ran in, worked out once per cgroup
  * (and again after a change): a task outside every session pays one
  * lookup per event, not a walk up the tree. */
@@ -164,6 +171,19 @@ static __always_inline bool fr_session_open(__u32 session)
 	return session && live && *live == session;
 }
 
+/* A task got state in `session` (joined) or exited in it (left). */
+static __always_inline void fr_count_task(__u32 session, bool joined)
+{
+	__u32 key = session % FR_MAX_SESSIONS;
+	struct fr_session_tasks *t = bpf_map_lookup_elem(&fr_session_tasks, &key);
+	if (!t)
+		return;
+	if (joined)
+		t->joined += 1;  /* per-CPU slot: no other writer */
+	else
+		t->left += 1;
+}
+
 /* The session whose cgroup holds the current task (or one of its
  * ancestors); 0 for none. */
 static __always_inline __u32 fr_current_session(void)
@@ -181,15 +201,20 @@ static __always_inline __u32 fr_current_session(void)
 	if (known && known->generation == generation)
 		return known->session;
 	struct fr_cgroup_verdict v = { .generation = generation, .session = 0 };
-	for (int level = 0; level < FR_CGROUP_DEPTH; level++) {
+	/* From the task's own cgroup up: the innermost session wins, and a
+	 * tree of any depth is searched in its last FR_CGROUP_DEPTH levels. */
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task_btf();
+	int own = BPF_CORE_READ(task, cgroups, dfl_cgrp, level);
+	for (int up = 0; up < FR_CGROUP_DEPTH; up++) {
+		int level = own - up;
+		if (level < 0)
+			break;
 		__u64 id = bpf_get_current_ancestor_cgroup_id(level);
-		if (!id)
+		__u32 *session = id ? bpf_map_lookup_elem(&fr_sessions, &id) : 0;
+		if (session && fr_session_open(*session)) {
+			v.session = *session;
 			break;
-		__u32 *session = bpf_map_lookup_elem(&fr_sessions, &id);
-		if (session && fr_session_open(*session))
-			v.session = *session;  /* the innermost one wins */
-		if (id == cgroup)
-			break;
+		}
 	}
 	bpf_map_update_elem(&fr_verdicts, &cgroup, &v, BPF_ANY);
 	return v.session;

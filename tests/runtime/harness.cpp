@@ -153,4 +153,18 @@ int count_lines(const std::string& s) {
   return n;
 }
 
+std::string cgroup2_root() {
+  std::ifstream in("/proc/self/mountinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    auto dash = line.find(" - cgroup2 ");
+    if (dash == std::string::npos) continue;
+    std::istringstream head(line);
+    std::string id, parent, dev, root, mountpoint;
+    head >> id >> parent >> dev >> root >> mountpoint;
+    return mountpoint;
+  }
+  return "";
+}
+
 }  // namespace rt

@@ -474,7 +474,7 @@ TEST_CASE("policy files are checked: errors name the file, line and key, and not
       {"version: 1\nname: t\nhostname: " + std::string(70, 'a') + "\n", "is not a host name"},
       {"version: 1\nname: t\ncapabilities: [CAP_NOT_A_CAP]\n", "is not a capability name"},
       {"version: 1\nname: t\nseccomp:\n  profile: /dev/zero\n", "not a readable regular file"},
-      {"version: 1\nname: t\n? [a, b]\n: 1\n", "bad.yaml:3: not valid here"},
+      {"version: 1\nname: t\n? [a, b]\n: 1\n", "bad.yaml:3: top level: a key must be a plain name"},
       {"version: 1\nname: t\nseccomp:\n  default: errno\n  allow: [openat]\n  deny:\n"
        "    - {syscall: openat, args: [{index: 2, op: masked_eq, mask: 64, value: 64}]}\n",
        "decide the same call differently"},

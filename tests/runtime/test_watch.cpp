@@ -19,20 +19,6 @@ using namespace rt;
 
 namespace {
 
-std::string cgroup2_root() {
-  std::ifstream in("/proc/self/mountinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    auto dash = line.find(" - cgroup2 ");
-    if (dash == std::string::npos) continue;
-    std::istringstream head(line);
-    std::string id, parent, dev, root, mountpoint;
-    head >> id >> parent >> dev >> root >> mountpoint;
-    return mountpoint;
-  }
-  return "";
-}
-
 // A cgroup with one shell loop in it that keeps testing for `marker`
 // (or runs `loop_body` over and over).
 struct Workload {

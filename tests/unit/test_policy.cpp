@@ -72,6 +72,8 @@ TEST_CASE("the shipped policies parse and say what they are") {
 
 TEST_CASE("policy errors name the file, the line and the key") {
   CHECK(error_of("version: 1\nname: x\nfilesystem:\n  hiden: [/a]\n").find("t.yaml:4: filesystem.hiden: unknown key") == 0);
+  // Of two equal keys yaml-cpp would let the first hide the second: an error.
+  CHECK(error_of("version: 1\nname: x\nfilesystem:\n  hidden: [/a]\n  hidden: [/b]\n").find("t.yaml:5: filesystem.hidden: given twice") == 0);
   CHECK(error_of("version: 1\nname: x\nlimits:\n  pids: -3\n").find("t.yaml:4: limits.pids:") == 0);
   // Entries inside the sandbox's private /tmp or /dev/shm cannot take effect.
   CHECK(error_of("version: 1\nname: x\nfilesystem:\n  read_only: [/usr, /tmp/data]\n")

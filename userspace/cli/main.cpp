@@ -25,6 +25,7 @@ commands:
   checkpoint  print a session's latest signed checkpoint, to keep elsewhere
   keygen   create the Ed25519 key that signs checkpoints
   probe    show which kernel features load on this machine
+  status   what a running flightrecd records: sessions, rates, loss, disk use
 
 'flightrec COMMAND --help' explains each command.)";
 
@@ -52,6 +53,7 @@ int main(int argc, char** argv) {
     if (command == "prove") return cmd_prove(args);
     if (command == "verify-proof") return cmd_verify_proof(args);
     if (command == "checkpoint") return cmd_checkpoint(args);
+    if (command == "status") return cmd_status(args);
     if (command == "--help" || command == "-h" || command == "help") {
       std::cout << kUsage << "\n";
       return 0;

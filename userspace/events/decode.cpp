@@ -276,6 +276,7 @@ Entry decode_cgroup_move(const uint8_t* p, size_t size, const DecodeContext& ctx
   e.set("to_cgroup_id", uint64_t(r.dst_cgroup_id));
   e.set_bytes("to_cgroup", {r.path, r.path_len});
   if (r.flags & FR_MOVE_PATH_TRUNC) e.set("to_cgroup_truncated", 1);
+  if (r.flags & FR_MOVE_INTO_SESSION) e.set("into_session", 1);
   return e;
 }
 

@@ -178,6 +178,9 @@ std::string describe_known(const json& e) {
            member(e, "policy_name") + pairs(e, {"host", "kernel", "on_loss"});
   if (type == "session_end") return prose(e, "reason") + ";" + pairs(e, {"exit_code", "exit_signal", "lost_total"});
   if (type == "cgroup_gone") return member(e, "cgroup");
+  if (type == "process_at_start")
+    return "pid " + member(e, "process_pid") + " (" + member(e, "process_comm") + ") " +
+           (e.contains("argv") ? text(e["argv"]) : member(e, "exe")) + pairs(e, {"process_ppid", "process_uid", "cwd"});
   if (type == "malformed") return member(e, "reason") + pairs(e, {"size"});
   // freeze, thaw, error and the sandbox's notes say it in `detail`; a type
   // this version does not know shows its own members.

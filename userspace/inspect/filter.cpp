@@ -105,7 +105,7 @@ std::optional<int64_t> parse_wall_time(const std::string& text) {
 const std::vector<std::string>& entry_types() {
   static const std::vector<std::string> types = {
       "syscall", "file_open", "connect", "exec", "exec_argv", "fork", "exit", "cgroup_move", "tls", "lsm", "lost",
-      "violation", "file_change", "snapshot", "summary", "genesis", "session_end", "cgroup_gone", "freeze", "thaw",
+      "violation", "file_change", "snapshot", "summary", "genesis", "session_end", "cgroup_gone", "process_at_start", "freeze", "thaw",
       "error", "malformed", "changes_kept", "file_changes_truncated", "file_changes_at_close_skipped"};
   return types;
 }
@@ -115,7 +115,7 @@ const std::vector<std::string>& path_members() {
   // file_change paths (docs/FORMAT.md).
   static const std::vector<std::string> members = {"path",     "kernel_path", "oldpath",      "newpath",  "target",
                                                    "linkpath", "filename",    "new_path",     "from_path", "to_path",
-                                                   "new_root", "put_old",     "mount_source", "cgroup",    "to_cgroup"};
+                                                   "new_root", "put_old",     "mount_source", "cgroup",    "to_cgroup", "exe"};
   return members;
 }
 

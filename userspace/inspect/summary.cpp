@@ -53,7 +53,7 @@ void SessionSummary::add(const ledger::TopLevel& e) {
   if (type == "genesis") {
     host_ = e.string("host").value_or("");
     policy_ = e.string("policy_name").value_or("");
-    command_ = std::string(e.raw("command").value_or(e.raw("cgroups").value_or("")));
+    command_ = std::string(e.raw("command").value_or(e.raw("cgroups").value_or(e.raw("cgroups_b64").value_or(""))));
   } else if (type == "exec") {
     executables_.add({bytes("filename")});
   } else if (type == "file_open") {

@@ -2,6 +2,7 @@
 // node, so errors can point at the line), then checked key by key.
 #include "policy/policy.h"
 
+#include "policy/yaml_reader.h"
 #include "events/syscall_table.h"
 
 #include <arpa/inet.h>
@@ -23,51 +24,9 @@
 namespace flightrec::policy {
 namespace {
 
-class Reader {
+class Reader : public YamlReader<PolicyError> {
  public:
-  explicit Reader(std::string source) : source_(std::move(source)) {}
-
-  [[noreturn]] void fail(const YAML::Node& n, const std::string& key, const std::string& what) const {
-    std::string where = source_;
-    if (n.IsDefined() && n.Mark().line >= 0) where += ":" + std::to_string(n.Mark().line + 1);
-    throw PolicyError(where + ": " + key + ": " + what);
-  }
-
-  // Every key of a mapping must be one we know: a typo is an error, not a
-  // silently ignored rule.
-  void only_keys(const YAML::Node& map, const std::string& path, std::set<std::string> known) const {
-    if (!map.IsMap()) fail(map, path, "must be a mapping");
-    for (const auto& kv : map) {
-      std::string k = kv.first.as<std::string>();
-      if (!known.count(k)) {
-        std::string list;
-        for (const auto& x : known) list += (list.empty() ? "" : ", ") + x;
-        fail(kv.first, path.empty() ? k : path + "." + k, "unknown key (known: " + list + ")");
-      }
-    }
-  }
-
-  std::string str(const YAML::Node& n, const std::string& key) const {
-    if (!n.IsScalar()) fail(n, key, "must be a string");
-    return n.Scalar();
-  }
-
-  bool boolean(const YAML::Node& n, const std::string& key) const {
-    std::string s = str(n, key);
-    if (s == "true") return true;
-    if (s == "false") return false;
-    fail(n, key, "must be true or false, not '" + s + "'");
-  }
-
-  template <typename T>
-  T choice(const YAML::Node& n, const std::string& key, const std::map<std::string, T>& values) const {
-    std::string s = str(n, key);
-    auto it = values.find(s);
-    if (it != values.end()) return it->second;
-    std::string list;
-    for (const auto& [k, v] : values) list += (list.empty() ? "" : ", ") + k;
-    fail(n, key, "'" + s + "' is not one of: " + list);
-  }
+  using YamlReader::YamlReader;
 
   std::vector<std::string> strings(const YAML::Node& n, const std::string& key) const {
     if (!n.IsSequence()) fail(n, key, "must be a list");
@@ -106,10 +65,6 @@ class Reader {
     return v;
   }
 
-  const std::string& source() const { return source_; }
-
- private:
-  std::string source_;
 };
 
 const std::map<std::string, int> kErrnos = {

@@ -15,6 +15,7 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
+#include <set>
 #include <sstream>
 
 #include "common/error.h"
@@ -275,11 +276,14 @@ Capture::~Capture() {
   flightrec_bpf__destroy(skel_);
 }
 
+// libbpf's sentinel for "this record is handled; stop here": a negative
+// return ends ring_buffer__consume after the record, which it has consumed.
+constexpr int kBudgetSpent = -EAGAIN;
+
 int Capture::on_record(void* ctx, void* data, size_t size) {
   auto* self = static_cast<Capture*>(ctx);
   self->handler_(data, size);
-  ++self->handled_;
-  return 0;
+  return ++self->handled_ >= self->budget_ ? kBudgetSpent : 0;
 }
 
 uint32_t Capture::open_session(const std::vector<uint64_t>& cgroup_ids) {
@@ -314,7 +318,10 @@ uint32_t Capture::open_session(const std::vector<uint64_t>& cgroup_ids) {
       undo(i);
       throw Error(errno_message("cannot register the session's cgroup", err));
     }
-  if (bpf_map_update_elem(live, &slot, &session, BPF_ANY) != 0) {
+  // The slot's task counts start from zero (a closed session may have left some).
+  std::vector<fr_session_tasks> zeros(size_t(std::max(1, libbpf_num_possible_cpus())));
+  if (bpf_map_update_elem(bpf_map__fd(skel_->maps.fr_session_tasks), &slot, zeros.data(), BPF_ANY) != 0 ||
+      bpf_map_update_elem(live, &slot, &session, BPF_ANY) != 0) {
     int err = errno;
     undo(cgroup_ids.size());
     throw Error(errno_message("cannot open the session", err));
@@ -323,6 +330,19 @@ uint32_t Capture::open_session(const std::vector<uint64_t>& cgroup_ids) {
   __atomic_add_fetch(&skel_->bss->fr_session_gen, 1, __ATOMIC_SEQ_CST);
   sessions_.emplace_back(session, cgroup_ids);
   return session;
+}
+
+int64_t Capture::session_tasks(uint32_t session) const {
+  int ncpu = libbpf_num_possible_cpus();
+  if (ncpu <= 0) return 0;
+  std::vector<fr_session_tasks> per_cpu(static_cast<size_t>(ncpu));
+  uint32_t slot = session % FR_MAX_SESSIONS;
+  if (bpf_map_lookup_elem(bpf_map__fd(skel_->maps.fr_session_tasks), &slot, per_cpu.data()) != 0)
+    throw Error(errno_message("cannot read the session's task counts", errno));
+  int64_t n = 0;
+  for (const auto& c : per_cpu) n += int64_t(c.joined) - int64_t(c.left);
+  auto adjust = task_adjust_.find(session);
+  return n + (adjust == task_adjust_.end() ? 0 : adjust->second);
 }
 
 void Capture::close_session(uint32_t session) {
@@ -334,17 +354,29 @@ void Capture::close_session(uint32_t session) {
   for (uint64_t id : it->second) bpf_map_delete_elem(bpf_map__fd(skel_->maps.fr_sessions), &id);
   __atomic_add_fetch(&skel_->bss->fr_session_gen, 1, __ATOMIC_SEQ_CST);
   sessions_.erase(it);
+  task_adjust_.erase(session);
 }
 
 int Capture::poll_fd() const { return ring_buffer__epoll_fd(ring_); }
 
 int Capture::ring_fd() const { return bpf_map__fd(skel_->maps.fr_events); }
 
-int Capture::consume() {
+int Capture::consume(int budget) {
   handled_ = 0;
+  budget_ = budget > 0 ? budget : 1;
   int n = ring_buffer__consume(ring_);
-  if (n < 0) throw Error(errno_message("reading the ring buffer failed", -n));
+  if (n < 0 && !(n == kBudgetSpent && handled_ >= budget_))
+    throw Error(errno_message("reading the ring buffer failed", -n));
   return handled_;
+}
+
+void Capture::drain_to_now() {
+  // What the kernel committed up to now, not what it adds meanwhile: a
+  // busy session must not keep the caller here. A record still being
+  // written (reserved, not yet submitted) stops consume() early.
+  unsigned long target = __atomic_load_n(producer_pos_, __ATOMIC_ACQUIRE);
+  while (long(target - __atomic_load_n(consumer_pos_, __ATOMIC_ACQUIRE)) > 0)
+    if (consume() == 0) break;
 }
 
 std::vector<uint64_t> Capture::drops_per_cpu() const {
@@ -367,11 +399,42 @@ size_t Capture::track_existing(uint32_t session, const std::vector<std::string>&
   seeded.session = session;
   int map = bpf_map__fd(skel_->maps.fr_tasks);
   size_t tracked = 0;
+  auto cgroup_id = [](const std::string& dir) -> uint64_t {
+    struct stat st {};
+    return stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode) ? uint64_t(st.st_ino) : 0;  // cgroup v2: the id
+  };
+  // A task an enclosing session seeded (opened before this one) moves to
+  // this, the innermost, session; a task another session holds otherwise
+  // stays with it (tasks keep their session), and the cgroups of other
+  // sessions below are theirs.
+  std::set<uint64_t> enclosing;
+  for (const auto& dir : cgroup_dirs)
+    for (std::string up = dir; up.rfind('/') > 0;) {
+      up.resize(up.rfind('/'));
+      if (uint64_t id = cgroup_id(up)) enclosing.insert(id);
+    }
+  auto session_of = [&](uint64_t id) -> uint32_t {
+    for (const auto& [number, ids] : sessions_)
+      if (std::find(ids.begin(), ids.end(), id) != ids.end()) return number;
+    return 0;
+  };
+  auto encloses = [&](uint32_t other) {
+    for (const auto& [number, ids] : sessions_)
+      if (number == other)
+        for (uint64_t id : ids)
+          if (enclosing.count(id)) return true;
+    return false;
+  };
   std::vector<std::string> dirs = cgroup_dirs;
   for (size_t i = 0; i < dirs.size(); ++i) {
     if (DIR* d = opendir(dirs[i].c_str())) {
-      while (dirent* e = readdir(d))
-        if (e->d_type == DT_DIR && e->d_name[0] != '.') dirs.push_back(dirs[i] + "/" + e->d_name);
+      while (dirent* e = readdir(d)) {
+        std::string_view name = e->d_name;
+        if (e->d_type != DT_DIR || name == "." || name == "..") continue;
+        std::string below = dirs[i] + "/" + e->d_name;
+        uint32_t owner = session_of(cgroup_id(below));
+        if (owner == 0 || owner == session) dirs.push_back(below);
+      }
       closedir(d);
     }
     std::istringstream threads(try_read_file(dirs[i] + "/cgroup.threads").value_or(""));
@@ -381,7 +444,22 @@ size_t Capture::track_existing(uint32_t session, const std::vector<std::string>&
       int fd = int(syscall(SYS_pidfd_open, tid, kPidfdThread));
       if (fd < 0) fd = int(syscall(SYS_pidfd_open, tid, 0));  // a leader, on older kernels
       if (fd < 0) continue;  // gone meanwhile, or a thread its leader covers
-      if (bpf_map_update_elem(map, &fd, &seeded, BPF_NOEXIST) == 0 || errno == EEXIST) ++tracked;
+      if (bpf_map_update_elem(map, &fd, &seeded, BPF_NOEXIST) == 0) {
+        ++tracked;
+        ++task_adjust_[session];  // joined here, not in a program
+      } else if (errno == EEXIST) {
+        fr_task_state held{};
+        bool read = bpf_map_lookup_elem(map, &fd, &held) == 0;
+        bool held_open = std::any_of(sessions_.begin(), sessions_.end(), [&](const auto& o) { return o.first == held.session; });
+        bool take = read && held.session != session && (encloses(held.session) || !held_open);
+        bool mine = read && held.session == session;
+        if (take && bpf_map_update_elem(map, &fd, &seeded, BPF_EXIST) == 0) {
+          mine = true;
+          ++task_adjust_[session];
+          if (held_open) --task_adjust_[held.session];
+        }
+        tracked += mine;
+      }
       close(fd);
     }
   }
@@ -400,6 +478,19 @@ std::vector<NetDrops> Capture::net_drops() const {
       out[kind].count += v.count;
       if (v.count) out[kind].last = v;  // one example of a far end
     }
+  }
+  return out;
+}
+
+std::vector<Capture::ProgramStats> Capture::program_stats() const {
+  std::vector<ProgramStats> out;
+  bpf_program* prog;
+  bpf_object__for_each_program(prog, skel_->obj) {
+    int fd = bpf_program__fd(prog);
+    bpf_prog_info info{};
+    uint32_t len = sizeof(info);
+    if (fd < 0 || bpf_obj_get_info_by_fd(fd, &info, &len) != 0) continue;
+    out.push_back({bpf_program__name(prog), info.run_cnt, info.run_time_ns});
   }
   return out;
 }

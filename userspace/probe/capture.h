@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -75,22 +76,40 @@ class Capture {
   uint32_t open_session(const std::vector<uint64_t>& cgroup_ids);
   // Its tasks are let go; records already in the ring still say its number.
   void close_session(uint32_t session);
+  // Tasks the session holds now, wherever they are (a task moved out of
+  // its cgroups keeps its session): what outlives a removed cgroup.
+  int64_t session_tasks(uint32_t session) const;
   uint32_t first_session() const { return first_session_; }  // CaptureOptions::session_cgroups' (0: none)
 
   int poll_fd() const;     // readable when the kernel forced a wake-up
   int ring_fd() const;     // the ring buffer map: its waiters are woken at each forced wake-up
-  int consume();           // handles everything waiting; returns records
+  // Handles what is waiting, at most `budget` records (so a busy ring
+  // cannot keep the caller from its other work); returns how many.
+  static constexpr int kConsumeBudget = 65536;
+  int consume(int budget = kConsumeBudget);
+  // Handles everything the kernel had committed when called.
+  void drain_to_now();
   // Records the kernel could not put in the ring buffer, per CPU, since load.
   std::vector<uint64_t> drops_per_cpu() const;
   // Gives every task already in these cgroups (and below) its recorder
-  // state, so one that is moved out before its first syscall stays
-  // recorded. Returns how many tasks now have it.
+  // state in `session`, so one that is moved out before its first syscall
+  // stays recorded. A task an enclosing session holds is taken over (the
+  // innermost session wins); one another session holds is left to it, and
+  // so are other sessions' cgroups below. Returns how many tasks the
+  // session holds now.
   size_t track_existing(uint32_t session, const std::vector<std::string>& cgroup_dirs);
   // Packets the egress allowlist dropped, indexed by fr_net_drop_kind:
   // totals since load, and the far end of one of them.
   std::vector<NetDrops> net_drops() const;
   // Runs of our programs the kernel skipped to avoid nesting, since load.
   uint64_t program_misses() const;
+  // Each loaded program's runs and run time (the kernel counts the time
+  // only while BPF stats are enabled: bpf_enable_stats).
+  struct ProgramStats {
+    std::string name;
+    uint64_t runs = 0, run_ns = 0;
+  };
+  std::vector<ProgramStats> program_stats() const;
   void detach();           // stop producing; consume() still drains
   // Unread bytes in the ring buffer as a fraction of its size (0..1).
   double ring_fill() const;
@@ -131,9 +150,10 @@ class Capture {
   std::vector<std::pair<uint64_t, uint64_t>> tls_refused_;  // files without the symbols
   std::vector<std::string> tls_paths_;
   Handler handler_;
-  int handled_ = 0;
+  int handled_ = 0, budget_ = kConsumeBudget;
   uint32_t next_session_ = 1, first_session_ = 0;
   std::vector<std::pair<uint32_t, std::vector<uint64_t>>> sessions_;  // open: number, cgroup ids
+  std::map<uint32_t, int64_t> task_adjust_;  // tasks track_existing gave (or took from) a session
   bool path_rules_ = false;
   bool unix_inbound_ = false;
   bool entry_times_ = false;

@@ -29,7 +29,7 @@ void EventLoop::watch_fd(int fd, std::function<void()> on_ready) {
 }
 
 void EventLoop::drain() {
-  while (capture_.consume() > 0) recorder_.flush_if_due();
+  capture_.drain_to_now();
   recorder_.note_drops(capture_.drops_per_cpu(), capture_.program_misses());
   recorder_.flush();
 }
@@ -38,12 +38,13 @@ void EventLoop::run(const std::function<void()>& tick, int tick_ms) {
   running_ = true;
   uint64_t next_tick = mono_ns();
   epoll_event events[8];
+  bool more = false;  // the last read stopped at its budget: the ring has more now
   while (running_) {
-    int n = epoll_wait(epoll_, events, 8, tick_ms);
+    int n = epoll_wait(epoll_, events, 8, more ? 0 : tick_ms);
     if (n < 0 && errno != EINTR) throw Error(errno_message("epoll_wait", errno));
     // The ring is read on every wake-up: the kernel wakes us only when
     // it is filling up, otherwise the tick is what collects records.
-    capture_.consume();
+    more = capture_.consume() >= probe::Capture::kConsumeBudget;
     for (int i = 0; i < n; ++i) handlers_[events[i].data.u64]();
     uint64_t now = mono_ns();
     if (now >= next_tick) {

@@ -17,6 +17,20 @@ extern "C" {
 namespace flightrec::recorder {
 namespace {
 
+// key: the strings as they are when all are UTF-8; else b64_key: each
+// base64. Literals: an entry keeps its keys as views.
+void set_strings(events::Entry& e, const char* key, const char* b64_key, const std::vector<std::string>& values) {
+  bool utf8 = true;
+  for (const auto& v : values) utf8 = utf8 && is_valid_utf8(v);
+  if (utf8) {
+    e.set(key, values);
+    return;
+  }
+  std::vector<std::string> encoded;
+  for (const auto& v : values) encoded.push_back(base64_encode(v));
+  e.set(b64_key, encoded);
+}
+
 int64_t begin_session(ledger::Store& store, const SessionMeta& meta) {
   ledger::SessionRow row;
   row.mode = meta.mode;
@@ -63,16 +77,12 @@ Recorder::Recorder(ledger::Store& store, const SessionMeta& meta)
   e.set_bytes("boot_id", boot_id());
   e.set("flightrec_version", FLIGHTREC_VERSION);
   e.set("abi_version", FR_ABI_VERSION);
-  bool utf8 = true;
-  for (const auto& a : meta.command) utf8 = utf8 && is_valid_utf8(a);
-  if (utf8) {
-    e.set("command", meta.command);
-  } else {
-    std::vector<std::string> encoded;
-    for (const auto& a : meta.command) encoded.push_back(base64_encode(a));
-    e.set("command_b64", encoded);
-  }
-  e.set("cgroups", meta.cgroups);
+  set_strings(e, "command", "command_b64", meta.command);
+  set_strings(e, "cgroups", "cgroups_b64", meta.cgroups);
+  if (!meta.watch_rule.empty()) e.set("watch_rule", meta.watch_rule);
+  for (const auto& [key, value] : {std::pair{"pod_uid", &meta.pod_uid}, {"container_id", &meta.container_id},
+                                   {"qos_class", &meta.qos_class}, {"container_runtime", &meta.container_runtime}})
+    if (!value->empty()) e.set_bytes(key, *value);
   if (meta.tasks_at_start) e.set("tasks_at_start", *meta.tasks_at_start);
   e.set("ring_bytes", uint64_t(meta.ring_bytes));
   e.set("capture", meta.capture);
@@ -191,6 +201,12 @@ void Recorder::note_drops(const std::vector<uint64_t>& per_cpu, uint64_t program
     misses_seen_ = program_misses;
   }
   drops_checked_ns_ = now;
+}
+
+void Recorder::count_drops_from(const std::vector<uint64_t>& per_cpu, uint64_t program_misses) {
+  drops_seen_ = per_cpu;
+  misses_seen_ = program_misses;
+  drops_checked_ns_ = mono_ns();
 }
 
 void Recorder::record_own(events::Entry& e) { append(e, getpid()); }

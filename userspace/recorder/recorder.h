@@ -39,6 +39,9 @@ struct SessionMeta {
   std::vector<std::string> sandbox;    // what confinement was in force, for the genesis entry
   uint64_t tls_chunk = 16384, tls_cap = 262144;
   uint64_t record_rate = 0;            // limits.record_rate: plain syscall entries per second (0: all)
+  // flightrecd: the watch rule that chose the cgroup, and what the
+  // kubelet's cgroup names say of it ("" when they say nothing).
+  std::string watch_rule, pod_uid, container_id, qos_class, container_runtime;
 };
 
 class Recorder {
@@ -49,6 +52,7 @@ class Recorder {
   int64_t session() const { return writer_.session(); }
   int64_t entries() const { return writer_.count(); }
   uint64_t lost_total() const { return lost_total_; }
+  uint64_t last_checkpoint_mono_ns() const { return last_checkpoint_ns_; }
 
   // Decodes one ring-buffer record and writes its entry. Returns the entry
   // (valid until the next call), or nullptr when it was left out (the
@@ -57,6 +61,9 @@ class Recorder {
   // Compares the kernel's per-CPU drop counters with the last look and
   // records a "lost" entry when any grew.
   void note_drops(const std::vector<uint64_t>& per_cpu, uint64_t program_misses);
+  // For a session that starts on programs already running: what the
+  // counters say now was lost before it, not in it.
+  void count_drops_from(const std::vector<uint64_t>& per_cpu, uint64_t program_misses);
   void note_cgroup_gone(const std::string& path);
   // An entry flightrec writes about the session itself (freeze, thaw, ...).
   void note(const char* type, const std::string& detail);

@@ -87,7 +87,8 @@ void watch(Plan plan, const WatchTarget& target) {
     if (engine.killed_by_loss()) {
       reason = "events were lost and --on-loss kill ended the session";
       loop.stop();
-    } else if (alive == 0) {
+    } else if (alive == 0 && capture.session_tasks(capture.first_session()) <= 0) {
+      // A task moved out of them keeps the session going until it exits.
       reason = "every watched cgroup is gone";
       loop.stop();
     } else if (end && mono_ns() >= end) {

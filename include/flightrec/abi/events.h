@@ -268,10 +268,11 @@ struct fr_cgroup_move {
 	__u32 pid, tid;          /* the task moved */
 	__u32 threadgroup;       /* 1: its whole process moved */
 	__u16 path_len;
-	__u16 flags;             /* FR_MOVE_PATH_TRUNC */
+	__u16 flags;             /* FR_MOVE_* */
 	char path[FR_CGROUP_PATH_MAX];
 };
 #define FR_MOVE_PATH_TRUNC (1u << 0)
+#define FR_MOVE_INTO_SESSION (1u << 1)  /* a task of no session moved into this one's cgroups (by someone else) */
 FR_STATIC_ASSERT(sizeof(struct fr_cgroup_move) == 344, "fr_cgroup_move layout");
 
 /* Per-task state, in the fr_tasks task storage. userspace creates it for
@@ -303,6 +304,16 @@ struct fr_cgroup_verdict {
 	__u32 session;           /* 0: no session */
 };
 FR_STATIC_ASSERT(sizeof(struct fr_cgroup_verdict) == 8, "fr_cgroup_verdict layout");
+
+/* Tasks of a session, per CPU (fr_session_tasks[n % FR_MAX_SESSIONS]):
+ * given its state (joined) and exited while in it (left). A session whose
+ * cgroups are gone still has tasks while the sums differ (a task moved
+ * out keeps its session). */
+struct fr_session_tasks {
+	__u64 joined;
+	__u64 left;
+};
+FR_STATIC_ASSERT(sizeof(struct fr_session_tasks) == 16, "fr_session_tasks layout");
 
 /* Which arguments of a syscall to read, indexed by syscall number.
  * FR_ARG_NONE marks an unused slot. */

@@ -1,0 +1,71 @@
+#pragma once
+// The daemon's config file (/etc/flightrec/flightrecd.yaml): where records
+// go, how they rotate and are retained, and which cgroups to watch, each
+// rule with its mode, policy and key. Checked as strictly as a policy: an
+// unknown or repeated key, a wrong type or a bad value is an error naming
+// the file, line and key. Nothing here touches the system but the file read.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/error.h"
+
+namespace flightrec::daemon {
+
+struct ConfigError : Error {
+  using Error::Error;
+};
+
+struct WatchRule {
+  std::string name;         // [a-z0-9_-]{1,64}, unique in the file
+  std::string cgroup_glob;  // relative to the cgroup v2 root (cgroup_glob_match)
+  enum class Mode { Full, Lite } mode = Mode::Full;
+  std::string policy;       // a policy name or absolute path, as written; empty: none
+  bool tls = false;
+  std::string key_dir;      // the rule's key, else the file's `key` (may be empty)
+  std::string on_loss;      // the rule's on_loss, else the file's
+  int line = 0;             // of the rule in the file, for messages
+};
+
+struct Config {
+  std::string source;       // the file it came from
+  std::string storage_dir;
+  uint64_t rotate_bytes = 0, rotate_age_ms = 0;                   // 0: never
+  uint64_t retain_bytes = 0, retain_age_ms = 0, retain_count = 0; // 0: no bound
+  enum class DiskFull { Rotate, Suspend, Stop } disk_full = DiskFull::Suspend;
+  std::string socket_path = "/run/flightrec/flightrecd.sock", socket_group;
+  std::string metrics_listen;  // "HOST:PORT" as written; empty: no metrics
+  uint64_t ring_bytes = 64 << 20;
+  std::string on_loss = "continue";  // continue | kill | backpressure
+  std::string key_dir;
+  std::vector<WatchRule> watch;
+
+  // The first rule whose glob matches the cgroup (relative to the cgroup
+  // v2 root, as cgroup_glob_match takes it), or nullptr.
+  const WatchRule* match(const std::string& relpath) const;
+};
+
+// Throws ConfigError "SOURCE:LINE: KEY: problem".
+Config parse_config(const std::string& text, const std::string& source);
+// Reads a regular file of at most 1 MiB; throws ConfigError.
+Config load_config(const std::string& path);
+
+// parse_duration_ms's forms (500ms, 30s, 10m, 1h) and days ("30d").
+std::optional<uint64_t> parse_age_ms(const std::string& s, bool* too_large = nullptr);
+
+// Cgroup globs, matched component by component on '/'-separated paths
+// relative to the cgroup v2 root ("kubepods.slice/kubepods-pod..."; one
+// leading '/' is ignored, as /proc/PID/cgroup writes them). Within a
+// component `*`, `?` and `[...]` match as fnmatch(3) does, backslash being
+// an ordinary character (systemd's escaped names have them); a component
+// that is exactly `**` matches zero or more whole components. A path with
+// an empty component ("a//b", "a/") matches nothing.
+bool cgroup_glob_match(std::string_view glob, std::string_view relpath);
+// Whether some cgroup strictly below relpath could match: relpath's
+// components match a proper prefix of the glob, or reach a `**`. Discovery
+// descends into (and watches) only such directories.
+bool cgroup_glob_may_match_below(std::string_view glob, std::string_view relpath);
+
+}  // namespace flightrec::daemon

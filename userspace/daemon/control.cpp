@@ -1,0 +1,296 @@
+#include "daemon/control.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "common/error.h"
+#include "common/system.h"
+
+namespace flightrec::daemon {
+namespace {
+
+constexpr size_t kMaxRequest = 4096;
+constexpr size_t kMaxClients = 16;
+constexpr uint64_t kClientNs = 2'000'000'000;  // a client that takes longer is dropped
+
+sockaddr_un address_of(const std::string& path) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path.empty() || path.size() >= sizeof(addr.sun_path)) throw Error("control socket path too long: " + path);
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  return addr;
+}
+
+std::string dump(const nlohmann::json& j) {
+  // Paths are bytes: what is not UTF-8 is shown replaced, never thrown on.
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
+}  // namespace
+
+OneShotServer::OneShotServer(int listener, Answer answer, Admit admit, size_t max_request)
+    : answer_(std::move(answer)), admit_(std::move(admit)), max_request_(max_request), listener_(listener) {
+  epoll_ = epoll_create1(EPOLL_CLOEXEC);
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.fd = listener_;
+  if (epoll_ < 0 || epoll_ctl(epoll_, EPOLL_CTL_ADD, listener_, &ev) != 0) {
+    int err = errno;
+    close(listener_);
+    if (epoll_ >= 0) close(epoll_);
+    throw Error(errno_message("epoll", err));
+  }
+}
+
+OneShotServer::~OneShotServer() {
+  for (auto& [fd, c] : clients_) close(fd);
+  close(listener_);
+  close(epoll_);
+}
+
+void OneShotServer::drop(int fd) {
+  epoll_ctl(epoll_, EPOLL_CTL_DEL, fd, nullptr);
+  close(fd);
+  clients_.erase(fd);
+}
+
+void OneShotServer::accept_clients() {
+  for (;;) {
+    int fd = accept4(listener_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) return;  // EAGAIN: all taken
+    std::string refusal;
+    if (clients_.size() >= kMaxClients) refusal = dump({{"error", "busy: too many clients at once"}});
+    if (refusal.empty() && admit_(fd, refusal)) {
+      epoll_event ev{};
+      ev.events = EPOLLIN;
+      ev.data.fd = fd;
+      if (epoll_ctl(epoll_, EPOLL_CTL_ADD, fd, &ev) == 0) {
+        clients_[fd].deadline_ns = mono_ns() + kClientNs;
+        continue;
+      }
+    }
+    (void)!write(fd, refusal.data(), refusal.size());  // best effort: it is non-blocking
+    close(fd);
+  }
+}
+
+void OneShotServer::serve(int fd, Client& c, uint32_t events) {
+  if (c.out.empty() && (events & (EPOLLIN | EPOLLHUP | EPOLLERR))) {
+    char buf[1024];
+    bool closed = false;
+    for (;;) {
+      ssize_t n = read(fd, buf, sizeof(buf));
+      if (n > 0) {
+        c.in.append(buf, size_t(n));
+        if (c.in.size() > max_request_) return drop(fd);
+        continue;
+      }
+      closed = !(n < 0 && errno == EAGAIN);
+      break;
+    }
+    std::optional<std::string> out = answer_(c.in);
+    if (!out) {
+      if (closed) drop(fd);  // closed before a whole request
+      return;
+    }
+    c.out = std::move(*out);
+    epoll_event ev{};
+    ev.events = EPOLLOUT;
+    ev.data.fd = fd;
+    epoll_ctl(epoll_, EPOLL_CTL_MOD, fd, &ev);
+  }
+  while (!c.out.empty() && c.sent < c.out.size()) {
+    ssize_t n = write(fd, c.out.data() + c.sent, c.out.size() - c.sent);
+    if (n < 0 && errno == EAGAIN) return;  // the rest when it is writable
+    if (n <= 0) return drop(fd);
+    c.sent += size_t(n);
+  }
+  if (!c.out.empty()) drop(fd);  // answered
+}
+
+void OneShotServer::poll() {
+  epoll_event events[32];
+  int n = epoll_wait(epoll_, events, 32, 0);
+  for (int i = 0; i < n; ++i) {
+    int fd = events[i].data.fd;
+    if (fd == listener_) {
+      accept_clients();
+      continue;
+    }
+    auto it = clients_.find(fd);
+    if (it != clients_.end()) serve(fd, it->second, events[i].events);
+  }
+  uint64_t now = mono_ns();
+  std::vector<int> late;
+  for (const auto& [fd, c] : clients_)
+    if (now > c.deadline_ns) late.push_back(fd);
+  for (int fd : late) drop(fd);
+}
+
+namespace {
+
+int listen_unix(const std::string& path) {
+  sockaddr_un addr = address_of(path);
+  struct stat st {};
+  if (lstat(path.c_str(), &st) == 0) {
+    if (!S_ISSOCK(st.st_mode)) throw Error(path + " exists and is not a socket; not replacing it");
+    int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    bool live = probe >= 0 && connect(probe, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+    if (probe >= 0) close(probe);
+    if (live) throw Error("another flightrecd answers on " + path);
+    unlink(path.c_str());  // left by one that was killed
+  }
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) throw Error(errno_message("socket", errno));
+  mode_t old = umask(0177);  // 0600 from the moment it exists
+  int bound = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  int err = errno;
+  umask(old);
+  if (bound == 0 && listen(fd, 16) != 0) err = errno, bound = -1;
+  if (bound != 0) {
+    close(fd);
+    throw Error(errno_message("cannot listen on " + path, err));
+  }
+  return fd;
+}
+
+// The line before the first newline, parsed as a JSON request.
+std::optional<std::string> control_answer(const std::string& in, const ControlServer::Handler& handler) {
+  size_t nl = in.find('\n');
+  if (nl == std::string::npos) return std::nullopt;
+  nlohmann::json answer;
+  try {
+    answer = handler(nlohmann::json::parse(in.substr(0, nl)));
+  } catch (const nlohmann::json::exception&) {
+    answer = {{"error", "the request is not a JSON object"}};
+  } catch (const std::exception& e) {
+    answer = {{"error", e.what()}};
+  }
+  return dump(answer);
+}
+
+bool root_only(int fd, std::string& refusal) {
+  ucred peer{};
+  socklen_t len = sizeof(peer);
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &len) == 0 && peer.uid == 0) return true;
+  refusal = dump({{"error", "permission denied: flightrecd answers root only"}});
+  return false;
+}
+
+std::string http(const char* status, const std::string& type, const std::string& body) {
+  return std::string("HTTP/1.1 ") + status + "\r\nContent-Type: " + type + "\r\nContent-Length: " +
+         std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body;
+}
+
+std::optional<std::string> metrics_answer(const std::string& in, const std::function<std::string()>& render) {
+  if (in.find("\r\n\r\n") == std::string::npos && in.find("\n\n") == std::string::npos) return std::nullopt;
+  std::string line = in.substr(0, in.find_first_of("\r\n"));
+  size_t sp1 = line.find(' '), sp2 = line.find(' ', sp1 + 1);
+  std::string method = line.substr(0, sp1), target = sp1 == std::string::npos ? "" : line.substr(sp1 + 1, sp2 - sp1 - 1);
+  if (method != "GET") return http("405 Method Not Allowed", "text/plain", "GET only\n");
+  if (target != "/metrics" && target.rfind("/metrics?", 0) != 0) return http("404 Not Found", "text/plain", "see /metrics\n");
+  return http("200 OK", "text/plain; version=0.0.4; charset=utf-8", render());
+}
+
+uint16_t port_of(const std::string& listen) {
+  size_t colon = listen.rfind(':');
+  std::string digits = colon == std::string::npos ? "" : listen.substr(colon + 1);
+  if (digits.empty() || digits.size() > 5 || digits.find_first_not_of("0123456789") != std::string::npos ||
+      std::stoul(digits) > 65535)
+    throw Error("metrics.listen: not HOST:PORT: " + listen);
+  return uint16_t(std::stoul(digits));
+}
+
+int listen_tcp(const std::string& address) {
+  uint16_t port = port_of(address);
+  std::string host = address.substr(0, address.rfind(':'));
+  if (host == "localhost") host = "127.0.0.1";
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  sockaddr_storage ss{};
+  socklen_t len = 0;
+  auto* v4 = reinterpret_cast<sockaddr_in*>(&ss);
+  auto* v6 = reinterpret_cast<sockaddr_in6*>(&ss);
+  if (inet_pton(AF_INET, host.c_str(), &v4->sin_addr) == 1) {
+    v4->sin_family = AF_INET;
+    v4->sin_port = htons(port);
+    len = sizeof(*v4);
+  } else if (inet_pton(AF_INET6, host.c_str(), &v6->sin6_addr) == 1) {
+    v6->sin6_family = AF_INET6;
+    v6->sin6_port = htons(port);
+    len = sizeof(*v6);
+  } else {
+    throw Error("metrics.listen: not an IP address: " + host);
+  }
+  int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  int one = 1;
+  if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
+      bind(fd, reinterpret_cast<sockaddr*>(&ss), len) != 0 || listen(fd, 16) != 0) {
+    int err = errno;
+    if (fd >= 0) close(fd);
+    throw Error(errno_message("cannot serve metrics on " + address, err));
+  }
+  return fd;
+}
+
+}  // namespace
+
+ControlServer::ControlServer(const std::string& path, Handler handler)
+    : OneShotServer(
+          listen_unix(path), [handler](const std::string& in) { return control_answer(in, handler); }, root_only,
+          kMaxRequest),
+      path_(path) {}
+
+ControlServer::~ControlServer() { unlink(path_.c_str()); }
+
+MetricsServer::MetricsServer(const std::string& listen, std::function<std::string()> render)
+    : OneShotServer(
+          listen_tcp(listen), [render](const std::string& in) { return metrics_answer(in, render); },
+          [](int, std::string&) { return true; }, 8192),
+      port_(port_of(listen)) {}
+
+nlohmann::json control_request(const std::string& path, const nlohmann::json& request, int timeout_ms) {
+  sockaddr_un addr = address_of(path);
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) throw Error(errno_message("socket", errno));
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    int err = errno;
+    close(fd);
+    throw Error(errno_message("no flightrecd answers on " + path + " (is it running?)", err));
+  }
+  std::string line = dump(request), answer;
+  bool ok = write(fd, line.data(), line.size()) == ssize_t(line.size());
+  uint64_t deadline = mono_ns() + uint64_t(timeout_ms) * 1'000'000ull;
+  while (ok) {
+    int left = int((deadline - std::min(deadline, mono_ns())) / 1'000'000);
+    pollfd p{fd, POLLIN, 0};
+    if (left <= 0 || ::poll(&p, 1, left) <= 0) {
+      close(fd);
+      throw Error("flightrecd on " + path + " did not answer within " + std::to_string(timeout_ms) + " ms");
+    }
+    char buf[65536];
+    ssize_t n = read(fd, buf, sizeof(buf));
+    if (n <= 0) break;
+    answer.append(buf, size_t(n));
+  }
+  close(fd);
+  try {
+    auto j = nlohmann::json::parse(answer);
+    if (!j.is_object()) throw Error("flightrecd's answer is not a JSON object");
+    if (j.contains("error"))
+      throw Error("flightrecd: " + (j["error"].is_string() ? j["error"].get<std::string>() : j["error"].dump()));
+    return j;
+  } catch (const nlohmann::json::exception&) {
+    throw Error("flightrecd's answer on " + path + " is not JSON" + (answer.empty() ? " (it closed the connection)" : ""));
+  }
+}
+
+}  // namespace flightrec::daemon

@@ -1,0 +1,78 @@
+#pragma once
+// The daemon's two listening sockets, both one request per connection,
+// answered and closed, served on the daemon's thread without ever blocking
+// it (clients are read and written as they become ready, bounded in size,
+// number and time):
+//
+// - the control socket (a UNIX stream socket, root only): one JSON line,
+//   {"request": "status"}, answered with one JSON object; `flightrec
+//   status` is its client;
+// - the metrics endpoint (TCP): HTTP GET /metrics, Prometheus's text format.
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+namespace flightrec::daemon {
+
+class OneShotServer {
+ public:
+  // What a request (all bytes so far) is answered with; nullopt: not
+  // complete yet.
+  using Answer = std::function<std::optional<std::string>(const std::string& request)>;
+  // Whether to serve a new connection; else `refusal` is written to it.
+  using Admit = std::function<bool(int fd, std::string& refusal)>;
+  OneShotServer(int listener, Answer answer, Admit admit, size_t max_request);  // takes the socket; throws Error
+  virtual ~OneShotServer();
+  OneShotServer(const OneShotServer&) = delete;
+  OneShotServer& operator=(const OneShotServer&) = delete;
+
+  int fd() const { return epoll_; }  // readable when a client needs attention
+  void poll();                       // accepts, reads, answers; never blocks; drops clients too slow
+
+ private:
+  struct Client {
+    std::string in, out;
+    size_t sent = 0;
+    uint64_t deadline_ns = 0;
+  };
+  void accept_clients();
+  void serve(int fd, Client& c, uint32_t events);
+  void drop(int fd);
+  Answer answer_;
+  Admit admit_;
+  size_t max_request_;
+  int listener_ = -1, epoll_ = -1;
+  std::map<int, Client> clients_;
+};
+
+class ControlServer : public OneShotServer {
+ public:
+  using Handler = std::function<nlohmann::json(const nlohmann::json& request)>;
+  // Binds `path` (0600; a stale socket file is replaced, a live one means
+  // another flightrecd runs: Error). Throws Error.
+  ControlServer(const std::string& path, Handler handler);
+  ~ControlServer() override;  // removes the socket file
+
+ private:
+  std::string path_;
+};
+
+class MetricsServer : public OneShotServer {
+ public:
+  // listen: "HOST:PORT" (an IPv4 or [IPv6] literal, or localhost); render
+  // makes the exposition text. Throws Error.
+  MetricsServer(const std::string& listen, std::function<std::string()> render);
+  uint16_t port() const { return port_; }
+
+ private:
+  uint16_t port_ = 0;
+};
+
+// Sends one request to the daemon at `path` and returns its answer.
+// Throws Error (no daemon, refused, no answer within timeout_ms).
+nlohmann::json control_request(const std::string& path, const nlohmann::json& request, int timeout_ms = 5000);
+
+}  // namespace flightrec::daemon

@@ -1,0 +1,556 @@
+#include "daemon/daemon.h"
+
+#include <sys/epoll.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <iostream>
+
+#include <bpf/bpf.h>
+
+#include "common/error.h"
+#include "common/system.h"
+#include "common/text.h"
+#include "daemon/kubelet.h"
+#include "daemon/snapshot.h"
+#include "ledger/store.h"
+#include "probe/features.h"
+#include "recorder/recorder.h"
+#include "sandbox/cgroup.h"
+#include "session/engine.h"
+#include "session/pipeline.h"
+#include "session/signals.h"
+#include "session/tls_attach.h"
+
+namespace flightrec::daemon {
+
+// One recorded cgroup: its record and what feeds it.
+class RecordedCgroup {
+ public:
+  RecordedCgroup(std::string rel_path, WatchRule watch_rule, sandbox::Cgroup cg)
+      : rel(std::move(rel_path)), rule(std::move(watch_rule)), cgroup(std::move(cg)) {}
+  std::string rel;
+  WatchRule rule;
+  sandbox::Cgroup cgroup;
+  std::string db;
+  uint32_t number = 0;
+  std::unique_ptr<ledger::Store> store;
+  std::unique_ptr<recorder::Recorder> rec;
+  std::unique_ptr<session::Pipeline> pipeline;
+  std::unique_ptr<session::TlsFollower> tls;
+  uint64_t started_real_ns = 0;
+  bool gone = false;  // its cgroup is removed; tasks that left it live on
+  // entries per second over the last second, for status
+  int64_t rate_entries = 0;
+  uint64_t rate_ns = 0;
+  double rate = 0;
+};
+
+namespace {
+
+constexpr int kTickMs = 50;
+constexpr uint64_t kRescanNs = 10'000'000'000;  // the whole tree walked again this often
+constexpr uint64_t kRetryNs = 2'000'000'000;  // a cgroup that could not be recorded is tried again this often
+
+void make_dir(const std::string& path) {
+  std::string at;
+  for (size_t i = 0; i <= path.size(); ++i) {
+    if (i < path.size() && path[i] != '/') continue;
+    at = path.substr(0, i);
+    if (at.empty()) continue;
+    if (mkdir(at.c_str(), 0700) != 0 && errno != EEXIST) throw Error(errno_message("cannot create " + at, errno));
+  }
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) throw Error(path + " is not a directory");
+}
+
+// A file name from a cgroup's last component: what is not plain ASCII
+// becomes '_' (the genesis entry keeps the exact path).
+std::string file_stem(const std::string& rel) {
+  std::string leaf = rel.substr(rel.rfind('/') + 1);
+  if (leaf.size() > 96) leaf.resize(96);
+  for (char& c : leaf)
+    if (!isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-' && c != '_') c = '_';
+  char stamp[32];
+  time_t now = time(nullptr);
+  tm utc{};
+  gmtime_r(&now, &utc);
+  strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", &utc);
+  return std::string(stamp) + "-" + (leaf.empty() ? "root" : leaf);
+}
+
+Discovery::Rules rules_of(const Config& config) {
+  return {[&config](const std::string& rel) { return config.match(rel) != nullptr; },
+          [&config](const std::string& rel) {
+            for (const auto& rule : config.watch)
+              if (cgroup_glob_may_match_below(rule.cgroup_glob, rel)) return true;
+            return false;
+          }};
+}
+
+bool wants_tls(const Config& config) {
+  for (const auto& rule : config.watch)
+    if (rule.tls) return true;
+  return false;
+}
+
+}  // namespace
+
+Daemon::Daemon(Config config, std::string config_path) : config_(std::move(config)), config_path_(std::move(config_path)) {
+  probe::require_recording_features();
+  // Each session holds a few files (its cgroup, its record and journal):
+  // as many as the hard limit allows, not the soft 1024.
+  rlimit files{};
+  if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+    files.rlim_cur = files.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &files);
+  }
+  cgroup_root_ = sandbox::cgroup2_root();
+  // Before any thread exists (the writers'), so that every thread inherits
+  // the mask and the signals arrive only through the signalfd.
+  sigfd_ = session::block_termination_signals();
+  make_dir(config_.storage_dir);
+  // First: it is also what keeps a second flightrecd from starting.
+  make_dir(config_.socket_path.substr(0, config_.socket_path.rfind('/')));
+  control_ = std::make_unique<ControlServer>(config_.socket_path, [this](const nlohmann::json& r) { return answer(r); });
+  for (const auto& rule : config_.watch) key_for(rule.key_dir.empty() ? config_.key_dir : rule.key_dir);
+  probe::CaptureOptions copts;
+  copts.ring_bytes = config_.ring_bytes;
+  copts.entry_times = false;  // every task on the host pays for sys_enter: calls are read at their return
+  copts.tls = wants_tls(config_);
+  capture_ = std::make_unique<probe::Capture>(copts, [this](const void* data, size_t size) { on_record(data, size); });
+  if (copts.tls) tls_errors_ = session::attach_system_libssl(*capture_);
+  discovery_ = std::make_unique<Discovery>(cgroup_root_, rules_of(config_));
+  if (!config_.metrics_listen.empty()) {
+    metrics_ = std::make_unique<MetricsServer>(config_.metrics_listen, [this] { return metrics(); });
+    // The kernel times BPF programs only while asked to (~20 ns a run).
+    stats_fd_ = bpf_enable_stats(BPF_STATS_RUN_TIME);
+    if (stats_fd_ < 0) std::cerr << "flightrecd: BPF run time is not counted: " << errno_message("bpf_enable_stats", errno) << "\n";
+  }
+  started_real_ns_ = real_ns();
+}
+
+Daemon::~Daemon() {
+  by_number_.clear();
+  by_path_.clear();
+  lingering_.clear();
+  if (stats_fd_ >= 0) ::close(stats_fd_);
+  if (sigfd_ >= 0) ::close(sigfd_);
+}
+
+const ledger::SigningKey* Daemon::key_for(const std::string& dir) {
+  if (dir.empty()) return nullptr;
+  auto it = keys_.find(dir);
+  if (it == keys_.end())
+    it = keys_.emplace(dir, std::make_unique<ledger::SigningKey>(ledger::SigningKey::load_dir(dir))).first;
+  return it->second.get();
+}
+
+void Daemon::on_record(const void* data, size_t size) {
+  if (size < sizeof(fr_header)) {
+    ++unrouted_;  // the kernel writes none: nothing says whose it would be
+    return;
+  }
+  const auto* h = static_cast<const fr_header*>(data);
+  auto it = by_number_.find(h->session);
+  if (it == by_number_.end()) {
+    ++unrouted_;
+    return;
+  }
+  RecordedCgroup& s = *it->second;
+  if (h->type == FR_REC_TLS && !s.rule.tls) return;  // its rule did not ask for plaintext
+  s.pipeline->on_record(data, size);
+}
+
+void Daemon::open(const std::string& rel) {
+  const WatchRule* rule = config_.match(rel);
+  if (!rule || by_path_.count(rel)) return;
+  std::string path = rel.empty() ? cgroup_root_ : cgroup_root_ + "/" + rel;
+  // Whatever fails here fails this cgroup alone, not the daemon: it is
+  // tried again (retry()), and said once.
+  auto failed = [&](const std::string& why) {
+    if (pending_.emplace(rel, mono_ns() + kRetryNs).second)
+      std::cerr << "flightrecd: not recording " << printable(path) << " (will retry): " << why << "\n";
+    else
+      pending_[rel] = mono_ns() + kRetryNs;
+  };
+  std::unique_ptr<RecordedCgroup> s;
+  try {
+    s = std::make_unique<RecordedCgroup>(rel, *rule, sandbox::Cgroup::open(path));
+  } catch (const std::exception& e) {
+    return failed(e.what());
+  }
+  // Read before the session opens: a drop from here on may be this session's.
+  auto drops = capture_->drops_per_cpu();
+  uint64_t misses = capture_->program_misses();
+  try {
+    s->number = capture_->open_session({s->cgroup.id()});
+  } catch (const std::exception& e) {
+    return failed(e.what());
+  }
+  // The session started there: what the cgroup's tasks do from now on is
+  // queued in the ring for this session (read once its record exists);
+  // the tasks already there are listed after, so none falls in between.
+  try {
+    size_t tasks = capture_->track_existing(s->number, {path});
+    std::vector<ProcessInfo> processes = snapshot_cgroup(path, getpid());
+    std::string dir = config_.storage_dir + "/" + rule->name;
+    make_dir(dir);
+    s->db = dir + "/" + file_stem(rel) + "-" + std::to_string(s->number) + ".db";
+    recorder::SessionMeta meta;
+    meta.mode = "watch";
+    meta.cgroups = {path};
+    meta.tasks_at_start = tasks;
+    meta.ring_bytes = config_.ring_bytes;
+    probe::CaptureOptions described;
+    session::describe_capture(*capture_, described, meta);
+    meta.on_loss = rule->on_loss.empty() ? config_.on_loss : rule->on_loss;
+    meta.key = key_for(rule->key_dir.empty() ? config_.key_dir : rule->key_dir);
+    meta.tls = rule->tls;
+    meta.watch_rule = rule->name;
+    if (auto pod = parse_kubelet_cgroup(rel)) {
+      meta.pod_uid = pod->pod_uid;
+      meta.container_id = pod->container_id;
+      meta.qos_class = pod->qos;
+      meta.container_runtime = pod->runtime;
+    }
+    s->store = std::make_unique<ledger::Store>(s->db, ledger::Store::Mode::Write);
+    s->rec = std::make_unique<recorder::Recorder>(*s->store, meta);
+    s->rec->count_drops_from(drops, misses);
+    for (const auto& err : tls_errors_) s->rec->note("error", err);
+    for (const auto& p : processes) {
+      events::Entry e = s->rec->own_entry("process_at_start");
+      e.set("process_pid", int64_t(p.pid));
+      e.set("process_ppid", int64_t(p.ppid));
+      e.set("process_uid", uint64_t(p.uid));
+      e.set_bytes("process_comm", p.comm);
+      if (!p.exe_unreadable) e.set_bytes("exe", p.exe);
+      if (!p.cwd.empty()) e.set_bytes("cwd", p.cwd);
+      bool utf8 = true;
+      for (const auto& a : p.argv) utf8 = utf8 && is_valid_utf8(a);
+      if (utf8) {
+        e.set("argv", p.argv);
+      } else {  // as an exec entry has it: the NUL-separated block
+        std::string block;
+        for (const auto& a : p.argv) block += a + '\0';
+        e.set("argv_b64", base64_encode(block));
+      }
+      s->rec->record_own(e);
+    }
+    s->pipeline = std::make_unique<session::Pipeline>(*s->rec);
+    if (rule->tls) {
+      for (const auto& err : session::attach_mapped_libssl(*capture_, {path})) s->rec->note("error", "TLS capture: " + err);
+      s->tls = std::make_unique<session::TlsFollower>(*capture_, false);
+      s->pipeline->add(*s->tls);
+    }
+  } catch (const std::exception& e) {
+    capture_->close_session(s->number);
+    return failed(e.what());
+  }
+  if (pending_.erase(rel)) std::cerr << "flightrecd: retried " << printable(path) << "\n";
+  std::cerr << "flightrecd: recording " << printable(path) << " (rule " << rule->name << ") into " << printable(s->db)
+            << "\n";
+  s->started_real_ns = real_ns();
+  s->rate_ns = mono_ns();
+  by_number_[s->number] = s.get();
+  by_path_[rel] = std::move(s);
+}
+
+void Daemon::seal(std::unique_ptr<RecordedCgroup> s, const std::string& reason) {
+  capture_->close_session(s->number);
+  // What its tasks did before is in the ring still: into the record first.
+  capture_->drain_to_now();
+  if (!s->gone && !s->cgroup.exists()) s->rec->note_cgroup_gone(s->cgroup.path());
+  s->rec->note_drops(capture_->drops_per_cpu(), capture_->program_misses());
+  s->rec->finish(0, reason);
+  std::cerr << "flightrecd: sealed " << printable(s->db) << " (" << s->rec->entries() << " entries; " << reason << ")\n";
+  by_number_.erase(s->number);
+}
+
+void Daemon::close(const std::string& rel, const std::string& reason) {
+  auto it = by_path_.find(rel);
+  if (it == by_path_.end()) return;
+  std::unique_ptr<RecordedCgroup> s = std::move(it->second);
+  by_path_.erase(it);
+  seal(std::move(s), reason);
+}
+
+void Daemon::cgroup_gone(const std::string& rel) {
+  auto it = by_path_.find(rel);
+  if (it == by_path_.end()) return;
+  RecordedCgroup& s = *it->second;
+  // A task moved out of the cgroup keeps its session: the session lasts
+  // as long as one does, or an agent could move out, remove its cgroup
+  // and go on unrecorded.
+  capture_->drain_to_now();
+  int64_t tasks = capture_->session_tasks(s.number);
+  if (tasks <= 0) return close(rel, "the cgroup is gone");
+  s.gone = true;
+  s.rec->note_cgroup_gone(s.cgroup.path());
+  std::cerr << "flightrecd: " << printable(s.cgroup.path()) << " is gone; " << tasks
+            << " task(s) of its session live on elsewhere and stay recorded\n";
+  lingering_.push_back(std::move(it->second));  // the path is free for a new cgroup of that name
+  by_path_.erase(it);
+}
+
+void Daemon::retry() {
+  uint64_t now = mono_ns();
+  std::vector<std::string> due;
+  for (const auto& [rel, at] : pending_)
+    if (now >= at) due.push_back(rel);
+  for (const auto& rel : due) {
+    struct stat st {};
+    if (!config_.match(rel) || stat((cgroup_root_ + "/" + rel).c_str(), &st) != 0) {
+      pending_.erase(rel);  // gone, or no rule wants it any more
+      continue;
+    }
+    open(rel);
+  }
+}
+
+void Daemon::apply(const Discovery::Changes& changes) {
+  for (const auto& rel : changes.vanished) {
+    pending_.erase(rel);
+    if (config_.match(rel))
+      cgroup_gone(rel);
+    else
+      close(rel, "no watch rule matches the cgroup any more");
+  }
+  for (const auto& rel : changes.appeared) open(rel);
+}
+
+void Daemon::reload() {
+  Config next;
+  try {
+    next = load_config(config_path_);
+    for (const auto& rule : next.watch) key_for(rule.key_dir.empty() ? next.key_dir : rule.key_dir);
+  } catch (const Error& e) {
+    std::cerr << "flightrecd: config not reloaded, the old one stays: " << e.what() << "\n";
+    return;
+  }
+  if (wants_tls(next) && !wants_tls(config_))
+    std::cerr << "flightrecd: TLS capture was off at start; it needs a restart to load\n";
+  if (next.storage_dir != config_.storage_dir || next.ring_bytes != config_.ring_bytes)
+    std::cerr << "flightrecd: storage.dir and ring take effect at the next start\n";
+  std::string storage = config_.storage_dir;
+  size_t ring = config_.ring_bytes;
+  config_ = std::move(next);
+  config_.storage_dir = storage;
+  config_.ring_bytes = ring;
+  apply(discovery_->rescan(rules_of(config_)));
+  std::cerr << "flightrecd: config reloaded; recording " << by_path_.size() << " cgroup(s)\n";
+}
+
+nlohmann::json Daemon::answer(const nlohmann::json& request) {
+  if (!request.is_object() || !request.contains("request") || request["request"] != "status")
+    return {{"error", "unknown request (known: status)"}};
+  return status();
+}
+
+nlohmann::json Daemon::status() const {
+  auto file_bytes = [](const std::string& path) -> uint64_t {
+    struct stat st {};
+    return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) ? uint64_t(st.st_size) : 0;
+  };
+  nlohmann::json sessions = nlohmann::json::array();
+  std::vector<const RecordedCgroup*> all;
+  for (const auto& [rel, s] : by_path_) all.push_back(s.get());
+  for (const auto& s : lingering_) all.push_back(s.get());
+  for (const RecordedCgroup* s : all) {
+    sessions.push_back({{"cgroup", s->cgroup.path()},
+                        {"cgroup_gone", s->gone},
+                        {"rule", s->rule.name},
+                        {"record", s->db},
+                        {"started_real_ns", s->started_real_ns},
+                        {"entries", s->rec->entries()},
+                        {"entries_per_second", s->rate},
+                        {"lost", s->rec->lost_total()},
+                        {"record_bytes", file_bytes(s->db) + file_bytes(s->db + "-wal")}});
+  }
+  uint64_t dropped = 0;
+  for (uint64_t n : capture_->drops_per_cpu()) dropped += n;
+  uint64_t storage = 0;
+  std::error_code ec;
+  for (auto it = std::filesystem::recursive_directory_iterator(config_.storage_dir, ec);
+       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec))
+    if (it->is_regular_file(ec)) storage += it->file_size(ec);
+  return {{"flightrecd_version", FLIGHTREC_VERSION},
+          {"pid", getpid()},
+          {"started_real_ns", started_real_ns_},
+          {"config", config_path_},
+          {"watch_rules", config_.watch.size()},
+          {"ring_bytes", config_.ring_bytes},
+          {"ring_fill", capture_->ring_fill()},
+          {"lost_total", dropped + capture_->program_misses()},
+          {"lost_per_cpu", capture_->drops_per_cpu()},
+          {"records_after_seal", unrouted_},
+          {"not_recorded", pending_.size()},
+          {"storage_dir", config_.storage_dir},
+          {"storage_bytes", storage},
+          {"sessions", sessions}};
+}
+
+namespace {
+
+// A label value: valid UTF-8, with \\, \" and \n escaped (the text format).
+std::string label(const std::string& v) {
+  std::string out;
+  for (char c : printable(v)) {
+    if (c == '\\' || c == '"') out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string Daemon::metrics() const {
+  std::string out;
+  auto family = [&](const char* name, const char* type, const char* help) {
+    out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+  };
+  auto sample = [&](const std::string& name, const std::string& labels, double value) {
+    char num[64];
+    snprintf(num, sizeof(num), "%.17g", value);
+    out += name + (labels.empty() ? "" : "{" + labels + "}") + " " + num + "\n";
+  };
+  std::vector<const RecordedCgroup*> all;
+  for (const auto& [rel, s] : by_path_) all.push_back(s.get());
+  for (const auto& s : lingering_) all.push_back(s.get());
+  auto labels_of = [](const RecordedCgroup& s) {
+    return "rule=\"" + label(s.rule.name) + "\",cgroup=\"" + label(s.cgroup.path()) + "\"";
+  };
+  auto file_bytes = [](const std::string& path) -> double {
+    struct stat st {};
+    return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) ? double(st.st_size) : 0;
+  };
+  uint64_t now = mono_ns();
+  family("flightrecd_sessions", "gauge", "Sessions being recorded (removed cgroups whose tasks live on included).");
+  sample("flightrecd_sessions", "", double(all.size()));
+  family("flightrecd_session_entries_total", "counter", "Entries sealed into the session's record.");
+  for (const auto* s : all) sample("flightrecd_session_entries_total", labels_of(*s), double(s->rec->entries()));
+  family("flightrecd_session_lost_events_total", "counter", "Events the kernel could not deliver while the session was open.");
+  for (const auto* s : all) sample("flightrecd_session_lost_events_total", labels_of(*s), double(s->rec->lost_total()));
+  family("flightrecd_session_record_bytes", "gauge", "Bytes of the session's record file and its journal.");
+  for (const auto* s : all) sample("flightrecd_session_record_bytes", labels_of(*s), file_bytes(s->db) + file_bytes(s->db + "-wal"));
+  family("flightrecd_session_checkpoint_age_seconds", "gauge", "Seconds since the session's last checkpoint.");
+  for (const auto* s : all)
+    sample("flightrecd_session_checkpoint_age_seconds", labels_of(*s), double(now - s->rec->last_checkpoint_mono_ns()) / 1e9);
+  family("flightrecd_lost_events_total", "counter", "Events the kernel could not put in the ring buffer, per CPU.");
+  auto drops = capture_->drops_per_cpu();
+  for (size_t cpu = 0; cpu < drops.size(); ++cpu) sample("flightrecd_lost_events_total", "cpu=\"" + std::to_string(cpu) + "\"", double(drops[cpu]));
+  family("flightrecd_program_misses_total", "counter", "Runs of the programs the kernel skipped to avoid nesting.");
+  sample("flightrecd_program_misses_total", "", double(capture_->program_misses()));
+  family("flightrecd_ring_fill_ratio", "gauge", "Unread bytes in the ring buffer over its size.");
+  sample("flightrecd_ring_fill_ratio", "", capture_->ring_fill());
+  family("flightrecd_records_after_seal_total", "counter", "Kernel records of sessions already sealed (left out).");
+  sample("flightrecd_records_after_seal_total", "", double(unrouted_));
+  family("flightrecd_cgroups_not_recorded", "gauge", "Matching cgroups that could not be recorded yet (retried).");
+  sample("flightrecd_cgroups_not_recorded", "", double(pending_.size()));
+  family("flightrecd_bpf_program_runs_total", "counter", "Runs of each BPF program (bpf_stats).");
+  auto programs = capture_->program_stats();
+  for (const auto& p : programs) sample("flightrecd_bpf_program_runs_total", "program=\"" + label(p.name) + "\"", double(p.runs));
+  family("flightrecd_bpf_program_run_seconds_total", "counter", "Time spent in each BPF program (bpf_stats).");
+  for (const auto& p : programs)
+    sample("flightrecd_bpf_program_run_seconds_total", "program=\"" + label(p.name) + "\"", double(p.run_ns) / 1e9);
+  return out;
+}
+
+int Daemon::run() {
+  int ep = epoll_create1(EPOLL_CLOEXEC);
+  if (ep < 0) throw Error(errno_message("epoll_create1", errno));
+  std::vector<int> fds = {capture_->poll_fd(), discovery_->fd(), sigfd_, control_->fd()};
+  if (metrics_) fds.push_back(metrics_->fd());
+  for (int fd : fds) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = fd;
+    if (epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) != 0) throw Error(errno_message("epoll_ctl", errno));
+  }
+  apply(discovery_->rescan());
+  std::cerr << "flightrecd: running, " << config_.watch.size() << " watch rule(s), recording " << by_path_.size()
+            << " cgroup(s)\n";
+  std::string reason;
+  uint64_t next_tick = mono_ns(), next_rescan = next_tick + kRescanNs;
+  bool more = false;  // the last read stopped at its budget: the ring has more now
+  while (reason.empty()) {
+    epoll_event events[8];
+    int n = epoll_wait(ep, events, 8, more ? 0 : kTickMs);
+    if (n < 0 && errno != EINTR) throw Error(errno_message("epoll_wait", errno));
+    // A bounded read: signals, new cgroups and the control socket are
+    // served between reads however busy the ring is.
+    more = capture_->consume() >= probe::Capture::kConsumeBudget;
+    for (int i = 0; i < n; ++i) {
+      if (events[i].data.fd == discovery_->fd()) apply(discovery_->read());
+      if (events[i].data.fd == control_->fd()) control_->poll();
+      if (metrics_ && events[i].data.fd == metrics_->fd()) metrics_->poll();
+      if (events[i].data.fd != sigfd_) continue;
+      while (int sig = session::read_signal(sigfd_)) {
+        if (sig == SIGHUP)
+          reload();
+        else
+          reason = std::string("flightrecd stopped by signal ") + sigabbrev_np(sig);
+      }
+    }
+    uint64_t now = mono_ns();
+    if (now >= next_tick) {
+      next_tick = now + kTickMs * 1'000'000ull;
+      auto drops = capture_->drops_per_cpu();
+      uint64_t misses = capture_->program_misses();
+      std::vector<std::string> gone;
+      control_->poll();  // drops clients that took too long
+      if (metrics_) metrics_->poll();
+      auto tick = [&](RecordedCgroup& s) {
+        s.rec->note_drops(drops, misses);
+        s.rec->checkpoint_if_due();
+        if (now - s.rate_ns >= 1'000'000'000ull) {
+          s.rate = double(s.rec->entries() - s.rate_entries) * 1e9 / double(now - s.rate_ns);
+          s.rate_entries = s.rec->entries();
+          s.rate_ns = now;
+        }
+      };
+      for (auto& [rel, s] : by_path_) {
+        tick(*s);
+        if (!s->cgroup.exists()) gone.push_back(rel);  // in case its event was missed
+      }
+      for (const auto& rel : gone) cgroup_gone(rel);
+      if (now >= next_rescan) {  // what inotify could not tell (no watch left, a lost event)
+        next_rescan = now + kRescanNs;
+        apply(discovery_->rescan());
+      }
+      for (auto it = lingering_.begin(); it != lingering_.end();) {
+        tick(**it);
+        if (capture_->session_tasks((*it)->number) > 0) {
+          ++it;
+          continue;
+        }
+        std::unique_ptr<RecordedCgroup> s = std::move(*it);
+        it = lingering_.erase(it);
+        seal(std::move(s), "the cgroup is gone and so is every task of its session");
+      }
+      retry();
+    }
+    for (auto& [rel, s] : by_path_) s->rec->flush_if_due();
+    for (auto& s : lingering_) s->rec->flush_if_due();
+  }
+  ::close(ep);
+  capture_->drain_to_now();
+  std::vector<std::string> open_now;
+  for (const auto& [rel, s] : by_path_) open_now.push_back(rel);
+  for (const auto& rel : open_now) close(rel, reason);
+  while (!lingering_.empty()) {
+    std::unique_ptr<RecordedCgroup> s = std::move(lingering_.back());
+    lingering_.pop_back();
+    seal(std::move(s), reason);
+  }
+  std::cerr << "flightrecd: stopped (" << reason << ")\n";
+  return 0;
+}
+
+}  // namespace flightrec::daemon

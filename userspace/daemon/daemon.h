@@ -1,0 +1,67 @@
+#pragma once
+// flightrecd: one resident recorder. The BPF programs are loaded once; each
+// cgroup a watch rule matches is a session of its own (its own record file,
+// chain, tree and checkpoints), opened when the cgroup appears and sealed
+// when it goes, when the rules stop matching it, or when the daemon stops.
+//
+//   ring buffer -> record's session number -> that session's pipeline
+//
+// Everything runs on one thread (the ring, inotify, signals, ticks); each
+// session's sealing runs on its writer's thread.
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "daemon/config.h"
+#include "daemon/control.h"
+#include "daemon/discovery.h"
+#include "ledger/keys.h"
+#include "probe/capture.h"
+
+namespace flightrec::daemon {
+
+class RecordedCgroup;
+
+class Daemon {
+ public:
+  Daemon(Config config, std::string config_path);  // loads the programs; throws Error
+  ~Daemon();
+  // Records until SIGTERM or SIGINT, then seals every session; SIGHUP
+  // reloads the config. Returns the exit code.
+  int run();
+
+ private:
+  void open(const std::string& rel);
+  void close(const std::string& rel, const std::string& reason);
+  void seal(std::unique_ptr<RecordedCgroup> s, const std::string& reason);
+  void cgroup_gone(const std::string& rel);  // sealed now, or once its tasks elsewhere have exited
+  void apply(const Discovery::Changes& changes);
+  void retry();  // the cgroups that could not be recorded yet
+  void reload();
+  void on_record(const void* data, size_t size);
+  nlohmann::json status() const;
+  std::string metrics() const;  // Prometheus's text exposition format
+  nlohmann::json answer(const nlohmann::json& request);
+  const ledger::SigningKey* key_for(const std::string& dir);
+
+  Config config_;
+  std::string config_path_;
+  std::string cgroup_root_;
+  int sigfd_ = -1;
+  std::unique_ptr<probe::Capture> capture_;
+  std::unique_ptr<Discovery> discovery_;
+  std::unique_ptr<ControlServer> control_;
+  std::unique_ptr<MetricsServer> metrics_;
+  int stats_fd_ = -1;  // BPF run-time statistics stay on while it is open
+  uint64_t started_real_ns_ = 0;
+  std::map<std::string, std::unique_ptr<ledger::SigningKey>> keys_;  // by directory
+  std::map<std::string, std::unique_ptr<RecordedCgroup>> by_path_;   // rel -> session
+  std::vector<std::unique_ptr<RecordedCgroup>> lingering_;           // cgroup gone, tasks elsewhere alive
+  std::map<uint32_t, RecordedCgroup*> by_number_;                    // capture session -> session
+  std::map<std::string, uint64_t> pending_;  // rel -> when to try again (mono ns)
+  std::vector<std::string> tls_errors_;
+  uint64_t unrouted_ = 0;  // records of sessions already sealed (their tail after close)
+};
+
+}  // namespace flightrec::daemon
