@@ -178,10 +178,11 @@ static __always_inline void fr_count_task(__u32 session, bool joined)
 	struct fr_session_tasks *t = bpf_map_lookup_elem(&fr_session_tasks, &key);
 	if (!t)
 		return;
+	/* Atomic: a program may be interrupted by another on the same CPU. */
 	if (joined)
-		t->joined += 1;  /* per-CPU slot: no other writer */
+		__sync_fetch_and_add(&t->joined, 1);
 	else
-		t->left += 1;
+		__sync_fetch_and_add(&t->left, 1);
 }
 
 /* The session whose cgroup holds the current task (or one of its

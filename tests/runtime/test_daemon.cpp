@@ -454,6 +454,22 @@ TEST_CASE("flightrecd: reloads under a stream of syscalls lose none of them") {
 
 namespace {
 
+// Replaces `line` (a whole line of the config) with `with`.
+void edit_config(const std::string& config, const std::string& line, const std::string& with) {
+  std::string text = slurp(config);
+  REQUIRE(text.find(line) != std::string::npos);
+  text.replace(text.find(line), line.size(), with);
+  std::ofstream(config) << text;
+}
+
+// Oldest first, by when each file was last written.
+std::vector<std::string> by_age(std::vector<std::string> dbs) {
+  std::sort(dbs.begin(), dbs.end(), [](const std::string& a, const std::string& b) {
+    return fs::last_write_time(a) < fs::last_write_time(b);
+  });
+  return dbs;
+}
+
 int count_path(const std::vector<json>& all, const std::string& path) {
   int n = 0;
   for (const auto& e : all) n += e.value("path", "") == path;
@@ -644,4 +660,231 @@ TEST_CASE("flightrecd's metrics: Prometheus scrapes them and its query API reads
   CHECK(entries_seen.find(cgroup2_root() + "/" + name + "/job") != std::string::npos);
   Result r = d.stop(SIGTERM);
   CHECK(r.code == 0);
+}
+
+TEST_CASE("flightrecd: storage.rotate continues a session in chained files; storage.retain removes the oldest") {
+  REQUIRE(is_root());
+  TempDir dir;
+  std::string name = "flightrec-test-rotate-" + std::to_string(getpid());
+  CgroupTree tree(name);
+  tree.make("job");
+  std::string config = daemon_config(dir, name, {"job"});
+  edit_config(config, "  dir: " + dir.file("records") + "\n",
+              "  dir: " + dir.file("records") + "\n  rotate:\n    size: 128K\n  retain:\n    count: 3\n");
+  Daemon d(config);
+  REQUIRE_MESSAGE(d.await("flightrecd: running"), d.err);
+  // 60k stats of the marker, paced over 6 s or more (sizes are checked
+  // every second): several files' worth.
+  const int kCalls = 60000;
+  std::string marker = dir.file("marker");
+  pid_t job = tree.spawn("job", {"sh", "-c", "i=0; while [ $i -lt " + std::to_string(kCalls) + " ]; do test -e " + marker +
+                                                 "; i=$((i+1)); [ $((i % 100)) -eq 0 ] && sleep 0.01; done; exit 0"});
+  CHECK(tree.reap(job) == 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // the last rotation check
+  Result r = d.stop(SIGTERM);
+  CHECK(r.code == 0);
+  int rotations = 0, removed = 0;
+  for (size_t at = r.err.find("flightrecd: rotated"); at != std::string::npos; at = r.err.find("flightrecd: rotated", at + 1)) ++rotations;
+  for (size_t at = r.err.find("(retention: "); at != std::string::npos; at = r.err.find("(retention: ", at + 1)) ++removed;
+  INFO(r.err);
+  REQUIRE(rotations >= 4);
+  // Every file of a session still recorded is kept, however many.
+  CHECK(removed == 0);
+  auto dbs = records_in(dir.file("records"));
+  CHECK(int(dbs.size()) == rotations + 1);
+  // The next start applies the bounds to what is sealed now: the newest 3.
+  {
+    tree.remove("job");
+    Daemon again(config);
+    REQUIRE_MESSAGE(again.await("flightrecd: running"), again.err);
+    Result r2 = again.stop(SIGTERM);
+    removed = 0;
+    for (size_t at = r2.err.find("(retention: "); at != std::string::npos; at = r2.err.find("(retention: ", at + 1)) ++removed;
+    CHECK(removed == rotations + 1 - 3);
+  }
+  dbs = records_in(dir.file("records"));
+  CHECK(dbs.size() == 3);
+  // The files kept are a chain: each genesis names the one before, and its last chain value.
+  dbs = by_age(dbs);
+  for (size_t i = 0; i < dbs.size(); ++i) {
+    Result v = flightrec({"verify", "--db", dbs[i]});
+    INFO(dbs[i] << ": " << v.out << v.err);
+    CHECK(v.code == 0);
+    auto all = entries(dbs[i]);
+    REQUIRE(all.size() >= 2);
+    if (i + 1 < dbs.size()) CHECK(all.back()["reason"] == "rotated (size)");
+    if (i > 0) {
+      auto prev = entries(dbs[i - 1]);
+      CHECK(all.front()["previous_record"] == fs::path(dbs[i - 1]).filename().string());
+      CHECK(all.front()["previous_origin"] == prev.front()["origin"]);
+      CHECK(all.front()["previous_head"].get<std::string>() + "\n" == sqlite(dbs[i - 1], "select chain_head from sessions"));
+    }
+  }
+  CHECK(entries(dbs.back()).back()["reason"] == "flightrecd stopped by signal TERM");
+}
+
+namespace {
+
+// A small tmpfs for records, unmounted at the end.
+struct SmallDisk {
+  std::string path;
+  explicit SmallDisk(const std::string& at, const std::string& size) : path(at) {
+    REQUIRE(mkdir(path.c_str(), 0700) == 0);
+    REQUIRE(run({"mount", "-t", "tmpfs", "-o", "size=" + size, "tmpfs", path}).code == 0);
+  }
+  ~SmallDisk() { run({"umount", "-l", path}); }
+  // Fills it to `free_kib` KiB free.
+  void fill_to(uint64_t free_kib) {
+    Result df = run({"df", "--output=avail", "-k", path});
+    uint64_t avail = std::stoull(df.out.substr(df.out.find('\n') + 1));
+    if (avail > free_kib)
+      run({"dd", "if=/dev/zero", "of=" + path + "/filler", "bs=1K", "count=" + std::to_string(avail - free_kib)});
+  }
+};
+
+}  // namespace
+
+TEST_CASE("flightrecd: storage below min_free suspends the records loudly, then resumes; stop seals them; rotate makes room") {
+  REQUIRE(is_root());
+  for (std::string action : {"suspend", "stop", "rotate"}) {
+    CAPTURE(action);
+    TempDir dir;
+    SmallDisk disk(dir.file("disk"), "24m");
+    std::string name = "flightrec-test-full-" + std::to_string(getpid());
+    CgroupTree tree(name);
+    tree.make("job");
+    std::string config = daemon_config(dir, name, {"job"});
+    edit_config(config, "  dir: " + dir.file("records") + "\n",
+                "  dir: " + disk.path + "/records\n  min_free: 8M\n  disk_full_action: " + action + "\n");
+    std::string marker = dir.file("marker");
+    pid_t job = tree.spawn("job", {"sh", "-c", "while :; do test -e " + marker + "; sleep 0.01; done"});
+    Daemon d(config);
+    REQUIRE_MESSAGE(d.await("flightrecd: running"), d.err);
+    if (action == "rotate") {
+      // An old sealed record of 3 MiB: removing it is room enough.
+      std::string old = disk.path + "/records/rule0/20200101T000000Z-old-1.db";
+      run({"dd", "if=/dev/zero", "of=" + old, "bs=1K", "count=3072"});
+      disk.fill_to(7 * 1024);
+      REQUIRE_MESSAGE(d.await("removed the 1 oldest sealed record(s)", 1, 5000), d.err);
+      CHECK(access(old.c_str(), F_OK) != 0);
+      std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+      Result r = d.stop(SIGTERM);
+      CHECK(r.code == 0);
+      CHECK(r.err.find("STORAGE FULL") == std::string::npos);
+      auto dbs = records_in(disk.path + "/records");
+      REQUIRE(dbs.size() == 1);
+      CHECK(of_type(entries(dbs[0]), "recording_suspended").empty());
+      kill(job, SIGKILL);
+      tree.reap(job);
+      continue;
+    }
+    disk.fill_to(7 * 1024);  // below the mark
+    REQUIRE_MESSAGE(d.await("STORAGE FULL", 1, 5000), d.err);
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    unlink((disk.path + "/filler").c_str());  // room again
+    REQUIRE_MESSAGE(d.await("has room again", 1, 5000), d.err);
+    if (action == "stop") REQUIRE_MESSAGE(d.await("flightrecd: recording", 2, 5000), d.err);
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    kill(job, SIGKILL);
+    tree.reap(job);
+    Result r = d.stop(SIGTERM);
+    CHECK(r.code == 0);
+    auto dbs = records_in(disk.path + "/records");
+    for (const auto& db : dbs) CHECK(flightrec({"verify", "--db", db}).code == 0);
+    if (action == "suspend") {
+      REQUIRE(dbs.size() == 1);
+      auto all = entries(dbs[0]);
+      auto suspended = of_type(all, "recording_suspended"), resumed = of_type(all, "recording_resumed");
+      REQUIRE(suspended.size() == 1);
+      REQUIRE(resumed.size() == 1);
+      CHECK(suspended[0]["min_free_bytes"] == 8 << 20);
+      CHECK(resumed[0]["records_left_out"].get<int64_t>() > 0);  // the loop went on meanwhile
+      // Nothing of the session's between the two but what flightrec wrote.
+      for (int64_t seq = suspended[0]["seq"].get<int64_t>() + 1; seq < resumed[0]["seq"].get<int64_t>(); ++seq)
+        CHECK(all.at(size_t(seq - 1))["comm"] == "flightrec");
+      CHECK(count_path(all, marker) > 0);
+    } else {
+      // The first session sealed when the disk filled; a new one once it had room.
+      REQUIRE(dbs.size() == 2);
+      dbs = by_age(dbs);
+      CHECK(entries(dbs[0]).back()["reason"] == "storage below storage.min_free (disk_full_action: stop)");
+      CHECK(entries(dbs[1]).back()["reason"] == "flightrecd stopped by signal TERM");
+    }
+  }
+}
+
+TEST_CASE("flightrecd: socket.group lets that group's members ask for status, and no one else") {
+  REQUIRE(is_root());
+  REQUIRE(run({"groupadd", "-f", "flightrectest"}).code == 0);
+  struct DropGroup {
+    ~DropGroup() { run({"groupdel", "flightrectest"}); }
+  } drop_group;
+  std::string gid = run({"getent", "group", "flightrectest"}).out;
+  gid = gid.substr(gid.find(':', gid.find(':') + 1) + 1);
+  gid = gid.substr(0, gid.find(':'));
+  TempDir dir;
+  chmod(dir.path.c_str(), 0711);  // others may reach the socket inside, as they may /run/flightrec
+  std::string name = "flightrec-test-group-" + std::to_string(getpid());
+  CgroupTree tree(name);
+  std::string config = daemon_config(dir, name, {"job"});
+  edit_config(config, "  path: " + dir.file("control.sock") + "\n",
+              "  path: " + dir.file("control.sock") + "\n  group: flightrectest\n");
+  Daemon d(config);
+  REQUIRE_MESSAGE(d.await("flightrecd: running"), d.err);
+  struct stat st {};
+  REQUIRE(stat(dir.file("control.sock").c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0660);
+  CHECK(std::to_string(st.st_gid) == gid);
+  auto status_as = [&](const std::vector<std::string>& ids) {
+    std::vector<std::string> argv = {"setpriv"};
+    argv.insert(argv.end(), ids.begin(), ids.end());
+    argv.insert(argv.end(), {FLIGHTREC_BIN, "status", "--socket", dir.file("control.sock"), "--json"});
+    return run(argv);
+  };
+  Result member = status_as({"--reuid=65534", "--regid=" + gid, "--clear-groups"});
+  INFO(member.out << member.err);
+  CHECK(member.code == 0);
+  Result supplementary = status_as({"--reuid=65534", "--regid=65534", "--groups=" + gid});
+  INFO(supplementary.out << supplementary.err);
+  CHECK(supplementary.code == 0);
+  Result other = status_as({"--reuid=65534", "--regid=65534", "--clear-groups"});
+  CHECK(other.code == 1);
+  CHECK(other.err.find("Permission denied") != std::string::npos);
+  CHECK(d.stop(SIGTERM).code == 0);
+}
+
+TEST_CASE("flightrecd: a session whose cgroup is gone still rotates, and what its tasks do next is in the next file") {
+  REQUIRE(is_root());
+  TempDir dir;
+  std::string name = "flightrec-test-gonerot-" + std::to_string(getpid());
+  CgroupTree tree(name);
+  tree.make("agent");
+  tree.make("elsewhere");
+  std::string config = daemon_config(dir, name, {"agent"});
+  edit_config(config, "  dir: " + dir.file("records") + "\n", "  dir: " + dir.file("records") + "\n" + "  rotate:\n    size: 128K\n");
+  Daemon d(config);
+  REQUIRE_MESSAGE(d.await("flightrecd: running"), d.err);
+  std::string root = cgroup2_root() + "/" + name, marker = dir.file("marker"), after = dir.file("after");
+  pid_t agent = tree.spawn("agent", {"sh", "-c", "echo $$ > " + root + "/elsewhere/cgroup.procs; rmdir " + root +
+                                                     "/agent; i=0; while [ $i -lt 40000 ]; do test -e " + marker +
+                                                     "; i=$((i+1)); [ $((i % 100)) -eq 0 ] && sleep 0.01; done; cat " +
+                                                     after + " 2>/dev/null; exit 0"});
+  CHECK(tree.reap(agent) == 0);
+  REQUIRE_MESSAGE(d.await("so is every task of its session", 1, 10000), d.err);
+  Result r = d.stop(SIGTERM);
+  CHECK(r.code == 0);
+  CHECK(r.err.find("flightrecd: rotated") != std::string::npos);
+  CHECK(r.err.find("cannot continue") == std::string::npos);
+  auto dbs = records_in(dir.file("records"));
+  REQUIRE(dbs.size() >= 2);
+  dbs = by_age(dbs);
+  int stats = 0;
+  for (const auto& db : dbs) {
+    CHECK(flightrec({"verify", "--db", db}).code == 0);
+    stats += count_path(entries(db), marker);
+  }
+  CHECK(stats == 40000);  // every one, across the files
+  auto last = entries(dbs.back());
+  CHECK(count_path(last, after) >= 1);
+  CHECK(last.back()["reason"] == "the cgroup is gone and so is every task of its session");
 }

@@ -114,6 +114,7 @@ TEST_CASE("daemon config: a full file, field by field") {
       "  rotate: {size: 256M, age: 1d}\n"
       "  retain: {total: 10G, age: 30d, count: 100}\n"
       "  disk_full_action: rotate\n"
+      "  min_free: 128M\n"
       "socket: {path: /run/flightrec/d.sock, group: flightrec}\n"
       "metrics: {listen: \"127.0.0.1:9469\"}\n"
       "ring: 128M\n"
@@ -139,6 +140,7 @@ TEST_CASE("daemon config: a full file, field by field") {
   CHECK(c.retain_age_ms == 30ull * 86'400'000);
   CHECK(c.retain_count == 100);
   CHECK(c.disk_full == Config::DiskFull::Rotate);
+  CHECK(c.min_free_bytes == 128ull << 20);
   CHECK(c.socket_path == "/run/flightrec/d.sock");
   CHECK(c.socket_group == "flightrec");
   CHECK(c.metrics_listen == "127.0.0.1:9469");
@@ -154,7 +156,7 @@ TEST_CASE("daemon config: a full file, field by field") {
   CHECK(a.tls);
   CHECK(a.key_dir == "/etc/flightrec/pods-key");
   CHECK(a.on_loss == "kill");
-  CHECK(a.line == 13);
+  CHECK(a.line == 14);
   // What a rule leaves out it takes from the file, or the defaults.
   const WatchRule& b = c.watch[1];
   CHECK(b.name == "agent_runs-2");
@@ -164,7 +166,7 @@ TEST_CASE("daemon config: a full file, field by field") {
   CHECK_FALSE(b.tls);
   CHECK(b.key_dir == "/etc/flightrec/key");
   CHECK(b.on_loss == "backpressure");
-  CHECK(b.line == 20);
+  CHECK(b.line == 21);
 
   // The smallest file: every default.
   Config d = parse_config(kBase, "t.yaml");
@@ -175,6 +177,7 @@ TEST_CASE("daemon config: a full file, field by field") {
   CHECK(d.retain_age_ms == 0);
   CHECK(d.retain_count == 0);
   CHECK(d.disk_full == Config::DiskFull::Suspend);
+  CHECK(d.min_free_bytes == 64ull << 20);
   CHECK(d.socket_path == "/run/flightrec/flightrecd.sock");
   CHECK(d.socket_group.empty());
   CHECK(d.metrics_listen.empty());

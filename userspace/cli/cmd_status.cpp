@@ -31,9 +31,10 @@ int cmd_status(const Args& args) {
   po::variables_map vm;
   const char* usage =
       "usage: flightrec status [--socket PATH] [--json]\n\n"
-      "Asks the running flightrecd (root only) what it records: each session's cgroup,\n"
-      "rule, record file, entries, entries per second and loss; the ring buffer's fill,\n"
-      "events lost per CPU, and the disk its records use. Exit 1 when no daemon answers.";
+      "Asks the running flightrecd (root, or its socket.group) what it records: each\n"
+      "session's cgroup, rule, record file, entries, entries per second and loss; the\n"
+      "ring buffer's fill, events lost per CPU, and the disk its records use.\n"
+      "Exit 1 when no daemon answers.";
   if (!parse_options(args, desc, usage, vm)) return 0;
   nlohmann::json s = daemon::control_request(socket, {{"request", "status"}});
   if (vm.count("json")) {
@@ -48,12 +49,14 @@ int cmd_status(const Args& args) {
             << 100 * s.value("ring_fill", 0.0) << "% full of " << bytes_text(s.value("ring_bytes", uint64_t(0)))
             << "; " << s.value("lost_total", uint64_t(0)) << " events lost since start\n"
             << "  records in " << text(s["storage_dir"]) << ": " << bytes_text(s.value("storage_bytes", uint64_t(0)))
-            << "\n";
+            << (s.value("storage_full", false) ? "; STORAGE FULL (below storage.min_free)" : "") << "\n";
   for (const auto& e : sessions) {
     std::cout << "  " << text(e["rule"]) << "  " << text(e["cgroup"]) << "\n"
               << "      " << e.value("entries", int64_t(0)) << " entries, " << std::setprecision(0)
               << e.value("entries_per_second", 0.0) << "/s, " << e.value("lost", uint64_t(0)) << " lost, "
-              << bytes_text(e.value("record_bytes", uint64_t(0))) << " in " << text(e["record"]) << "\n";
+              << bytes_text(e.value("record_bytes", uint64_t(0))) << " in " << text(e["record"])
+              << (e.value("suspended", false) ? " (SUSPENDED: events left out)" : "")
+              << (e.value("cgroup_gone", false) ? " (cgroup gone; its tasks live on elsewhere)" : "") << "\n";
   }
   return 0;
 }

@@ -173,7 +173,7 @@ Config parse_yaml(const std::string& text, const std::string& source) {
 
   const YAML::Node& st = root["storage"];
   if (!st) r.fail(root, "storage", "missing (storage.dir is required)");
-  r.only_keys(st, "storage", {"dir", "rotate", "retain", "disk_full_action"});
+  r.only_keys(st, "storage", {"dir", "rotate", "retain", "disk_full_action", "min_free"});
   if (!st["dir"]) r.fail(st, "storage.dir", "missing");
   c.storage_dir = r.abs_path(st["dir"], "storage.dir");
   if (c.storage_dir == "/") r.fail(st["dir"], "storage.dir", "cannot be /");
@@ -191,6 +191,7 @@ Config parse_yaml(const std::string& text, const std::string& source) {
       if (c.retain_count == 0) r.fail(re["count"], "storage.retain.count", "must be at least 1");
     }
   }
+  if (st["min_free"]) c.min_free_bytes = r.size(st["min_free"], "storage.min_free");
   if (st["disk_full_action"])
     c.disk_full = r.choice<Config::DiskFull>(
         st["disk_full_action"], "storage.disk_full_action",

@@ -34,6 +34,12 @@ struct Config {
   std::string storage_dir;
   uint64_t rotate_bytes = 0, rotate_age_ms = 0;                   // 0: never
   uint64_t retain_bytes = 0, retain_age_ms = 0, retain_count = 0; // 0: no bound
+  // Below this much free space in storage_dir the disk counts as full and
+  // disk_full acts: rotate (remove the oldest sealed records; suspend if
+  // that is not enough), suspend (every session says so in its record and
+  // leaves events out, counted, until there is room), stop (seal them all
+  // and record nothing until there is room).
+  uint64_t min_free_bytes = 64ull << 20;
   enum class DiskFull { Rotate, Suspend, Stop } disk_full = DiskFull::Suspend;
   std::string socket_path = "/run/flightrec/flightrecd.sock", socket_group;
   std::string metrics_listen;  // "HOST:PORT" as written; empty: no metrics

@@ -37,8 +37,8 @@ std::string dump(const nlohmann::json& j) {
 
 }  // namespace
 
-OneShotServer::OneShotServer(int listener, Answer answer, Admit admit, size_t max_request)
-    : answer_(std::move(answer)), admit_(std::move(admit)), max_request_(max_request), listener_(listener) {
+OneShotServer::OneShotServer(int listener, Answer answer, Admit admit, size_t max_request, std::string busy)
+    : answer_(std::move(answer)), admit_(std::move(admit)), busy_(std::move(busy)), max_request_(max_request), listener_(listener) {
   epoll_ = epoll_create1(EPOLL_CLOEXEC);
   epoll_event ev{};
   ev.events = EPOLLIN;
@@ -68,7 +68,7 @@ void OneShotServer::accept_clients() {
     int fd = accept4(listener_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) return;  // EAGAIN: all taken
     std::string refusal;
-    if (clients_.size() >= kMaxClients) refusal = dump({{"error", "busy: too many clients at once"}});
+    if (clients_.size() >= kMaxClients) refusal = busy_;
     if (refusal.empty() && admit_(fd, refusal)) {
       epoll_event ev{};
       ev.events = EPOLLIN;
@@ -178,11 +178,23 @@ std::optional<std::string> control_answer(const std::string& in, const ControlSe
   return dump(answer);
 }
 
-bool root_only(int fd, std::string& refusal) {
+// Root, or a member of `group` (>= 0): the peer's primary or any of its
+// supplementary groups, as the kernel recorded them at connect.
+bool root_or_group(int fd, int group, std::string& refusal) {
   ucred peer{};
   socklen_t len = sizeof(peer);
-  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &len) == 0 && peer.uid == 0) return true;
-  refusal = dump({{"error", "permission denied: flightrecd answers root only"}});
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &len) == 0) {
+    if (peer.uid == 0 || (group >= 0 && peer.gid == gid_t(group))) return true;
+    if (group >= 0) {
+      std::vector<gid_t> groups(256);
+      socklen_t glen = socklen_t(groups.size() * sizeof(gid_t));
+      if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups.data(), &glen) == 0)
+        for (size_t i = 0; i < glen / sizeof(gid_t); ++i)
+          if (groups[i] == gid_t(group)) return true;
+    }
+  }
+  refusal = dump({{"error", std::string("permission denied: flightrecd answers root") +
+                                (group >= 0 ? " and its socket.group" : " only")}});
   return false;
 }
 
@@ -243,18 +255,26 @@ int listen_tcp(const std::string& address) {
 
 }  // namespace
 
-ControlServer::ControlServer(const std::string& path, Handler handler)
+ControlServer::ControlServer(const std::string& path, Handler handler, int group)
     : OneShotServer(
-          listen_unix(path), [handler](const std::string& in) { return control_answer(in, handler); }, root_only,
-          kMaxRequest),
-      path_(path) {}
+          listen_unix(path), [handler](const std::string& in) { return control_answer(in, handler); },
+          [group](int fd, std::string& refusal) { return root_or_group(fd, group, refusal); }, kMaxRequest,
+          dump({{"error", "busy: too many clients at once"}})),
+      path_(path) {
+  if (group >= 0 && (chown(path.c_str(), 0, gid_t(group)) != 0 || chmod(path.c_str(), 0660) != 0)) {
+    int err = errno;
+    unlink(path.c_str());
+    throw Error(errno_message("cannot give " + path + " to socket.group", err));
+  }
+}
 
 ControlServer::~ControlServer() { unlink(path_.c_str()); }
 
 MetricsServer::MetricsServer(const std::string& listen, std::function<std::string()> render)
     : OneShotServer(
           listen_tcp(listen), [render](const std::string& in) { return metrics_answer(in, render); },
-          [](int, std::string&) { return true; }, 8192),
+          [](int, std::string&) { return true; }, 8192,
+          http("503 Service Unavailable", "text/plain", "busy: too many clients at once\n")),
       port_(port_of(listen)) {}
 
 nlohmann::json control_request(const std::string& path, const nlohmann::json& request, int timeout_ms) {

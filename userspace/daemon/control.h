@@ -24,7 +24,8 @@ class OneShotServer {
   using Answer = std::function<std::optional<std::string>(const std::string& request)>;
   // Whether to serve a new connection; else `refusal` is written to it.
   using Admit = std::function<bool(int fd, std::string& refusal)>;
-  OneShotServer(int listener, Answer answer, Admit admit, size_t max_request);  // takes the socket; throws Error
+  // busy: written to a connection past the client limit.
+  OneShotServer(int listener, Answer answer, Admit admit, size_t max_request, std::string busy);  // takes the socket; throws Error
   virtual ~OneShotServer();
   OneShotServer(const OneShotServer&) = delete;
   OneShotServer& operator=(const OneShotServer&) = delete;
@@ -43,6 +44,7 @@ class OneShotServer {
   void drop(int fd);
   Answer answer_;
   Admit admit_;
+  std::string busy_;
   size_t max_request_;
   int listener_ = -1, epoll_ = -1;
   std::map<int, Client> clients_;
@@ -51,9 +53,10 @@ class OneShotServer {
 class ControlServer : public OneShotServer {
  public:
   using Handler = std::function<nlohmann::json(const nlohmann::json& request)>;
-  // Binds `path` (0600; a stale socket file is replaced, a live one means
-  // another flightrecd runs: Error). Throws Error.
-  ControlServer(const std::string& path, Handler handler);
+  // Binds `path` (0600, or 0660 and group `group` when it is a gid >= 0:
+  // root and that group's members are answered; a stale socket file is
+  // replaced, a live one means another flightrecd runs: Error). Throws Error.
+  ControlServer(const std::string& path, Handler handler, int group = -1);
   ~ControlServer() override;  // removes the socket file
 
  private:

@@ -1,16 +1,21 @@
 #include "daemon/daemon.h"
 
+#include <grp.h>
 #include <sys/epoll.h>
 #include <sys/resource.h>
+#include <sys/statvfs.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <iostream>
+#include <regex>
+#include <set>
 
 #include <bpf/bpf.h>
 
@@ -45,7 +50,14 @@ class RecordedCgroup {
   std::unique_ptr<session::Pipeline> pipeline;
   std::unique_ptr<session::TlsFollower> tls;
   uint64_t started_real_ns = 0;
+  uint64_t opened_ns = 0;    // this record file's start (rotation by age)
+  int part = 0;              // record files before this one (rotations)
+  std::string previous_db;   // the one it continues
+  std::vector<std::string> chain;  // its record files so far (kept from retention while it records)
   bool gone = false;  // its cgroup is removed; tasks that left it live on
+  bool sealed = false;  // its record cannot go on (a rotation or a write failed): to be closed
+  bool suspended = false;   // storage is full: events are left out, counted
+  uint64_t left_out = 0;
   // entries per second over the last second, for status
   int64_t rate_entries = 0;
   uint64_t rate_ns = 0;
@@ -85,6 +97,21 @@ std::string file_stem(const std::string& rel) {
   return std::string(stamp) + "-" + (leaf.empty() ? "root" : leaf);
 }
 
+// Free bytes in dir's file system as root sees them (the daemon writes as
+// root, so the blocks reserved for root count: a user filling the disk
+// does not suspend the records).
+uint64_t free_bytes(const std::string& dir) {
+  struct statvfs v {};
+  return statvfs(dir.c_str(), &v) == 0 ? uint64_t(v.f_bfree) * v.f_frsize : UINT64_MAX;
+}
+
+// Only files flightrecd names records: STAMP-NAME-SESSION[.PART].db in a
+// rule's directory, never anything else a storage.dir may hold.
+bool record_name(const std::string& name) {
+  static const std::regex pattern(R"(^[0-9]{8}T[0-9]{6}Z-[A-Za-z0-9._-]+-[0-9]+(\.[0-9]+)?\.db$)");
+  return std::regex_match(name, pattern);
+}
+
 Discovery::Rules rules_of(const Config& config) {
   return {[&config](const std::string& rel) { return config.match(rel) != nullptr; },
           [&config](const std::string& rel) {
@@ -118,7 +145,17 @@ Daemon::Daemon(Config config, std::string config_path) : config_(std::move(confi
   make_dir(config_.storage_dir);
   // First: it is also what keeps a second flightrecd from starting.
   make_dir(config_.socket_path.substr(0, config_.socket_path.rfind('/')));
-  control_ = std::make_unique<ControlServer>(config_.socket_path, [this](const nlohmann::json& r) { return answer(r); });
+  int group_id = -1;
+  if (!config_.socket_group.empty()) {
+    std::vector<char> buf(16384);
+    struct group g {};
+    struct group* found = nullptr;
+    if (getgrnam_r(config_.socket_group.c_str(), &g, buf.data(), buf.size(), &found) != 0 || !found)
+      throw Error("socket.group: no group named " + config_.socket_group);
+    group_id = int(found->gr_gid);
+  }
+  control_ = std::make_unique<ControlServer>(config_.socket_path, [this](const nlohmann::json& r) { return answer(r); },
+                                             group_id);
   for (const auto& rule : config_.watch) key_for(rule.key_dir.empty() ? config_.key_dir : rule.key_dir);
   probe::CaptureOptions copts;
   copts.ring_bytes = config_.ring_bytes;
@@ -165,7 +202,85 @@ void Daemon::on_record(const void* data, size_t size) {
   }
   RecordedCgroup& s = *it->second;
   if (h->type == FR_REC_TLS && !s.rule.tls) return;  // its rule did not ask for plaintext
-  s.pipeline->on_record(data, size);
+  if (!s.pipeline || s.sealed) {
+    ++unrouted_;  // its record is sealed; the session is closed at the next tick
+    return;
+  }
+  if (s.suspended) {
+    ++s.left_out;  // said in its record when recording resumes
+    return;
+  }
+  guarded(s, [&] { s.pipeline->on_record(data, size); });
+}
+
+void Daemon::start_record(RecordedCgroup& s, size_t tasks, const std::vector<uint64_t>& drops, uint64_t misses,
+                          recorder::Recorder* previous) {
+  const WatchRule& rule = s.rule;
+  const std::string& path = s.cgroup.path();
+  // A session whose cgroup is gone (its tasks moved out live on) has no
+  // processes to list there.
+  std::vector<ProcessInfo> processes = s.gone ? std::vector<ProcessInfo>{} : snapshot_cgroup(path, getpid());
+  std::string dir = config_.storage_dir + "/" + rule.name;
+  make_dir(dir);
+  s.db = dir + "/" + file_stem(s.rel) + "-" + std::to_string(s.number) + (s.part ? "." + std::to_string(s.part) : "") + ".db";
+  recorder::SessionMeta meta;
+  meta.mode = "watch";
+  meta.cgroups = {path};
+  meta.tasks_at_start = tasks;
+  meta.ring_bytes = config_.ring_bytes;
+  probe::CaptureOptions described;
+  session::describe_capture(*capture_, described, meta);
+  meta.on_loss = rule.on_loss.empty() ? config_.on_loss : rule.on_loss;
+  meta.key = key_for(rule.key_dir.empty() ? config_.key_dir : rule.key_dir);
+  meta.tls = rule.tls;
+  meta.watch_rule = rule.name;
+  if (auto pod = parse_kubelet_cgroup(s.rel)) {
+    meta.pod_uid = pod->pod_uid;
+    meta.container_id = pod->container_id;
+    meta.qos_class = pod->qos;
+    meta.container_runtime = pod->runtime;
+  }
+  if (previous) {
+    meta.previous_record = s.previous_db;
+    meta.previous_origin = previous->origin();
+    meta.previous_head = previous->head_hex();
+  }
+  auto store = std::make_unique<ledger::Store>(s.db, ledger::Store::Mode::Write);
+  auto rec = std::make_unique<recorder::Recorder>(*store, meta);
+  rec->count_drops_from(drops, misses);
+  for (const auto& err : tls_errors_) rec->note("error", err);
+  for (const auto& p : processes) {
+    events::Entry e = rec->own_entry("process_at_start");
+    e.set("process_pid", int64_t(p.pid));
+    e.set("process_ppid", int64_t(p.ppid));
+    e.set("process_uid", uint64_t(p.uid));
+    e.set_bytes("process_comm", p.comm);
+    if (!p.exe_unreadable) e.set_bytes("exe", p.exe);
+    if (!p.cwd.empty()) e.set_bytes("cwd", p.cwd);
+    bool utf8 = true;
+    for (const auto& a : p.argv) utf8 = utf8 && is_valid_utf8(a);
+    if (utf8) {
+      e.set("argv", p.argv);
+    } else {  // as an exec entry has it: the NUL-separated block
+      std::string block;
+      for (const auto& a : p.argv) block += a + '\0';
+      e.set("argv_b64", base64_encode(block));
+    }
+    rec->record_own(e);
+  }
+  auto pipeline = std::make_unique<session::Pipeline>(*rec);
+  if (rule.tls) {
+    if (!previous)
+      for (const auto& err : session::attach_mapped_libssl(*capture_, {path})) rec->note("error", "TLS capture: " + err);
+    if (!s.tls) s.tls = std::make_unique<session::TlsFollower>(*capture_, false);
+    pipeline->add(*s.tls);
+  }
+  // Only now, with everything made: a failure above leaves s as it was.
+  s.pipeline = std::move(pipeline);
+  s.rec = std::move(rec);
+  s.store = std::move(store);
+  s.opened_ns = mono_ns();
+  s.chain.push_back(s.db);
 }
 
 void Daemon::open(const std::string& rel) {
@@ -180,6 +295,7 @@ void Daemon::open(const std::string& rel) {
     else
       pending_[rel] = mono_ns() + kRetryNs;
   };
+  if (disk_low_) return failed("storage has less than storage.min_free free");
   std::unique_ptr<RecordedCgroup> s;
   try {
     s = std::make_unique<RecordedCgroup>(rel, *rule, sandbox::Cgroup::open(path));
@@ -199,56 +315,7 @@ void Daemon::open(const std::string& rel) {
   // the tasks already there are listed after, so none falls in between.
   try {
     size_t tasks = capture_->track_existing(s->number, {path});
-    std::vector<ProcessInfo> processes = snapshot_cgroup(path, getpid());
-    std::string dir = config_.storage_dir + "/" + rule->name;
-    make_dir(dir);
-    s->db = dir + "/" + file_stem(rel) + "-" + std::to_string(s->number) + ".db";
-    recorder::SessionMeta meta;
-    meta.mode = "watch";
-    meta.cgroups = {path};
-    meta.tasks_at_start = tasks;
-    meta.ring_bytes = config_.ring_bytes;
-    probe::CaptureOptions described;
-    session::describe_capture(*capture_, described, meta);
-    meta.on_loss = rule->on_loss.empty() ? config_.on_loss : rule->on_loss;
-    meta.key = key_for(rule->key_dir.empty() ? config_.key_dir : rule->key_dir);
-    meta.tls = rule->tls;
-    meta.watch_rule = rule->name;
-    if (auto pod = parse_kubelet_cgroup(rel)) {
-      meta.pod_uid = pod->pod_uid;
-      meta.container_id = pod->container_id;
-      meta.qos_class = pod->qos;
-      meta.container_runtime = pod->runtime;
-    }
-    s->store = std::make_unique<ledger::Store>(s->db, ledger::Store::Mode::Write);
-    s->rec = std::make_unique<recorder::Recorder>(*s->store, meta);
-    s->rec->count_drops_from(drops, misses);
-    for (const auto& err : tls_errors_) s->rec->note("error", err);
-    for (const auto& p : processes) {
-      events::Entry e = s->rec->own_entry("process_at_start");
-      e.set("process_pid", int64_t(p.pid));
-      e.set("process_ppid", int64_t(p.ppid));
-      e.set("process_uid", uint64_t(p.uid));
-      e.set_bytes("process_comm", p.comm);
-      if (!p.exe_unreadable) e.set_bytes("exe", p.exe);
-      if (!p.cwd.empty()) e.set_bytes("cwd", p.cwd);
-      bool utf8 = true;
-      for (const auto& a : p.argv) utf8 = utf8 && is_valid_utf8(a);
-      if (utf8) {
-        e.set("argv", p.argv);
-      } else {  // as an exec entry has it: the NUL-separated block
-        std::string block;
-        for (const auto& a : p.argv) block += a + '\0';
-        e.set("argv_b64", base64_encode(block));
-      }
-      s->rec->record_own(e);
-    }
-    s->pipeline = std::make_unique<session::Pipeline>(*s->rec);
-    if (rule->tls) {
-      for (const auto& err : session::attach_mapped_libssl(*capture_, {path})) s->rec->note("error", "TLS capture: " + err);
-      s->tls = std::make_unique<session::TlsFollower>(*capture_, false);
-      s->pipeline->add(*s->tls);
-    }
+    start_record(*s, tasks, drops, misses, nullptr);
   } catch (const std::exception& e) {
     capture_->close_session(s->number);
     return failed(e.what());
@@ -266,11 +333,30 @@ void Daemon::seal(std::unique_ptr<RecordedCgroup> s, const std::string& reason) 
   capture_->close_session(s->number);
   // What its tasks did before is in the ring still: into the record first.
   capture_->drain_to_now();
-  if (!s->gone && !s->cgroup.exists()) s->rec->note_cgroup_gone(s->cgroup.path());
-  s->rec->note_drops(capture_->drops_per_cpu(), capture_->program_misses());
-  s->rec->finish(0, reason);
-  std::cerr << "flightrecd: sealed " << printable(s->db) << " (" << s->rec->entries() << " entries; " << reason << ")\n";
   by_number_.erase(s->number);
+  if (s->sealed) return;  // finished already (a rotation that could not go on, a write that failed)
+  guarded(*s, [&] {
+    if (!s->gone && !s->cgroup.exists()) s->rec->note_cgroup_gone(s->cgroup.path());
+    if (s->suspended) {  // the gap it declared is closed here, with its count
+      events::Entry e = s->rec->own_entry("recording_resumed");
+      e.set("records_left_out", s->left_out);
+      e.set("free_bytes", free_bytes(config_.storage_dir));
+      s->rec->record_own(e);
+    }
+    s->rec->note_drops(capture_->drops_per_cpu(), capture_->program_misses());
+    s->rec->finish(0, reason);
+  });
+  if (s->sealed) return;
+  std::cerr << "flightrecd: sealed " << printable(s->db) << " (" << s->rec->entries() << " entries; " << reason << ")\n";
+}
+
+void Daemon::drop_sealed(const std::string& rel) {
+  auto it = by_path_.find(rel);
+  if (it == by_path_.end()) return;
+  capture_->close_session(it->second->number);
+  by_number_.erase(it->second->number);
+  by_path_.erase(it);
+  pending_[rel] = mono_ns() + kRetryNs;  // recorded anew, in a session of its own
 }
 
 void Daemon::close(const std::string& rel, const std::string& reason) {
@@ -299,6 +385,201 @@ void Daemon::cgroup_gone(const std::string& rel) {
   by_path_.erase(it);
 }
 
+void Daemon::rotate(RecordedCgroup& s, const std::string& why) {
+  // The kernel session goes on; only its record file changes, between two
+  // records on this thread, so every entry is in this file or the next, and
+  // the next one's genesis names this one and its last chain value.
+  auto drops = capture_->drops_per_cpu();
+  uint64_t misses = capture_->program_misses();
+  guarded(s, [&] {
+    s.rec->note_drops(drops, misses);
+    s.rec->finish(0, "rotated (" + why + ")");
+  });
+  if (s.sealed) return;
+  std::unique_ptr<ledger::Store> old_store = std::move(s.store);
+  std::unique_ptr<recorder::Recorder> old_rec = std::move(s.rec);  // goes before its store
+  std::string old_db = s.db;
+  s.previous_db = old_db.substr(old_db.rfind('/') + 1);
+  ++s.part;
+  try {
+    start_record(s, size_t(std::max<int64_t>(0, capture_->session_tasks(s.number))), drops, misses, old_rec.get());
+  } catch (const std::exception& e) {
+    // Sealed, and no next file: the cgroup is recorded anew once it can be.
+    std::cerr << "flightrecd: cannot continue " << printable(old_db) << " in a new file: " << e.what() << "\n";
+    s.pipeline.reset();
+    s.rec = std::move(old_rec);
+    s.store = std::move(old_store);
+    s.sealed = true;
+    return;
+  }
+  std::cerr << "flightrecd: rotated " << printable(old_db) << " (" << why << "), continued in " << printable(s.db) << "\n";
+}
+
+std::vector<Daemon::SealedRecord> Daemon::sealed_records(uint64_t& total) const {
+  namespace fs = std::filesystem;
+  // Kept whatever the bounds: every file of a chain still recorded into
+  // (an agent that rotates fast must not age out its own first acts), and
+  // a record whose writes failed (evidence of that failure).
+  std::set<std::string> keep = kept_records_;
+  for (const auto& [rel, s] : by_path_) keep.insert(s->chain.begin(), s->chain.end());
+  for (const auto& s : lingering_) keep.insert(s->chain.begin(), s->chain.end());
+  std::vector<SealedRecord> sealed;
+  total = 0;
+  std::error_code ec;
+  // STORAGE/RULE/RECORD only; symlinks are neither followed nor removed.
+  for (auto it = fs::recursive_directory_iterator(config_.storage_dir, ec); !ec && it != fs::recursive_directory_iterator();
+       it.increment(ec)) {
+    if (it.depth() > 1) it.disable_recursion_pending();
+    if (it.depth() != 1 || it->symlink_status(ec).type() != fs::file_type::regular ||
+        !record_name(it->path().filename().string()))
+      continue;
+    std::string path = it->path();
+    uint64_t bytes = 0;
+    for (const char* suffix : {"", "-wal", "-shm"}) {
+      std::error_code size_ec;
+      uint64_t n = fs::file_size(path + suffix, size_ec);
+      if (!size_ec) bytes += n;
+    }
+    total += bytes;
+    if (!keep.count(path)) sealed.push_back({path, it->last_write_time(ec), bytes});
+  }
+  std::sort(sealed.begin(), sealed.end(), [](const auto& a, const auto& b) { return a.mtime < b.mtime; });
+  return sealed;
+}
+
+void Daemon::remove_record(const SealedRecord& r, const std::string& why) {
+  for (const char* suffix : {"", "-wal", "-shm"}) unlink((r.path + suffix).c_str());
+  std::cerr << "flightrecd: removed " << printable(r.path) << " (" << why << ")\n";
+}
+
+void Daemon::retain() {
+  if (!config_.retain_bytes && !config_.retain_age_ms && !config_.retain_count) return;
+  uint64_t unused = 0;
+  // Per rule (its directory): one rule's sessions, however busy, never
+  // push another rule's records out.
+  std::map<std::string, std::vector<SealedRecord>> by_rule;
+  for (auto& r : sealed_records(unused)) by_rule[r.path.substr(0, r.path.rfind('/'))].push_back(std::move(r));
+  auto now = std::filesystem::file_time_type::clock::now();
+  for (auto& [rule_dir, sealed] : by_rule) {
+    uint64_t total = 0;
+    for (const auto& r : sealed) total += r.bytes;
+    size_t count = sealed.size();
+    for (const auto& r : sealed) {  // oldest first
+      std::string why;
+      if (config_.retain_count && count > config_.retain_count)
+        why = "retention: more than " + std::to_string(config_.retain_count) + " sealed records";
+      else if (config_.retain_bytes && total > config_.retain_bytes)
+        why = "retention: sealed records over " + std::to_string(config_.retain_bytes) + " bytes";
+      else if (config_.retain_age_ms && now - r.mtime > std::chrono::milliseconds(config_.retain_age_ms))
+        why = "retention: older than storage.retain.age";
+      else
+        break;  // the rest are newer: kept too
+      remove_record(r, why);
+      total -= std::min(total, r.bytes);
+      --count;
+    }
+  }
+}
+
+size_t Daemon::remove_oldest(uint64_t needed, const std::function<bool()>& enough) {
+  uint64_t total = 0, removable = 0;
+  std::vector<SealedRecord> sealed = sealed_records(total);
+  for (const auto& r : sealed) removable += r.bytes;
+  // Removing what cannot make room would lose the records and suspend anyway.
+  if (removable < needed) return 0;
+  size_t removed = 0;
+  for (const auto& r : sealed) {
+    if (enough()) break;
+    remove_record(r, "storage below storage.min_free, disk_full_action: rotate");
+    ++removed;
+  }
+  return removed;
+}
+
+
+std::vector<RecordedCgroup*> Daemon::recording() {
+  std::vector<RecordedCgroup*> all;
+  for (auto& [rel, s] : by_path_)
+    if (!s->sealed) all.push_back(s.get());
+  for (auto& s : lingering_)
+    if (!s->sealed) all.push_back(s.get());
+  return all;
+}
+
+void Daemon::check_disk() {
+  uint64_t free = free_bytes(config_.storage_dir), min = config_.min_free_bytes;
+  if (!disk_low_ && free < min) {
+    if (config_.disk_full == Config::DiskFull::Rotate) {
+      // The oldest sealed records make room, as many as it takes.
+      size_t removed = remove_oldest(min - free, [&] { return free_bytes(config_.storage_dir) >= min; });
+      free = free_bytes(config_.storage_dir);
+      std::cerr << "flightrecd: storage below storage.min_free: removed the " << removed
+                << " oldest sealed record(s) (disk_full_action: rotate)" << (free < min ? "; not enough, suspending" : "")
+                << "\n";
+      if (free >= min) return;
+    }
+    disk_low_ = true;
+    if (config_.disk_full == Config::DiskFull::Stop) {
+      std::cerr << "flightrecd: STORAGE FULL: " << free << " bytes free in " << printable(config_.storage_dir)
+                << "; sealing every session, recording nothing until there is room (disk_full_action: stop)\n";
+      std::vector<std::string> open_now;
+      for (const auto& [rel, s] : by_path_) open_now.push_back(rel);
+      for (const auto& rel : open_now) {
+        close(rel, "storage below storage.min_free (disk_full_action: stop)");
+        pending_[rel] = mono_ns();  // recorded anew once there is room
+      }
+      while (!lingering_.empty()) {
+        std::unique_ptr<RecordedCgroup> s = std::move(lingering_.back());
+        lingering_.pop_back();
+        seal(std::move(s), "storage below storage.min_free (disk_full_action: stop)");
+      }
+      return;
+    }
+    std::cerr << "flightrecd: STORAGE FULL: " << free << " bytes free in " << printable(config_.storage_dir)
+              << "; every session leaves its events out, counted, until there is room (disk_full_action: suspend)\n";
+    for (RecordedCgroup* s : recording()) {
+      events::Entry e = s->rec->own_entry("recording_suspended");
+      e.set("reason", "storage below storage.min_free");
+      e.set("free_bytes", free);
+      e.set("min_free_bytes", min);
+      guarded(*s, [&] {
+        s->rec->record_own(e);
+        s->rec->flush();
+      });
+      s->suspended = true;
+    }
+    return;
+  }
+  // A quarter above the mark before it counts as room again: no flapping.
+  if (disk_low_ && free >= min + min / 4) {
+    disk_low_ = false;
+    std::cerr << "flightrecd: storage has room again (" << free << " bytes free): recording resumes\n";
+    for (RecordedCgroup* s : recording()) {
+      if (!s->suspended) continue;
+      events::Entry e = s->rec->own_entry("recording_resumed");
+      e.set("records_left_out", s->left_out);
+      e.set("free_bytes", free);
+      guarded(*s, [&] { s->rec->record_own(e); });
+      s->suspended = false;
+      s->left_out = 0;
+    }
+    for (auto& [rel, at] : pending_) at = mono_ns();  // stopped sessions start again now
+  }
+}
+
+void Daemon::guarded(RecordedCgroup& s, const std::function<void()>& work) {
+  try {
+    work();
+  } catch (const std::exception& e) {
+    // This record cannot go on (its file cannot be written): it stays
+    // unterminated, the cgroup is recorded anew in a session of its own.
+    std::cerr << "flightrecd: RECORD FAILED: " << printable(s.db) << ": " << e.what()
+              << "; it is left unterminated and the cgroup is recorded anew\n";
+    s.sealed = true;
+    kept_records_.insert(s.db);
+  }
+}
+
 void Daemon::retry() {
   uint64_t now = mono_ns();
   std::vector<std::string> due;
@@ -322,7 +603,13 @@ void Daemon::apply(const Discovery::Changes& changes) {
     else
       close(rel, "no watch rule matches the cgroup any more");
   }
-  for (const auto& rel : changes.appeared) open(rel);
+  // Deepest first: a task in a nested cgroup is the inner session's from
+  // its first event, never the enclosing one's for a moment.
+  std::vector<std::string> appeared = changes.appeared;
+  std::stable_sort(appeared.begin(), appeared.end(), [](const std::string& a, const std::string& b) {
+    return std::count(a.begin(), a.end(), '/') > std::count(b.begin(), b.end(), '/');
+  });
+  for (const auto& rel : appeared) open(rel);
 }
 
 void Daemon::reload() {
@@ -365,6 +652,7 @@ nlohmann::json Daemon::status() const {
   for (const RecordedCgroup* s : all) {
     sessions.push_back({{"cgroup", s->cgroup.path()},
                         {"cgroup_gone", s->gone},
+                        {"suspended", s->suspended},
                         {"rule", s->rule.name},
                         {"record", s->db},
                         {"started_real_ns", s->started_real_ns},
@@ -391,6 +679,7 @@ nlohmann::json Daemon::status() const {
           {"lost_per_cpu", capture_->drops_per_cpu()},
           {"records_after_seal", unrouted_},
           {"not_recorded", pending_.size()},
+          {"storage_full", disk_low_},
           {"storage_dir", config_.storage_dir},
           {"storage_bytes", storage},
           {"sessions", sessions}};
@@ -451,6 +740,10 @@ std::string Daemon::metrics() const {
   sample("flightrecd_ring_fill_ratio", "", capture_->ring_fill());
   family("flightrecd_records_after_seal_total", "counter", "Kernel records of sessions already sealed (left out).");
   sample("flightrecd_records_after_seal_total", "", double(unrouted_));
+  family("flightrecd_storage_full", "gauge", "1 while storage.dir has less than storage.min_free free (disk_full_action acts).");
+  sample("flightrecd_storage_full", "", disk_low_ ? 1 : 0);
+  family("flightrecd_session_suspended", "gauge", "1 while the session leaves its events out (storage full).");
+  for (const auto* s : all) sample("flightrecd_session_suspended", labels_of(*s), s->suspended ? 1 : 0);
   family("flightrecd_cgroups_not_recorded", "gauge", "Matching cgroups that could not be recorded yet (retried).");
   sample("flightrecd_cgroups_not_recorded", "", double(pending_.size()));
   family("flightrecd_bpf_program_runs_total", "counter", "Runs of each BPF program (bpf_stats).");
@@ -474,10 +767,11 @@ int Daemon::run() {
     if (epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) != 0) throw Error(errno_message("epoll_ctl", errno));
   }
   apply(discovery_->rescan());
+  retain();  // what an earlier run left beyond the bounds
   std::cerr << "flightrecd: running, " << config_.watch.size() << " watch rule(s), recording " << by_path_.size()
             << " cgroup(s)\n";
   std::string reason;
-  uint64_t next_tick = mono_ns(), next_rescan = next_tick + kRescanNs;
+  uint64_t next_tick = mono_ns(), next_rescan = next_tick + kRescanNs, next_rotation_check = next_tick, next_disk_check = next_tick;
   bool more = false;  // the last read stopped at its budget: the ring has more now
   while (reason.empty()) {
     epoll_event events[8];
@@ -507,8 +801,11 @@ int Daemon::run() {
       control_->poll();  // drops clients that took too long
       if (metrics_) metrics_->poll();
       auto tick = [&](RecordedCgroup& s) {
-        s.rec->note_drops(drops, misses);
-        s.rec->checkpoint_if_due();
+        if (s.sealed || s.suspended) return;
+        guarded(s, [&] {
+          s.rec->note_drops(drops, misses);
+          s.rec->checkpoint_if_due();
+        });
         if (now - s.rate_ns >= 1'000'000'000ull) {
           s.rate = double(s.rec->entries() - s.rate_entries) * 1e9 / double(now - s.rate_ns);
           s.rate_entries = s.rec->entries();
@@ -523,10 +820,38 @@ int Daemon::run() {
       if (now >= next_rescan) {  // what inotify could not tell (no watch left, a lost event)
         next_rescan = now + kRescanNs;
         apply(discovery_->rescan());
+        retain();
       }
+      if (now >= next_disk_check) {
+        next_disk_check = now + 1'000'000'000ull;
+        check_disk();
+      }
+      if (now >= next_rotation_check && (config_.rotate_bytes || config_.rotate_age_ms)) {
+        next_rotation_check = now + 1'000'000'000ull;
+        bool rotated = false;
+        auto check = [&](RecordedCgroup& s) {
+          auto bytes = [](const std::string& p) {
+            struct stat st {};
+            return stat(p.c_str(), &st) == 0 ? uint64_t(st.st_size) : 0;
+          };
+          std::string why;
+          if (config_.rotate_bytes && bytes(s.db) + bytes(s.db + "-wal") >= config_.rotate_bytes) why = "size";
+          else if (config_.rotate_age_ms && now - s.opened_ns >= config_.rotate_age_ms * 1'000'000ull) why = "age";
+          if (why.empty() || s.sealed) return;
+          rotate(s, why);
+          rotated = true;
+        };
+        for (auto& [rel, s] : by_path_) check(*s);
+        for (auto& s : lingering_) check(*s);
+        if (rotated) retain();
+      }
+      std::vector<std::string> broken;
+      for (auto& [rel, s] : by_path_)
+        if (s->sealed) broken.push_back(rel);
+      for (const auto& rel : broken) drop_sealed(rel);
       for (auto it = lingering_.begin(); it != lingering_.end();) {
         tick(**it);
-        if (capture_->session_tasks((*it)->number) > 0) {
+        if (!(*it)->sealed && capture_->session_tasks((*it)->number) > 0) {
           ++it;
           continue;
         }
@@ -536,8 +861,7 @@ int Daemon::run() {
       }
       retry();
     }
-    for (auto& [rel, s] : by_path_) s->rec->flush_if_due();
-    for (auto& s : lingering_) s->rec->flush_if_due();
+    for (RecordedCgroup* s : recording()) guarded(*s, [&] { s->rec->flush_if_due(); });
   }
   ::close(ep);
   capture_->drain_to_now();

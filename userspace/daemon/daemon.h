@@ -9,7 +9,10 @@
 // Everything runs on one thread (the ring, inotify, signals, ticks); each
 // session's sealing runs on its writer's thread.
 #include <cstdint>
+#include <filesystem>
+#include <functional>
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 
@@ -18,6 +21,7 @@
 #include "daemon/discovery.h"
 #include "ledger/keys.h"
 #include "probe/capture.h"
+#include "recorder/recorder.h"
 
 namespace flightrec::daemon {
 
@@ -38,6 +42,26 @@ class Daemon {
   void cgroup_gone(const std::string& rel);  // sealed now, or once its tasks elsewhere have exited
   void apply(const Discovery::Changes& changes);
   void retry();  // the cgroups that could not be recorded yet
+  // The session's record from here on (a new file; `previous`, the one it
+  // continues, or nullptr): genesis, process_at_start entries, pipeline.
+  void start_record(RecordedCgroup& s, size_t tasks, const std::vector<uint64_t>& drops, uint64_t misses,
+                    recorder::Recorder* previous);
+  void rotate(RecordedCgroup& s, const std::string& why);  // storage.rotate
+  void retain();                                            // storage.retain, oldest sealed records first
+  struct SealedRecord {
+    std::string path;
+    std::filesystem::file_time_type mtime;
+    uint64_t bytes;
+  };
+  std::vector<SealedRecord> sealed_records(uint64_t& total_bytes) const;  // oldest first; total: of all records
+  void remove_record(const SealedRecord& r, const std::string& why);
+  // Removes the oldest sealed records until enough(), if all of them
+  // together free at least `needed` bytes; returns how many it removed.
+  size_t remove_oldest(uint64_t needed, const std::function<bool()>& enough);
+  void check_disk();                                          // storage.min_free and disk_full_action
+  std::vector<RecordedCgroup*> recording();                   // the sessions whose records go on
+  void guarded(RecordedCgroup& s, const std::function<void()>& work);  // a failure seals s alone
+  void drop_sealed(const std::string& rel);                 // a session whose record could not go on
   void reload();
   void on_record(const void* data, size_t size);
   nlohmann::json status() const;
@@ -61,7 +85,9 @@ class Daemon {
   std::map<uint32_t, RecordedCgroup*> by_number_;                    // capture session -> session
   std::map<std::string, uint64_t> pending_;  // rel -> when to try again (mono ns)
   std::vector<std::string> tls_errors_;
-  uint64_t unrouted_ = 0;  // records of sessions already sealed (their tail after close)
+  uint64_t unrouted_ = 0;         // records of sessions already sealed (their tail after close)
+  bool disk_low_ = false;         // below storage.min_free: suspended or stopped
+  std::set<std::string> kept_records_;  // records whose writes failed: never removed by retention
 };
 
 }  // namespace flightrec::daemon

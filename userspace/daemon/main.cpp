@@ -59,10 +59,6 @@ int main(int argc, char** argv) {
   auto refuse = [&](int line, const std::string& what) {
     if (unsupported.empty()) unsupported = config.source + ":" + std::to_string(line) + ": " + what;
   };
-  if (config.rotate_bytes || config.rotate_age_ms) refuse(0, "storage.rotate");
-  if (config.retain_bytes || config.retain_age_ms || config.retain_count) refuse(0, "storage.retain");
-  if (config.disk_full != daemon::Config::DiskFull::Suspend) refuse(0, "storage.disk_full_action");
-  if (!config.socket_group.empty()) refuse(0, "socket.group");
   if (config.on_loss != "continue") refuse(0, "on_loss: " + config.on_loss);
   for (const auto& rule : config.watch) {
     if (rule.mode == daemon::WatchRule::Mode::Lite) refuse(rule.line, "watch rule " + rule.name + ": mode: lite");

@@ -178,6 +178,8 @@ std::string describe_known(const json& e) {
            member(e, "policy_name") + pairs(e, {"host", "kernel", "on_loss"});
   if (type == "session_end") return prose(e, "reason") + ";" + pairs(e, {"exit_code", "exit_signal", "lost_total"});
   if (type == "cgroup_gone") return member(e, "cgroup");
+  if (type == "recording_suspended") return prose(e, "reason") + ";" + pairs(e, {"free_bytes", "min_free_bytes"});
+  if (type == "recording_resumed") return member(e, "records_left_out") + " records left out" + pairs(e, {"free_bytes"});
   if (type == "process_at_start")
     return "pid " + member(e, "process_pid") + " (" + member(e, "process_comm") + ") " +
            (e.contains("argv") ? text(e["argv"]) : member(e, "exe")) + pairs(e, {"process_ppid", "process_uid", "cwd"});

@@ -439,8 +439,13 @@ size_t Capture::track_existing(uint32_t session, const std::vector<std::string>&
     }
     std::istringstream threads(try_read_file(dirs[i] + "/cgroup.threads").value_or(""));
     for (pid_t tid; threads >> tid;) {
-      // Never the recorder itself (watching the cgroup it runs in).
+      // Never the recorder itself (watching the cgroup it runs in), and
+      // never a task past its exit (it would count in its session forever).
       if (access(("/proc/self/task/" + std::to_string(tid)).c_str(), F_OK) == 0) continue;
+      std::string stat = try_read_file("/proc/" + std::to_string(tid) + "/stat").value_or("");
+      size_t paren = stat.rfind(')');
+      if (paren == std::string::npos || paren + 2 >= stat.size() || stat[paren + 2] == 'Z' || stat[paren + 2] == 'X')
+        continue;
       int fd = int(syscall(SYS_pidfd_open, tid, kPidfdThread));
       if (fd < 0) fd = int(syscall(SYS_pidfd_open, tid, 0));  // a leader, on older kernels
       if (fd < 0) continue;  // gone meanwhile, or a thread its leader covers

@@ -81,7 +81,9 @@ Recorder::Recorder(ledger::Store& store, const SessionMeta& meta)
   set_strings(e, "cgroups", "cgroups_b64", meta.cgroups);
   if (!meta.watch_rule.empty()) e.set("watch_rule", meta.watch_rule);
   for (const auto& [key, value] : {std::pair{"pod_uid", &meta.pod_uid}, {"container_id", &meta.container_id},
-                                   {"qos_class", &meta.qos_class}, {"container_runtime", &meta.container_runtime}})
+                                   {"qos_class", &meta.qos_class}, {"container_runtime", &meta.container_runtime},
+                                   {"previous_record", &meta.previous_record}, {"previous_origin", &meta.previous_origin},
+                                   {"previous_head", &meta.previous_head}})
     if (!value->empty()) e.set_bytes(key, *value);
   if (meta.tasks_at_start) e.set("tasks_at_start", *meta.tasks_at_start);
   e.set("ring_bytes", uint64_t(meta.ring_bytes));

@@ -42,6 +42,8 @@ struct SessionMeta {
   // flightrecd: the watch rule that chose the cgroup, and what the
   // kubelet's cgroup names say of it ("" when they say nothing).
   std::string watch_rule, pod_uid, container_id, qos_class, container_runtime;
+  // flightrecd, after a rotation: the record this one continues.
+  std::string previous_record, previous_origin, previous_head;
 };
 
 class Recorder {
@@ -53,6 +55,9 @@ class Recorder {
   int64_t entries() const { return writer_.count(); }
   uint64_t lost_total() const { return lost_total_; }
   uint64_t last_checkpoint_mono_ns() const { return last_checkpoint_ns_; }
+  const std::string& origin() const { return origin_; }
+  // The chain value of the last entry, hex (after finish()).
+  std::string head_hex() { return ledger::to_hex(writer_.head()); }
 
   // Decodes one ring-buffer record and writes its entry. Returns the entry
   // (valid until the next call), or nullptr when it was left out (the
