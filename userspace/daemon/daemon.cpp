@@ -67,6 +67,7 @@ class RecordedCgroup {
 namespace {
 
 constexpr int kTickMs = 50;
+constexpr int kCacheKib = 1024;  // SQLite's page cache per record: RSS grows by this per session at most
 constexpr uint64_t kRescanNs = 10'000'000'000;  // the whole tree walked again this often
 constexpr uint64_t kRetryNs = 2'000'000'000;  // a cgroup that could not be recorded is tried again this often
 
@@ -246,6 +247,7 @@ void Daemon::start_record(RecordedCgroup& s, size_t tasks, const std::vector<uin
     meta.previous_head = previous->head_hex();
   }
   auto store = std::make_unique<ledger::Store>(s.db, ledger::Store::Mode::Write);
+  store->limit_cache(kCacheKib);
   auto rec = std::make_unique<recorder::Recorder>(*store, meta);
   rec->count_drops_from(drops, misses);
   for (const auto& err : tls_errors_) rec->note("error", err);

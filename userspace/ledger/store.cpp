@@ -221,6 +221,8 @@ void Store::check_or_create_schema() {
                 "but appends only to version " + std::to_string(kFormatVersion) + ": record into a new file");
 }
 
+void Store::limit_cache(int kib) { exec(("PRAGMA cache_size=-" + std::to_string(kib > 64 ? kib : 64)).c_str()); }
+
 int64_t Store::begin_session(const SessionRow& s) {
   Stmt st(db_, "INSERT INTO sessions(mode, command, host, start_real_ns) VALUES (?,?,?,?)");
   sqlite3_bind_text(st.s, 1, s.mode.c_str(), -1, SQLITE_TRANSIENT);

@@ -70,6 +70,10 @@ class Store {
   Store(const Store&) = delete;
   Store& operator=(const Store&) = delete;
 
+  // Caps SQLite's page cache of this connection (write mode keeps 8 MiB
+  // hot for one fast session; a daemon with thousands of files cannot).
+  void limit_cache(int kib);
+
   int64_t begin_session(const SessionRow& s);
   void end_session(int64_t id, int64_t end_real_ns, int64_t exit_status, int64_t entry_count,
                    const std::string& chain_head_hex);
