@@ -24,6 +24,21 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// How many times `needle` stands in `text`.
+int occurrences(const std::string& text, const std::string& needle) {
+  int n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+  return n;
+}
+
+// A shell loop that stats `marker` `calls` times (`test -e`: one stat
+// each), sleeping 10 ms every `pace` calls so that it is not the daemon's
+// top speed that is measured; then runs `after` (sh syntax).
+std::string paced_stats(const std::string& marker, int calls, int pace, const std::string& after = "exit 0") {
+  return "i=0; while [ $i -lt " + std::to_string(calls) + " ]; do test -e " + marker + "; i=$((i+1)); [ $((i % " +
+         std::to_string(pace) + ")) -eq 0 ] && sleep 0.01; done; " + after;
+}
+
 // flightrecd running with a config file; its stderr read as it comes.
 struct Daemon {
   Proc proc;
@@ -31,12 +46,8 @@ struct Daemon {
   explicit Daemon(const std::string& config) { proc = start({FLIGHTRECD_BIN, "--config", config}); }
   // Waits until stderr holds `text` `times` times (or the daemon exits).
   bool await(const std::string& text, int times = 1, int timeout_ms = 10000) {
-    auto count = [&] {  // in whole lines only: a line may arrive in pieces
-      std::string lines = err.substr(0, err.rfind('\n') + 1);
-      int n = 0;
-      for (size_t at = lines.find(text); at != std::string::npos; at = lines.find(text, at + 1)) ++n;
-      return n;
-    };
+    // In whole lines only: a line may arrive in pieces.
+    auto count = [&] { return occurrences(err.substr(0, err.rfind('\n') + 1), text); };
     auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
     while (count() < times) {
       int left = int(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count());
@@ -432,8 +443,7 @@ TEST_CASE("flightrecd: reloads under a stream of syscalls lose none of them") {
   // is measured is the reloads, not the daemon's top speed.
   const int kCalls = 30000;
   std::string marker = dir.file("marker");
-  pid_t job = tree.spawn("job", {"sh", "-c", "i=0; while [ $i -lt " + std::to_string(kCalls) + " ]; do test -e " + marker +
-                                                 "; i=$((i+1)); [ $((i % 300)) -eq 0 ] && sleep 0.01; done; exit 0"});
+  pid_t job = tree.spawn("job", {"sh", "-c", paced_stats(marker, kCalls, 300)});
   for (int i = 1; i <= 10; ++i) {
     kill(d.proc.pid, SIGHUP);
     REQUIRE_MESSAGE(d.await("config reloaded", i), d.err);
@@ -677,15 +687,12 @@ TEST_CASE("flightrecd: storage.rotate continues a session in chained files; stor
   // every second): several files' worth.
   const int kCalls = 60000;
   std::string marker = dir.file("marker");
-  pid_t job = tree.spawn("job", {"sh", "-c", "i=0; while [ $i -lt " + std::to_string(kCalls) + " ]; do test -e " + marker +
-                                                 "; i=$((i+1)); [ $((i % 100)) -eq 0 ] && sleep 0.01; done; exit 0"});
+  pid_t job = tree.spawn("job", {"sh", "-c", paced_stats(marker, kCalls, 100)});
   CHECK(tree.reap(job) == 0);
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // the last rotation check
   Result r = d.stop(SIGTERM);
   CHECK(r.code == 0);
-  int rotations = 0, removed = 0;
-  for (size_t at = r.err.find("flightrecd: rotated"); at != std::string::npos; at = r.err.find("flightrecd: rotated", at + 1)) ++rotations;
-  for (size_t at = r.err.find("(retention: "); at != std::string::npos; at = r.err.find("(retention: ", at + 1)) ++removed;
+  int rotations = occurrences(r.err, "flightrecd: rotated"), removed = occurrences(r.err, "(retention: ");
   INFO(r.err);
   REQUIRE(rotations >= 4);
   // Every file of a session still recorded is kept, however many.
@@ -698,9 +705,7 @@ TEST_CASE("flightrecd: storage.rotate continues a session in chained files; stor
     Daemon again(config);
     REQUIRE_MESSAGE(again.await("flightrecd: running"), again.err);
     Result r2 = again.stop(SIGTERM);
-    removed = 0;
-    for (size_t at = r2.err.find("(retention: "); at != std::string::npos; at = r2.err.find("(retention: ", at + 1)) ++removed;
-    CHECK(removed == rotations + 1 - 3);
+    CHECK(occurrences(r2.err, "(retention: ") == rotations + 1 - 3);
   }
   dbs = records_in(dir.file("records"));
   CHECK(dbs.size() == 3);
@@ -865,10 +870,8 @@ TEST_CASE("flightrecd: a session whose cgroup is gone still rotates, and what it
   Daemon d(config);
   REQUIRE_MESSAGE(d.await("flightrecd: running"), d.err);
   std::string root = cgroup2_root() + "/" + name, marker = dir.file("marker"), after = dir.file("after");
-  pid_t agent = tree.spawn("agent", {"sh", "-c", "echo $$ > " + root + "/elsewhere/cgroup.procs; rmdir " + root +
-                                                     "/agent; i=0; while [ $i -lt 40000 ]; do test -e " + marker +
-                                                     "; i=$((i+1)); [ $((i % 100)) -eq 0 ] && sleep 0.01; done; cat " +
-                                                     after + " 2>/dev/null; exit 0"});
+  pid_t agent = tree.spawn("agent", {"sh", "-c", "echo $$ > " + root + "/elsewhere/cgroup.procs; rmdir " + root + "/agent; " +
+                                                     paced_stats(marker, 40000, 100, "cat " + after + " 2>/dev/null; exit 0")});
   CHECK(tree.reap(agent) == 0);
   REQUIRE_MESSAGE(d.await("so is every task of its session", 1, 10000), d.err);
   Result r = d.stop(SIGTERM);

@@ -157,12 +157,7 @@ WatchRule watch_rule(const Reader& r, const YAML::Node& n, const Config& c) {
 
 Config parse_yaml(const std::string& text, const std::string& source) {
   Reader r(source);
-  YAML::Node doc;
-  try {
-    doc = YAML::Load(text);
-  } catch (const YAML::Exception& e) {
-    throw ConfigError(source + ":" + std::to_string(e.mark.line + 1) + ": not valid YAML: " + e.msg);
-  }
+  YAML::Node doc = r.load(text);
   const YAML::Node& root = doc;  // const: lookups never add keys
   if (root.IsNull()) throw ConfigError(source + ": empty (needs at least version: 1 and storage.dir)");
   r.only_keys(root, "", {"version", "storage", "socket", "metrics", "ring", "on_loss", "key", "watch"});
@@ -291,12 +286,7 @@ std::optional<uint64_t> parse_age_ms(const std::string& s, bool* too_large) {
 }
 
 Config parse_config(const std::string& text, const std::string& source) {
-  // yaml-cpp throws on shapes it cannot convert: errors in the file too.
-  try {
-    return parse_yaml(text, source);
-  } catch (const YAML::Exception& e) {
-    throw ConfigError(source + ":" + std::to_string(e.mark.line + 1) + ": not valid here: " + e.msg);
-  }
+  return Reader::converting(source, [&] { return parse_yaml(text, source); });
 }
 
 Config load_config(const std::string& path) {

@@ -106,6 +106,16 @@ uint64_t free_bytes(const std::string& dir) {
   return statvfs(dir.c_str(), &v) == 0 ? uint64_t(v.f_bfree) * v.f_frsize : UINT64_MAX;
 }
 
+// A record file and its write-ahead log, as they stand on disk.
+uint64_t record_bytes(const std::string& db) {
+  uint64_t bytes = 0;
+  for (const std::string& file : {db, db + "-wal"}) {
+    struct stat st {};
+    if (stat(file.c_str(), &st) == 0 && S_ISREG(st.st_mode)) bytes += uint64_t(st.st_size);
+  }
+  return bytes;
+}
+
 // Only files flightrecd names records: STAMP-NAME-SESSION[.PART].db in a
 // rule's directory, never anything else a storage.dir may hold.
 bool record_name(const std::string& name) {
@@ -292,10 +302,8 @@ void Daemon::open(const std::string& rel) {
   // Whatever fails here fails this cgroup alone, not the daemon: it is
   // tried again (retry()), and said once.
   auto failed = [&](const std::string& why) {
-    if (pending_.emplace(rel, mono_ns() + kRetryNs).second)
+    if (pending_.insert_or_assign(rel, mono_ns() + kRetryNs).second)
       std::cerr << "flightrecd: not recording " << printable(path) << " (will retry): " << why << "\n";
-    else
-      pending_[rel] = mono_ns() + kRetryNs;
   };
   if (disk_low_) return failed("storage has less than storage.min_free free");
   std::unique_ptr<RecordedCgroup> s;
@@ -352,6 +360,15 @@ void Daemon::seal(std::unique_ptr<RecordedCgroup> s, const std::string& reason) 
   std::cerr << "flightrecd: sealed " << printable(s->db) << " (" << s->rec->entries() << " entries; " << reason << ")\n";
 }
 
+void Daemon::seal_all(const std::string& reason) {
+  while (!by_path_.empty()) close(by_path_.begin()->first, reason);
+  while (!lingering_.empty()) {
+    std::unique_ptr<RecordedCgroup> s = std::move(lingering_.back());
+    lingering_.pop_back();
+    seal(std::move(s), reason);
+  }
+}
+
 void Daemon::drop_sealed(const std::string& rel) {
   auto it = by_path_.find(rel);
   if (it == by_path_.end()) return;
@@ -380,7 +397,7 @@ void Daemon::cgroup_gone(const std::string& rel) {
   int64_t tasks = capture_->session_tasks(s.number);
   if (tasks <= 0) return close(rel, "the cgroup is gone");
   s.gone = true;
-  s.rec->note_cgroup_gone(s.cgroup.path());
+  guarded(s, [&] { s.rec->note_cgroup_gone(s.cgroup.path()); });
   std::cerr << "flightrecd: " << printable(s.cgroup.path()) << " is gone; " << tasks
             << " task(s) of its session live on elsewhere and stay recorded\n";
   lingering_.push_back(std::move(it->second));  // the path is free for a new cgroup of that name
@@ -417,14 +434,29 @@ void Daemon::rotate(RecordedCgroup& s, const std::string& why) {
   std::cerr << "flightrecd: rotated " << printable(old_db) << " (" << why << "), continued in " << printable(s.db) << "\n";
 }
 
+void Daemon::rotate_due(uint64_t now) {
+  if (!config_.rotate_bytes && !config_.rotate_age_ms) return;
+  bool rotated = false;
+  for (RecordedCgroup* s : recording()) {
+    std::string why;
+    if (config_.rotate_bytes && record_bytes(s->db) >= config_.rotate_bytes)
+      why = "size";
+    else if (config_.rotate_age_ms && now - s->opened_ns >= config_.rotate_age_ms * 1'000'000ull)
+      why = "age";
+    if (why.empty()) continue;
+    rotate(*s, why);
+    rotated = true;
+  }
+  if (rotated) retain();
+}
+
 std::vector<Daemon::SealedRecord> Daemon::sealed_records(uint64_t& total) const {
   namespace fs = std::filesystem;
   // Kept whatever the bounds: every file of a chain still recorded into
   // (an agent that rotates fast must not age out its own first acts), and
   // a record whose writes failed (evidence of that failure).
   std::set<std::string> keep = kept_records_;
-  for (const auto& [rel, s] : by_path_) keep.insert(s->chain.begin(), s->chain.end());
-  for (const auto& s : lingering_) keep.insert(s->chain.begin(), s->chain.end());
+  for (const RecordedCgroup* s : all_sessions()) keep.insert(s->chain.begin(), s->chain.end());
   std::vector<SealedRecord> sealed;
   total = 0;
   std::error_code ec;
@@ -499,13 +531,20 @@ size_t Daemon::remove_oldest(uint64_t needed, const std::function<bool()>& enoug
 }
 
 
-std::vector<RecordedCgroup*> Daemon::recording() {
-  std::vector<RecordedCgroup*> all;
-  for (auto& [rel, s] : by_path_)
-    if (!s->sealed) all.push_back(s.get());
-  for (auto& s : lingering_)
-    if (!s->sealed) all.push_back(s.get());
+std::vector<const RecordedCgroup*> Daemon::all_sessions() const {
+  std::vector<const RecordedCgroup*> all;
+  for (const auto& [rel, s] : by_path_) all.push_back(s.get());
+  for (const auto& s : lingering_) all.push_back(s.get());
   return all;
+}
+
+std::vector<RecordedCgroup*> Daemon::recording() {
+  std::vector<RecordedCgroup*> out;
+  for (auto& [rel, s] : by_path_)
+    if (!s->sealed) out.push_back(s.get());
+  for (auto& s : lingering_)
+    if (!s->sealed) out.push_back(s.get());
+  return out;
 }
 
 void Daemon::check_disk() {
@@ -524,17 +563,8 @@ void Daemon::check_disk() {
     if (config_.disk_full == Config::DiskFull::Stop) {
       std::cerr << "flightrecd: STORAGE FULL: " << free << " bytes free in " << printable(config_.storage_dir)
                 << "; sealing every session, recording nothing until there is room (disk_full_action: stop)\n";
-      std::vector<std::string> open_now;
-      for (const auto& [rel, s] : by_path_) open_now.push_back(rel);
-      for (const auto& rel : open_now) {
-        close(rel, "storage below storage.min_free (disk_full_action: stop)");
-        pending_[rel] = mono_ns();  // recorded anew once there is room
-      }
-      while (!lingering_.empty()) {
-        std::unique_ptr<RecordedCgroup> s = std::move(lingering_.back());
-        lingering_.pop_back();
-        seal(std::move(s), "storage below storage.min_free (disk_full_action: stop)");
-      }
+      for (const auto& [rel, s] : by_path_) pending_[rel] = mono_ns();  // recorded anew once there is room
+      seal_all("storage below storage.min_free (disk_full_action: stop)");
       return;
     }
     std::cerr << "flightrecd: STORAGE FULL: " << free << " bytes free in " << printable(config_.storage_dir)
@@ -643,15 +673,8 @@ nlohmann::json Daemon::answer(const nlohmann::json& request) {
 }
 
 nlohmann::json Daemon::status() const {
-  auto file_bytes = [](const std::string& path) -> uint64_t {
-    struct stat st {};
-    return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) ? uint64_t(st.st_size) : 0;
-  };
   nlohmann::json sessions = nlohmann::json::array();
-  std::vector<const RecordedCgroup*> all;
-  for (const auto& [rel, s] : by_path_) all.push_back(s.get());
-  for (const auto& s : lingering_) all.push_back(s.get());
-  for (const RecordedCgroup* s : all) {
+  for (const RecordedCgroup* s : all_sessions()) {
     sessions.push_back({{"cgroup", s->cgroup.path()},
                         {"cgroup_gone", s->gone},
                         {"suspended", s->suspended},
@@ -661,15 +684,13 @@ nlohmann::json Daemon::status() const {
                         {"entries", s->rec->entries()},
                         {"entries_per_second", s->rate},
                         {"lost", s->rec->lost_total()},
-                        {"record_bytes", file_bytes(s->db) + file_bytes(s->db + "-wal")}});
+                        {"record_bytes", record_bytes(s->db)}});
   }
+  std::vector<uint64_t> drops = capture_->drops_per_cpu();
   uint64_t dropped = 0;
-  for (uint64_t n : capture_->drops_per_cpu()) dropped += n;
+  for (uint64_t n : drops) dropped += n;
   uint64_t storage = 0;
-  std::error_code ec;
-  for (auto it = std::filesystem::recursive_directory_iterator(config_.storage_dir, ec);
-       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec))
-    if (it->is_regular_file(ec)) storage += it->file_size(ec);
+  sealed_records(storage);  // what every record takes, open ones too
   return {{"flightrecd_version", FLIGHTREC_VERSION},
           {"pid", getpid()},
           {"started_real_ns", started_real_ns_},
@@ -678,7 +699,7 @@ nlohmann::json Daemon::status() const {
           {"ring_bytes", config_.ring_bytes},
           {"ring_fill", capture_->ring_fill()},
           {"lost_total", dropped + capture_->program_misses()},
-          {"lost_per_cpu", capture_->drops_per_cpu()},
+          {"lost_per_cpu", drops},
           {"records_after_seal", unrouted_},
           {"not_recorded", pending_.size()},
           {"storage_full", disk_low_},
@@ -711,15 +732,9 @@ std::string Daemon::metrics() const {
     snprintf(num, sizeof(num), "%.17g", value);
     out += name + (labels.empty() ? "" : "{" + labels + "}") + " " + num + "\n";
   };
-  std::vector<const RecordedCgroup*> all;
-  for (const auto& [rel, s] : by_path_) all.push_back(s.get());
-  for (const auto& s : lingering_) all.push_back(s.get());
+  std::vector<const RecordedCgroup*> all = all_sessions();
   auto labels_of = [](const RecordedCgroup& s) {
     return "rule=\"" + label(s.rule.name) + "\",cgroup=\"" + label(s.cgroup.path()) + "\"";
-  };
-  auto file_bytes = [](const std::string& path) -> double {
-    struct stat st {};
-    return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) ? double(st.st_size) : 0;
   };
   uint64_t now = mono_ns();
   family("flightrecd_sessions", "gauge", "Sessions being recorded (removed cgroups whose tasks live on included).");
@@ -729,7 +744,7 @@ std::string Daemon::metrics() const {
   family("flightrecd_session_lost_events_total", "counter", "Events the kernel could not deliver while the session was open.");
   for (const auto* s : all) sample("flightrecd_session_lost_events_total", labels_of(*s), double(s->rec->lost_total()));
   family("flightrecd_session_record_bytes", "gauge", "Bytes of the session's record file and its journal.");
-  for (const auto* s : all) sample("flightrecd_session_record_bytes", labels_of(*s), file_bytes(s->db) + file_bytes(s->db + "-wal"));
+  for (const auto* s : all) sample("flightrecd_session_record_bytes", labels_of(*s), double(record_bytes(s->db)));
   family("flightrecd_session_checkpoint_age_seconds", "gauge", "Seconds since the session's last checkpoint.");
   for (const auto* s : all)
     sample("flightrecd_session_checkpoint_age_seconds", labels_of(*s), double(now - s->rec->last_checkpoint_mono_ns()) / 1e9);
@@ -828,24 +843,9 @@ int Daemon::run() {
         next_disk_check = now + 1'000'000'000ull;
         check_disk();
       }
-      if (now >= next_rotation_check && (config_.rotate_bytes || config_.rotate_age_ms)) {
+      if (now >= next_rotation_check) {
         next_rotation_check = now + 1'000'000'000ull;
-        bool rotated = false;
-        auto check = [&](RecordedCgroup& s) {
-          auto bytes = [](const std::string& p) {
-            struct stat st {};
-            return stat(p.c_str(), &st) == 0 ? uint64_t(st.st_size) : 0;
-          };
-          std::string why;
-          if (config_.rotate_bytes && bytes(s.db) + bytes(s.db + "-wal") >= config_.rotate_bytes) why = "size";
-          else if (config_.rotate_age_ms && now - s.opened_ns >= config_.rotate_age_ms * 1'000'000ull) why = "age";
-          if (why.empty() || s.sealed) return;
-          rotate(s, why);
-          rotated = true;
-        };
-        for (auto& [rel, s] : by_path_) check(*s);
-        for (auto& s : lingering_) check(*s);
-        if (rotated) retain();
+        rotate_due(now);
       }
       std::vector<std::string> broken;
       for (auto& [rel, s] : by_path_)
@@ -867,14 +867,7 @@ int Daemon::run() {
   }
   ::close(ep);
   capture_->drain_to_now();
-  std::vector<std::string> open_now;
-  for (const auto& [rel, s] : by_path_) open_now.push_back(rel);
-  for (const auto& rel : open_now) close(rel, reason);
-  while (!lingering_.empty()) {
-    std::unique_ptr<RecordedCgroup> s = std::move(lingering_.back());
-    lingering_.pop_back();
-    seal(std::move(s), reason);
-  }
+  seal_all(reason);
   std::cerr << "flightrecd: stopped (" << reason << ")\n";
   return 0;
 }

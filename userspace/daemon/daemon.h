@@ -47,6 +47,8 @@ class Daemon {
   void start_record(RecordedCgroup& s, size_t tasks, const std::vector<uint64_t>& drops, uint64_t misses,
                     recorder::Recorder* previous);
   void rotate(RecordedCgroup& s, const std::string& why);  // storage.rotate
+  void rotate_due(uint64_t now);                            // every session whose file reached its size or age
+  void seal_all(const std::string& reason);
   void retain();                                            // storage.retain, oldest sealed records first
   struct SealedRecord {
     std::string path;
@@ -59,7 +61,8 @@ class Daemon {
   // together free at least `needed` bytes; returns how many it removed.
   size_t remove_oldest(uint64_t needed, const std::function<bool()>& enough);
   void check_disk();                                          // storage.min_free and disk_full_action
-  std::vector<RecordedCgroup*> recording();                   // the sessions whose records go on
+  std::vector<const RecordedCgroup*> all_sessions() const;    // open, and lingering (cgroup gone)
+  std::vector<RecordedCgroup*> recording();                   // of those, the ones whose records go on
   void guarded(RecordedCgroup& s, const std::function<void()>& work);  // a failure seals s alone
   void drop_sealed(const std::string& rel);                 // a session whose record could not go on
   void reload();

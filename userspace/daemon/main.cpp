@@ -56,8 +56,8 @@ int main(int argc, char** argv) {
   // Refused rather than accepted and ignored: a setting that says the
   // daemon rotates, trims, enforces or serves must be one it acts on.
   std::string unsupported;
-  auto refuse = [&](int line, const std::string& what) {
-    if (unsupported.empty()) unsupported = config.source + ":" + std::to_string(line) + ": " + what;
+  auto refuse = [&](int line, const std::string& what) {  // line 0: a file-level setting (its line is not kept)
+    if (unsupported.empty()) unsupported = config.source + (line ? ":" + std::to_string(line) : "") + ": " + what;
   };
   if (config.on_loss != "continue") refuse(0, "on_loss: " + config.on_loss);
   for (const auto& rule : config.watch) {
@@ -67,8 +67,6 @@ int main(int argc, char** argv) {
       refuse(rule.line, "watch rule " + rule.name + ": on_loss: " + rule.on_loss);
   }
   if (!unsupported.empty()) {
-    // Line 0: a file-level setting (its line is not kept).
-    if (unsupported.find(":0: ") != std::string::npos) unsupported.replace(unsupported.find(":0: "), 4, ": ");
     std::cerr << "flightrecd: " << unsupported
               << " is not supported by this flightrecd yet (it records every matched cgroup in full, "
                  "on_loss continue, without a policy)\n";

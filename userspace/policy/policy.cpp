@@ -362,23 +362,12 @@ std::optional<uint64_t> parse_duration_ms(const std::string& s, bool* too_large)
 }
 
 Policy parse(const std::string& text, const std::string& source) {
-  // yaml-cpp throws on shapes it cannot convert (a mapping as a key, ...):
-  // those are errors in the file too.
-  try {
-    return parse_yaml(text, source);
-  } catch (const YAML::Exception& e) {
-    throw PolicyError(source + ":" + std::to_string(e.mark.line + 1) + ": not valid here: " + e.msg);
-  }
+  return Reader::converting(source, [&] { return parse_yaml(text, source); });
 }
 
 Policy parse_yaml(const std::string& text, const std::string& source) {
   Reader r(source);
-  YAML::Node root;
-  try {
-    root = YAML::Load(text);
-  } catch (const YAML::Exception& e) {
-    throw PolicyError(source + ":" + std::to_string(e.mark.line + 1) + ": not valid YAML: " + e.msg);
-  }
+  YAML::Node root = r.load(text);
   r.only_keys(root, "", {"version", "name", "description", "confine", "mode", "on_violation", "filesystem",
                          "network", "seccomp", "limits", "capabilities", "hostname", "log"});
   Policy p;

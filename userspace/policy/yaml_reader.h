@@ -61,9 +61,30 @@ class YamlReader {
     fail(n, key, "'" + s + "' is not one of: " + list);
   }
 
+  // The document, or ErrorT at the line where the text stops being YAML.
+  YAML::Node load(const std::string& text) const {
+    try {
+      return YAML::Load(text);
+    } catch (const YAML::Exception& e) {
+      throw ErrorT(at(e) + ": not valid YAML: " + e.msg);
+    }
+  }
+
+  // read(): yaml-cpp throws on shapes it cannot convert (a mapping as a
+  // key, ...), and those are errors in the file too, at their line.
+  template <typename Read>
+  static auto converting(const std::string& source, Read read) -> decltype(read()) {
+    try {
+      return read();
+    } catch (const YAML::Exception& e) {
+      throw ErrorT(source + ":" + std::to_string(e.mark.line + 1) + ": not valid here: " + e.msg);
+    }
+  }
+
   const std::string& source() const { return source_; }
 
  private:
+  std::string at(const YAML::Exception& e) const { return source_ + ":" + std::to_string(e.mark.line + 1); }
   std::string source_;
 };
 

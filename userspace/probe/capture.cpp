@@ -293,10 +293,8 @@ uint32_t Capture::open_session(const std::vector<uint64_t>& cgroup_ids) {
   if (sessions_.size() >= FR_MAX_SESSIONS || listed + cgroup_ids.size() > FR_SESSION_CGROUPS)
     throw Error("at most " + std::to_string(FR_MAX_SESSIONS) + " sessions and " +
                 std::to_string(FR_SESSION_CGROUPS) + " cgroups are recorded at once");
-  for (const auto& [number, ids] : sessions_)
-    for (uint64_t id : cgroup_ids)
-      if (std::find(ids.begin(), ids.end(), id) != ids.end())
-        throw Error("cgroup " + std::to_string(id) + " is already recorded by another session");
+  for (uint64_t id : cgroup_ids)
+    if (owner_of(id)) throw Error("cgroup " + std::to_string(id) + " is already recorded by another session");
   // A number whose slot an open session holds is skipped (slots are the
   // number modulo FR_MAX_SESSIONS); 0 means "none" and is never given.
   auto slot_taken = [&](uint32_t n) {
@@ -330,6 +328,18 @@ uint32_t Capture::open_session(const std::vector<uint64_t>& cgroup_ids) {
   __atomic_add_fetch(&skel_->bss->fr_session_gen, 1, __ATOMIC_SEQ_CST);
   sessions_.emplace_back(session, cgroup_ids);
   return session;
+}
+
+uint32_t Capture::owner_of(uint64_t cgroup_id) const {
+  for (const auto& [number, ids] : sessions_)
+    if (std::find(ids.begin(), ids.end(), cgroup_id) != ids.end()) return number;
+  return 0;
+}
+
+const std::vector<uint64_t>* Capture::cgroups_of(uint32_t session) const {
+  for (const auto& [number, ids] : sessions_)
+    if (number == session) return &ids;
+  return nullptr;
 }
 
 int64_t Capture::session_tasks(uint32_t session) const {
@@ -413,16 +423,10 @@ size_t Capture::track_existing(uint32_t session, const std::vector<std::string>&
       up.resize(up.rfind('/'));
       if (uint64_t id = cgroup_id(up)) enclosing.insert(id);
     }
-  auto session_of = [&](uint64_t id) -> uint32_t {
-    for (const auto& [number, ids] : sessions_)
-      if (std::find(ids.begin(), ids.end(), id) != ids.end()) return number;
-    return 0;
-  };
   auto encloses = [&](uint32_t other) {
-    for (const auto& [number, ids] : sessions_)
-      if (number == other)
-        for (uint64_t id : ids)
-          if (enclosing.count(id)) return true;
+    if (const auto* ids = cgroups_of(other))
+      for (uint64_t id : *ids)
+        if (enclosing.count(id)) return true;
     return false;
   };
   std::vector<std::string> dirs = cgroup_dirs;
@@ -432,7 +436,7 @@ size_t Capture::track_existing(uint32_t session, const std::vector<std::string>&
         std::string_view name = e->d_name;
         if (e->d_type != DT_DIR || name == "." || name == "..") continue;
         std::string below = dirs[i] + "/" + e->d_name;
-        uint32_t owner = session_of(cgroup_id(below));
+        uint32_t owner = owner_of(cgroup_id(below));
         if (owner == 0 || owner == session) dirs.push_back(below);
       }
       closedir(d);
@@ -455,7 +459,7 @@ size_t Capture::track_existing(uint32_t session, const std::vector<std::string>&
       } else if (errno == EEXIST) {
         fr_task_state held{};
         bool read = bpf_map_lookup_elem(map, &fd, &held) == 0;
-        bool held_open = std::any_of(sessions_.begin(), sessions_.end(), [&](const auto& o) { return o.first == held.session; });
+        bool held_open = cgroups_of(held.session) != nullptr;
         bool take = read && held.session != session && (encloses(held.session) || !held_open);
         bool mine = read && held.session == session;
         if (take && bpf_map_update_elem(map, &fd, &seeded, BPF_EXIST) == 0) {

@@ -153,6 +153,8 @@ class Capture {
   int handled_ = 0, budget_ = kConsumeBudget;
   uint32_t next_session_ = 1, first_session_ = 0;
   std::vector<std::pair<uint32_t, std::vector<uint64_t>>> sessions_;  // open: number, cgroup ids
+  uint32_t owner_of(uint64_t cgroup_id) const;                       // the open session listing it, or 0
+  const std::vector<uint64_t>* cgroups_of(uint32_t session) const;  // nullptr: not open
   std::map<uint32_t, int64_t> task_adjust_;  // tasks track_existing gave (or took from) a session
   bool path_rules_ = false;
   bool unix_inbound_ = false;
