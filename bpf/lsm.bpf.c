@@ -130,6 +130,11 @@ int BPF_PROG(fr_lsm_file_open, struct file *file, int ret)
 	__u32 session = ret ? 0 : fr_task_session(task);
 	if (!session || backing_open(file, task))
 		return ret;
+	/* A lite session's reads are counted at their syscall, not recorded
+	 * (O_CREAT and O_TRUNC are still in f_flags here: cleared after). */
+	if (fr_session_lite(session) && !fr_hidden_rules && !fr_exec_rules &&
+	    !(file->f_mode & FR_FMODE_WRITE) && !(file->f_flags & (FR_FMODE_EXEC | FR_O_CREAT | FR_O_TRUNC)))
+		return ret;
 	struct fr_lsm *r = lsm_record(FR_LSM_FILE_OPEN, session);
 	if (!r)
 		return ret;
@@ -336,7 +341,7 @@ int BPF_PROG(fr_lsm_capable, const struct cred *cred, struct user_namespace *ns,
 	     unsigned int opts, int ret)
 {
 	__u32 session = ret ? 0 : fr_task_session(bpf_get_current_task_btf());
-	if (!session)
+	if (!session || fr_session_lite(session))  /* lite: too frequent (docs/LITE.md) */
 		return ret;
 	struct fr_lsm *r = lsm_record(FR_LSM_CAPABLE, session);
 	if (!r)

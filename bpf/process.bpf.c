@@ -72,6 +72,11 @@ int BPF_PROG(fr_fork, struct task_struct *parent, struct task_struct *child)
 	r->child_pid = BPF_CORE_READ(child, tgid);
 	r->child_tid = BPF_CORE_READ(child, pid);
 	r->flags = r->child_pid == BPF_CORE_READ(parent, tgid) ? FR_FORK_THREAD : 0;
+	/* A clone with CLONE_NEW* flags gets a namespace set (or user
+	 * namespace) of its own; one without shares its parent's. */
+	if (BPF_CORE_READ(child, nsproxy) != BPF_CORE_READ(parent, nsproxy) ||
+	    BPF_CORE_READ(child, real_cred, user_ns) != BPF_CORE_READ(parent, real_cred, user_ns))
+		r->flags |= FR_FORK_NEW_NS;
 	r->pad = 0;
 	bpf_ringbuf_submit(r, fr_wakeup_flag(sizeof(*r)));
 	return 0;

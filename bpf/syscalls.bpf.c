@@ -7,7 +7,11 @@
  * still hold them, and the record has no entry time. A successful open
  * also carries the path of the file the kernel opened, walked up from the
  * new fd's dentry: another thread can rewrite the path argument while the
- * kernel resolves it, but not the kernel's own objects. */
+ * kernel resolves it, but not the kernel's own objects.
+ *
+ * Lite sessions have none of that: the raw syscall programs leave them
+ * alone, and fr_lite_exit sees only the calls fr_lite_calls names, at
+ * their own tracepoints (docs/LITE.md). */
 #include "lib/common.bpf.h"
 
 #define NR_EXIT 60
@@ -20,6 +24,8 @@
 #define NR_OPENAT 257
 #define NR_OPENAT2 437
 #define NR_BIND 49
+#define NR_ACCEPT 43
+#define NR_ACCEPT4 288
 #define FR_AF_UNIX 1
 #define FR_S_IFMT 0170000
 #define FR_S_IFSOCK 0140000
@@ -243,16 +249,51 @@ static __always_inline __u32 kernel_path(struct task_struct *task, __s64 fd, str
 /* The name a UNIX socket at fd is bound to, from the kernel's struct
  * unix_address (the bind's argument is user memory another thread can
  * rewrite): its length, or 0 when fd is no bound UNIX socket. */
-static __always_inline __u32 unix_bound_name(struct task_struct *task, __s64 fd, __u8 *dst)
+/* The socket at fd of the task; NULL when fd is no socket. */
+static __always_inline struct sock *fd_sock(struct task_struct *task, __s64 fd)
 {
 	struct file *f = fd_file(task, fd);
 	if (!f || (BPF_CORE_READ(f, f_inode, i_mode) & FR_S_IFMT) != FR_S_IFSOCK)
-		return 0;
+		return NULL;
 	struct socket *sock = (struct socket *)BPF_CORE_READ(f, private_data);
-	struct sock *sk = BPF_CORE_READ(sock, sk);
+	return BPF_CORE_READ(sock, sk);
+}
+
+static __always_inline __u32 unix_bound_name(struct task_struct *task, __s64 fd, __u8 *dst)
+{
+	struct sock *sk = fd_sock(task, fd);
 	if (!sk || BPF_CORE_READ(sk, __sk_common.skc_family) != FR_AF_UNIX)
 		return 0;
 	return fr_unix_name(sk, dst);
+}
+
+#define FR_AF_INET 2
+#define FR_AF_INET6 10
+
+/* The peer of the socket at fd (an accepted connection), from the
+ * kernel's socket, as a sockaddr_in or sockaddr_in6 in dst: its length,
+ * or 0 when fd is no IP socket. Read at the return alone, accept's own
+ * address buffer has no known size. */
+static __always_inline __u32 inet_peer(struct task_struct *task, __s64 fd, __u8 *dst)
+{
+	struct sock *sk = fd_sock(task, fd);
+	if (!sk)
+		return 0;
+	__u16 family = BPF_CORE_READ(sk, __sk_common.skc_family);
+	__u16 port = BPF_CORE_READ(sk, __sk_common.skc_dport);  /* network order, as in a sockaddr */
+	__builtin_memset(dst, 0, 28);
+	*(__u16 *)dst = family;
+	*(__u16 *)(dst + 2) = port;
+	if (family == FR_AF_INET) {
+		__u32 addr = BPF_CORE_READ(sk, __sk_common.skc_daddr);
+		*(__u32 *)(dst + 4) = addr;
+		return 16;  /* sizeof(struct sockaddr_in) */
+	}
+	if (family == FR_AF_INET6) {
+		BPF_CORE_READ_INTO(dst + 8, sk, __sk_common.skc_v6_daddr);
+		return 28;  /* sizeof(struct sockaddr_in6) */
+	}
+	return 0;
 }
 
 static __always_inline bool is_open(__u32 nr)
@@ -297,6 +338,13 @@ static __always_inline void emit_with_data(struct fr_task_state *st, struct fr_s
 			flags = (flags & ~FR_SC_SOCKADDR_FAULT) | FR_SC_KADDR;
 		}
 	}
+	if ((st->nr == NR_ACCEPT || st->nr == NR_ACCEPT4) && ret >= 0 && !blocked && salen == 0) {
+		__u32 plen = inet_peer(bpf_get_current_task_btf(), ret, d->sockaddr);
+		if (plen) {
+			salen = plen;
+			flags = (flags & ~(FR_SC_SOCKADDR_UNREAD | FR_SC_SOCKADDR_FAULT)) | FR_SC_KADDR;
+		}
+	}
 	__u32 klen = 0;
 	if (is_open(st->nr) && ret >= 0 && !blocked) {
 		__u32 start = kernel_path(bpf_get_current_task_btf(), ret, s, &flags);
@@ -319,9 +367,9 @@ static __always_inline void emit_with_data(struct fr_task_state *st, struct fr_s
 
 /* The call's number, arguments (still in the registers) and start time
  * (0 at sys_exit alone: there is none to be had). */
-static __always_inline void save_call(struct fr_task_state *st, struct pt_regs *regs, long id)
+static __always_inline void save_call(struct fr_task_state *st, struct pt_regs *regs, long id, __u64 enter_ns)
 {
-	st->enter_ns = fr_exit_only ? 0 : bpf_ktime_get_ns();
+	st->enter_ns = enter_ns;
 	st->nr = (__u32)id;
 	st->args[0] = regs->di;
 	st->args[1] = regs->si;
@@ -387,9 +435,9 @@ int BPF_PROG(fr_sys_enter, struct pt_regs *regs, long id)
 {
 	struct fr_task_state *st = session_task(bpf_get_current_task_btf());
 
-	if (!st)
+	if (!st || fr_session_lite(st->session))
 		return 0;
-	save_call(st, regs, id);
+	save_call(st, regs, id, bpf_ktime_get_ns());
 	forget_exec(st);
 	if (fr_tls_enabled)
 		note_tls_fd(id, regs->di);
@@ -410,13 +458,55 @@ int BPF_PROG(fr_sys_enter, struct pt_regs *regs, long id)
 	return 0;
 }
 
+/* The number of the call the kernel ran: the low 32 bits of orig_ax,
+ * sign-extended, as entry_SYSCALL_64 dispatches it (syscall_get_nr); the
+ * upper half of rax is the caller's to fill with anything. */
+static __always_inline long syscall_nr(struct pt_regs *regs)
+{
+	return (long)(int)regs->orig_ax;
+}
+
+/* A call complete at its return, read from the registers (which still
+ * hold its number and arguments): no entry time. rt_sigreturn restores
+ * orig_ax to -1 (no syscall to restart). */
+static __always_inline void read_call_at_exit(struct fr_task_state *st, struct pt_regs *regs, long nr)
+{
+	save_call(st, regs, nr, 0);
+	if (st->nr != NR_EXECVE && st->nr != NR_EXECVEAT)
+		forget_exec(st);  /* only an exec's own return uses a kept path */
+	if (fr_tls_enabled)
+		note_tls_fd(st->nr, regs->di);
+	st->sa_buf_len = 0;
+}
+
+/* The record of the call st holds, returning ret. */
+static __always_inline void record_return(struct fr_task_state *st, __s64 ret, __u32 blocked)
+{
+	__u32 nr = st->nr;
+	struct fr_syscall_spec *spec = bpf_map_lookup_elem(&fr_syscall_specs, &nr);
+	bool wants_data = spec && (spec->str_arg[0] < 6 || spec->str_arg[1] < 6 ||
+				   spec->sockaddr_mode != FR_SA_NONE);
+	if (st->exec_path_len && (nr == NR_EXECVE || nr == NR_EXECVEAT))
+		wants_data = true;
+	if (!wants_data) {
+		emit_plain(st, ret, blocked);
+		return;
+	}
+	struct fr_syscall_spec none = {
+		.str_arg = { FR_ARG_NONE, FR_ARG_NONE },
+		.sockaddr_arg = FR_ARG_NONE,
+		.sockaddr_len_arg = FR_ARG_NONE,
+	};
+	emit_with_data(st, spec ? spec : &none, ret, blocked);
+}
+
 SEC("tp_btf/sys_exit")
 int BPF_PROG(fr_sys_exit, struct pt_regs *regs, long ret)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
 	struct fr_task_state *st = fr_exit_only ? session_task(task) : bpf_task_storage_get(&fr_tasks, task, 0, 0);
 
-	if (!st)
+	if (!st || fr_session_lite(st->session))
 		return 0;
 	__u32 blocked = 0;
 	if (!st->active && st->fork_return) {
@@ -427,14 +517,8 @@ int BPF_PROG(fr_sys_exit, struct pt_regs *regs, long ret)
 	if (fr_exit_only) {
 		/* Every call is complete here; one that seccomp stopped cannot be
 		 * told from one that failed (so run refuses this mode for a
-		 * sandbox with a seccomp filter). rt_sigreturn restores orig_ax
-		 * to -1 (no syscall to restart). */
-		save_call(st, regs, (long)regs->orig_ax < 0 ? NR_RT_SIGRETURN : (long)regs->orig_ax);
-		if (st->nr != NR_EXECVE && st->nr != NR_EXECVEAT)
-			forget_exec(st);  /* only an exec's own return uses a kept path */
-		if (fr_tls_enabled)
-			note_tls_fd(st->nr, regs->di);
-		st->sa_buf_len = 0;
+		 * sandbox with a seccomp filter). */
+		read_call_at_exit(st, regs, syscall_nr(regs) < 0 ? NR_RT_SIGRETURN : syscall_nr(regs));
 	} else if (!st->active) {
 		/* A syscall that reaches sys_exit without sys_enter was stopped
 		 * before it ran: seccomp (or a ptrace tracer) skipped it. Its
@@ -442,27 +526,160 @@ int BPF_PROG(fr_sys_exit, struct pt_regs *regs, long ret)
 		 * (one in a syscall when we attached) is not counted; new tasks
 		 * get storage at fork (process.bpf.c). */
 		blocked = FR_SC_BLOCKED;
-		save_call(st, regs, regs->orig_ax);
+		save_call(st, regs, syscall_nr(regs), bpf_ktime_get_ns());
 		forget_exec(st);
 		st->sa_buf_len = 0;
 	}
 	st->active = 0;
+	record_return(st, ret, blocked);
+	return 0;
+}
 
-	__u32 nr = st->nr;
-	struct fr_syscall_spec *spec = bpf_map_lookup_elem(&fr_syscall_specs, &nr);
-	bool wants_data = spec && (spec->str_arg[0] < 6 || spec->str_arg[1] < 6 ||
-				   spec->sockaddr_mode != FR_SA_NONE);
-	if (st->exec_path_len && (nr == NR_EXECVE || nr == NR_EXECVEAT))
-		wants_data = true;
-	if (!wants_data) {
-		emit_plain(st, ret, blocked);
-		return 0;
-	}
-	struct fr_syscall_spec none = {
-		.str_arg = { FR_ARG_NONE, FR_ARG_NONE },
-		.sockaddr_arg = FR_ARG_NONE,
-		.sockaddr_len_arg = FR_ARG_NONE,
+/* Lite sessions: the calls fr_lite_calls names, each at its own
+ * syscalls:sys_exit_NAME tracepoint (userspace attaches this program to
+ * every one of them), so no BPF program runs on any other syscall of any
+ * task. The tracepoint's record (its format file): */
+struct syscall_exit_args {
+	__u64 common;
+	__s32 nr;
+	__s32 pad;
+	__s64 ret;
+};
+
+/* Calls of the session's tasks, per cgroup and syscall. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, FR_LITE_COUNT_KEYS);
+	__type(key, struct fr_lite_count_key);
+	__type(value, __u64);
+} fr_lite_counts SEC(".maps");
+
+/* Calls fr_lite_counts had no room for, per session slot. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, FR_MAX_SESSIONS);
+	__type(key, __u32);
+	__type(value, __u64);
+} fr_lite_uncounted SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, FR_SYSCALL_TABLE_SIZE);
+	__type(key, __u32);
+	__type(value, __u32);  /* enum fr_lite_kind */
+} fr_lite_calls SEC(".maps");
+
+static __always_inline void count_call(__u32 session, __u32 nr)
+{
+	struct fr_lite_count_key key = {
+		.cgroup_id = bpf_get_current_cgroup_id(), .session = session, .nr = nr,
 	};
-	emit_with_data(st, spec ? spec : &none, ret, blocked);
+	__u64 one = 1;
+	/* Per-CPU values, and these programs never nest on one CPU. */
+	__u64 *n = bpf_map_lookup_elem(&fr_lite_counts, &key);
+	if (n) {
+		*n += 1;
+		return;
+	}
+	if (bpf_map_update_elem(&fr_lite_counts, &key, &one, BPF_NOEXIST) == 0)
+		return;
+	n = bpf_map_lookup_elem(&fr_lite_counts, &key);  /* made meanwhile on another CPU */
+	if (n) {
+		*n += 1;
+		return;
+	}
+	__u32 slot = session % FR_MAX_SESSIONS;
+	n = bpf_map_lookup_elem(&fr_lite_uncounted, &slot);
+	if (n)
+		*n += 1;
+}
+
+#define FR_O_ACCMODE 03
+
+#define FR_PROC_SUPER_MAGIC 0x9fa0
+
+/* A process's memory through procfs (/proc/PID/mem), which reading
+ * already makes a ptrace-like act. */
+static __always_inline bool proc_mem(struct file *f)
+{
+	char name[4] = {};
+	if (BPF_CORE_READ(f, f_path.dentry, d_sb, s_magic) != FR_PROC_SUPER_MAGIC)
+		return false;
+	bpf_probe_read_kernel(name, sizeof(name), BPF_CORE_READ(f, f_path.dentry, d_name.name));
+	return name[0] == 'm' && name[1] == 'e' && name[2] == 'm' && name[3] == 0;
+}
+
+/* Whether lite records an open (st's call, returning ret): one that
+ * opened a file for writing or a process's memory, or asked to write,
+ * create or truncate. The file's own mode where the open succeeded: the
+ * kernel's, not memory another thread can change. (openat2, whose flags
+ * are such memory, is always recorded.) */
+static __always_inline bool open_recorded(struct fr_task_state *st, struct task_struct *task, __s64 ret)
+{
+	if (ret >= 0) {
+		struct file *f = fd_file(task, ret);
+		if (f && ((BPF_CORE_READ(f, f_mode) & FR_FMODE_WRITE) || proc_mem(f)))
+			return true;
+	}
+	__s64 flags = st->nr == NR_OPEN ? st->args[1] : st->args[2];  /* open, openat: registers */
+	return (flags & FR_O_ACCMODE) || (flags & (FR_O_CREAT | FR_O_TRUNC));
+}
+
+/* prctl options that change privileges, who may trace or dump the
+ * process, or its seccomp filter: recorded (the rest are only counted). */
+static __always_inline bool prctl_recorded(__s64 option)
+{
+	switch (option) {
+	case 4:           /* PR_SET_DUMPABLE */
+	case 8:           /* PR_SET_KEEPCAPS */
+	case 22:          /* PR_SET_SECCOMP */
+	case 24:          /* PR_CAPBSET_DROP */
+	case 28:          /* PR_SET_SECUREBITS */
+	case 35:          /* PR_SET_MM */
+	case 38:          /* PR_SET_NO_NEW_PRIVS */
+	case 47:          /* PR_CAP_AMBIENT */
+	case 0x59616d61:  /* PR_SET_PTRACER */
+		return true;
+	}
+	return false;
+}
+
+SEC("tracepoint")
+int fr_lite_exit(struct syscall_exit_args *ctx)
+{
+	__u32 nr = (__u32)ctx->nr;
+	/* Each attachment's cookie is the number of the call userspace meant
+	 * it for: a tracepoint id that named another call is ignored, not
+	 * recorded under a wrong name. */
+	if (bpf_get_attach_cookie(ctx) != nr)
+		return 0;
+	__u32 *kind = bpf_map_lookup_elem(&fr_lite_calls, &nr);
+	if (!kind || *kind == FR_LITE_NONE)
+		return 0;
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct fr_task_state *st = session_task(task);
+	if (!st || !fr_session_lite(st->session))
+		return 0;
+	count_call(st->session, nr);
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
+	if (!regs)
+		return 0;
+	/* Lite sees no fork returns (clone is no lite call). */
+	st->fork_return = 0;
+	st->active = 0;
+	read_call_at_exit(st, regs, nr);
+	if (*kind == FR_LITE_EXEC) {
+		/* A success is the exec record; a failure kept no path (one kept
+		 * earlier, by an exec whose return went unseen, is not its). */
+		forget_exec(st);
+		if (ctx->ret == 0)
+			return 0;
+	}
+	if (*kind == FR_LITE_OPEN && !open_recorded(st, task, ctx->ret))
+		return 0;
+	if (*kind == FR_LITE_PRCTL && !prctl_recorded(st->args[0]))
+		return 0;
+	record_return(st, ctx->ret, 0);
 	return 0;
 }

@@ -16,6 +16,12 @@
 #define FR_SHARED extern
 #endif
 
+/* Open flags (uapi fcntl.h) and FMODE_WRITE (a struct file's f_mode: open
+ * for writing), which have kept their values across kernels. */
+#define FR_O_CREAT 0100
+#define FR_O_TRUNC 01000
+#define FR_FMODE_WRITE 0x2
+
 /* Set by userspace before load (initial values in maps.bpf.c). */
 extern const volatile __u32 fr_self_tgid;  /* flightrec itself: never recorded */
 extern const volatile __u32 fr_tls_enabled;
@@ -59,6 +65,14 @@ FR_SHARED struct {
 	__type(key, __u32);
 	__type(value, struct fr_session_tasks);
 } fr_session_tasks SEC(".maps");
+
+/* Per session slot: FR_SESSION_* flags, set before the session opens. */
+FR_SHARED struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, FR_MAX_SESSIONS);
+	__type(key, __u32);
+	__type(value, __u32);
+} fr_session_flags SEC(".maps");
 
 /* The session of each cgroup tasks ran in, worked out once per cgroup
  * (and again after a change): a task outside every session pays one
@@ -169,6 +183,13 @@ static __always_inline bool fr_session_open(__u32 session)
 	__u32 key = session % FR_MAX_SESSIONS;
 	__u32 *live = bpf_map_lookup_elem(&fr_session_live, &key);
 	return session && live && *live == session;
+}
+
+static __always_inline bool fr_session_lite(__u32 session)
+{
+	__u32 key = session % FR_MAX_SESSIONS;
+	__u32 *flags = bpf_map_lookup_elem(&fr_session_flags, &key);
+	return flags && (*flags & FR_SESSION_LITE);
 }
 
 /* A task got state in `session` (joined) or exited in it (left). */

@@ -4,8 +4,11 @@
 // SIGKILL do what the README says.
 #include <doctest/doctest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -193,8 +196,11 @@ TEST_CASE("flightrecd --check-config: OK with what it watches, or the file, line
                       << "\nwatch:\n  - name: pods\n    cgroup: \"kubepods.slice/**/cri-containerd-*.scope\"\n";
   std::ofstream(bad) << "version: 1\nstorage:\n  dir: " << dir.file("records")
                      << "\nwatch:\n  - name: pods\n    cgroup: x\n    colour: red\n";
+  std::string policed = dir.file("policed.yaml");
   std::ofstream(lite) << "version: 1\nstorage:\n  dir: " << dir.file("records")
                       << "\nwatch:\n  - name: pods\n    cgroup: x\n    mode: lite\n";
+  std::ofstream(policed) << "version: 1\nstorage:\n  dir: " << dir.file("records")
+                         << "\nwatch:\n  - name: pods\n    cgroup: x\n    policy: agent\n";
   Result r = run({FLIGHTRECD_BIN, "--config", good, "--check-config"});
   INFO(r.out << r.err);
   CHECK(r.code == 0);
@@ -205,9 +211,12 @@ TEST_CASE("flightrecd --check-config: OK with what it watches, or the file, line
   CHECK(r.err.find(bad + ":7:") != std::string::npos);
   CHECK(r.err.find("colour") != std::string::npos);
   // A setting this flightrecd cannot act on is refused, not ignored.
-  r = run({FLIGHTRECD_BIN, "--config", lite, "--check-config"});
+  r = run({FLIGHTRECD_BIN, "--config", policed, "--check-config"});
   CHECK(r.code == 2);
-  CHECK(r.err.find("mode: lite is not supported") != std::string::npos);
+  CHECK(r.err.find(policed + ":5: watch rule pods: policy is not supported") != std::string::npos);
+  r = run({FLIGHTRECD_BIN, "--config", lite, "--check-config"});
+  CHECK(r.code == 0);
+  CHECK(r.out.find("pods: x (lite, unsigned)") != std::string::npos);
   r = run({FLIGHTRECD_BIN, "--config", dir.file("missing.yaml"), "--check-config"});
   CHECK(r.code == 2);
   CHECK(r.err.find("missing.yaml") != std::string::npos);
@@ -890,4 +899,170 @@ TEST_CASE("flightrecd: a session whose cgroup is gone still rotates, and what it
   auto last = entries(dbs.back());
   CHECK(count_path(last, after) >= 1);
   CHECK(last.back()["reason"] == "the cgroup is gone and so is every task of its session");
+}
+
+namespace {
+
+// A port on 127.0.0.1 that refuses connections: bound, never listening.
+struct RefusingPort {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int port = 0;
+  RefusingPort() {
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(a);
+    REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0);
+    REQUIRE(getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+    port = ntohs(a.sin_port);
+  }
+  ~RefusingPort() { close(fd); }
+};
+
+// Every call of lite_acts (tests/programs/lite_acts.c), as it names them.
+const std::vector<std::string> kLiteActs = {
+    "openat", "open", "creat", "truncate", "link", "linkat", "symlink", "symlinkat", "rename", "renameat",
+    "renameat2", "chmod", "fchmod", "fchmodat", "chown", "fchown", "lchown", "fchownat", "mknod", "mknodat",
+    "unlink", "unlinkat", "mkdir", "rmdir", "mkdirat", "setxattr", "lsetxattr", "fsetxattr", "removexattr",
+    "lremovexattr", "fremovexattr", "utime", "utimes", "futimesat", "utimensat", "name_to_handle_at",
+    "open_by_handle_at", "execve", "connect", "bind", "listen", "accept", "accept4", "setuid",
+    "setgid", "setreuid", "setregid", "setresuid", "setresgid", "setfsuid", "setfsgid", "setgroups", "capset",
+    "prctl", "seccomp", "add_key", "request_key", "keyctl",
+    "ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd", "mount", "umount2", "pivot_root", "chroot",
+    "open_tree", "move_mount", "fsopen", "fsmount", "mount_setattr", "fsconfig", "fspick", "open_tree_attr",
+    "swapon", "swapoff", "quotactl", "fanotify_init", "fanotify_mark", "unshare", "setns", "bpf", "init_module",
+    "finit_module", "delete_module", "kexec_file_load", "perf_event_open", "io_uring_setup", "userfaultfd", "iopl",
+    "ioperm", "syslog", "acct", "reboot", "sethostname", "setdomainname", "settimeofday", "clock_settime",
+    "adjtimex"};
+
+// Calls of `name` by `pid` in a record.
+std::vector<json> calls_of(const std::vector<json>& all, const std::string& name, int64_t pid) {
+  std::vector<json> out;
+  for (const auto& e : all)
+    if (e.contains("nr") && e.value("name", "") == name && e.value("pid", int64_t(0)) == pid) out.push_back(e);
+  return out;
+}
+
+// Sum of the syscall_counts entries' calls of `name` in `cgroup`.
+int64_t counted(const std::vector<json>& all, const std::string& name, const std::string& cgroup) {
+  int64_t n = 0;
+  for (const auto& e : of_type(all, "syscall_counts")) {
+    if (e.value("cgroup", "") != cgroup) continue;
+    for (size_t i = 0; i < e["syscalls"].size(); ++i)
+      if (e["syscalls"][i] == name) n += e["calls"][i].get<int64_t>();
+  }
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("flightrecd lite mode: every call docs/LITE.md lists is recorded, reads and the rest only counted") {
+  REQUIRE(is_root());
+  TempDir dir;
+  std::string name = "flightrectest" + std::to_string(getpid()) + "-lite";
+  CgroupTree tree(name);
+  std::string config = dir.file("flightrecd.yaml");
+  std::ofstream(config) << "version: 1\nstorage:\n  dir: " << dir.file("records") << "\nsocket:\n  path: "
+                        << dir.file("control.sock") << "\nring: 8M\nlite:\n  counts_interval: 1s\nwatch:\n"
+                        << "  - name: lite\n    cgroup: \"" << name << "/agent\"\n    mode: lite\n"
+                        << "  - name: full\n    cgroup: \"" << name << "/other\"\n";
+  Daemon d(config);
+  REQUIRE(d.await("flightrecd: running"));
+  std::string agent = tree.make("agent"), other = tree.make("other");
+  REQUIRE(d.await("rule lite"));
+  REQUIRE(d.await("rule full"));
+  RefusingPort refusing;
+  std::string work_lite = dir.file("lite-work"), work_full = dir.file("full-work");
+  mkdir(work_lite.c_str(), 0700);
+  mkdir(work_full.c_str(), 0700);
+  pid_t lite_pid = tree.spawn("agent", {LITE_ACTS_BIN, work_lite, std::to_string(refusing.port)});
+  pid_t full_pid = tree.spawn("other", {LITE_ACTS_BIN, work_full, std::to_string(refusing.port)});
+  CHECK(tree.reap(lite_pid) == 0);
+  CHECK(tree.reap(full_pid) == 0);
+  // Counts are sealed each second: wait for one that has the acts' reads.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  Result st = flightrec({"status", "--socket", dir.file("control.sock"), "--json"});
+  REQUIRE(st.code == 0);
+  for (const auto& s : json::parse(st.out)["sessions"]) CHECK(s["mode"] == (s["rule"] == "lite" ? "lite" : "full"));
+  Result r = d.stop();
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  auto dbs = records_in(dir.file("records"));
+  std::string lite_db = record_of(dbs, agent), full_db = record_of(dbs, other);
+  REQUIRE(!lite_db.empty());
+  REQUIRE(!full_db.empty());
+  CHECK(flightrec({"verify", "--db", lite_db}).code == 0);
+  CHECK(flightrec({"verify", "--db", full_db}).code == 0);
+  auto lite = entries(lite_db), full = entries(full_db);
+
+  // The lite session is served by the syscall tracepoints alone, the full
+  // one by the raw syscall program, and neither records the other's way.
+  const json& lite_genesis = lite.front();
+  CHECK(lite_genesis["capture_mode"] == "lite");
+  CHECK(lite_genesis["counts_interval_ms"] == 1000);
+  auto has = [](const json& list, const std::string& s) { return std::find(list.begin(), list.end(), s) != list.end(); };
+  CHECK(has(lite_genesis["capture"], "tracepoint/syscalls/sys_exit_openat"));
+  CHECK(!has(lite_genesis["capture"], "tp_btf/sys_exit"));
+  CHECK(full.front()["capture_mode"] == "full");
+  CHECK(has(full.front()["capture"], "tp_btf/sys_exit"));
+  CHECK(!has(full.front()["capture"], "tracepoint/syscalls/sys_exit_openat"));
+
+  // Every act once (open twice: a truncation and /proc/self/mem; prctl
+  // once of two: PR_GET_DUMPABLE is only counted). A call whose tracepoint
+  // this kernel lacks is one it does not have (init_module without
+  // CONFIG_MODULES): ENOSYS, as the full record shows, and the genesis
+  // entry lists it.
+  for (const auto& act : kLiteActs) {
+    INFO(act);
+    std::string tracepoint = act == "umount2" ? std::string("umount") : act;
+    size_t expected = act == "open" || act == "connect" ? 2 : 1;
+    if (has(lite_genesis["capture"], "tracepoint/syscalls/sys_exit_" + tracepoint)) {
+      CHECK(calls_of(lite, act, lite_pid).size() == expected);
+    } else {
+      CHECK(calls_of(lite, act, lite_pid).empty());
+      CHECK(has(lite_genesis.value("capture_absent", json::array()), tracepoint));
+      REQUIRE(calls_of(full, act, full_pid).size() == (act == "prctl" ? 2u : expected));
+      CHECK(calls_of(full, act, full_pid)[0]["ret"] == -38);
+    }
+  }
+  CHECK(calls_of(lite, "prctl", lite_pid).at(0)["args"][0] == 4);  // PR_SET_DUMPABLE
+  CHECK(calls_of(lite, "open", lite_pid).at(1).value("kernel_path", "") == "/proc/" + std::to_string(lite_pid) + "/mem");
+  // A clone that made a user namespace: the fork entry says so.
+  int new_ns = 0;
+  for (const auto& e : of_type(lite, "fork")) new_ns += e.value("pid", int64_t(0)) == lite_pid && e.value("new_namespaces", 0) == 1;
+  CHECK(new_ns == 1);
+  auto ret_of = [&](const std::string& act) { return calls_of(lite, act, lite_pid).at(0).value("ret", int64_t(1)); };
+  CHECK(ret_of("execve") == -2);     // ENOENT: a failed exec is recorded, a good one is the exec entry
+  CHECK(ret_of("connect") == -111);  // ECONNREFUSED
+  CHECK(ret_of("renameat2") == 0);
+  CHECK(ret_of("umount2") == -2);
+  // The accepted connection's peer, from the kernel (no buffer was given).
+  const json accepted = calls_of(lite, "accept", lite_pid).at(0);
+  CHECK(accepted.value("ret", int64_t(-1)) >= 0);
+  CHECK(accepted.value("addr", "") == "127.0.0.1");
+  CHECK(accepted.value("addr_from_kernel", 0) == 1);
+  // Opens: the two that write or truncate, not the 200 reads after them.
+  auto opens = calls_of(lite, "openat", lite_pid);
+  CHECK(opens.at(0).value("kernel_path", "") == work_lite + "/written");
+  CHECK(calls_of(lite, "open", lite_pid).at(0).value("path", "") == work_lite + "/written");
+  // Where BPF-LSM loads, its view of the same opens: the two that write or
+  // truncate, no reads; and no capability checks (too many for lite).
+  if (has(lite_genesis["capture"], "lsm/file_open")) {
+    int lsm_opens = 0;
+    for (const auto& e : of_type(lite, "lsm")) {
+      CHECK(e.value("hook", "") != "capable");
+      lsm_opens += e.value("hook", "") == "file_open" && e.value("path", "") == work_lite + "/written";
+    }
+    CHECK(lsm_opens == 2);
+  }
+  // The full session saw all of it: the reads and 10000 getppid calls.
+  CHECK(calls_of(full, "openat", full_pid).size() >= 201);
+  CHECK(calls_of(full, "getppid", full_pid).size() == 10001);  // and one for ptrace's target
+  CHECK(calls_of(lite, "getppid", lite_pid).empty());
+  // Counted per cgroup: every openat (1 + 200 reads), never getppid (no hook).
+  CHECK(counted(lite, "openat", agent) >= 201);
+  CHECK(counted(lite, "execve", agent) == 2);  // lite_acts' own exec and the failed one
+  CHECK(counted(lite, "prctl", agent) == 2);
+  CHECK(counted(lite, "getppid", agent) == 0);
+  CHECK(of_type(full, "syscall_counts").empty());
 }

@@ -254,3 +254,48 @@ TEST_CASE("watch with --deny-path and --allow-exec confines processes already ru
   CHECK(hidden);
   CHECK(exec);
 }
+
+TEST_CASE("watch --mode lite: writes and file changes recorded, stats and reads only counted") {
+  REQUIRE(is_root());
+  TempDir dir;
+  std::string marker = dir.file("lite-marker"), written = dir.file("lite-written"), db = dir.file("w.db");
+  std::ofstream(marker) << "read me\n";
+  // Each round: a stat and a read of marker (counted), a write open of
+  // `written` and a rename of it (recorded).
+  Workload w("flightrec-test-lite-" + std::to_string(getpid()), marker,
+             "test -e " + marker + "; cat " + marker + " 2>/dev/null; echo x > " + written + "; mv " + written + " " +
+                 written + ".moved; sleep 0.02");
+  Result r = flightrec({"watch", "--mode", "lite", "--counts-interval", "1s", "--cgroup", w.path, "--db", db,
+                        "--duration", "2.5"});
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  auto all = entries(db);
+  REQUIRE(!all.empty());
+  CHECK(all.front()["capture_mode"] == "lite");
+  int writes = 0, renames = 0, reads = 0, stats = 0;
+  for (const auto& e : all) {
+    std::string path = e.value("path", "");
+    std::string name = e.value("name", "");
+    if (path == written && e["type"] == "file_open") ++writes;
+    if (name == "renameat2" || name == "rename") renames += e.value("oldpath", "") == written;
+    if (path == marker && e["type"] == "file_open") ++reads;
+    if (name == "newfstatat" || name == "stat" || name == "statx") ++stats;
+  }
+  CHECK(writes > 5);
+  CHECK(renames > 5);
+  CHECK(reads == 0);  // cat's opens of marker read it: counted only
+  CHECK(stats == 0);  // no hook at all
+  int64_t opens = 0;
+  for (const auto& e : of_type(all, "syscall_counts")) {
+    CHECK(e["cgroup"] == w.path);
+    for (size_t i = 0; i < e["syscalls"].size(); ++i)
+      if (e["syscalls"][i] == "openat") opens += e["calls"][i].get<int64_t>();
+  }
+  CHECK(opens > writes);
+  CHECK(flightrec({"verify", "--db", db}).code == 0);
+  // Lite has no entry times: asking for them is refused.
+  Result bad = flightrec({"watch", "--mode", "lite", "--entry-times", "on", "--cgroup", w.path, "--db",
+                          dir.file("bad.db"), "--duration", "1"});
+  CHECK(bad.code == 2);
+  CHECK(bad.err.find("--mode lite has no entry times") != std::string::npos);
+}

@@ -199,7 +199,7 @@ TEST_CASE("daemon config: a full file, field by field") {
 
 TEST_CASE("daemon config: errors name the file, the line and the key") {
   CHECK(error_of(kBase + "rings: 64M\n") ==
-        "t.yaml:4: rings: unknown key (known: key, metrics, on_loss, ring, socket, storage, version, watch)");
+        "t.yaml:4: rings: unknown key (known: key, lite, metrics, on_loss, ring, socket, storage, version, watch)");
   CHECK(error_of("version: 1\nstorage:\n  dir: /r\n  rotate:\n    size: 1G\n    agee: 1d\n") ==
         "t.yaml:6: storage.rotate.agee: unknown key (known: age, size)");
   CHECK(error_of(kBase + "watch:\n  - name: a\n    cgroup: x\n    polcy: observe\n") ==
@@ -693,4 +693,21 @@ TEST_CASE("daemon snapshot: a real cgroup v2 tree") {
   auto after = snapshot_cgroup(dir, -1);
   REQUIRE(after.size() == 1);
   CHECK(after[0].pid == b);
+}
+
+TEST_CASE("daemon config: lite.counts_interval, and settings refused rather than ignored") {
+  Config c = parse_config(kBase + "lite:\n  counts_interval: 30s\n", "t.yaml");
+  CHECK(c.lite_counts_ms == 30000);
+  CHECK(parse_config(kBase, "t.yaml").lite_counts_ms == 60000);
+  CHECK(error_of(kBase + "lite:\n  counts_interval: 500ms\n") ==
+        "t.yaml:5: lite.counts_interval: must be from 1s to 24h");
+  CHECK(error_of(kBase + "lite:\n  interval: 5s\n") == "t.yaml:5: lite.interval: unknown key (known: counts_interval)");
+  // Lite rules are recorded; a rule's policy and on_loss other than
+  // continue are not acted on yet, so they are refused, naming the line.
+  Config lite = parse_config(kBase + "watch:\n  - name: a\n    cgroup: x\n    mode: lite\n", "t.yaml");
+  CHECK(unsupported_setting(lite) == "");
+  Config policed = parse_config(kBase + "watch:\n  - name: a\n    cgroup: x\n    policy: agent\n", "t.yaml");
+  CHECK(unsupported_setting(policed).rfind("t.yaml:5: watch rule a: policy is not supported", 0) == 0);
+  Config killing = parse_config(kBase + "on_loss: kill\n", "t.yaml");
+  CHECK(unsupported_setting(killing).rfind("t.yaml: on_loss: kill is not supported", 0) == 0);
 }

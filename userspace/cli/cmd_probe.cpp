@@ -46,12 +46,31 @@ int cmd_probe(const Args& args) {
   if (ok) {
     try {
       sandbox::Cgroup cgroup = sandbox::Cgroup::create("probe-" + std::to_string(getpid()));
+      sandbox::Cgroup lite_cgroup = sandbox::Cgroup::create("probe-lite-" + std::to_string(getpid()));
       probe::CaptureOptions copts;
       copts.session_cgroups = {cgroup.id()};
       copts.ring_bytes = 64u << 10;
+      copts.lite = true;
       {
         probe::Capture capture(copts, [](const void*, size_t) {});
-        for (const auto& section : capture.attached()) {
+        std::vector<std::string> sections = capture.attached();
+        try {  // and a lite session: its tracepoints attach (a failure here is lite's alone)
+          capture.open_session({lite_cgroup.id()}, true);
+          size_t lite_calls = 0;
+          for (const auto& section : capture.attached(true))
+            if (section.rfind("tracepoint/", 0) == 0) {
+              ++lite_calls;
+              out["programs"].push_back({{"section", section}, {"attached", true}, {"lite", true}});
+            }
+          std::string absent;
+          for (const auto& name : capture.lite_absent()) absent += (absent.empty() ? "" : " ") + name;
+          line("lite mode: " + std::to_string(lite_calls) + " syscalls:sys_exit_* tracepoints", lite_calls > 0,
+               absent.empty() ? "" : "not in this kernel (ENOSYS, nothing to miss): " + absent);
+        } catch (const Error& e) {
+          line("lite mode", false, e.what());
+          out["lite_error"] = e.what();
+        }
+        for (const auto& section : sections) {
           line("program " + section, true, "");
           out["programs"].push_back({{"section", section}, {"attached", true}});
         }
@@ -61,6 +80,7 @@ int cmd_probe(const Args& args) {
         }
       }
       cgroup.remove_if_owned();
+      lite_cgroup.remove_if_owned();
     } catch (const Error& e) {
       ok = false;
       line("flightrec's programs", false, e.what());

@@ -51,7 +51,8 @@ int cmd_status(const Args& args) {
             << "  records in " << text(s["storage_dir"]) << ": " << bytes_text(s.value("storage_bytes", uint64_t(0)))
             << (s.value("storage_full", false) ? "; STORAGE FULL (below storage.min_free)" : "") << "\n";
   for (const auto& e : sessions) {
-    std::cout << "  " << text(e["rule"]) << "  " << text(e["cgroup"]) << "\n"
+    std::cout << "  " << text(e["rule"]) << " (" << (e.value("mode", "") == "lite" ? "lite" : "full") << ")  "
+              << text(e["cgroup"]) << "\n"
               << "      " << e.value("entries", int64_t(0)) << " entries, " << std::setprecision(0)
               << e.value("entries_per_second", 0.0) << "/s, " << e.value("lost", uint64_t(0)) << " lost, "
               << bytes_text(e.value("record_bytes", uint64_t(0))) << " in " << text(e["record"])

@@ -160,7 +160,7 @@ Config parse_yaml(const std::string& text, const std::string& source) {
   YAML::Node doc = r.load(text);
   const YAML::Node& root = doc;  // const: lookups never add keys
   if (root.IsNull()) throw ConfigError(source + ": empty (needs at least version: 1 and storage.dir)");
-  r.only_keys(root, "", {"version", "storage", "socket", "metrics", "ring", "on_loss", "key", "watch"});
+  r.only_keys(root, "", {"version", "storage", "socket", "metrics", "ring", "on_loss", "key", "lite", "watch"});
   Config c;
   c.source = source;
   if (!root["version"]) r.fail(root, "version", "missing (this flightrec reads version 1)");
@@ -225,6 +225,14 @@ Config parse_yaml(const std::string& text, const std::string& source) {
     if (!v || *v < (64u << 10) || *v > (1u << 30) || (*v & (*v - 1)))
       r.fail(root["ring"], "ring", "'" + s + "' must be a power of two from 64K to 1G");
     c.ring_bytes = *v;
+  }
+  if (const YAML::Node& li = root["lite"]) {
+    r.only_keys(li, "lite", {"counts_interval"});
+    if (li["counts_interval"]) {
+      c.lite_counts_ms = r.age(li["counts_interval"], "lite.counts_interval");
+      if (c.lite_counts_ms < 1000 || c.lite_counts_ms > 24ull * 3600 * 1000)
+        r.fail(li["counts_interval"], "lite.counts_interval", "must be from 1s to 24h");
+    }
   }
   if (root["on_loss"]) c.on_loss = r.choice(root["on_loss"], "on_loss", kOnLoss);
   if (root["key"]) c.key_dir = r.abs_path(root["key"], "key");
@@ -360,6 +368,22 @@ bool cgroup_glob_may_match_below(std::string_view glob, std::string_view relpath
   }
   // Glob left to match (or a `**` still open): a child could match.
   return std::any_of(now.begin(), now.begin() + long(m), [](char x) { return x != 0; });
+}
+
+std::string unsupported_setting(const Config& config) {
+  std::string first;
+  auto refuse = [&](int line, const std::string& what) {  // line 0: a file-level setting (its line is not kept)
+    if (first.empty()) first = config.source + (line ? ":" + std::to_string(line) : "") + ": " + what;
+  };
+  if (config.on_loss != "continue") refuse(0, "on_loss: " + config.on_loss);
+  for (const auto& rule : config.watch) {
+    if (!rule.policy.empty()) refuse(rule.line, "watch rule " + rule.name + ": policy");
+    if (!rule.on_loss.empty() && rule.on_loss != "continue")
+      refuse(rule.line, "watch rule " + rule.name + ": on_loss: " + rule.on_loss);
+  }
+  if (first.empty()) return "";
+  return first + " is not supported by this flightrecd yet (it records matched cgroups on_loss continue, "
+                 "without a policy)";
 }
 
 }  // namespace flightrec::daemon

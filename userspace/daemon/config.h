@@ -45,6 +45,7 @@ struct Config {
   std::string metrics_listen;  // "HOST:PORT" as written; empty: no metrics
   uint64_t ring_bytes = 64 << 20;
   std::string on_loss = "continue";  // continue | kill | backpressure
+  uint64_t lite_counts_ms = 60000;    // lite sessions' syscall counts are sealed this often
   std::string key_dir;
   std::vector<WatchRule> watch;
 
@@ -57,6 +58,11 @@ struct Config {
 Config parse_config(const std::string& text, const std::string& source);
 // Reads a regular file of at most 1 MiB; throws ConfigError.
 Config load_config(const std::string& path);
+
+// Settings this flightrecd parses but does not act on yet, refused rather
+// than ignored (a setting that says the daemon enforces must be one it
+// acts on): why, naming the first ("" when none).
+std::string unsupported_setting(const Config& config);
 
 // parse_duration_ms's forms (500ms, 30s, 10m, 1h) and days ("30d").
 std::optional<uint64_t> parse_age_ms(const std::string& s, bool* too_large = nullptr);

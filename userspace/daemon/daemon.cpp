@@ -29,6 +29,7 @@
 #include "recorder/recorder.h"
 #include "sandbox/cgroup.h"
 #include "session/engine.h"
+#include "session/lite_counts.h"
 #include "session/pipeline.h"
 #include "session/signals.h"
 #include "session/tls_attach.h"
@@ -49,6 +50,7 @@ class RecordedCgroup {
   std::unique_ptr<recorder::Recorder> rec;
   std::unique_ptr<session::Pipeline> pipeline;
   std::unique_ptr<session::TlsFollower> tls;
+  std::unique_ptr<session::LiteCounter> counts;  // a lite session's
   uint64_t started_real_ns = 0;
   uint64_t opened_ns = 0;    // this record file's start (rotation by age)
   int part = 0;              // record files before this one (rotations)
@@ -171,6 +173,10 @@ Daemon::Daemon(Config config, std::string config_path) : config_(std::move(confi
   probe::CaptureOptions copts;
   copts.ring_bytes = config_.ring_bytes;
   copts.entry_times = false;  // every task on the host pays for sys_enter: calls are read at their return
+  // Both kinds of session loaded (a reload may add either); each kind's
+  // syscall hooks are attached by its first session.
+  copts.raw_syscalls = true;
+  copts.lite = true;
   copts.tls = wants_tls(config_);
   capture_ = std::make_unique<probe::Capture>(copts, [this](const void* data, size_t size) { on_record(data, size); });
   if (copts.tls) tls_errors_ = session::attach_system_libssl(*capture_);
@@ -240,7 +246,9 @@ void Daemon::start_record(RecordedCgroup& s, size_t tasks, const std::vector<uin
   meta.tasks_at_start = tasks;
   meta.ring_bytes = config_.ring_bytes;
   probe::CaptureOptions described;
-  session::describe_capture(*capture_, described, meta);
+  bool lite = rule.mode == WatchRule::Mode::Lite;
+  session::describe_capture(*capture_, described, meta, lite);
+  if (lite) meta.counts_interval_ms = config_.lite_counts_ms;
   meta.on_loss = rule.on_loss.empty() ? config_.on_loss : rule.on_loss;
   meta.key = key_for(rule.key_dir.empty() ? config_.key_dir : rule.key_dir);
   meta.tls = rule.tls;
@@ -316,7 +324,9 @@ void Daemon::open(const std::string& rel) {
   auto drops = capture_->drops_per_cpu();
   uint64_t misses = capture_->program_misses();
   try {
-    s->number = capture_->open_session({s->cgroup.id()});
+    s->number = capture_->open_session({s->cgroup.id()}, rule->mode == WatchRule::Mode::Lite);
+    if (rule->mode == WatchRule::Mode::Lite)
+      s->counts = std::make_unique<session::LiteCounter>(s->number, std::vector<std::string>{s->cgroup.path()});
   } catch (const std::exception& e) {
     return failed(e.what());
   }
@@ -339,10 +349,28 @@ void Daemon::open(const std::string& rel) {
   by_path_[rel] = std::move(s);
 }
 
+void Daemon::collect_counts() {
+  std::vector<probe::Capture::LiteCount> taken;
+  try {
+    taken = capture_->take_lite_counts();
+  } catch (const Error& e) {
+    std::cerr << "flightrecd: lite sessions' syscall counts not read this time: " << e.what() << "\n";
+    return;
+  }
+  if (taken.empty()) return;
+  for (auto& [number, s] : by_number_)
+    if (s->counts) s->counts->add(taken);
+}
+
+void Daemon::record_counts(RecordedCgroup& s) {
+  if (s.counts && s.rec) s.counts->record(*s.rec, capture_->lite_uncounted(s.number));
+}
+
 void Daemon::seal(std::unique_ptr<RecordedCgroup> s, const std::string& reason) {
   capture_->close_session(s->number);
   // What its tasks did before is in the ring still: into the record first.
   capture_->drain_to_now();
+  collect_counts();  // every session's: taking them empties the kernel's table
   by_number_.erase(s->number);
   if (s->sealed) return;  // finished already (a rotation that could not go on, a write that failed)
   guarded(*s, [&] {
@@ -353,6 +381,7 @@ void Daemon::seal(std::unique_ptr<RecordedCgroup> s, const std::string& reason) 
       e.set("free_bytes", free_bytes(config_.storage_dir));
       s->rec->record_own(e);
     }
+    record_counts(*s);
     s->rec->note_drops(capture_->drops_per_cpu(), capture_->program_misses());
     s->rec->finish(0, reason);
   });
@@ -410,7 +439,9 @@ void Daemon::rotate(RecordedCgroup& s, const std::string& why) {
   // the next one's genesis names this one and its last chain value.
   auto drops = capture_->drops_per_cpu();
   uint64_t misses = capture_->program_misses();
+  collect_counts();
   guarded(s, [&] {
+    record_counts(s);
     s.rec->note_drops(drops, misses);
     s.rec->finish(0, "rotated (" + why + ")");
   });
@@ -679,6 +710,7 @@ nlohmann::json Daemon::status() const {
                         {"cgroup_gone", s->gone},
                         {"suspended", s->suspended},
                         {"rule", s->rule.name},
+                        {"mode", s->rule.mode == WatchRule::Mode::Lite ? "lite" : "full"},
                         {"record", s->db},
                         {"started_real_ns", s->started_real_ns},
                         {"entries", s->rec->entries()},
@@ -789,6 +821,7 @@ int Daemon::run() {
             << " cgroup(s)\n";
   std::string reason;
   uint64_t next_tick = mono_ns(), next_rescan = next_tick + kRescanNs, next_rotation_check = next_tick, next_disk_check = next_tick;
+  uint64_t next_counts = next_tick + config_.lite_counts_ms * 1'000'000ull;
   bool more = false;  // the last read stopped at its budget: the ring has more now
   while (reason.empty()) {
     epoll_event events[8];
@@ -842,6 +875,13 @@ int Daemon::run() {
       if (now >= next_disk_check) {
         next_disk_check = now + 1'000'000'000ull;
         check_disk();
+      }
+      if (now >= next_counts) {
+        next_counts = now + config_.lite_counts_ms * 1'000'000ull;
+        collect_counts();
+        // A suspended session keeps its counts until storage has room.
+        for (RecordedCgroup* s : recording())
+          if (!s->suspended) guarded(*s, [&] { record_counts(*s); });
       }
       if (now >= next_rotation_check) {
         next_rotation_check = now + 1'000'000'000ull;

@@ -49,6 +49,10 @@ class Daemon {
   void rotate(RecordedCgroup& s, const std::string& why);  // storage.rotate
   void rotate_due(uint64_t now);                            // every session whose file reached its size or age
   void seal_all(const std::string& reason);
+  // Lite sessions' syscall counts: taken from the kernel for all of them
+  // at once, and one session's since its last entry into its record.
+  void collect_counts();
+  void record_counts(RecordedCgroup& s);
   void retain();                                            // storage.retain, oldest sealed records first
   struct SealedRecord {
     std::string path;

@@ -53,30 +53,16 @@ int main(int argc, char** argv) {
     std::cerr << "flightrecd: " << e.what() << "\n";
     return 2;
   }
-  // Refused rather than accepted and ignored: a setting that says the
-  // daemon rotates, trims, enforces or serves must be one it acts on.
-  std::string unsupported;
-  auto refuse = [&](int line, const std::string& what) {  // line 0: a file-level setting (its line is not kept)
-    if (unsupported.empty()) unsupported = config.source + (line ? ":" + std::to_string(line) : "") + ": " + what;
-  };
-  if (config.on_loss != "continue") refuse(0, "on_loss: " + config.on_loss);
-  for (const auto& rule : config.watch) {
-    if (rule.mode == daemon::WatchRule::Mode::Lite) refuse(rule.line, "watch rule " + rule.name + ": mode: lite");
-    if (!rule.policy.empty()) refuse(rule.line, "watch rule " + rule.name + ": policy");
-    if (!rule.on_loss.empty() && rule.on_loss != "continue")
-      refuse(rule.line, "watch rule " + rule.name + ": on_loss: " + rule.on_loss);
-  }
-  if (!unsupported.empty()) {
-    std::cerr << "flightrecd: " << unsupported
-              << " is not supported by this flightrecd yet (it records every matched cgroup in full, "
-                 "on_loss continue, without a policy)\n";
+  if (std::string why = daemon::unsupported_setting(config); !why.empty()) {
+    std::cerr << "flightrecd: " << why << "\n";
     return 2;
   }
   if (vm.count("check-config")) {
     std::cout << "OK: " << path << ": " << config.watch.size() << " watch rule(s), records in " << config.storage_dir
               << "\n";
     for (const auto& rule : config.watch)
-      std::cout << "  " << rule.name << ": " << rule.cgroup_glob << " (full" << (rule.tls ? ", TLS" : "")
+      std::cout << "  " << rule.name << ": " << rule.cgroup_glob
+                << (rule.mode == daemon::WatchRule::Mode::Lite ? " (lite" : " (full") << (rule.tls ? ", TLS" : "")
                 << (rule.key_dir.empty() && config.key_dir.empty() ? ", unsigned" : ", signed") << ")\n";
     return 0;
   }

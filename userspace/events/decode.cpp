@@ -230,6 +230,7 @@ Entry decode_fork(const uint8_t* p, size_t size, const DecodeContext& ctx) {
   e.set("child_pid", r.child_pid);
   e.set("child_tid", r.child_tid);
   e.set("thread", (r.flags & FR_FORK_THREAD) ? 1 : 0);
+  if (r.flags & FR_FORK_NEW_NS) e.set("new_namespaces", 1);
   return e;
 }
 

@@ -150,6 +150,16 @@ std::string describe_members(const json& e) {
   return s;
 }
 
+// "openat=12 connect=1 in 60000 ms, /sys/fs/cgroup/..."
+std::string describe_counts(const json& e) {
+  std::string out;
+  const json& names = e.at("syscalls");
+  const json& calls = e.at("calls");
+  for (size_t i = 0; i < names.size() && i < calls.size(); ++i)
+    out += (out.empty() ? "" : " ") + text(names[i]) + "=" + text(calls[i]);
+  return out + " in " + member(e, "interval_ms") + " ms" + pairs(e, {"cgroup"});
+}
+
 std::string describe_known(const json& e) {
   const std::string type = e.value("type", "");
   if (e.contains("nr")) return describe_syscall(e);
@@ -184,6 +194,8 @@ std::string describe_known(const json& e) {
     return "pid " + member(e, "process_pid") + " (" + member(e, "process_comm") + ") " +
            (e.contains("argv") ? text(e["argv"]) : member(e, "exe")) + pairs(e, {"process_ppid", "process_uid", "cwd"});
   if (type == "malformed") return member(e, "reason") + pairs(e, {"size"});
+  if (type == "syscall_counts") return describe_counts(e);
+  if (type == "syscall_counts_lost") return member(e, "calls") + " calls not counted (the kernel's table was full)";
   // freeze, thaw, error and the sandbox's notes say it in `detail`; a type
   // this version does not know shows its own members.
   return describe_members(e);

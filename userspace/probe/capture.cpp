@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <linux/perf_event.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <sys/stat.h>
@@ -24,6 +25,8 @@
 #include "events/syscall_table.h"
 #include "probe/elf_symbols.h"
 #include "probe/features.h"
+#include "probe/lite_calls.h"
+#include "probe/tracefs.h"
 #include "probe/uprobe_multi.h"
 #include "flightrec.skel.h"
 
@@ -135,7 +138,13 @@ Capture::Capture(const CaptureOptions& opts, Handler handler) : handler_(std::mo
     skel_->rodata->fr_egress_lsm = egress && lsm ? 1 : 0;
     bpf_map__set_max_entries(skel_->maps.fr_events, uint32_t(opts.ring_bytes));
     select_programs(skel_->obj, lsm, opts.tls, egress);
-    if (!opts.entry_times) bpf_program__set_autoload(skel_->progs.fr_sys_enter, false);
+    if (!opts.entry_times || !opts.raw_syscalls) bpf_program__set_autoload(skel_->progs.fr_sys_enter, false);
+    if (!opts.raw_syscalls) bpf_program__set_autoload(skel_->progs.fr_sys_exit, false);
+    if (!opts.lite) bpf_program__set_autoload(skel_->progs.fr_lite_exit, false);
+    // Attached by the first session that needs them (open_session): a
+    // daemon with no full session makes no task on the host pay for them.
+    bpf_program__set_autoattach(skel_->progs.fr_sys_enter, false);
+    bpf_program__set_autoattach(skel_->progs.fr_sys_exit, false);
     if (tls_multi_)
       for (auto* prog : {skel_->progs.fr_ssl_enter, skel_->progs.fr_ssl_ret})
         bpf_program__set_expected_attach_type(prog, bpf_attach_type(kTraceUprobeMulti));
@@ -165,7 +174,7 @@ Capture::Capture(const CaptureOptions& opts, Handler handler) : handler_(std::mo
   }
   auto loaded = [&](const char* section) { return std::find(refused_.begin(), refused_.end(), section) == refused_.end(); };
   path_rules_ = lsm && (!opts.hidden.empty() || !opts.exec.empty()) && loaded("lsm/file_open");
-  entry_times_ = opts.entry_times;
+  entry_times_ = opts.entry_times && opts.raw_syscalls;
   unix_inbound_ = lsm && egress && loaded("lsm/socket_post_create") && loaded("lsm/unix_stream_connect") &&
                   loaded("lsm/unix_may_send");
   try {
@@ -177,7 +186,7 @@ Capture::Capture(const CaptureOptions& opts, Handler handler) : handler_(std::mo
     }
     fill_path_rules(bpf_map__fd(skel_->maps.fr_hidden_paths), opts.hidden);
     fill_path_rules(bpf_map__fd(skel_->maps.fr_exec_paths), opts.exec);
-    if (!opts.session_cgroups.empty()) first_session_ = open_session(opts.session_cgroups);
+    if (!opts.session_cgroups.empty()) first_session_ = open_session(opts.session_cgroups, opts.session_lite);
     ring_ = ring_buffer__new(bpf_map__fd(skel_->maps.fr_events), on_record, this, nullptr);
     if (!ring_) throw Error(errno_message("cannot map the ring buffer", errno));
     long page = sysconf(_SC_PAGESIZE);
@@ -208,6 +217,8 @@ Capture::Capture(const CaptureOptions& opts, Handler handler) : handler_(std::mo
     }
   } catch (...) {
     for (auto* link : egress_links_) bpf_link__destroy(link);
+    for (auto* link : lite_links_) bpf_link__destroy(link);
+    for (auto* link : raw_links_) bpf_link__destroy(link);
     ring_buffer__free(ring_);
     flightrec_bpf__destroy(skel_);
     throw;
@@ -266,6 +277,8 @@ static void hand_uprobes_to_background(std::vector<bpf_link*>& links, std::vecto
 
 Capture::~Capture() {
   for (auto* link : egress_links_) bpf_link__destroy(link);
+  for (auto* link : lite_links_) bpf_link__destroy(link);
+  for (auto* link : raw_links_) bpf_link__destroy(link);
   hand_uprobes_to_background(tls_links_, tls_link_fds_);
   for (auto* link : tls_links_) bpf_link__destroy(link);
   for (int fd : tls_link_fds_) close(fd);
@@ -286,8 +299,135 @@ int Capture::on_record(void* ctx, void* data, size_t size) {
   return ++self->handled_ >= self->budget_ ? kBudgetSpent : 0;
 }
 
-uint32_t Capture::open_session(const std::vector<uint64_t>& cgroup_ids) {
+void Capture::attach_raw() {
+  std::vector<bpf_link*> links;  // all or none: a retry must not attach twice
+  for (auto* prog : {skel_->progs.fr_sys_enter, skel_->progs.fr_sys_exit}) {
+    if (!bpf_program__autoload(prog)) continue;
+    bpf_link* link = bpf_program__attach(prog);
+    if (!link) {
+      int err = errno;
+      for (auto* l : links) bpf_link__destroy(l);
+      throw Error(errno_message(std::string("cannot attach ") + bpf_program__section_name(prog), err));
+    }
+    links.push_back(link);
+  }
+  raw_links_ = std::move(links);
+  raw_attached_ = true;
+}
+
+void Capture::attach_lite() {
+  const auto& calls = lite_calls();
+  int kinds = bpf_map__fd(skel_->maps.fr_lite_calls);
+  std::vector<std::string> names;
+  for (const auto& c : calls) {
+    uint32_t kind = c.kind;
+    if (bpf_map_update_elem(kinds, &c.nr, &kind, BPF_ANY) != 0)
+      throw Error(errno_message("cannot fill the lite call table", errno));
+    names.push_back(std::string("sys_exit_") + c.tracepoint);
+  }
+  std::vector<int64_t> ids = tracepoint_ids("syscalls", names);
+  std::vector<bpf_link*> links;  // all or none: a retry must not attach twice
+  std::vector<std::string> attached, absent;
+  auto fail = [&](const std::string& what, int err) {
+    for (auto* l : links) bpf_link__destroy(l);
+    throw Error(errno_message(what, err));
+  };
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (ids[i] < 0) {
+      // A call this kernel does not have (fchmodat2 before 6.6,
+      // init_module without CONFIG_MODULES): it fails with ENOSYS. The
+      // genesis entry lists them (capture_absent).
+      absent.push_back(calls[i].tracepoint);
+      continue;
+    }
+    perf_event_attr attr{};
+    attr.type = PERF_TYPE_TRACEPOINT;
+    attr.size = sizeof(attr);
+    attr.config = uint64_t(ids[i]);
+    attr.sample_period = 1;
+    attr.wakeup_events = 1;
+    // One event serves every CPU: the program hangs off the tracepoint itself.
+    int fd = int(syscall(SYS_perf_event_open, &attr, -1, 0, -1, PERF_FLAG_FD_CLOEXEC));
+    if (fd < 0) fail("cannot open the tracepoint syscalls:" + names[i], errno);
+    // The cookie is the call's number: fr_lite_exit ignores a tracepoint
+    // that fires for another call (an id that was not what it seemed).
+    LIBBPF_OPTS(bpf_perf_event_opts, opts, .bpf_cookie = calls[i].nr);
+    bpf_link* link = bpf_program__attach_perf_event_opts(skel_->progs.fr_lite_exit, fd, &opts);
+    if (!link) {
+      int err = errno;
+      close(fd);
+      fail("cannot attach to the tracepoint syscalls:" + names[i], err);
+    }
+    links.push_back(link);  // owns fd
+    attached.push_back("tracepoint/syscalls/" + names[i]);
+  }
+  // The calls every audit asks about: without them lite would record
+  // next to nothing, and say nothing.
+  for (const char* core : {"openat", "execve", "connect", "unlinkat", "renameat2", "setuid"})
+    if (std::find(absent.begin(), absent.end(), std::string(core)) != absent.end())
+      fail(std::string("this kernel has no syscalls:sys_exit_") + core +
+               " tracepoint (CONFIG_FTRACE_SYSCALLS); lite mode cannot record here",
+           ENOENT);
+  lite_links_ = std::move(links);
+  lite_attached_ = std::move(attached);
+  lite_absent_ = std::move(absent);
+  lite_on_ = true;
+}
+
+std::vector<Capture::LiteCount> Capture::take_lite_counts() {
+  std::vector<LiteCount> out;
+  int ncpu = libbpf_num_possible_cpus();
+  if (ncpu <= 0 || !bpf_program__autoload(skel_->progs.fr_lite_exit)) return out;
+  int map = bpf_map__fd(skel_->maps.fr_lite_counts);
+  // Read and removed in one step, bucket by bucket: each count is handed
+  // out once, and the table holds only what was counted since.
+  uint32_t chunk = 1024;
+  fr_lite_count_key in{}, next{};  // batch positions (the kernel's need no more than a key's room)
+  bool first = true;
+  for (;;) {
+    std::vector<fr_lite_count_key> keys(chunk);
+    std::vector<uint64_t> values(size_t(chunk) * size_t(ncpu));
+    uint32_t count = chunk;
+    int err = bpf_map_lookup_and_delete_batch(map, first ? nullptr : &in, &next, keys.data(), values.data(), &count,
+                                              nullptr);
+    int e = err ? errno : 0;
+    for (uint32_t i = 0; i < count && i < chunk; ++i) {
+      LiteCount c{keys[i].session, keys[i].nr, keys[i].cgroup_id, 0};
+      for (int cpu = 0; cpu < ncpu; ++cpu) c.calls += values[size_t(i) * size_t(ncpu) + size_t(cpu)];
+      if (c.calls) out.push_back(c);
+    }
+    if (err && e == ENOENT) break;  // the end of the table
+    if (err && e == ENOSPC && count == 0) {
+      chunk *= 2;  // one bucket holds more keys than fit
+      if (chunk > FR_LITE_COUNT_KEYS) throw Error("cannot read the lite call counts: a bucket larger than the table");
+      continue;
+    }
+    if (err) throw Error(errno_message("cannot read the lite call counts", e));
+    in = next;
+    first = false;
+  }
+  return out;
+}
+
+uint64_t Capture::lite_uncounted(uint32_t session) const {
+  int ncpu = libbpf_num_possible_cpus();
+  if (ncpu <= 0) return 0;
+  std::vector<uint64_t> per_cpu(static_cast<size_t>(ncpu));
+  uint32_t slot = session % FR_MAX_SESSIONS;
+  if (bpf_map_lookup_elem(bpf_map__fd(skel_->maps.fr_lite_uncounted), &slot, per_cpu.data()) != 0) return 0;
+  uint64_t n = 0;
+  for (uint64_t v : per_cpu) n += v;
+  return n;
+}
+
+uint32_t Capture::open_session(const std::vector<uint64_t>& cgroup_ids, bool lite) {
   if (cgroup_ids.empty()) throw Error("a session observes at least one cgroup");
+  if (lite && !bpf_program__autoload(skel_->progs.fr_lite_exit))
+    throw Error("lite sessions need the lite programs loaded (CaptureOptions::lite)");
+  if (!lite && !bpf_program__autoload(skel_->progs.fr_sys_exit))
+    throw Error("full sessions need the raw syscall programs loaded (CaptureOptions::raw_syscalls)");
+  if (lite && !lite_on_) attach_lite();
+  if (!lite && !raw_attached_) attach_raw();
   size_t listed = 0;
   for (const auto& [number, ids] : sessions_) listed += ids.size();
   if (sessions_.size() >= FR_MAX_SESSIONS || listed + cgroup_ids.size() > FR_SESSION_CGROUPS)
@@ -318,7 +458,11 @@ uint32_t Capture::open_session(const std::vector<uint64_t>& cgroup_ids) {
     }
   // The slot's task counts start from zero (a closed session may have left some).
   std::vector<fr_session_tasks> zeros(size_t(std::max(1, libbpf_num_possible_cpus())));
+  std::vector<uint64_t> no_calls(zeros.size(), 0);
+  uint32_t flags = lite ? FR_SESSION_LITE : 0;
   if (bpf_map_update_elem(bpf_map__fd(skel_->maps.fr_session_tasks), &slot, zeros.data(), BPF_ANY) != 0 ||
+      bpf_map_update_elem(bpf_map__fd(skel_->maps.fr_lite_uncounted), &slot, no_calls.data(), BPF_ANY) != 0 ||
+      bpf_map_update_elem(bpf_map__fd(skel_->maps.fr_session_flags), &slot, &flags, BPF_ANY) != 0 ||
       bpf_map_update_elem(live, &slot, &session, BPF_ANY) != 0) {
     int err = errno;
     undo(cgroup_ids.size());
@@ -519,7 +663,13 @@ uint64_t Capture::program_misses() const {
   return total;
 }
 
-void Capture::detach() { flightrec_bpf__detach(skel_); }
+void Capture::detach() {
+  flightrec_bpf__detach(skel_);
+  for (auto* link : lite_links_) bpf_link__destroy(link);
+  lite_links_.clear();
+  for (auto* link : raw_links_) bpf_link__destroy(link);
+  raw_links_.clear();
+}
 
 double Capture::ring_fill() const {
   if (!consumer_pos_ || !producer_pos_ || !ring_bytes_) return 0;
@@ -528,16 +678,19 @@ double Capture::ring_fill() const {
   return prod > cons ? double(prod - cons) / double(ring_bytes_) : 0.0;
 }
 
-std::vector<std::string> Capture::attached() const {
+std::vector<std::string> Capture::attached(bool lite) const {
   std::vector<std::string> out;
   bpf_program* prog;
   bpf_object__for_each_program(prog, skel_->obj) {
     std::string sec = bpf_program__section_name(prog);
     if (!bpf_program__autoload(prog)) continue;
+    bool raw = sec == "tp_btf/sys_enter" || sec == "tp_btf/sys_exit";
+    if (raw && (lite || !raw_attached_)) continue;  // they leave lite sessions alone
     bool listed = std::find(out.begin(), out.end(), sec) != out.end();  // one hook, two signatures
     if (!listed && (sec.rfind("tp_btf/", 0) == 0 || sec.rfind("lsm", 0) == 0 || sec.rfind("cgroup/", 0) == 0))
       out.push_back(sec);
   }
+  if (lite) out.insert(out.end(), lite_attached_.begin(), lite_attached_.end());
   for (const auto& p : tls_paths_) out.push_back("uprobe:" + p + ":SSL_read,SSL_write,SSL_read_ex,SSL_write_ex");
   return out;
 }

@@ -34,6 +34,7 @@ struct CaptureOptions {
   // The first session, opened before anything is attached: these cgroups
   // (v2 ids, Cgroup::id()) and below. Empty: sessions come with open_session().
   std::vector<uint64_t> session_cgroups;
+  bool session_lite = false;              // ...as a lite session
   size_t ring_bytes = 16u << 20;          // power of two, >= 64 KiB
   size_t wakeup_bytes = 0;                // 0: ring_bytes / 8
   size_t highwater_bytes = 0;             // a wake-up when the unread data crosses it too (0: none)
@@ -41,6 +42,14 @@ struct CaptureOptions {
   // such, exit/exit_group recorded; off, calls are read at sys_exit alone,
   // at about a third less cost to every task on the host.
   bool entry_times = false;
+  // Load the raw syscall programs, for full sessions (every syscall of
+  // every task on the host meets them once attached); off, open_session()
+  // takes lite sessions only.
+  bool raw_syscalls = true;
+  // Load the lite program, for lite sessions: the calls lite_calls()
+  // names, each at its own syscalls tracepoint, counted per cgroup and
+  // syscall (docs/LITE.md). Each kind is attached by its first session.
+  bool lite = false;
   bool tls = false;                       // load the TLS plaintext probes (attach with attach_tls)
   size_t tls_chunk = 16384;               // bytes per TLS record (<= 16 KiB)
   size_t tls_cap = 262144;                // bytes per SSL call; the rest is counted, not kept
@@ -73,7 +82,9 @@ class Capture {
   // cgroup of any open session wins) are recorded as its own, from their
   // next event on; every record says whose (fr_header.session). Numbers
   // start at 1 and are never given twice by one Capture. Throws Error.
-  uint32_t open_session(const std::vector<uint64_t>& cgroup_ids);
+  // A lite session (CaptureOptions::lite) sees only lite_calls() of its
+  // syscalls; a full one sees every syscall (CaptureOptions::raw_syscalls).
+  uint32_t open_session(const std::vector<uint64_t>& cgroup_ids, bool lite = false);
   // Its tasks are let go; records already in the ring still say its number.
   void close_session(uint32_t session);
   // Tasks the session holds now, wherever they are (a task moved out of
@@ -120,8 +131,23 @@ class Capture {
   // fd: the file, already opened as its user sees it (a path a recorded
   // process named is never resolved on the host); name: for messages.
   std::string attach_tls(int fd, const std::string& name);
-  // "tp_btf/sys_enter", ...: what is attached, for the genesis entry.
-  std::vector<std::string> attached() const;
+  // Calls of lite sessions since the last take, per (session, cgroup,
+  // syscall): the kernel's per-CPU counts, summed, and removed from its
+  // table (so every session's are handed out at once; the caller routes
+  // them). A call counted at the very moment its counter is taken may be
+  // missed.
+  struct LiteCount {
+    uint32_t session = 0, nr = 0;
+    uint64_t cgroup_id = 0, calls = 0;
+  };
+  std::vector<LiteCount> take_lite_counts();
+  // Calls of the session that found no room in the count table, since it opened.
+  uint64_t lite_uncounted(uint32_t session) const;
+  // Lite calls this kernel has no tracepoint for (nor the call: ENOSYS).
+  const std::vector<std::string>& lite_absent() const { return lite_absent_; }
+  // "tp_btf/sys_enter", ...: what is attached that serves a full (or a
+  // lite) session, for the genesis entry.
+  std::vector<std::string> attached(bool lite = false) const;
   // LSM programs this kernel refused one by one ("lsm/path_unlink"): those
   // hooks are seen by the syscall tracepoints only.
   const std::vector<std::string>& refused() const { return refused_; }
@@ -145,6 +171,12 @@ class Capture {
   std::vector<bpf_link*> tls_links_;
   std::vector<int> tls_link_fds_;
   std::vector<bpf_link*> egress_links_;
+  std::vector<bpf_link*> lite_links_, raw_links_;
+  std::vector<std::string> lite_attached_;  // "tracepoint/syscalls/sys_exit_openat", ...
+  std::vector<std::string> lite_absent_;
+  bool lite_on_ = false, raw_attached_ = false;
+  void attach_lite();  // at the first session of each kind
+  void attach_raw();
   std::vector<std::string> refused_, refused_names_;
   std::vector<std::pair<uint64_t, uint64_t>> tls_files_;  // (dev, inode) attached
   std::vector<std::pair<uint64_t, uint64_t>> tls_refused_;  // files without the symbols

@@ -84,7 +84,7 @@ std::vector<Feature> probe_features() {
   auto cg2 = find_mount("cgroup2");
   out.push_back(make("cgroup v2", cg2 ? "" : "not mounted", true, cg2.value_or("")));
   auto tracefs = find_mount("tracefs");
-  out.push_back(make("tracefs mounted", tracefs ? "" : "not mounted (not needed for tp_btf)", false,
+  out.push_back(make("tracefs mounted", tracefs ? "" : "not mounted (not needed: lite mode reads tracepoint ids from a private mount)", false,
                      tracefs.value_or("")));
   auto bpffs = find_mount("bpf");
   out.push_back(make("bpffs mounted", bpffs ? "" : "not mounted (not needed: nothing is pinned)",

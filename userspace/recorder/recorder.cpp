@@ -88,6 +88,9 @@ Recorder::Recorder(ledger::Store& store, const SessionMeta& meta)
   if (meta.tasks_at_start) e.set("tasks_at_start", *meta.tasks_at_start);
   e.set("ring_bytes", uint64_t(meta.ring_bytes));
   e.set("capture", meta.capture);
+  e.set("capture_mode", meta.lite ? "lite" : "full");
+  if (meta.lite) e.set("counts_interval_ms", meta.counts_interval_ms);
+  if (meta.lite && !meta.capture_absent.empty()) e.set("capture_absent", meta.capture_absent);
   if (!meta.capture_refused.empty()) e.set("capture_refused", meta.capture_refused);
   e.set("policy_name", meta.policy_name);
   e.set_bytes("policy", meta.policy_text);

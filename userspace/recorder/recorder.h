@@ -22,6 +22,9 @@ struct SessionMeta {
   std::optional<uint64_t> tasks_at_start;  // watch: tasks already in them, recorded from the start
   size_t ring_bytes = 0;
   std::vector<std::string> capture;    // hooks actually attached
+  bool lite = false;                   // a lite session (docs/LITE.md): only some syscalls, counted
+  uint64_t counts_interval_ms = 0;     // lite: syscall_counts entries this often
+  std::vector<std::string> capture_absent;  // lite: calls with no tracepoint on this kernel (nor the call)
   std::vector<std::string> capture_refused;  // LSM hooks this kernel refused (tracepoints see those calls)
   std::string policy_name = "none";
   std::string policy_text;             // bound into the genesis entry with its SHA-256

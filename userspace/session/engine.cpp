@@ -48,8 +48,11 @@ void Engine::end() {
   loss_->release();
 }
 
-void describe_capture(const probe::Capture& capture, const probe::CaptureOptions& copts, recorder::SessionMeta& meta) {
-  meta.capture = capture.attached();
+void describe_capture(const probe::Capture& capture, const probe::CaptureOptions& copts, recorder::SessionMeta& meta,
+                      bool lite) {
+  meta.capture = capture.attached(lite);
+  meta.lite = lite;
+  if (lite) meta.capture_absent = capture.lite_absent();
   meta.capture_refused = capture.refused();
   if (capture.enforces_path_rules()) {
     meta.lsm_hidden = copts.hidden.listed;

@@ -70,6 +70,7 @@ class Engine {
 
 // What the capture attached, what the kernel refused, and the path rules
 // lsm/file_open enforces (if it does), for the genesis entry.
-void describe_capture(const probe::Capture& capture, const probe::CaptureOptions& copts, recorder::SessionMeta& meta);
+void describe_capture(const probe::Capture& capture, const probe::CaptureOptions& copts, recorder::SessionMeta& meta,
+                      bool lite = false);
 
 }  // namespace flightrec::session

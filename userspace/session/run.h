@@ -29,6 +29,8 @@ struct WatchTarget {
   std::string key_dir;
   std::vector<std::string> cgroups;  // cgroup v2 directories
   double duration_s = 0;             // 0: until SIGINT/SIGTERM or every cgroup is gone
+  bool lite = false;                 // lite mode (docs/LITE.md)
+  uint64_t counts_interval_ms = 60000;  // lite: syscall counts sealed this often
 };
 
 // Records the cgroups' processes, unconfined, until a signal, the duration,

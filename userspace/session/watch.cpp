@@ -13,6 +13,7 @@
 #include "recorder/recorder.h"
 #include "sandbox/cgroup.h"
 #include "session/engine.h"
+#include "session/lite_counts.h"
 #include "session/run.h"
 #include "session/signals.h"
 #include "session/tls_attach.h"
@@ -40,6 +41,11 @@ void watch(Plan plan, const WatchTarget& target) {
 
   probe::CaptureOptions copts = plan.capture;
   for (const auto& cg : cgroups) copts.session_cgroups.push_back(cg.id());
+  if (target.lite) {
+    if (copts.entry_times) throw PlanError("--mode lite has no entry times (it hooks the syscalls' returns only)");
+    copts.session_lite = copts.lite = true;
+    copts.raw_syscalls = false;
+  }
   Engine engine(copts);
   probe::Capture& capture = engine.capture();
   // The tasks already there stay recorded wherever they are moved, even
@@ -54,7 +60,8 @@ void watch(Plan plan, const WatchTarget& target) {
   meta.mode = "watch";
   meta.cgroups = paths;
   meta.tasks_at_start = tasks_at_start;
-  describe_capture(capture, copts, meta);
+  describe_capture(capture, copts, meta, target.lite);
+  if (target.lite) meta.counts_interval_ms = target.counts_interval_ms;
   meta.key = key.get();
   std::vector<sandbox::Cgroup*> watched;
   for (auto& cg : cgroups) watched.push_back(&cg);
@@ -71,11 +78,19 @@ void watch(Plan plan, const WatchTarget& target) {
       loop.stop();
     }
   });
+  std::unique_ptr<LiteCounter> counts;
+  if (target.lite) counts = std::make_unique<LiteCounter>(capture.first_session(), paths);
+  uint64_t next_counts = mono_ns() + target.counts_interval_ms * 1'000'000ull;
   std::vector<bool> gone(cgroups.size(), false);
   uint64_t end = duration > 0 ? mono_ns() + uint64_t(duration * 1e9) : 0;
   std::cerr << "flightrec: watching " << paths.size() << " cgroup(s), session " << rec.session()
             << (duration > 0 ? "" : "; stop with Ctrl-C") << "\n";
   engine.run([&] {
+    if (counts && mono_ns() >= next_counts) {
+      next_counts = mono_ns() + target.counts_interval_ms * 1'000'000ull;
+      counts->add(capture.take_lite_counts());
+      counts->record(rec, capture.lite_uncounted(capture.first_session()));
+    }
     size_t alive = 0;
     for (size_t i = 0; i < cgroups.size(); ++i) {
       if (!gone[i] && !cgroups[i].exists()) {
@@ -98,6 +113,10 @@ void watch(Plan plan, const WatchTarget& target) {
   });
   engine.stop_watchdog();
   engine.end();
+  if (counts) {
+    counts->add(capture.take_lite_counts());
+    counts->record(rec, capture.lite_uncounted(capture.first_session()));
+  }
   rec.finish(0, reason);
   std::cerr << "flightrec: session " << rec.session() << " recorded " << rec.entries()
             << " entries (" << reason << ")\n";

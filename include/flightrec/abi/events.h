@@ -18,7 +18,7 @@
 #define FR_STATIC_ASSERT _Static_assert
 #endif
 
-#define FR_ABI_VERSION 8
+#define FR_ABI_VERSION 9
 
 #define FR_COMM_LEN 16
 #define FR_MAX_SESSIONS 4096    /* sessions one capture records at once */
@@ -68,7 +68,8 @@ FR_STATIC_ASSERT(sizeof(struct fr_header) == 64, "fr_header layout");
 #define FR_SC_BLOCKED       (1u << 8)  /* stopped before it ran (seccomp): sys_exit without sys_enter */
 #define FR_SC_KPATH         (1u << 9)  /* a successful open: the kernel's path of the file follows */
 #define FR_SC_KPATH_TRUNC   (1u << 10) /* ...cut at its last FR_KPATH_DEPTH components or FR_STR_MAX bytes */
-#define FR_SC_KADDR         (1u << 11) /* a successful bind of a UNIX socket: the sockaddr is the kernel's bound name */
+#define FR_SC_KADDR         (1u << 11) /* the sockaddr is the kernel's own: a successful bind's bound UNIX name, or
+                                          * an accept's peer read from the new socket (at the return alone) */
 #define FR_SC_SOCKADDR_UNREAD (1u << 12) /* an address the call returned, not read: read at sys_exit alone, the
                                           * caller's buffer size (an in/out argument) is gone */
 
@@ -130,6 +131,7 @@ struct fr_argv {
 FR_STATIC_ASSERT(sizeof(struct fr_argv) == 72, "fr_argv layout");
 
 #define FR_FORK_THREAD (1u << 0)  /* clone(CLONE_THREAD): a new thread */
+#define FR_FORK_NEW_NS (1u << 1)  /* the child runs in other namespaces than its parent (clone's CLONE_NEW*) */
 
 struct fr_fork {
 	struct fr_header h;
@@ -314,6 +316,30 @@ struct fr_session_tasks {
 	__u64 left;
 };
 FR_STATIC_ASSERT(sizeof(struct fr_session_tasks) == 16, "fr_session_tasks layout");
+
+/* Lite sessions (fr_session_flags[n % FR_MAX_SESSIONS] & FR_SESSION_LITE):
+ * no BPF program runs on a syscall outside the ones fr_lite_calls names,
+ * each caught at its own syscalls:sys_exit_* tracepoint; the raw syscall
+ * programs leave lite sessions alone. fr_lite_calls[nr] says what becomes
+ * of a call (every one is counted, in fr_lite_counts): */
+#define FR_SESSION_LITE (1u << 0)
+enum fr_lite_kind {
+	FR_LITE_NONE = 0,        /* not a lite call */
+	FR_LITE_RECORD = 1,      /* recorded */
+	FR_LITE_OPEN = 2,        /* recorded if it opens for writing, creates or truncates, or opens
+	                          * /proc/PID/mem (else counted only) */
+	FR_LITE_EXEC = 3,        /* recorded if it fails (a successful exec is the exec record) */
+	FR_LITE_PRCTL = 4,       /* recorded for options that change privileges, tracing or seccomp */
+};
+/* Calls of a lite session's tasks, per cgroup and syscall (a per-CPU
+ * count: userspace sums the CPUs). */
+struct fr_lite_count_key {
+	__u64 cgroup_id;         /* the task's cgroup v2 id at the call */
+	__u32 session;
+	__u32 nr;
+};
+FR_STATIC_ASSERT(sizeof(struct fr_lite_count_key) == 16, "fr_lite_count_key layout");
+#define FR_LITE_COUNT_KEYS 65536 /* (cgroup, session, syscall) triples counted at once; beyond: fr_lite_uncounted */
 
 /* Which arguments of a syscall to read, indexed by syscall number.
  * FR_ARG_NONE marks an unused slot. */
