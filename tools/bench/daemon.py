@@ -58,6 +58,14 @@ def rss_kb(pid):
     return 0
 
 
+def report(rows, out):
+    """Prints the Markdown rows, and writes them to the file out when given."""
+    print("\n".join(rows))
+    if out:
+        with open(out, "w") as f:
+            f.write("\n".join(rows) + "\n")
+
+
 def getppid_ns(bench, reps=5):
     out = []
     for _ in range(reps):
@@ -123,10 +131,7 @@ def main():
         "Daemon RSS with %d recorded cgroups: %.1f MB; the outside process pays +%.1f ns per syscall "
         "(median), x%.2f." % (args.cgroups, rss / 1024, loaded[0] - bare[0], loaded[0] / bare[0]),
     ]
-    print("\n".join(rows))
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write("\n".join(rows) + "\n")
+    report(rows, args.out)
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from daemon import Daemon, cgroup2_root  # noqa: E402
+from daemon import Daemon, cgroup2_root, report  # noqa: E402
 from run import start_http_server  # noqa: E402
 
 # What auditd is asked to log: lite's recorded calls, as an auditor would write them.
@@ -238,10 +238,7 @@ def main():
     rows.append("")
     rows.append("Median of %d runs each [fastest-slowest]; in brackets after the median, the difference "
                 "to bare (ns) or the ratio (ms)." % args.reps)
-    print("\n".join(rows))
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write("\n".join(rows) + "\n")
+    report(rows, args.out)
 
 
 if __name__ == "__main__":

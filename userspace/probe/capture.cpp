@@ -73,6 +73,16 @@ void fill_path_rules(int trie, const PathRules& rules) {
   }
 }
 
+// Every CPU's value of one key of a per-CPU map, into out. False (errno
+// set) when it cannot be read, and when the CPU count is unknown (out empty).
+template <class T>
+bool read_per_cpu(int map, uint32_t key, std::vector<T>& out) {
+  int ncpu = libbpf_num_possible_cpus();
+  out.assign(size_t(std::max(0, ncpu)), T{});
+  if (ncpu <= 0) return false;
+  return bpf_map_lookup_elem(map, &key, out.data()) == 0;
+}
+
 }  // namespace
 
 void select_programs(bpf_object* obj, bool lsm, bool tls, bool egress) {
@@ -326,20 +336,26 @@ void Capture::attach_lite() {
     names.push_back(std::string("sys_exit_") + c.tracepoint);
   }
   std::vector<int64_t> ids = tracepoint_ids("syscalls", names);
+  // A call this kernel does not have (fchmodat2 before 6.6, init_module
+  // without CONFIG_MODULES) has no tracepoint: it fails with ENOSYS. The
+  // genesis entry lists them (capture_absent).
+  std::vector<std::string> absent;
+  for (size_t i = 0; i < names.size(); ++i)
+    if (ids[i] < 0) absent.push_back(calls[i].tracepoint);
+  // The calls every audit asks about: without them lite would record
+  // next to nothing, and say nothing.
+  for (const char* core : {"openat", "execve", "connect", "unlinkat", "renameat2", "setuid"})
+    if (std::find(absent.begin(), absent.end(), std::string(core)) != absent.end())
+      throw Error(std::string("this kernel has no syscalls:sys_exit_") + core +
+                  " tracepoint (CONFIG_FTRACE_SYSCALLS); lite mode cannot record here");
   std::vector<bpf_link*> links;  // all or none: a retry must not attach twice
-  std::vector<std::string> attached, absent;
+  std::vector<std::string> attached;
   auto fail = [&](const std::string& what, int err) {
     for (auto* l : links) bpf_link__destroy(l);
     throw Error(errno_message(what, err));
   };
   for (size_t i = 0; i < names.size(); ++i) {
-    if (ids[i] < 0) {
-      // A call this kernel does not have (fchmodat2 before 6.6,
-      // init_module without CONFIG_MODULES): it fails with ENOSYS. The
-      // genesis entry lists them (capture_absent).
-      absent.push_back(calls[i].tracepoint);
-      continue;
-    }
+    if (ids[i] < 0) continue;
     perf_event_attr attr{};
     attr.type = PERF_TYPE_TRACEPOINT;
     attr.size = sizeof(attr);
@@ -361,13 +377,6 @@ void Capture::attach_lite() {
     links.push_back(link);  // owns fd
     attached.push_back("tracepoint/syscalls/" + names[i]);
   }
-  // The calls every audit asks about: without them lite would record
-  // next to nothing, and say nothing.
-  for (const char* core : {"openat", "execve", "connect", "unlinkat", "renameat2", "setuid"})
-    if (std::find(absent.begin(), absent.end(), std::string(core)) != absent.end())
-      fail(std::string("this kernel has no syscalls:sys_exit_") + core +
-               " tracepoint (CONFIG_FTRACE_SYSCALLS); lite mode cannot record here",
-           ENOENT);
   lite_links_ = std::move(links);
   lite_attached_ = std::move(attached);
   lite_absent_ = std::move(absent);
@@ -384,9 +393,11 @@ std::vector<Capture::LiteCount> Capture::take_lite_counts() {
   uint32_t chunk = 1024;
   fr_lite_count_key in{}, next{};  // batch positions (the kernel's need no more than a key's room)
   bool first = true;
+  std::vector<fr_lite_count_key> keys;
+  std::vector<uint64_t> values;
   for (;;) {
-    std::vector<fr_lite_count_key> keys(chunk);
-    std::vector<uint64_t> values(size_t(chunk) * size_t(ncpu));
+    keys.resize(chunk);
+    values.resize(size_t(chunk) * size_t(ncpu));
     uint32_t count = chunk;
     int err = bpf_map_lookup_and_delete_batch(map, first ? nullptr : &in, &next, keys.data(), values.data(), &count,
                                               nullptr);
@@ -410,11 +421,8 @@ std::vector<Capture::LiteCount> Capture::take_lite_counts() {
 }
 
 uint64_t Capture::lite_uncounted(uint32_t session) const {
-  int ncpu = libbpf_num_possible_cpus();
-  if (ncpu <= 0) return 0;
-  std::vector<uint64_t> per_cpu(static_cast<size_t>(ncpu));
-  uint32_t slot = session % FR_MAX_SESSIONS;
-  if (bpf_map_lookup_elem(bpf_map__fd(skel_->maps.fr_lite_uncounted), &slot, per_cpu.data()) != 0) return 0;
+  std::vector<uint64_t> per_cpu;
+  if (!read_per_cpu(bpf_map__fd(skel_->maps.fr_lite_uncounted), session % FR_MAX_SESSIONS, per_cpu)) return 0;
   uint64_t n = 0;
   for (uint64_t v : per_cpu) n += v;
   return n;
@@ -487,12 +495,11 @@ const std::vector<uint64_t>* Capture::cgroups_of(uint32_t session) const {
 }
 
 int64_t Capture::session_tasks(uint32_t session) const {
-  int ncpu = libbpf_num_possible_cpus();
-  if (ncpu <= 0) return 0;
-  std::vector<fr_session_tasks> per_cpu(static_cast<size_t>(ncpu));
-  uint32_t slot = session % FR_MAX_SESSIONS;
-  if (bpf_map_lookup_elem(bpf_map__fd(skel_->maps.fr_session_tasks), &slot, per_cpu.data()) != 0)
+  std::vector<fr_session_tasks> per_cpu;
+  if (!read_per_cpu(bpf_map__fd(skel_->maps.fr_session_tasks), session % FR_MAX_SESSIONS, per_cpu)) {
+    if (per_cpu.empty()) return 0;
     throw Error(errno_message("cannot read the session's task counts", errno));
+  }
   int64_t n = 0;
   for (const auto& c : per_cpu) n += int64_t(c.joined) - int64_t(c.left);
   auto adjust = task_adjust_.find(session);
@@ -534,11 +541,8 @@ void Capture::drain_to_now() {
 }
 
 std::vector<uint64_t> Capture::drops_per_cpu() const {
-  int ncpu = libbpf_num_possible_cpus();
-  if (ncpu <= 0) return {};
-  std::vector<uint64_t> values(size_t(ncpu), 0);
-  uint32_t zero = 0;
-  if (bpf_map_lookup_elem(bpf_map__fd(skel_->maps.fr_drops), &zero, values.data()) != 0)
+  std::vector<uint64_t> values;
+  if (!read_per_cpu(bpf_map__fd(skel_->maps.fr_drops), 0, values) && !values.empty())
     throw Error(errno_message("cannot read the drop counters", errno));
   return values;
 }

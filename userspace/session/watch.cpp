@@ -81,6 +81,10 @@ void watch(Plan plan, const WatchTarget& target) {
   std::unique_ptr<LiteCounter> counts;
   if (target.lite) counts = std::make_unique<LiteCounter>(capture.first_session(), paths);
   uint64_t next_counts = mono_ns() + target.counts_interval_ms * 1'000'000ull;
+  auto seal_counts = [&] {
+    counts->add(capture.take_lite_counts());
+    counts->record(rec, capture.lite_uncounted(capture.first_session()));
+  };
   std::vector<bool> gone(cgroups.size(), false);
   uint64_t end = duration > 0 ? mono_ns() + uint64_t(duration * 1e9) : 0;
   std::cerr << "flightrec: watching " << paths.size() << " cgroup(s), session " << rec.session()
@@ -88,8 +92,7 @@ void watch(Plan plan, const WatchTarget& target) {
   engine.run([&] {
     if (counts && mono_ns() >= next_counts) {
       next_counts = mono_ns() + target.counts_interval_ms * 1'000'000ull;
-      counts->add(capture.take_lite_counts());
-      counts->record(rec, capture.lite_uncounted(capture.first_session()));
+      seal_counts();
     }
     size_t alive = 0;
     for (size_t i = 0; i < cgroups.size(); ++i) {
@@ -113,10 +116,7 @@ void watch(Plan plan, const WatchTarget& target) {
   });
   engine.stop_watchdog();
   engine.end();
-  if (counts) {
-    counts->add(capture.take_lite_counts());
-    counts->record(rec, capture.lite_uncounted(capture.first_session()));
-  }
+  if (counts) seal_counts();
   rec.finish(0, reason);
   std::cerr << "flightrec: session " << rec.session() << " recorded " << rec.entries()
             << " entries (" << reason << ")\n";
