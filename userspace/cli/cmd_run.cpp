@@ -40,6 +40,7 @@ int cmd_run(const Args& all) {
   SessionOptions so;
   std::string policy_name = "agent";
   std::vector<std::string> allow, limit;
+  std::string grant_socket;
   desc.add_options()("help,h", "show this help")
       ("policy", po::value(&policy_name)->value_name("NAME|FILE"),
        "confinement policy: agent (default), strict, observe, or a YAML file")
@@ -48,7 +49,11 @@ int cmd_run(const Args& all) {
        "add to the policy's egress allowlist (CIDR:PORT, HOST:PORT, ADDR:*); repeatable")
       ("limit", po::value(&limit)->value_name("KEY=VALUE"),
        "override one of the policy's limits: memory, pids, cpu, wall_time, cpu_time, file_size, "
-       "open_files, disk (e.g. --limit wall_time=10m); repeatable");
+       "open_files, disk (e.g. --limit wall_time=10m); repeatable")
+      ("grants", po::value(&grant_socket)->value_name("SOCKET"),
+       "where the grant socket listens when the policy asks (ask:): calls it asks about wait "
+       "there for a grant from the session's owner (default: /run/flightrec/grants/SESSION.sock; "
+       "see README, Runtime grants)");
   so.add_to(desc);
   po::variables_map vm;
   if (!parse_options(args, desc, kRunUsage, vm)) return 0;
@@ -61,7 +66,7 @@ int cmd_run(const Args& all) {
   } catch (const session::PlanError& e) {
     throw UsageError(e.what());
   }
-  return session::run(std::move(plan), {so.db, so.key_dir, command});
+  return session::run(std::move(plan), {so.db, so.key_dir, command, grant_socket});
 }
 
 }  // namespace flightrec::cli

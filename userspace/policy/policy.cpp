@@ -9,6 +9,7 @@
 #include <netdb.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -187,6 +188,41 @@ void parse_seccomp(const Reader& r, const YAML::Node& n, Policy& p) {
   rules.insert(rules.end(), s.rules.begin(), s.rules.end());
   s.rules = std::move(rules);
   check_order(r, n, s);
+}
+
+// ask: {write: bool, syscalls: [names], timeout: 10s}. An asked call is
+// answered by the supervisor, so no seccomp rule may decide it as well.
+void parse_ask(const Reader& r, const YAML::Node& n, Policy& p) {
+  r.only_keys(n, "ask", {"write", "syscalls", "timeout"});
+  Ask& a = p.ask;
+  if (n["write"]) a.write = r.boolean(n["write"], "ask.write");
+  if (n["timeout"]) {
+    auto ms = parse_duration_ms(r.str(n["timeout"], "ask.timeout"));
+    if (!ms || *ms < 100 || *ms > 600'000) r.fail(n["timeout"], "ask.timeout", "must be a duration from 100ms to 10m");
+    a.timeout_ms = *ms;
+  }
+  if (n["syscalls"]) {
+    a.syscall_names = r.strings(n["syscalls"], "ask.syscalls");
+    for (size_t i = 0; i < a.syscall_names.size(); ++i) {
+      int nr = syscall_number_or_fail(r, n["syscalls"][i], "ask.syscalls", a.syscall_names[i]);
+      const auto& w = write_ask_syscalls();
+      if (std::find(w.begin(), w.end(), nr) != w.end())
+        r.fail(n["syscalls"][i], "ask.syscalls", "'" + a.syscall_names[i] + "' is a file write: use ask.write, which "
+               "grants it by directory");
+      if (std::find(a.syscalls.begin(), a.syscalls.end(), nr) != a.syscalls.end())
+        r.fail(n["syscalls"][i], "ask.syscalls", "'" + a.syscall_names[i] + "' is listed twice");
+      a.syscalls.push_back(nr);
+    }
+  }
+  std::vector<int> asked = a.syscalls;
+  if (a.write) asked.insert(asked.end(), write_ask_syscalls().begin(), write_ask_syscalls().end());
+  for (const auto& rule : p.seccomp.rules)
+    for (int nr : rule.numbers)
+      if (std::find(asked.begin(), asked.end(), nr) != asked.end())
+        r.fail(n, "ask", "seccomp rule " + rule.id + " decides " + rule.names.front() +
+               ", which ask makes wait for a grant; drop one of the two");
+  if (a.any() && p.seccomp.default_action != Action::Allow)
+    r.fail(n, "ask", "needs seccomp.default: allow (an asked call is one the default would otherwise decide)");
 }
 
 std::vector<Endpoint> parse_endpoint(const Reader& r, const YAML::Node& n) {
@@ -369,7 +405,7 @@ Policy parse_yaml(const std::string& text, const std::string& source) {
   Reader r(source);
   YAML::Node root = r.load(text);
   r.only_keys(root, "", {"version", "name", "description", "confine", "mode", "on_violation", "filesystem",
-                         "network", "seccomp", "limits", "capabilities", "hostname", "log"});
+                         "network", "seccomp", "ask", "limits", "capabilities", "hostname", "log"});
   Policy p;
   p.source = source;
   p.text = text;
@@ -454,8 +490,9 @@ Policy parse_yaml(const std::string& text, const std::string& source) {
   }
   if (root["seccomp"]) parse_seccomp(r, root["seccomp"], p);
   if (root["limits"]) parse_limits(r, root["limits"], p.limits);
-  if (!p.confine && (root["filesystem"] || root["network"] || root["seccomp"]))
-    r.fail(root["confine"], "confine", "false (observe only) cannot have filesystem, network or seccomp rules");
+  if (root["ask"]) parse_ask(r, root["ask"], p);
+  if (!p.confine && (root["filesystem"] || root["network"] || root["seccomp"] || root["ask"]))
+    r.fail(root["confine"], "confine", "false (observe only) cannot have filesystem, network, seccomp or ask rules");
   return p;
 }
 
@@ -480,6 +517,13 @@ void override_limit(Policy& p, const std::string& key_value) {
 }
 
 const std::vector<std::pair<std::string, std::string>>& shipped_policies_table();
+
+const std::vector<int>& write_ask_syscalls() {
+  static const std::vector<int> calls = {SYS_open,    SYS_openat,  SYS_openat2, SYS_creat,   SYS_mkdir,
+                                         SYS_mkdirat, SYS_unlink,  SYS_unlinkat, SYS_rmdir,  SYS_rename,
+                                         SYS_renameat, SYS_renameat2};
+  return calls;
+}
 
 bool own_network(const Policy& p) {
   return p.confine && (p.network == Network::None || (p.network == Network::Allowlist && p.allow.empty()));

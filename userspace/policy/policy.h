@@ -55,6 +55,20 @@ struct Endpoint {
   uint16_t port = 0;
 };
 
+// Calls that wait for a runtime grant (flightrec run's grant socket; see
+// userspace/grants/) instead of failing at once.
+struct Ask {
+  bool write = false;              // file writes outside the writable trees
+  std::vector<int> syscalls;       // these system calls, by number
+  std::vector<std::string> syscall_names;
+  uint64_t timeout_ms = 10'000;    // then the call fails (EACCES, or EPERM for syscalls)
+  bool any() const { return write || !syscalls.empty(); }
+};
+
+// The calls the supervisor answers when ask.write is on: file opens that
+// may write, directories made or removed, files removed or renamed.
+const std::vector<int>& write_ask_syscalls();
+
 struct Limits {
   uint64_t memory_bytes = 0;   // 0: no limit
   uint64_t pids = 0;
@@ -93,6 +107,7 @@ struct Policy {
   bool allow_dns = false;             // nameservers of /etc/resolv.conf, port 53
 
   Seccomp seccomp;
+  Ask ask;
   Limits limits;
   std::vector<std::string> keep_capabilities;  // inside the sandbox's user namespace
   std::string hostname = "flightrec";

@@ -228,6 +228,24 @@ void build_root(const SandboxSpec& s, int userns_fd) {
   if (chdir(s.work_dir.c_str()) != 0) fail(stage_with("chdir to the work directory", s.work_dir));
 }
 
+// One descriptor over a Unix socket; 0 or an errno.
+int send_fd(int sock, int fd) {
+  char byte = 'n';
+  iovec iov{&byte, 1};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof(control);
+  cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
+  return sendmsg(sock, &msg, MSG_NOSIGNAL) == 1 ? 0 : errno;
+}
+
 // Bounding set and securebits first (they need CAP_SETPCAP), then the
 // command's ids (CAP_SETUID/SETGID), then nothing but the kept capabilities.
 void drop_privileges(const policy::Policy& p, uid_t uid, gid_t gid) {
@@ -284,6 +302,14 @@ void set_rlimits(const policy::Limits& l) {
   if (setsid() < 0) fail("setsid");
   if (s.seccomp)
     if (int err = s.seccomp->load()) fail("loading the seccomp filter", err);
+  if (s.notify_sock >= 0) {
+    // The listener goes to the grant supervisor; the command keeps no copy.
+    int fd = s.seccomp ? s.seccomp->notify_fd() : -1;
+    if (fd < 0) fail("getting the seccomp listener", EINVAL);
+    if (int err = send_fd(s.notify_sock, fd)) fail("passing the seccomp listener to the supervisor", err);
+    close(fd);
+    close(s.notify_sock);
+  }
   execve(s.program.c_str(), argv, envp);
   int err = errno;
   report(Report::ExecFailed, err, "exec");
@@ -320,7 +346,7 @@ void set_rlimits(const policy::Limits& l) {
   // Keep only what the sandbox needs: the record, keys and BPF objects of
   // flightrec must not be reachable from inside.
   for (int fd = 3; fd < 1024; ++fd)
-    if (fd != go_fd && fd != userns_fd && fd != g_report_fd) close(fd);
+    if (fd != go_fd && fd != userns_fd && fd != g_report_fd && fd != s.notify_sock) close(fd);
   syscall(SYS_close_range, 1024, ~0u, 0);
   const policy::Policy& p = *s.policy;
   if (sethostname(p.hostname.data(), p.hostname.size()) != 0) fail("sethostname");
@@ -350,6 +376,7 @@ void set_rlimits(const policy::Limits& l) {
   pid_t command = fork();
   if (command < 0) fail("fork");
   if (command == 0) exec_command(s, argv, envp);
+  if (s.notify_sock >= 0) close(s.notify_sock);
   init_loop(command);
 }
 

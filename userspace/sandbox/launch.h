@@ -31,6 +31,7 @@ struct SandboxSpec {
   std::string work_lower;              // what the work directory shows: work_dir, or an empty directory
   std::string session_dir;             // holds upper/, work/, lower/, root/
   const SeccompFilter* seccomp = nullptr;
+  int notify_sock = -1;                // the filter notifies: its listener is sent here (SCM_RIGHTS)
   LandlockPlan landlock;
   uid_t id_base = 0;                   // host id that uid/gid 0 inside maps to
   uid_t uid = 0;                       // the command's ids inside: the work directory's owner

@@ -2,6 +2,8 @@
 
 #include <seccomp.h>
 
+#include <fcntl.h>
+
 #include <cstring>
 
 #include "common/error.h"
@@ -34,7 +36,7 @@ scmp_compare op(policy::ArgCheck::Op o) {
 
 }  // namespace
 
-SeccompFilter::SeccompFilter(const policy::Seccomp& s) {
+SeccompFilter::SeccompFilter(const policy::Seccomp& s, const policy::Ask& ask) {
   scmp_filter_ctx ctx = seccomp_init(action(s.default_action, s.default_errno));
   if (!ctx) throw Error("seccomp_init failed");
   ctx_ = ctx;
@@ -54,6 +56,28 @@ SeccompFilter::SeccompFilter(const policy::Seccomp& s) {
         throw Error("seccomp rule " + rule.id + " cannot be compiled: " + strerror(-rc));
     }
   }
+  // Asked calls go to the supervisor (the policy has no other rule for
+  // them). Opens only when their flags may write: a plain read costs
+  // nothing; openat2's flags are in memory, so every openat2 asks.
+  auto notify = [&](int nr, std::vector<scmp_arg_cmp> cmps) {
+    int rc = seccomp_rule_add_array(ctx, SCMP_ACT_NOTIFY, nr, unsigned(cmps.size()), cmps.data());
+    if (rc != 0 && rc != -EEXIST) throw Error(std::string("seccomp ask rule cannot be compiled: ") + strerror(-rc));
+    notifies_ = true;
+  };
+  for (int nr : ask.syscalls) notify(nr, {});
+  if (ask.write) {
+    constexpr uint64_t kTmpfileBit = 020000000;  // __O_TMPFILE
+    for (uint64_t bit : {uint64_t(O_WRONLY), uint64_t(O_RDWR), uint64_t(O_CREAT), uint64_t(O_TRUNC), kTmpfileBit}) {
+      notify(SCMP_SYS(open), {scmp_arg_cmp{1, SCMP_CMP_MASKED_EQ, bit, bit}});
+      notify(SCMP_SYS(openat), {scmp_arg_cmp{2, SCMP_CMP_MASKED_EQ, bit, bit}});
+    }
+    for (int nr : policy::write_ask_syscalls())
+      if (nr != SCMP_SYS(open) && nr != SCMP_SYS(openat)) notify(nr, {});
+  }
+}
+
+int SeccompFilter::notify_fd() const {
+  return notifies_ ? seccomp_notify_fd(static_cast<scmp_filter_ctx>(ctx_)) : -1;
 }
 
 SeccompFilter::~SeccompFilter() {

@@ -5,12 +5,15 @@
 #include <dirent.h>
 #include <sys/stat.h>
 #include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <filesystem>
 #include <iostream>
 #include <mutex>
 #include <thread>
@@ -21,6 +24,7 @@
 #include "common/system.h"
 #include "common/text.h"
 #include "sandbox/changes.h"
+#include "grants/supervisor.h"
 
 extern char** environ;
 
@@ -114,7 +118,8 @@ std::string sandbox_search_path(const policy::Policy& policy) {
 }
 
 Confinement::Confinement(policy::Policy policy, sandbox::Cgroup& cgroup, const std::string& program,
-                         const std::vector<std::string>& command, const std::vector<std::string>& protect)
+                         const std::vector<std::string>& command, const std::vector<std::string>& protect,
+                         const std::string& grant_socket)
     : policy_(std::move(policy)), cgroup_(cgroup) {
   if (!policy_.confine) return;
   work_dir_ = work_dir_of(policy_);
@@ -149,7 +154,8 @@ Confinement::Confinement(policy::Policy policy, sandbox::Cgroup& cgroup, const s
   if (chown(dir_->upper_work().c_str(), sandbox::kSandboxIdBase + wst.st_uid, sandbox::kSandboxIdBase + wst.st_gid) != 0 ||
       chmod(dir_->upper_work().c_str(), wst.st_mode & 07777) != 0)
     throw Error(errno_message("cannot prepare " + dir_->upper_work(), errno));
-  if (policy_.seccomp.enabled) seccomp_ = std::make_unique<sandbox::SeccompFilter>(policy_.seccomp);
+  if (policy_.seccomp.enabled || policy_.ask.any())
+    seccomp_ = std::make_unique<sandbox::SeccompFilter>(policy_.seccomp, policy_.ask);
   landlock_ = sandbox::LandlockPlan::from(policy_, work_dir_, program);
 
   sandbox::SandboxSpec spec;
@@ -169,13 +175,114 @@ Confinement::Confinement(policy::Policy policy, sandbox::Cgroup& cgroup, const s
   spec.uid = wst.st_uid;
   spec.gid = wst.st_gid;
   spec.hidden = policy_.filesystem.hidden;
+  if (seccomp_ && seccomp_->notifies()) {
+    if (socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, notify_sock_) != 0)
+      throw Error(errno_message("socketpair", errno));
+    spec.notify_sock = notify_sock_[1];
+  }
   child_ = sandbox::spawn_sandboxed(spec);
+  if (notify_sock_[0] >= 0) {
+    close(notify_sock_[1]);
+    notify_sock_[1] = -1;
+    start_grants(grant_socket.empty() ? "/run/flightrec/grants/" + name + ".sock" : grant_socket);
+  }
   // After the sandbox is spawned: its init is a fork of this process and
   // must not inherit a thread's locks.
   differ_ = std::make_unique<sandbox::PathDiffer>([this](const std::string& path) { return diff_one(path); });
 }
 
+// The grant socket and the supervisor behind it (grants/supervisor.h).
+void Confinement::start_grants(const std::string& path) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path.empty() || path[0] != '/' || path.size() >= sizeof(addr.sun_path))
+    throw Error("--grants " + path + ": the grant socket needs an absolute path of at most " +
+                std::to_string(sizeof(addr.sun_path) - 1) + " bytes");
+  std::memcpy(addr.sun_path, path.c_str(), path.size());
+  std::string dir = path.substr(0, path.rfind('/'));
+  if (!dir.empty()) std::filesystem::create_directories(dir);
+  struct stat st;
+  if (lstat(path.c_str(), &st) == 0) {
+    // A socket left by a session that died; anything else is not ours to remove.
+    if (!S_ISSOCK(st.st_mode)) throw Error("--grants " + path + ": exists and is not a socket");
+    unlink(path.c_str());
+  }
+  int listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (listen_fd < 0 || bind(listen_fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      listen(listen_fd, 16) != 0)
+    throw Error(errno_message("grant socket " + path, errno));
+  // Anyone may connect; only the owner and root are served (peer
+  // credentials), and every refusal is in the record.
+  chmod(path.c_str(), 0666);
+  grant_socket_ = path;
+  int events[2];
+  if (pipe2(events, O_CLOEXEC) != 0) throw Error(errno_message("pipe", errno));
+  grants::SupervisorSpec spec;
+  spec.notify_sock = notify_sock_[0];
+  spec.listen_fd = listen_fd;
+  spec.events_fd = events[1];
+  spec.sandbox_init = child_.pid;
+  // The session's owner: who ran flightrec (through sudo: the user who ran sudo).
+  spec.owner = getuid();
+  if (const char* sudo = getenv("SUDO_UID"); sudo && getuid() == 0) spec.owner = uid_t(strtoul(sudo, nullptr, 10));
+  spec.writable = landlock_.write;
+  spec.writable.insert(spec.writable.end(), landlock_.write_files.begin(), landlock_.write_files.end());
+  spec.timeout_ms = policy_.ask.timeout_ms;
+  supervisor_ = grants::start_supervisor(spec);
+  close(events[1]);
+  close(listen_fd);
+  close(notify_sock_[0]);
+  notify_sock_[0] = -1;
+  fcntl(events[0], F_SETFL, O_NONBLOCK);
+  grant_log_ = std::make_unique<GrantLog>(events[0]);
+  std::cerr << "flightrec: the policy asks: grants for this session on " << path << " (owner uid " << spec.owner
+            << ")\n";
+}
+
+void Confinement::record_grants() {
+  if (!grant_log_ || grants_ended_) return;
+  Emitted out = pipeline_->emitted();
+  std::string notes;
+  bool open = grant_log_->read(out, &notes);
+  if (!open) {
+    grants_ended_ = true;
+    int status = 0;
+    pid_t got = supervisor_ > 0 ? waitpid(supervisor_, &status, WNOHANG) : -1;
+    if (got == supervisor_) supervisor_ = -1;
+    if (!stopping_grants_) {
+      // Asked calls fail from now on (the kernel answers ENOSYS without a listener).
+      std::string why = got > 0 && WIFSIGNALED(status) ? "killed by signal " + std::to_string(WTERMSIG(status))
+                                                       : "exited";
+      auto& e = out.add("grants_stopped");
+      e.set("why", "the grant supervisor " + why + "; asked calls fail from now on (ENOSYS)");
+      notes += "flightrec: ALERT the grant supervisor " + why + ": asked calls fail from now on\n";
+    }
+    close(grant_log_->fd());
+  }
+  pipeline_->write(out);
+  std::istringstream lines(notes);
+  for (std::string line; std::getline(lines, line);) StderrLog::get().line(line);
+}
+
+void Confinement::stop_grants() {
+  if (!grant_log_) return;
+  stopping_grants_ = true;
+  if (supervisor_ > 0) kill(supervisor_, SIGTERM);
+  fcntl(grant_log_->fd(), F_SETFL, 0);  // what it wrote is read to the end
+  while (!grants_ended_) record_grants();
+  if (supervisor_ > 0) waitpid(supervisor_, nullptr, 0);
+  supervisor_ = -1;
+  if (!grant_socket_.empty()) unlink(grant_socket_.c_str());
+}
+
 Confinement::~Confinement() {
+  if (supervisor_ > 0) {
+    kill(supervisor_, SIGKILL);
+    waitpid(supervisor_, nullptr, 0);
+  }
+  if (!grant_socket_.empty()) unlink(grant_socket_.c_str());
+  for (int fd : notify_sock_)
+    if (fd >= 0) close(fd);
   if (child_.go_fd >= 0) close(child_.go_fd);
   if (child_.report_fd >= 0) close(child_.report_fd);
 }
@@ -533,6 +640,7 @@ sandbox::Outcome Confinement::finish() {
   sandbox::Outcome out;
   if (!sandboxed_) return out;
   out = sandbox::read_reports(child_.report_fd);
+  stop_grants();
   Emitted entries = pipeline_->emitted();
   auto note = [&](const char* type, const std::string& detail) {
     entries.add(type).set_bytes("detail", detail);

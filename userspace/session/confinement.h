@@ -19,6 +19,7 @@
 #include "policy/policy.h"
 #include "probe/capture.h"
 #include "recorder/recorder.h"
+#include "session/grant_log.h"
 #include "session/pipeline.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/changes.h"
@@ -46,7 +47,8 @@ class Confinement : public Observer {
   // protect: paths the command must not see however the policy reads
   // (the record and its -wal/-shm, the signing key's directory).
   Confinement(policy::Policy policy, sandbox::Cgroup& cgroup, const std::string& program,
-              const std::vector<std::string>& command, const std::vector<std::string>& protect);
+              const std::vector<std::string>& command, const std::vector<std::string>& protect,
+              const std::string& grant_socket = "");
   ~Confinement();
 
   bool sandboxed() const { return sandboxed_; }
@@ -69,6 +71,9 @@ class Confinement : public Observer {
   // (record_changes()); -1 without a sandbox.
   int changes_fd() const { return differ_ ? differ_->fd() : -1; }
   void record_changes();
+  // Readable when the grant supervisor reported (policy ask:); -1 without one.
+  int grants_fd() const { return grant_log_ ? grant_log_->fd() : -1; }
+  void record_grants();
   // Packets the egress allowlist's filters dropped since the last call,
   // as violations (totals from probe::Capture::net_drops()).
   void note_packet_drops(const std::vector<probe::NetDrops>& drops);
@@ -135,6 +140,14 @@ class Confinement : public Observer {
   uint64_t not_shown_ = 0;                // distinct ones past kMaxPrinted
   std::map<std::pair<int64_t, int64_t>, std::string> written_;
   std::unique_ptr<sandbox::PathDiffer> differ_;
+  // The grant supervisor (policy ask:) and its reports.
+  void start_grants(const std::string& socket_path);
+  void stop_grants();
+  std::string grant_socket_;
+  pid_t supervisor_ = -1;
+  std::unique_ptr<GrantLog> grant_log_;
+  bool grants_ended_ = false, stopping_grants_ = false;
+  int notify_sock_[2] = {-1, -1};
   uint64_t closes_left_to_end_ = 0;
   uint64_t packet_drops_seen_[FR_NET_DROP_KINDS] = {};
   static constexpr uint64_t kMaxPrinted = 100;

@@ -183,7 +183,8 @@ int run(Plan plan, const RunTarget& target) {
     store = std::make_unique<ledger::Store>(target.db, ledger::Store::Mode::Write);
     std::vector<std::string> protect = {target.db, target.db + "-wal", target.db + "-shm"};
     if (!target.key_dir.empty()) protect.push_back(target.key_dir);
-    confinement = std::make_unique<Confinement>(std::move(policy), cgroup, *program, command, protect);
+    confinement = std::make_unique<Confinement>(std::move(policy), cgroup, *program, command, protect,
+                                                 target.grant_socket);
     key = load_key(target.key_dir);
     confinement->fill(copts);
     engine = std::make_unique<Engine>(copts);  // loads the programs while the sandbox is built
@@ -244,6 +245,8 @@ int run(Plan plan, const RunTarget& target) {
     });
     if (confinement->changes_fd() >= 0)
       loop.watch_fd(confinement->changes_fd(), [&] { confinement->record_changes(); });
+    if (confinement->grants_fd() >= 0)
+      loop.watch_fd(confinement->grants_fd(), [&] { confinement->record_grants(); });
     loop.watch_fd(sigfd, [&] {
       // Pass termination requests on; the session ends when the command does.
       if (int sig = read_signal(sigfd)) kill(child.pid, sig);

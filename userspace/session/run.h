@@ -16,6 +16,7 @@ struct RunTarget {
   std::string db;                    // the record (created if missing)
   std::string key_dir;               // signing key directory; "" for unsigned checkpoints
   std::vector<std::string> command;  // argv; [0] found on the (sandbox's) PATH
+  std::string grant_socket;          // policy ask: where grants are taken ("": the default)
 };
 
 // Runs and records; returns what `flightrec run` exits with: the command's

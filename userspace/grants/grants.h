@@ -1,0 +1,72 @@
+#pragma once
+// Runtime grants of one session: what the granter (the session's owner,
+// over the grant socket) has allowed, for how long and how often, and the
+// requests of the socket's small JSON protocol. Pure data: no system calls,
+// so it is unit-tested as it is.
+//
+// Protocol: one JSON object per line, one reply line each.
+//   {"op":"grant","kind":"write","path":"/abs/dir","duration_ms":5000,"uses":3,"reason":"..."}
+//   {"op":"grant","kind":"syscall","syscall":"mknod","uses":1,"reason":"..."}
+//   {"op":"revoke","id":7,"reason":"..."}
+//   {"op":"list"}
+// Replies: {"ok":true,"id":7} (grant), {"ok":true} (revoke),
+// {"ok":true,"grants":[...],"waiting":[...]} (list), {"ok":false,"error":"..."}.
+#include <sys/types.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace flightrec::grants {
+
+enum class Kind { Write, Syscall };
+const char* kind_name(Kind k);
+
+struct Grant {
+  uint64_t id = 0;
+  Kind kind = Kind::Write;
+  std::string path;          // Write: a directory as the sandbox sees it (absolute)
+  int syscall = -1;          // Syscall: its x86-64 number
+  uint64_t expires_ns = 0;   // CLOCK_MONOTONIC; 0: until revoked or the session ends
+  int64_t uses_left = -1;    // -1: unlimited
+  std::string reason;
+  dev_t dev = 0;             // Write: the directory the path named when granted
+  ino_t ino = 0;
+};
+
+struct Request {
+  enum class Op { Grant, Revoke, List } op = Op::List;
+  Grant grant;               // Grant: everything but id, expiry (from duration_ms) and dev/ino
+  uint64_t duration_ms = 0;  // 0: no time limit
+  uint64_t revoke_id = 0;
+  std::string reason;        // Revoke
+};
+
+// Parses one request line; nullopt with *error set when it is not one.
+// Strict: unknown keys, wrong types, relative or over-long paths,
+// unknown syscalls, zero uses and durations past 24 h are errors.
+std::optional<Request> parse_request(const std::string& line, std::string* error);
+
+class GrantTable {
+ public:
+  uint64_t add(Grant g);  // sets and returns its id
+  bool revoke(uint64_t id);
+  // Removes and returns the grants whose time is up.
+  std::vector<Grant> expire(uint64_t now_ns);
+  // The earliest expiry (0: none).
+  uint64_t next_expiry() const;
+  // A valid grant for syscall nr, or nullptr.
+  Grant* for_syscall(int nr, uint64_t now_ns);
+  // Valid write grants, oldest first.
+  std::vector<Grant*> writes(uint64_t now_ns);
+  // One use taken; true when that was its last (it is removed: g is invalid then).
+  bool use(Grant& g);
+  const std::vector<Grant>& all() const { return grants_; }
+
+ private:
+  std::vector<Grant> grants_;
+  uint64_t next_id_ = 1;
+};
+
+}  // namespace flightrec::grants

@@ -1,0 +1,608 @@
+#include "grants/supervisor.h"
+
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <linux/seccomp.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "common/error.h"
+#include "events/syscall_table.h"
+#include "grants/agent_view.h"
+#include "grants/grants.h"
+#include "policy/policy.h"
+
+namespace flightrec::grants {
+namespace {
+
+using nlohmann::json;
+
+constexpr size_t kMaxClients = 8;
+constexpr size_t kMaxLine = 64 * 1024;
+constexpr size_t kMaxWaiting = 1024;
+constexpr uint64_t kMaxRefusalsRecorded = 100;
+constexpr uint64_t kWriteBits = O_WRONLY | O_RDWR | O_CREAT | O_TRUNC | 020000000 /* __O_TMPFILE */;
+
+uint64_t now_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return uint64_t(ts.tv_sec) * 1'000'000'000ull + uint64_t(ts.tv_nsec);
+}
+
+std::string hex(std::string_view bytes) {
+  static const char* digits = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : bytes) {
+    out += digits[c >> 4];
+    out += digits[c & 15];
+  }
+  return out;
+}
+
+std::string syscall_name(int nr) {
+  const events::SyscallInfo* info = nr >= 0 ? events::syscall_info(uint32_t(nr)) : nullptr;
+  return info && info->name ? std::string(info->name) : "syscall_" + std::to_string(nr);
+}
+
+// One file call, as the thread asked for it: up to two paths.
+struct FileCall {
+  struct Path {
+    int dirfd = AT_FDCWD;
+    uint64_t addr = 0;
+  } paths[2];
+  int count = 0;
+  enum class Op { Open, Mkdir, Unlink, Rename } op = Op::Open;
+  uint64_t flags = 0, mode = 0, resolve = 0;
+};
+
+// The file calls ask.write routes here (policy::write_ask_syscalls()).
+bool file_call(const seccomp_data& d, const AgentView& view, FileCall* c) {
+  const auto* a = d.args;
+  using Op = FileCall::Op;
+  auto one = [&](int dirfd, uint64_t addr) { c->paths[c->count++] = {dirfd, addr}; };
+  switch (d.nr) {
+    case SYS_open: one(AT_FDCWD, a[0]); c->flags = a[1]; c->mode = a[2]; return true;
+    case SYS_creat: one(AT_FDCWD, a[0]); c->flags = O_CREAT | O_WRONLY | O_TRUNC; c->mode = a[1]; return true;
+    case SYS_openat: one(int(a[0]), a[1]); c->flags = a[2]; c->mode = a[3]; return true;
+    case SYS_openat2: {
+      open_how how{};
+      // Our copy decides and is what gets used: a later change is moot.
+      if (a[3] < sizeof(open_how) || !view.read_memory(a[2], &how, sizeof(how))) return false;
+      one(int(a[0]), a[1]);
+      c->flags = how.flags;
+      c->mode = how.mode;
+      c->resolve = how.resolve;
+      return true;
+    }
+    case SYS_mkdir: c->op = Op::Mkdir; one(AT_FDCWD, a[0]); c->mode = a[1]; return true;
+    case SYS_mkdirat: c->op = Op::Mkdir; one(int(a[0]), a[1]); c->mode = a[2]; return true;
+    case SYS_unlink: c->op = Op::Unlink; one(AT_FDCWD, a[0]); return true;
+    case SYS_rmdir: c->op = Op::Unlink; one(AT_FDCWD, a[0]); c->flags = AT_REMOVEDIR; return true;
+    case SYS_unlinkat: c->op = Op::Unlink; one(int(a[0]), a[1]); c->flags = a[2] & AT_REMOVEDIR; return true;
+    case SYS_rename: c->op = Op::Rename; one(AT_FDCWD, a[0]); one(AT_FDCWD, a[1]); return true;
+    case SYS_renameat: c->op = Op::Rename; one(int(a[0]), a[1]); one(int(a[2]), a[3]); return true;
+    case SYS_renameat2:
+      c->op = Op::Rename; one(int(a[0]), a[1]); one(int(a[2]), a[3]); c->flags = a[4]; return true;
+  }
+  return false;
+}
+
+class Supervisor {
+ public:
+  explicit Supervisor(const SupervisorSpec& s) : spec_(s) {}
+  [[noreturn]] void run();
+
+ private:
+  struct Client {
+    int fd;
+    uid_t uid;
+    pid_t pid;
+    std::string in;
+  };
+  struct Waiting {
+    std::vector<char> notif;  // struct seccomp_notif, as the kernel sized it
+    uint64_t ask;
+    uint64_t deadline_ns;
+  };
+  enum class Verdict { Answered, Wait, Gone };
+
+  void emit(const json& j);
+  seccomp_notif& notif(std::vector<char>& buf) { return *reinterpret_cast<seccomp_notif*>(buf.data()); }
+  bool valid(uint64_t id) { return ioctl(listener_, SECCOMP_IOCTL_NOTIF_ID_VALID, &id) == 0; }
+  void respond(uint64_t id, int64_t val, int err, bool go_on);
+  void receive_listener();
+  void on_notification();
+  Verdict decide(const seccomp_notif& n, uint64_t ask, json* about);
+  Verdict decide_file(const seccomp_notif& n, uint64_t ask, json* about);
+  void retry_waiting();
+  void expire_waiting(uint64_t now);
+  void expire_grants(uint64_t now);
+  void accept_client();
+  void serve(Client& c);
+  json handle(const Client& c, const std::string& line);
+  int sandbox_dir(const std::string& path);  // an O_PATH fd of a directory in the sandbox, -1 with errno
+  void resolve_writable();
+  void used(Grant& g, const seccomp_notif& n, uint64_t ask, json about, int64_t result);
+
+  SupervisorSpec spec_;
+  int listener_ = -1;
+  bool listener_done_ = false;
+  seccomp_notif_sizes sizes_{};
+  AgentView view_;
+  GrantTable table_;
+  std::map<uint64_t, int> grant_dirs_;  // write grant id -> its directory (O_PATH)
+  std::vector<int> writable_dirs_;      // the policy's writable trees, inside
+  std::vector<std::pair<dev_t, ino_t>> writable_files_;
+  bool writable_resolved_ = false;
+  std::vector<Client> clients_;
+  std::vector<Waiting> waiting_;
+  uint64_t asks_ = 0, refusals_ = 0;
+};
+
+void Supervisor::emit(const json& j) {
+  std::string line = j.dump() + "\n";
+  // The recorder is gone: nothing may go on unrecorded.
+  if (write(spec_.events_fd, line.data(), line.size()) != ssize_t(line.size())) _exit(0);
+}
+
+void Supervisor::respond(uint64_t id, int64_t val, int err, bool go_on) {
+  std::vector<char> buf(std::max<size_t>(sizes_.seccomp_notif_resp, sizeof(seccomp_notif_resp)), 0);
+  auto& r = *reinterpret_cast<seccomp_notif_resp*>(buf.data());
+  r.id = id;
+  r.val = val;
+  r.error = err ? -err : 0;
+  r.flags = go_on ? SECCOMP_USER_NOTIF_FLAG_CONTINUE : 0;
+  ioctl(listener_, SECCOMP_IOCTL_NOTIF_SEND, &r);  // ENOENT: the call is gone (a signal, an exit)
+}
+
+void Supervisor::receive_listener() {
+  char byte;
+  iovec iov{&byte, 1};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof(control);
+  ssize_t n = recvmsg(spec_.notify_sock, &msg, MSG_CMSG_CLOEXEC);
+  cmsghdr* c = n == 1 ? CMSG_FIRSTHDR(&msg) : nullptr;
+  if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS && c->cmsg_len == CMSG_LEN(sizeof(int)))
+    std::memcpy(&listener_, CMSG_DATA(c), sizeof(int));
+  close(spec_.notify_sock);
+  spec_.notify_sock = -1;
+  if (listener_ < 0) {
+    emit({{"event", "stopped"}, {"why", "the sandbox sent no seccomp listener"}});
+    _exit(0);
+  }
+}
+
+void Supervisor::on_notification() {
+  std::vector<char> buf(std::max<size_t>(sizes_.seccomp_notif, sizeof(seccomp_notif)), 0);
+  if (ioctl(listener_, SECCOMP_IOCTL_NOTIF_RECV, buf.data()) != 0) return;  // gone already
+  uint64_t ask = ++asks_;
+  json about;
+  if (decide(notif(buf), ask, &about) != Verdict::Wait) return;
+  if (waiting_.size() >= kMaxWaiting) {
+    respond(notif(buf).id, 0, EACCES, false);
+    emit({{"event", "denied"}, {"ask", ask}, {"pid", notif(buf).pid}, {"why", "too many calls waiting"}});
+    return;
+  }
+  about["event"] = "ask";
+  about["ask"] = ask;
+  about["pid"] = notif(buf).pid;
+  about["syscall"] = syscall_name(notif(buf).data.nr);
+  about["timeout_ms"] = spec_.timeout_ms;
+  emit(about);
+  waiting_.push_back({std::move(buf), ask, now_ns() + spec_.timeout_ms * 1'000'000ull});
+}
+
+Supervisor::Verdict Supervisor::decide(const seccomp_notif& n, uint64_t ask, json* about) {
+  const auto& w = policy::write_ask_syscalls();
+  if (std::find(w.begin(), w.end(), n.data.nr) != w.end()) return decide_file(n, ask, about);
+  (*about)["kind"] = "syscall";
+  Grant* g = table_.for_syscall(n.data.nr, now_ns());
+  if (!g) return valid(n.id) ? Verdict::Wait : Verdict::Gone;
+  // The decision rests on the call's number, which the kernel does not read
+  // again: letting the call go on is safe here.
+  respond(n.id, 0, 0, true);
+  used(*g, n, ask, *about, 0);
+  return Verdict::Answered;
+}
+
+void Supervisor::used(Grant& g, const seccomp_notif& n, uint64_t ask, json about, int64_t result) {
+  about["event"] = "use";
+  about["id"] = g.id;
+  about["pid"] = n.pid;
+  about["syscall"] = syscall_name(n.data.nr);
+  about["result"] = result;
+  if (ask) about["ask"] = ask;
+  emit(about);
+  uint64_t id = g.id;
+  if (table_.use(g)) {
+    if (auto it = grant_dirs_.find(id); it != grant_dirs_.end()) {
+      close(it->second);
+      grant_dirs_.erase(it);
+    }
+    emit({{"event", "expired"}, {"id", id}, {"why", "uses"}});
+  }
+}
+
+void Supervisor::resolve_writable() {
+  if (writable_resolved_) return;
+  writable_resolved_ = true;
+  for (const auto& p : spec_.writable) {
+    int fd = sandbox_dir(p);
+    if (fd >= 0) {
+      writable_dirs_.push_back(fd);
+      continue;
+    }
+    // A single writable file (a device): matched by inode.
+    int root = openat(AT_FDCWD, ("/proc/" + std::to_string(spec_.sandbox_init) + "/root").c_str(), O_PATH | O_CLOEXEC);
+    open_how how{O_PATH | O_CLOEXEC, 0, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS};
+    int f = root >= 0 ? int(syscall(SYS_openat2, root, p.c_str(), &how, sizeof(how))) : -1;
+    struct stat st;
+    if (f >= 0 && fstat(f, &st) == 0) writable_files_.push_back({st.st_dev, st.st_ino});
+    if (f >= 0) close(f);
+    if (root >= 0) close(root);
+  }
+}
+
+Supervisor::Verdict Supervisor::decide_file(const seccomp_notif& n, uint64_t ask, json* about) {
+  (*about)["kind"] = "write";
+  resolve_writable();
+  // Anything this cannot judge goes on: the kernel and Landlock then
+  // decide as if there were no ask, which never allows more than the policy.
+  auto go_on = [&] {
+    respond(n.id, 0, 0, true);
+    return Verdict::Answered;
+  };
+  FileCall call;
+  if (view_.enter(pid_t(n.pid)) != 0) {
+    view_.leave();
+    return valid(n.id) ? go_on() : Verdict::Gone;
+  }
+  struct Leave {
+    AgentView& v;
+    ~Leave() { v.leave(); }
+  } leave{view_};
+  if (!file_call(n.data, view_, &call)) return go_on();
+  if (call.op == FileCall::Op::Open && !(call.flags & kWriteBits)) return go_on();
+  Place places[2];
+  struct Close {
+    Place* p;
+    ~Close() { close_place(p[0]), close_place(p[1]); }
+  } closer{places};
+  std::vector<int> granted_ids;
+  std::vector<int> grant_fds;
+  std::vector<Grant*> grants = table_.writes(now_ns());
+  for (Grant* g : grants) grant_fds.push_back(grant_dirs_.count(g->id) ? grant_dirs_[g->id] : -1);
+  Grant* using_grant = nullptr;
+  bool outside_all = false;
+  json paths = json::array();
+  for (int i = 0; i < call.count; ++i) {
+    int err = 0;
+    auto path = view_.read_path(call.paths[i].addr, &err);
+    if (!path) return go_on();
+    paths.push_back(hex(*path));
+    if (view_.place(call.paths[i].dirfd, *path, call.resolve, &places[i]) != 0) return go_on();
+    Place& p = places[i];
+    if (view_.beneath(p.dir_fd, writable_dirs_) >= 0) continue;
+    struct stat st;
+    if (p.leaf != "." && fstatat(p.dir_fd, p.leaf.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
+      if (S_ISLNK(st.st_mode) && call.op == FileCall::Op::Open && !(call.flags & O_NOFOLLOW))
+        return go_on();  // where an open follows a final symlink is the kernel's to say
+      bool device = false;
+      for (const auto& [dev, ino] : writable_files_) device |= dev == st.st_dev && ino == st.st_ino;
+      if (device) continue;
+    }
+    int g = view_.beneath(p.dir_fd, grant_fds);
+    if (g < 0) {
+      outside_all = true;
+      continue;
+    }
+    if (!using_grant) using_grant = grants[size_t(g)];
+  }
+  (*about)["paths_hex"] = paths;
+  if (!valid(n.id)) return Verdict::Gone;  // what was read may be another thread's
+  if (!using_grant && !outside_all) return go_on();  // inside the policy's trees
+  if (outside_all) return Verdict::Wait;
+
+  // Under a grant: done here, on the directories resolved above.
+  Place& p = places[0];
+  int64_t result = 0;
+  int err = 0;
+  switch (call.op) {
+    case FileCall::Op::Open: {
+      open_how how{};
+      how.flags = call.flags | O_CLOEXEC;
+      how.mode = call.mode & 07777;
+      how.resolve = call.resolve | RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
+      int fd = int(syscall(SYS_openat2, p.dir_fd, p.leaf.c_str(), &how, sizeof(how)));
+      if (fd < 0) {
+        err = errno;
+        break;
+      }
+      seccomp_notif_addfd add{};
+      add.id = n.id;
+      add.flags = SECCOMP_ADDFD_FLAG_SEND;
+      add.srcfd = uint32_t(fd);
+      add.newfd_flags = uint32_t(call.flags & O_CLOEXEC);
+      int got = ioctl(listener_, SECCOMP_IOCTL_NOTIF_ADDFD, &add);
+      int add_err = errno;
+      close(fd);
+      if (got < 0) {
+        if (add_err == ENOENT) return Verdict::Gone;
+        err = add_err;
+        break;
+      }
+      used(*using_grant, n, ask, *about, got);
+      return Verdict::Answered;
+    }
+    case FileCall::Op::Mkdir:
+      if (mkdirat(p.dir_fd, p.leaf.c_str(), mode_t(call.mode & 07777)) != 0) err = errno;
+      break;
+    case FileCall::Op::Unlink:
+      if (unlinkat(p.dir_fd, p.leaf.c_str(), int(call.flags)) != 0) err = errno;
+      break;
+    case FileCall::Op::Rename:
+      if (syscall(SYS_renameat2, p.dir_fd, p.leaf.c_str(), places[1].dir_fd, places[1].leaf.c_str(),
+                  unsigned(call.flags)) != 0)
+        err = errno;
+      break;
+  }
+  respond(n.id, result, err, false);
+  used(*using_grant, n, ask, *about, err ? -int64_t(err) : result);
+  return Verdict::Answered;
+}
+
+void Supervisor::retry_waiting() {
+  for (size_t i = 0; i < waiting_.size();) {
+    json about;
+    Verdict v = decide(notif(waiting_[i].notif), waiting_[i].ask, &about);
+    if (v == Verdict::Wait) {
+      ++i;
+      continue;
+    }
+    if (v == Verdict::Gone) emit({{"event", "ask_ended"}, {"ask", waiting_[i].ask}});
+    waiting_.erase(waiting_.begin() + long(i));
+  }
+}
+
+void Supervisor::expire_waiting(uint64_t now) {
+  for (size_t i = 0; i < waiting_.size();) {
+    Waiting& w = waiting_[i];
+    const seccomp_notif& n = notif(w.notif);
+    if (w.deadline_ns > now && valid(n.id)) {
+      ++i;
+      continue;
+    }
+    if (w.deadline_ns > now) {
+      emit({{"event", "ask_ended"}, {"ask", w.ask}});
+    } else {
+      const auto& ws = policy::write_ask_syscalls();
+      int err = std::find(ws.begin(), ws.end(), n.data.nr) != ws.end() ? EACCES : EPERM;
+      respond(n.id, 0, err, false);
+      emit({{"event", "denied"}, {"ask", w.ask}, {"pid", n.pid}, {"syscall", syscall_name(n.data.nr)},
+            {"errno", err}, {"why", "no grant within " + std::to_string(spec_.timeout_ms) + " ms"}});
+    }
+    waiting_.erase(waiting_.begin() + long(i));
+  }
+}
+
+void Supervisor::expire_grants(uint64_t now) {
+  for (const Grant& g : table_.expire(now)) {
+    if (auto it = grant_dirs_.find(g.id); it != grant_dirs_.end()) {
+      close(it->second);
+      grant_dirs_.erase(it);
+    }
+    emit({{"event", "expired"}, {"id", g.id}, {"why", "time"}});
+  }
+}
+
+int Supervisor::sandbox_dir(const std::string& path) {
+  int root = openat(AT_FDCWD, ("/proc/" + std::to_string(spec_.sandbox_init) + "/root").c_str(),
+                    O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (root < 0) return -1;
+  open_how how{O_PATH | O_DIRECTORY | O_CLOEXEC, 0, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS};
+  int fd = int(syscall(SYS_openat2, root, path.c_str(), &how, sizeof(how)));
+  int e = errno;
+  close(root);
+  errno = e;
+  return fd;
+}
+
+void Supervisor::accept_client() {
+  int fd = accept4(spec_.listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+  if (fd < 0) return;
+  ucred cred{};
+  socklen_t len = sizeof(cred);
+  std::string why;
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) why = "no peer credentials";
+  else if (cred.uid != 0 && cred.uid != spec_.owner) why = "uid " + std::to_string(cred.uid) + " is not the session's owner";
+  else if (clients_.size() >= kMaxClients) why = "too many clients";
+  else {
+    // The session's own processes never grant themselves anything.
+    struct stat mine, theirs;
+    std::string a = "/proc/" + std::to_string(cred.pid) + "/ns/pid";
+    std::string b = "/proc/" + std::to_string(spec_.sandbox_init) + "/ns/pid";
+    if (stat(a.c_str(), &theirs) != 0 || stat(b.c_str(), &mine) != 0 || theirs.st_ino == mine.st_ino)
+      why = "the client is inside the session";
+  }
+  if (!why.empty()) {
+    std::string reply = json({{"ok", false}, {"error", "refused: " + why}}).dump() + "\n";
+    (void)!send(fd, reply.data(), reply.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+    close(fd);
+    if (++refusals_ <= kMaxRefusalsRecorded)
+      emit({{"event", "refused"}, {"client_uid", cred.uid}, {"client_pid", cred.pid}, {"why", why}});
+    return;
+  }
+  clients_.push_back({fd, cred.uid, cred.pid, {}});
+}
+
+json Supervisor::handle(const Client& c, const std::string& line) {
+  std::string error;
+  auto req = parse_request(line, &error);
+  if (!req) return {{"ok", false}, {"error", error}};
+  json who = {{"client_uid", c.uid}, {"client_pid", c.pid}};
+  uint64_t now = now_ns();
+  if (req->op == Request::Op::List) {
+    json grants = json::array(), waiting = json::array();
+    for (const Grant& g : table_.all()) {
+      json j = {{"id", g.id}, {"kind", kind_name(g.kind)}, {"reason", g.reason}};
+      if (g.kind == Kind::Write) j["path"] = g.path;
+      else j["syscall"] = syscall_name(g.syscall);
+      if (g.expires_ns) j["expires_in_ms"] = g.expires_ns > now ? (g.expires_ns - now) / 1'000'000 : 0;
+      if (g.uses_left >= 0) j["uses_left"] = g.uses_left;
+      grants.push_back(j);
+    }
+    for (const auto& w : waiting_) {
+      auto& n = *reinterpret_cast<const seccomp_notif*>(w.notif.data());
+      waiting.push_back({{"ask", w.ask}, {"pid", n.pid}, {"syscall", syscall_name(n.data.nr)}});
+    }
+    return {{"ok", true}, {"grants", grants}, {"waiting", waiting}};
+  }
+  if (req->op == Request::Op::Revoke) {
+    if (!table_.revoke(req->revoke_id)) return {{"ok", false}, {"error", "no grant with id " + std::to_string(req->revoke_id)}};
+    if (auto it = grant_dirs_.find(req->revoke_id); it != grant_dirs_.end()) {
+      close(it->second);
+      grant_dirs_.erase(it);
+    }
+    json e = who;
+    e.update({{"event", "revoked"}, {"id", req->revoke_id}, {"reason", req->reason}});
+    emit(e);
+    return {{"ok", true}};
+  }
+  Grant g = req->grant;
+  int dir = -1;
+  if (g.kind == Kind::Write) {
+    // Bound to the directory the path names now, in the sandbox's root.
+    dir = sandbox_dir(g.path);
+    if (dir < 0)
+      return {{"ok", false}, {"error", g.path + " is not a directory in the sandbox: " + strerror(errno)}};
+    struct stat st;
+    fstat(dir, &st);
+    g.dev = st.st_dev;
+    g.ino = st.st_ino;
+  }
+  if (req->duration_ms) g.expires_ns = now + req->duration_ms * 1'000'000ull;
+  uint64_t id = table_.add(g);
+  if (dir >= 0) grant_dirs_[id] = dir;
+  json e = who;
+  e.update({{"event", "grant"}, {"id", id}, {"kind", kind_name(g.kind)}, {"reason", g.reason}});
+  if (g.kind == Kind::Write) e["path"] = g.path;
+  else e["syscall"] = syscall_name(g.syscall);
+  if (req->duration_ms) e["duration_ms"] = req->duration_ms;
+  if (g.uses_left >= 0) e["uses"] = g.uses_left;
+  emit(e);
+  retry_waiting();
+  return {{"ok", true}, {"id", id}};
+}
+
+void Supervisor::serve(Client& c) {
+  char buf[4096];
+  ssize_t n;
+  while ((n = recv(c.fd, buf, sizeof(buf), MSG_DONTWAIT)) > 0) {
+    c.in.append(buf, size_t(n));
+    size_t nl;
+    while ((nl = c.in.find('\n')) != std::string::npos) {
+      std::string line = c.in.substr(0, nl);
+      c.in.erase(0, nl + 1);
+      std::string reply = handle(c, line).dump() + "\n";
+      if (send(c.fd, reply.data(), reply.size(), MSG_DONTWAIT | MSG_NOSIGNAL) != ssize_t(reply.size())) {
+        n = 0;  // a client that does not read its replies is dropped
+        break;
+      }
+    }
+    if (c.in.size() > kMaxLine) n = 0;
+    if (n == 0) break;
+  }
+  if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
+    close(c.fd);
+    c.fd = -1;
+  }
+}
+
+void Supervisor::run() {
+  if (syscall(SYS_seccomp, SECCOMP_GET_NOTIF_SIZES, 0, &sizes_) != 0) {
+    emit({{"event", "stopped"}, {"why", "this kernel has no seccomp user notification"}});
+    _exit(0);
+  }
+  for (;;) {
+    uint64_t now = now_ns();
+    expire_grants(now);
+    expire_waiting(now);
+    std::erase_if(clients_, [](const Client& c) { return c.fd < 0; });
+    std::vector<pollfd> fds;
+    fds.push_back({spec_.events_fd, 0, 0});  // POLLERR/POLLHUP: the recorder is gone
+    // Grants are taken once the sandbox has its root (it sends the
+    // listener just before the command's exec): a path means the sandbox's.
+    fds.push_back({listener_ >= 0 ? spec_.listen_fd : -1, POLLIN, 0});
+    fds.push_back({listener_ >= 0 ? (listener_done_ ? -1 : listener_) : spec_.notify_sock, POLLIN, 0});
+    for (const auto& c : clients_) fds.push_back({c.fd, POLLIN, 0});
+    uint64_t next = table_.next_expiry();
+    for (const auto& w : waiting_)
+      if (!next || w.deadline_ns < next) next = w.deadline_ns;
+    // Waiting calls are also checked now and then: one may have been interrupted.
+    int timeout = waiting_.empty() ? -1 : 200;
+    if (next) {
+      uint64_t ms = next > now ? (next - now + 999'999) / 1'000'000 : 0;
+      if (timeout < 0 || ms < uint64_t(timeout)) timeout = int(ms);
+    }
+    if (poll(fds.data(), fds.size(), timeout) < 0) {
+      if (errno == EINTR) continue;
+      _exit(125);
+    }
+    if (fds[0].revents) _exit(0);
+    if (fds[1].revents & POLLIN) accept_client();
+    if (fds[2].revents & POLLIN) {
+      if (listener_ < 0) receive_listener();
+      else on_notification();
+    }
+    if (fds[2].revents & (POLLHUP | POLLERR)) {
+      if (listener_ < 0) {
+        emit({{"event", "stopped"}, {"why", "the sandbox sent no seccomp listener"}});
+        _exit(0);
+      }
+      listener_done_ = true;  // no process uses the filter any more
+    }
+    for (size_t i = 0; i < clients_.size(); ++i)
+      if (fds[3 + i].revents) serve(clients_[i]);
+  }
+}
+
+}  // namespace
+
+pid_t start_supervisor(const SupervisorSpec& spec) {
+  pid_t pid = fork();
+  if (pid < 0) throw Error(errno_message("fork (grant supervisor)", errno));
+  if (pid > 0) return pid;
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  prctl(PR_SET_NAME, "flightrec-grant");
+  signal(SIGPIPE, SIG_IGN);
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+  // Nothing of flightrec's but what it needs: not the record, not the key.
+  for (int fd = 3; fd < 4096; ++fd)
+    if (fd != spec.notify_sock && fd != spec.listen_fd && fd != spec.events_fd) close(fd);
+  syscall(SYS_close_range, 4096, ~0u, 0);
+  try {
+    Supervisor(spec).run();
+  } catch (...) {
+  }
+  _exit(125);
+}
+
+}  // namespace flightrec::grants

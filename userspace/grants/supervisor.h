@@ -1,0 +1,40 @@
+#pragma once
+// The grant supervisor: a process of its own beside the sandbox that holds
+// the seccomp listener of the session's asked calls (policy ask:) and the
+// grant socket. An asked call waits until a grant covers it or the ask
+// times out (then it fails); a grant comes from the session's owner or
+// root over the socket. What it decides goes to the recorder as JSON
+// lines on events_fd (see session/grant_log.h), one per ask, grant, use,
+// expiry, revocation, denial and refused client.
+//
+// Answers: a syscall grant lets the call go on (SECCOMP_USER_NOTIF_FLAG_CONTINUE
+// is safe there: the decision rests on the call's number alone). A file
+// call is resolved as the kernel would for the thread (grants/agent_view.h):
+// inside the trees the policy lets it write, it goes on and Landlock
+// decides as always; under a granted directory the supervisor does it
+// itself on the resolved directory's descriptor (an open's file is handed
+// over with SECCOMP_IOCTL_NOTIF_ADDFD), so no memory the thread can change
+// afterwards is used. If the supervisor dies, the kernel fails every asked
+// call from then on (ENOSYS): closed, not open.
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+namespace flightrec::grants {
+
+struct SupervisorSpec {
+  int notify_sock = -1;   // the listener arrives here from the sandbox (SCM_RIGHTS)
+  int listen_fd = -1;     // the grant socket, listening
+  int events_fd = -1;     // JSON lines for the recorder
+  pid_t sandbox_init = -1;  // its root and pid namespace are the sandbox's
+  uid_t owner = 0;        // may grant, besides root
+  std::vector<std::string> writable;  // trees the policy lets the session write (inside paths)
+  uint64_t timeout_ms = 10'000;
+};
+
+// Forks the supervisor (call while the process has one thread); the child
+// keeps only the spec's descriptors. Returns its pid.
+pid_t start_supervisor(const SupervisorSpec& spec);
+
+}  // namespace flightrec::grants

@@ -1,0 +1,29 @@
+#pragma once
+// The grant supervisor's reports (grants/supervisor.h), as record entries:
+// every ask, grant, use, expiry, revocation, denial and refused client,
+// with the grant's id and reason. Reads the supervisor's JSON lines; a
+// line it cannot read is recorded as such, never dropped.
+#include <string>
+
+#include "session/pipeline.h"
+
+namespace flightrec::session {
+
+class GrantLog {
+ public:
+  explicit GrantLog(int fd) : fd_(fd) {}
+  ~GrantLog();
+  GrantLog(const GrantLog&) = delete;
+  GrantLog& operator=(const GrantLog&) = delete;
+  int fd() const { return fd_; }
+  // Reads what is there; entries into out, lines for stderr into *notes.
+  // False at EOF (the supervisor is gone).
+  bool read(Emitted& out, std::string* notes);
+
+ private:
+  void entry(const std::string& line, Emitted& out, std::string* notes);
+  int fd_;
+  std::string pending_;
+};
+
+}  // namespace flightrec::session
