@@ -16,6 +16,10 @@ std::string host_name();
 std::string kernel_release();
 std::string boot_id();
 
+// One descriptor over a Unix socket (SCM_RIGHTS), with one byte of data.
+int send_fd(int sock, int fd);  // 0 or an errno; async-signal-safe (used after fork)
+int receive_fd(int sock);       // the descriptor (close-on-exec), or -1
+
 uint64_t mono_ns();   // CLOCK_MONOTONIC, the clock bpf_ktime_get_ns() reads
 uint64_t real_ns();   // CLOCK_REALTIME
 

@@ -135,7 +135,6 @@ std::optional<std::string> AgentView::read_path(uint64_t addr, int* err) const {
 
 int AgentView::place(int dirfd, const std::string& raw, uint64_t resolve, Place* out) {
   if (raw.empty()) return ENOENT;
-  out->path = raw;
   std::string path = raw;
   while (path.size() > 1 && path.back() == '/') path.pop_back();
   int base = cwd_, opened = -1;

@@ -18,7 +18,6 @@ namespace flightrec::grants {
 struct Place {
   int dir_fd = -1;      // O_PATH directory
   std::string leaf;     // "." when the path names the directory itself
-  std::string path;     // as the thread gave it (raw bytes)
 };
 
 class AgentView {

@@ -31,13 +31,11 @@ struct Grant {
   uint64_t expires_ns = 0;   // CLOCK_MONOTONIC; 0: until revoked or the session ends
   int64_t uses_left = -1;    // -1: unlimited
   std::string reason;
-  dev_t dev = 0;             // Write: the directory the path named when granted
-  ino_t ino = 0;
 };
 
 struct Request {
   enum class Op { Grant, Revoke, List } op = Op::List;
-  Grant grant;               // Grant: everything but id, expiry (from duration_ms) and dev/ino
+  Grant grant;               // Grant: everything but id and expiry (from duration_ms)
   uint64_t duration_ms = 0;  // 0: no time limit
   uint64_t revoke_id = 0;
   std::string reason;        // Revoke

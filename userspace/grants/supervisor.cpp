@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
+#include "common/system.h"
 #include "events/syscall_table.h"
 #include "grants/agent_view.h"
 #include "grants/grants.h"
@@ -34,12 +35,6 @@ constexpr size_t kMaxLine = 64 * 1024;
 constexpr size_t kMaxWaiting = 1024;
 constexpr uint64_t kMaxRefusalsRecorded = 100;
 constexpr uint64_t kWriteBits = O_WRONLY | O_RDWR | O_CREAT | O_TRUNC | 020000000 /* __O_TMPFILE */;
-
-uint64_t now_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return uint64_t(ts.tv_sec) * 1'000'000'000ull + uint64_t(ts.tv_nsec);
-}
 
 std::string hex(std::string_view bytes) {
   static const char* digits = "0123456789abcdef";
@@ -168,18 +163,7 @@ void Supervisor::respond(uint64_t id, int64_t val, int err, bool go_on) {
 }
 
 void Supervisor::receive_listener() {
-  char byte;
-  iovec iov{&byte, 1};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof(control);
-  ssize_t n = recvmsg(spec_.notify_sock, &msg, MSG_CMSG_CLOEXEC);
-  cmsghdr* c = n == 1 ? CMSG_FIRSTHDR(&msg) : nullptr;
-  if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS && c->cmsg_len == CMSG_LEN(sizeof(int)))
-    std::memcpy(&listener_, CMSG_DATA(c), sizeof(int));
+  listener_ = receive_fd(spec_.notify_sock);
   close(spec_.notify_sock);
   spec_.notify_sock = -1;
   if (listener_ < 0) {
@@ -205,14 +189,14 @@ void Supervisor::on_notification() {
   about["syscall"] = syscall_name(notif(buf).data.nr);
   about["timeout_ms"] = spec_.timeout_ms;
   emit(about);
-  waiting_.push_back({std::move(buf), ask, now_ns() + spec_.timeout_ms * 1'000'000ull});
+  waiting_.push_back({std::move(buf), ask, mono_ns() + spec_.timeout_ms * 1'000'000ull});
 }
 
 Supervisor::Verdict Supervisor::decide(const seccomp_notif& n, uint64_t ask, json* about) {
   const auto& w = policy::write_ask_syscalls();
   if (std::find(w.begin(), w.end(), n.data.nr) != w.end()) return decide_file(n, ask, about);
   (*about)["kind"] = "syscall";
-  Grant* g = table_.for_syscall(n.data.nr, now_ns());
+  Grant* g = table_.for_syscall(n.data.nr, mono_ns());
   if (!g) return valid(n.id) ? Verdict::Wait : Verdict::Gone;
   // The decision rests on the call's number, which the kernel does not read
   // again: letting the call go on is safe here.
@@ -284,9 +268,8 @@ Supervisor::Verdict Supervisor::decide_file(const seccomp_notif& n, uint64_t ask
     Place* p;
     ~Close() { close_place(p[0]), close_place(p[1]); }
   } closer{places};
-  std::vector<int> granted_ids;
   std::vector<int> grant_fds;
-  std::vector<Grant*> grants = table_.writes(now_ns());
+  std::vector<Grant*> grants = table_.writes(mono_ns());
   for (Grant* g : grants) grant_fds.push_back(grant_dirs_.count(g->id) ? grant_dirs_[g->id] : -1);
   Grant* using_grant = nullptr;
   bool outside_all = false;
@@ -456,7 +439,7 @@ json Supervisor::handle(const Client& c, const std::string& line) {
   auto req = parse_request(line, &error);
   if (!req) return {{"ok", false}, {"error", error}};
   json who = {{"client_uid", c.uid}, {"client_pid", c.pid}};
-  uint64_t now = now_ns();
+  uint64_t now = mono_ns();
   if (req->op == Request::Op::List) {
     json grants = json::array(), waiting = json::array();
     for (const Grant& g : table_.all()) {
@@ -491,10 +474,6 @@ json Supervisor::handle(const Client& c, const std::string& line) {
     dir = sandbox_dir(g.path);
     if (dir < 0)
       return {{"ok", false}, {"error", g.path + " is not a directory in the sandbox: " + strerror(errno)}};
-    struct stat st;
-    fstat(dir, &st);
-    g.dev = st.st_dev;
-    g.ino = st.st_ino;
   }
   if (req->duration_ms) g.expires_ns = now + req->duration_ms * 1'000'000ull;
   uint64_t id = table_.add(g);
@@ -540,7 +519,7 @@ void Supervisor::run() {
     _exit(0);
   }
   for (;;) {
-    uint64_t now = now_ns();
+    uint64_t now = mono_ns();
     expire_grants(now);
     expire_waiting(now);
     std::erase_if(clients_, [](const Client& c) { return c.fd < 0; });

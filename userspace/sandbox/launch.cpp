@@ -228,24 +228,6 @@ void build_root(const SandboxSpec& s, int userns_fd) {
   if (chdir(s.work_dir.c_str()) != 0) fail(stage_with("chdir to the work directory", s.work_dir));
 }
 
-// One descriptor over a Unix socket; 0 or an errno.
-int send_fd(int sock, int fd) {
-  char byte = 'n';
-  iovec iov{&byte, 1};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof(control);
-  cmsghdr* c = CMSG_FIRSTHDR(&msg);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(sizeof(int));
-  std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
-  return sendmsg(sock, &msg, MSG_NOSIGNAL) == 1 ? 0 : errno;
-}
-
 // Bounding set and securebits first (they need CAP_SETPCAP), then the
 // command's ids (CAP_SETUID/SETGID), then nothing but the kept capabilities.
 void drop_privileges(const policy::Policy& p, uid_t uid, gid_t gid) {

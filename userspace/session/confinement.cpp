@@ -240,12 +240,11 @@ void Confinement::start_grants(const std::string& path) {
 }
 
 void Confinement::record_grants() {
-  if (!grant_log_ || grants_ended_) return;
+  if (!grant_log_ || grant_log_->fd() < 0) return;
   Emitted out = pipeline_->emitted();
   std::string notes;
   bool open = grant_log_->read(out, &notes);
   if (!open) {
-    grants_ended_ = true;
     int status = 0;
     pid_t got = supervisor_ > 0 ? waitpid(supervisor_, &status, WNOHANG) : -1;
     if (got == supervisor_) supervisor_ = -1;
@@ -257,7 +256,7 @@ void Confinement::record_grants() {
       e.set("why", "the grant supervisor " + why + "; asked calls fail from now on (ENOSYS)");
       notes += "flightrec: ALERT the grant supervisor " + why + ": asked calls fail from now on\n";
     }
-    close(grant_log_->fd());
+    grant_log_->close();
   }
   pipeline_->write(out);
   std::istringstream lines(notes);
@@ -268,8 +267,8 @@ void Confinement::stop_grants() {
   if (!grant_log_) return;
   stopping_grants_ = true;
   if (supervisor_ > 0) kill(supervisor_, SIGTERM);
-  fcntl(grant_log_->fd(), F_SETFL, 0);  // what it wrote is read to the end
-  while (!grants_ended_) record_grants();
+  if (grant_log_->fd() >= 0) fcntl(grant_log_->fd(), F_SETFL, 0);  // what it wrote is read to the end
+  while (grant_log_->fd() >= 0) record_grants();
   if (supervisor_ > 0) waitpid(supervisor_, nullptr, 0);
   supervisor_ = -1;
   if (!grant_socket_.empty()) unlink(grant_socket_.c_str());

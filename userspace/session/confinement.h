@@ -146,7 +146,7 @@ class Confinement : public Observer {
   std::string grant_socket_;
   pid_t supervisor_ = -1;
   std::unique_ptr<GrantLog> grant_log_;
-  bool grants_ended_ = false, stopping_grants_ = false;
+  bool stopping_grants_ = false;
   int notify_sock_[2] = {-1, -1};
   uint64_t closes_left_to_end_ = 0;
   uint64_t packet_drops_seen_[FR_NET_DROP_KINDS] = {};

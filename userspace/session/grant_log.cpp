@@ -30,8 +30,11 @@ std::string unhex(const std::string& h) {
 
 }  // namespace
 
-GrantLog::~GrantLog() {
-  if (fd_ >= 0) close(fd_);
+GrantLog::~GrantLog() { close(); }
+
+void GrantLog::close() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
 }
 
 bool GrantLog::read(Emitted& out, std::string* notes) {

@@ -15,7 +15,8 @@ class GrantLog {
   ~GrantLog();
   GrantLog(const GrantLog&) = delete;
   GrantLog& operator=(const GrantLog&) = delete;
-  int fd() const { return fd_; }
+  int fd() const { return fd_; }  // -1 once closed
+  void close();
   // Reads what is there; entries into out, lines for stderr into *notes.
   // False at EOF (the supervisor is gone).
   bool read(Emitted& out, std::string* notes);
