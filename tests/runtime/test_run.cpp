@@ -318,7 +318,7 @@ TEST_CASE("a ring buffer too small for a syscall storm yields explicit lost entr
   TempDir dir;
   std::string db = dir.file("s.db");
   // 64 KiB holds ~400 records; a million getppid() calls overflow it.
-  Result r = flightrec({"run", "--policy", "observe", "--db", db, "--ring-size", "64K", "--", BENCH_SYSCALLS_BIN, "getppid",
+  Result r = flightrec({"run", "--policy", "observe", "--db", db, "--ring-size", "64K", "--on-loss", "continue", "--", BENCH_SYSCALLS_BIN, "getppid",
                         "1000000"});
   CHECK(r.code == 0);
   auto all = entries(db);

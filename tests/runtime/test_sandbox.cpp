@@ -652,7 +652,9 @@ struct OutsideAlias {
 };
 
 // Whether a TCP connection to addr:port completes within a second.
-bool connects(const std::string& addr, int port) {
+// Whether a TCP connection to addr:port completes within a second; if it
+// does and `say` is given, sends it.
+bool connects(const std::string& addr, int port, const std::string& say = "") {
   int s = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   sockaddr_in sa{};
   sa.sin_family = AF_INET;
@@ -663,6 +665,7 @@ bool connects(const std::string& addr, int port) {
   int err = -1;
   socklen_t len = sizeof(err);
   bool ok = poll(&p, 1, 1000) == 1 && getsockopt(s, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0;
+  if (ok && !say.empty()) ok = ::write(s, say.data(), say.size()) == ssize_t(say.size());
   close(s);
   return ok;
 }
@@ -705,11 +708,15 @@ TEST_CASE("egress allowlist: ICMP sockets refused, sendmsg destinations judged, 
       "s = socket.socket()\n"
       "s.listen()\n"  // no bind: the kernel binds 0.0.0.0 and a free port
       "print(s.getsockname()[1], flush=True)\n"
-      "s.settimeout(4)\n"
+      // Until the test says it is done (a connection that sends "q"), not
+      // for a set time: the test's own connects come late on a slow machine.
+      "s.settimeout(60)\n"
       "got = 0\n"
       "try:\n"
       "    while True:\n"
-      "        c, peer = s.accept(); got += 1; print('from', peer[0]); c.close()\n"
+      "        c, peer = s.accept(); c.settimeout(60)\n"
+      "        if c.recv(1) == b'q': break\n"
+      "        got += 1; print('from', peer[0]); c.close()\n"
       "except OSError:\n"
       "    pass\n"
       "print('accepted', got)\n";
@@ -721,6 +728,7 @@ TEST_CASE("egress allowlist: ICMP sockets refused, sendmsg destinations judged, 
   int port = std::atoi(read_line(p.out_fd).c_str());
   bool from_outside = port > 0 && connects(outside, port);
   bool from_loopback = port > 0 && connects("127.0.0.1", port);
+  if (port > 0) connects("127.0.0.1", port, "q");
   Result r = wait(p);
   std::ofstream("/proc/sys/net/ipv4/ping_group_range") << ping_range;
   INFO(r.err);

@@ -87,7 +87,11 @@ prepare() {
 run_one() {
   local series=$1 dir out
   shift
+  # One preparer at a time: ctest -j2 boots two guests of one kernel at once.
+  exec 9>"$cache/.prepare.lock"
+  flock 9
   dir=$(prepare "$series")
+  flock -u 9
   out=$(mktemp -d /tmp/flightrec-vmtest-XXXXXX)
   printf '%q ' "$@" > "$out/command"
   # The guest gets a fresh /tmp; a command that lives under the host's /tmp
