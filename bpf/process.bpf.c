@@ -145,24 +145,35 @@ int BPF_PROG(fr_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 	return 0;
 }
 
+static __always_inline void record_exit(struct task_struct *p)
+{
+	__u32 session = fr_task_session(p);
+	if (!session)
+		return;
+	struct fr_exit *r = bpf_ringbuf_reserve(&fr_events, sizeof(*r), 0);
+	if (!r) {
+		fr_count_drop();
+		return;
+	}
+	fr_fill_header(&r->h, FR_REC_EXIT, sizeof(*r), session);
+	r->exit_code = BPF_CORE_READ(p, exit_code);
+	r->flags = BPF_CORE_READ(p, signal, live.counter) == 0 ? FR_EXIT_GROUP_DEAD : 0;
+	bpf_ringbuf_submit(r, fr_wakeup_flag(sizeof(*r)));
+}
+
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(fr_exit, struct task_struct *p)
 {
 	struct fr_task_state *own = bpf_task_storage_get(&fr_tasks, p, 0, 0);
 	if (own && fr_session_open(own->session))
 		fr_count_task(own->session, false);
-	__u32 session = fr_task_session(p);
-	if (!session)
-		return 0;
-	struct fr_exit *r = bpf_ringbuf_reserve(&fr_events, sizeof(*r), 0);
-	if (!r) {
-		fr_count_drop();
-		return 0;
-	}
-	fr_fill_header(&r->h, FR_REC_EXIT, sizeof(*r), session);
-	r->exit_code = BPF_CORE_READ(p, exit_code);
-	r->flags = BPF_CORE_READ(p, signal, live.counter) == 0 ? FR_EXIT_GROUP_DEAD : 0;
-	bpf_ringbuf_submit(r, fr_wakeup_flag(sizeof(*r)));
+	record_exit(p);
+	/* Counted out once, and the state goes with the count: state the
+	 * recorder seeds into a task that is exiting meanwhile is then found
+	 * still there and taken back (Capture::seed_tasks), never counted in
+	 * its session forever. */
+	if (own)
+		bpf_task_storage_delete(&fr_tasks, p);
 	return 0;
 }
 

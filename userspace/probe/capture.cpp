@@ -577,6 +577,19 @@ size_t Capture::track_existing(uint32_t session, const std::vector<std::string>&
         if (enclosing.count(id)) return true;
     return false;
   };
+  // PF_EXITING (include/linux/sched.h), in /proc/TID/stat's ninth field:
+  // set before the exit tracepoint fires.
+  constexpr unsigned long kPfExiting = 0x4;
+  auto exiting = [](pid_t tid) {
+    std::string stat = try_read_file("/proc/" + std::to_string(tid) + "/stat").value_or("");
+    size_t at = stat.rfind(')');
+    if (at == std::string::npos) return true;  // gone
+    std::istringstream fields(stat.substr(at + 2));
+    std::string skip;
+    unsigned long flags = 0;
+    for (int i = 0; i < 6; ++i) fields >> skip;  // state ppid pgrp session tty_nr tpgid
+    return !(fields >> flags) || (flags & kPfExiting);
+  };
   std::vector<std::string> dirs = cgroup_dirs;
   for (size_t i = 0; i < dirs.size(); ++i) {
     if (DIR* d = opendir(dirs[i].c_str())) {
@@ -604,6 +617,13 @@ size_t Capture::track_existing(uint32_t session, const std::vector<std::string>&
       if (bpf_map_update_elem(map, &fd, &seeded, BPF_NOEXIST) == 0) {
         ++tracked;
         ++task_adjust_[session];  // joined here, not in a program
+        // Exiting meanwhile: if the exit program ran before the state was
+        // there, it counted nothing and left the state (it deletes what it
+        // counts out, bpf/process.bpf.c), so the state is taken back.
+        if (exiting(tid) && bpf_map_delete_elem(map, &fd) == 0) {
+          --tracked;
+          --task_adjust_[session];
+        }
       } else if (errno == EEXIST) {
         fr_task_state held{};
         bool read = bpf_map_lookup_elem(map, &fd, &held) == 0;
