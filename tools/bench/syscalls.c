@@ -3,7 +3,8 @@
  *   bench_syscalls rate R SECONDS   getppid() at R calls/s for SECONDS (paced)
  *   bench_syscalls forkexec N       N fork + exec of /bin/true, waited for; prints ms
  *   bench_syscalls write MB PATH    write MB MiB to PATH in 64 KiB writes + fsync; prints ms
- *   bench_syscalls open N PATH      N open() + close() of PATH; prints ns per pair */
+ *   bench_syscalls open N PATH      N open() + close() of PATH; prints ns per pair
+ *   bench_syscalls openw N PATH     the same, opened for writing (created if need be) */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -74,11 +75,12 @@ int main(int argc, char **argv)
 		fsync(fd);
 		close(fd);
 		printf("%.3f\n", (now() - t) * 1e3);
-	} else if (!strcmp(argv[1], "open") && argc == 4) {
+	} else if ((!strcmp(argv[1], "open") || !strcmp(argv[1], "openw")) && argc == 4) {
 		long n = atol(argv[2]);
+		int flags = !strcmp(argv[1], "open") ? O_RDONLY : O_WRONLY | O_CREAT;
 		double t = now();
 		for (long i = 0; i < n; i++) {
-			int fd = open(argv[3], O_RDONLY | O_CLOEXEC);
+			int fd = open(argv[3], flags | O_CLOEXEC, 0644);
 			if (fd < 0)
 				return 1;
 			close(fd);

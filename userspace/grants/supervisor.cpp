@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>  // RENAME_NOREPLACE
 #include <cstring>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -61,6 +62,21 @@ struct FileCall {
   enum class Op { Open, Mkdir, Unlink, Rename } op = Op::Open;
   uint64_t flags = 0, mode = 0, resolve = 0;
 };
+
+// Whether the kernel refuses the call for what stands (or not) at path i
+// alone, before any permission check: mkdir of what exists, removing or
+// renaming what does not, an open without O_CREAT of a missing file. No
+// grant could change that answer, so such calls are not asked about.
+bool refused_by_leaf(const FileCall& c, int i, bool exists) {
+  using Op = FileCall::Op;
+  switch (c.op) {
+    case Op::Mkdir: return exists;
+    case Op::Open: return exists ? (c.flags & (O_CREAT | O_EXCL)) == (O_CREAT | O_EXCL) : !(c.flags & O_CREAT);
+    case Op::Unlink: return !exists;
+    case Op::Rename: return i == 0 ? !exists : exists && (c.flags & RENAME_NOREPLACE);
+  }
+  return false;
+}
 
 // The file calls ask.write routes here (policy::write_ask_syscalls()).
 bool file_call(const seccomp_data& d, const AgentView& view, FileCall* c) {
@@ -283,7 +299,10 @@ Supervisor::Verdict Supervisor::decide_file(const seccomp_notif& n, uint64_t ask
     Place& p = places[i];
     if (view_.beneath(p.dir_fd, writable_dirs_) >= 0) continue;
     struct stat st;
-    if (p.leaf != "." && fstatat(p.dir_fd, p.leaf.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
+    bool exists = p.leaf != "." && fstatat(p.dir_fd, p.leaf.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
+    if (p.leaf != "." && refused_by_leaf(call, i, exists))
+      return go_on();  // EEXIST or ENOENT from the kernel, as without an ask (mkdir -p of /home)
+    if (exists) {
       if (S_ISLNK(st.st_mode) && call.op == FileCall::Op::Open && !(call.flags & O_NOFOLLOW))
         return go_on();  // where an open follows a final symlink is the kernel's to say
       bool device = false;

@@ -245,8 +245,17 @@ void Confinement::record_grants() {
   std::string notes;
   bool open = grant_log_->read(out, &notes);
   if (!open) {
+    // Its end of the pipe closes as it exits, a moment before it can be
+    // reaped. One that closed it and lives on is broken: it is killed, so
+    // that asked calls fail (closed) rather than get its answers.
     int status = 0;
-    pid_t got = supervisor_ > 0 ? waitpid(supervisor_, &status, WNOHANG) : -1;
+    pid_t got = -1;
+    for (int i = 0; supervisor_ > 0 && i < 100 && (got = waitpid(supervisor_, &status, WNOHANG)) == 0; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    if (got == 0) {
+      kill(supervisor_, SIGKILL);
+      got = waitpid(supervisor_, &status, 0);
+    }
     if (got == supervisor_) supervisor_ = -1;
     if (!stopping_grants_) {
       // Asked calls fail from now on (the kernel answers ENOSYS without a listener).

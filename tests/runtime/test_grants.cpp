@@ -1,0 +1,373 @@
+// Runtime grants (README: Runtime grants) on the real kernel: a sandboxed
+// shell whose writes outside its work directory, and named system calls,
+// wait on seccomp user notification for a grant given over the session's
+// grant socket; every grant, use, expiry, revocation and refusal is checked
+// in the sealed record.
+#include <doctest/doctest.h>
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "runtime/harness.h"
+
+using nlohmann::json;
+using namespace rt;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A host directory anyone may write (the sandbox's ids are not the host's),
+// outside every tree the policy makes writable: only a grant opens it.
+struct HostDir {
+  std::string path;
+  explicit HostDir(const std::string& suffix = "") : path("/opt/flightrec-grant-test-" + std::to_string(getpid()) + suffix) {
+    fs::create_directories(path);
+    chmod(path.c_str(), 0777);
+  }
+  ~HostDir() { fs::remove_all(path); }
+};
+
+// One JSON request on a grant socket and its reply line ("" if none).
+std::string ask_socket(const std::string& sock, const std::string& line) {
+  int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un sa{};
+  sa.sun_family = AF_UNIX;
+  std::strncpy(sa.sun_path, sock.c_str(), sizeof(sa.sun_path) - 1);
+  std::string reply;
+  if (connect(s, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) == 0) {
+    // A refused client is answered and closed at once, perhaps before this
+    // is sent: no SIGPIPE, and the reply is read all the same.
+    (void)!send(s, (line + "\n").data(), line.size() + 1, MSG_NOSIGNAL);
+    char c;
+    while (read(s, &c, 1) == 1 && c != '\n') reply += c;
+  }
+  close(s);
+  return reply;
+}
+
+// `flightrec run` of a shell script under a policy that asks. The script
+// and the test take turns: `step NAME` in the script says "ready NAME" on
+// stderr and waits for a line on its stdin (the sandbox's writes never
+// reach the host, so files cannot carry the turns).
+struct AskSession {
+  TempDir dir;
+  std::string work = dir.file("work"), db = dir.file("s.db"), sock = dir.file("grants.sock");
+  Proc proc;
+  int in_fd = -1;
+  std::string err;  // stderr read so far
+  AskSession(const std::string& ask_yaml, const std::string& script, const std::vector<std::string>& args = {}) {
+    fs::create_directories(work);
+    chmod(dir.path.c_str(), 0711);  // the socket is reachable by other users (they are refused)
+    std::ofstream(dir.file("ask.yaml")) << "version: 1\nname: ask-test\nask:\n" << ask_yaml;
+    std::string prelude =
+        "step() { echo \"ready $1\" >&2; read go; }\n"
+        "w() { if echo \"$2\" > \"$1\" 2>/dev/null; then echo \"$1 written\"; else echo \"$1 refused\"; fi; }\n";
+    std::vector<std::string> argv = {FLIGHTREC_BIN, "run", "--policy", dir.file("ask.yaml"), "--db", db,
+                                     "--grants", sock, "--", "sh", "-c", prelude + script, "sh"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    int in[2], out[2], errp[2];
+    REQUIRE(pipe2(in, O_CLOEXEC) == 0);
+    REQUIRE(pipe2(out, O_CLOEXEC) == 0);
+    REQUIRE(pipe2(errp, O_CLOEXEC) == 0);
+    proc.pid = fork();
+    REQUIRE(proc.pid >= 0);
+    if (proc.pid == 0) {
+      dup2(in[0], 0);
+      dup2(out[1], 1);
+      dup2(errp[1], 2);
+      if (chdir(work.c_str()) != 0) _exit(126);
+      std::vector<char*> args;
+      for (auto& a : argv) args.push_back(a.data());
+      args.push_back(nullptr);
+      execv(args[0], args.data());
+      _exit(127);
+    }
+    close(in[0]), close(out[1]), close(errp[1]);
+    in_fd = in[1];
+    proc.out_fd = out[0];
+    proc.err_fd = errp[0];
+  }
+  ~AskSession() {
+    if (in_fd >= 0) close(in_fd);
+    if (proc.pid > 0) {
+      kill(proc.pid, SIGKILL);
+      wait(proc);
+    }
+  }
+  // Reads stderr until the script's "ready NAME" (a bounded wait, not a timing check).
+  bool reached(const std::string& name) {
+    std::string want = "ready " + name + "\n";
+    while (err.find(want) == std::string::npos) {
+      pollfd p{proc.err_fd, POLLIN, 0};
+      char buf[4096];
+      ssize_t n = poll(&p, 1, 60000) == 1 ? read(proc.err_fd, buf, sizeof(buf)) : -1;
+      if (n <= 0) {
+        MESSAGE("the script never reached step " << name << "; stderr:\n" << err);
+        return false;
+      }
+      err.append(buf, size_t(n));
+    }
+    return true;
+  }
+  void go() { REQUIRE(write(in_fd, "go\n", 3) == 3); }
+  Result finish() {
+    close(in_fd);
+    in_fd = -1;
+    Result r = wait(proc);
+    proc.pid = -1;
+    r.err = err + r.err;
+    return r;
+  }
+  json request(const json& req) {
+    std::string reply = ask_socket(sock, req.dump());
+    INFO("reply: " << reply);
+    REQUIRE(json::accept(reply));
+    return json::parse(reply);
+  }
+};
+
+std::vector<json> with(const std::vector<json>& all, const std::string& type, const std::string& key, const json& value) {
+  std::vector<json> out;
+  for (const auto& e : of_type(all, type))
+    if (e.contains(key) && e[key] == value) out.push_back(e);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("grants: a write grant for one directory, used, then expired; the writes before and after are refused") {
+  REQUIRE_MESSAGE(is_root(), "runtime tests need root");
+  HostDir target;
+  AskSession s("  write: true\n  timeout: 1s\n",
+               "w " + target.path + "/one 1; step granted; w " + target.path + "/two 2; step expired; w " +
+                   target.path + "/three 3; cat " + target.path + "/two\n");
+  REQUIRE(s.reached("granted"));
+  json g = s.request({{"op", "grant"}, {"kind", "write"}, {"path", target.path}, {"duration_ms", 5000},
+                      {"reason", "pip install into the cache"}});
+  REQUIRE(g["ok"] == true);
+  int64_t id = g["id"].get<int64_t>();
+  s.go();
+  REQUIRE(s.reached("expired"));
+  // The grant lapses on its own; `list` shows it until then.
+  bool gone = false;
+  for (int i = 0; i < 1000 && !gone; ++i) {
+    gone = s.request({{"op", "list"}})["grants"].empty();
+    if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  REQUIRE(gone);
+  s.go();
+  Result r = s.finish();
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  CHECK(r.out == target.path + "/one refused\n" + target.path + "/two written\n" + target.path + "/three refused\n2\n");
+  // The writes went to the sandbox's overlay, never to the host.
+  CHECK(fs::is_empty(target.path));
+
+  CHECK(flightrec({"verify", "--db", s.db}).code == 0);
+  auto all = entries(s.db);
+  auto grants = of_type(all, "grant");
+  REQUIRE(grants.size() == 1);
+  CHECK(grants[0]["grant_id"] == id);
+  CHECK(grants[0]["kind"] == "write");
+  CHECK(grants[0]["path"] == target.path);
+  CHECK(grants[0]["duration_ms"] == 5000);
+  CHECK(grants[0]["reason"] == "pip install into the cache");
+  CHECK(grants[0]["client_uid"] == 0);
+  auto uses = with(all, "grant_use", "grant_id", id);
+  REQUIRE(uses.size() == 1);
+  CHECK(uses[0]["syscall"] == "openat");
+  CHECK(uses[0]["result"].get<int64_t>() >= 0);
+  auto expired = with(all, "grant_expired", "grant_id", id);
+  REQUIRE(expired.size() == 1);
+  CHECK(expired[0]["why"] == "time");
+  auto denied = of_type(all, "grant_denied");
+  REQUIRE(denied.size() == 2);
+  for (const auto& d : denied) {
+    CHECK(d["errno"] == EACCES);
+    CHECK(d["why"] == "no grant within 1000 ms");
+  }
+  // Each denial answers an ask that names the path the shell gave.
+  auto asks = of_type(all, "grant_ask");
+  REQUIRE(asks.size() == 2);
+  CHECK(asks[0]["path"] == target.path + "/one");
+  CHECK(asks[1]["path"] == target.path + "/three");
+}
+
+TEST_CASE("grants: a revoked grant stops writes; another user is refused; mkdir -p through a path that exists is not asked") {
+  REQUIRE_MESSAGE(is_root(), "runtime tests need root");
+  HostDir target;
+  AskSession s("  write: true\n  timeout: 1s\n",
+               "step granted; mkdir -p " + target.path + "/sub && echo mkdir ok; w " + target.path +
+                   "/sub/one 1; step revoked; w " + target.path + "/two 2\n");
+  REQUIRE(s.reached("granted"));
+  json g = s.request({{"op", "grant"}, {"kind", "write"}, {"path", target.path}, {"reason", "build step"}});
+  REQUIRE(g["ok"] == true);
+  int64_t id = g["id"].get<int64_t>();
+
+  // A user who is not the session's owner gets nothing, and is recorded.
+  pid_t child = fork();
+  if (child == 0) {
+    if (setresgid(65534, 65534, 65534) != 0 || setresuid(65534, 65534, 65534) != 0) _exit(3);
+    std::string reply = ask_socket(s.sock, R"({"op":"grant","kind":"write","path":"/","reason":"mine"})");
+    _exit(reply == R"({"error":"refused: uid 65534 is not the session's owner","ok":false})" ? 0 : 1);
+  }
+  int status = 0;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+
+  s.go();
+  REQUIRE(s.reached("revoked"));
+  CHECK(s.request({{"op", "revoke"}, {"id", id}, {"reason", "step done"}})["ok"] == true);
+  CHECK(s.request({{"op", "revoke"}, {"id", id}})["error"] == "no grant with id " + std::to_string(id));
+  s.go();
+  Result r = s.finish();
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  CHECK(r.out == "mkdir ok\n" + target.path + "/sub/one written\n" + target.path + "/two refused\n");
+
+  CHECK(flightrec({"verify", "--db", s.db}).code == 0);
+  auto all = entries(s.db);
+  auto revoked = with(all, "grant_revoked", "grant_id", id);
+  REQUIRE(revoked.size() == 1);
+  CHECK(revoked[0]["reason"] == "step done");
+  CHECK(revoked[0]["client_uid"] == 0);
+  auto refused = of_type(all, "grant_refused");
+  REQUIRE(refused.size() == 1);
+  CHECK(refused[0]["client_uid"] == 65534);
+  CHECK(refused[0]["why"] == "uid 65534 is not the session's owner");
+  // mkdir -p asks nothing for the directories that exist: only sub is made
+  // under the grant, then one file; two is refused after the revocation.
+  auto uses = with(all, "grant_use", "grant_id", id);
+  REQUIRE(uses.size() == 2);
+  CHECK(uses[0]["syscall"] == "mkdir");
+  CHECK(uses[0]["result"] == 0);
+  CHECK(uses[1]["syscall"] == "openat");
+  auto asks = of_type(all, "grant_ask");
+  REQUIRE(asks.size() == 1);
+  CHECK(asks[0]["path"] == target.path + "/two");
+  CHECK(of_type(all, "grant_denied").size() == 1);
+}
+
+TEST_CASE("grants: a system call granted for one use goes through once, then waits and fails") {
+  REQUIRE_MESSAGE(is_root(), "runtime tests need root");
+  AskSession s("  syscalls: [uname]\n  timeout: 1s\n",
+               "step granted; for i in 1 2; do uname -n >/dev/null && echo \"uname $i ok\" || echo \"uname $i refused\"; done\n");
+  REQUIRE(s.reached("granted"));
+  json g = s.request({{"op", "grant"}, {"kind", "syscall"}, {"syscall", "uname"}, {"uses", 1}, {"reason", "one look"}});
+  REQUIRE(g["ok"] == true);
+  int64_t id = g["id"].get<int64_t>();
+  s.go();
+  Result r = s.finish();
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  CHECK(r.out == "uname 1 ok\nuname 2 refused\n");
+  auto all = entries(s.db);
+  auto uses = with(all, "grant_use", "grant_id", id);
+  REQUIRE(uses.size() == 1);
+  CHECK(uses[0]["syscall"] == "uname");
+  auto expired = with(all, "grant_expired", "grant_id", id);
+  REQUIRE(expired.size() == 1);
+  CHECK(expired[0]["why"] == "uses");
+  auto denied = of_type(all, "grant_denied");
+  REQUIRE(denied.size() == 1);
+  CHECK(denied[0]["syscall"] == "uname");
+  CHECK(denied[0]["errno"] == EPERM);
+}
+
+TEST_CASE("grants: a supervisor that dies leaves asked calls failing, and the record says so") {
+  REQUIRE_MESSAGE(is_root(), "runtime tests need root");
+  HostDir target;
+  AskSession s("  write: true\n  timeout: 10s\n", "step killed; w " + target.path + "/one 1\n");
+  REQUIRE(s.reached("killed"));
+  // The supervisor is flightrec's child named flightrec-grant.
+  pid_t supervisor = -1;
+  for (const auto& d : fs::directory_iterator("/proc")) {
+    std::string stat = slurp(d.path().string() + "/stat");
+    size_t close_paren = stat.rfind(')');
+    if (close_paren == std::string::npos || stat.find("(flightrec-grant)") == std::string::npos) continue;
+    if (std::atoi(stat.c_str() + stat.find(' ', close_paren + 2) + 1) == s.proc.pid)
+      supervisor = std::atoi(d.path().filename().c_str());
+  }
+  REQUIRE(supervisor > 0);
+  REQUIRE(kill(supervisor, SIGKILL) == 0);
+  // Its socket dies with it: no grant can come any more.
+  for (int i = 0; i < 500 && !ask_socket(s.sock, R"({"op":"list"})").empty(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  s.go();
+  Result r = s.finish();
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  CHECK(r.out == target.path + "/one refused\n");
+  CHECK(r.err.find("ALERT the grant supervisor killed by signal 9: asked calls fail from now on") != std::string::npos);
+  CHECK(flightrec({"verify", "--db", s.db}).code == 0);
+  auto all = entries(s.db);
+  auto stopped = of_type(all, "grants_stopped");
+  REQUIRE(stopped.size() == 1);
+  CHECK(stopped[0]["why"] == "the grant supervisor killed by signal 9; asked calls fail from now on (ENOSYS)");
+  CHECK(of_type(all, "grant_use").empty());
+}
+
+TEST_CASE("grants: a thread rewriting the path during the decision cannot get a write outside the granted directory") {
+  REQUIRE_MESSAGE(is_root(), "runtime tests need root");
+  HostDir granted("-a"), other("-b");
+  std::string a = granted.path + "/f", b = other.path + "/f";
+  // And a path in the work directory (the policy's writable tree) of b's length.
+  std::string w = "./" + std::string(b.size() - 4, 'w') + "/f";
+  AskSession s("  write: true\n  timeout: 100ms\n",
+               std::string("step granted; ") + GRANT_RACE_BIN + " " + a + " " + b + " 30; mkdir \"$(dirname \"$1\")\"; " +
+                   GRANT_RACE_BIN + " \"$1\" " + b + " 30\n",
+               {w});
+  REQUIRE(s.reached("granted"));
+  json g = s.request({{"op", "grant"}, {"kind", "write"}, {"path", granted.path}, {"reason", "race"}});
+  REQUIRE(g["ok"] == true);
+  s.go();
+  Result r = s.finish();
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  // Whatever the supervisor read is what it opened: b was never written,
+  // under the grant (done by the supervisor) or past it (Landlock).
+  // (The second race rewrites many bytes, so most opens see a mix of the
+  // two names and fail; only b matters there.)
+  CHECK(r.out.rfind("a exists, b absent\n", 0) == 0);
+  CHECK(r.out.substr(r.out.find('\n') + 1).find(", b absent\n") != std::string::npos);
+  CHECK(count_lines(r.out) == 2);
+  CHECK(fs::is_empty(granted.path));
+  CHECK(fs::is_empty(other.path));
+  auto all = entries(s.db);
+  auto uses = with(all, "grant_use", "grant_id", g["id"]);
+  CHECK(!uses.empty());
+  for (const auto& u : uses) CHECK(u["result"].get<int64_t>() >= 0);
+}
+
+TEST_CASE("grants: examples/agent_loop.py grants a directory for one step, and the step after it is refused") {
+  REQUIRE_MESSAGE(is_root(), "runtime tests need root");
+  TempDir dir;
+  std::string db = dir.file("steps.db");
+  Result r = run_in(dir.path.string(), {"python3", SOURCE_DIR "/examples/agent_loop.py", "--flightrec", FLIGHTREC_BIN,
+                                        "--db", db});
+  fs::remove_all("/opt/flightrec-example-cache");
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("step: fill the package cache: exit 0\n    wheel\nstep: read the cache back: exit 0\n") !=
+        std::string::npos);
+  CHECK(r.out.find("step: write there without a grant: exit 2\n") != std::string::npos);
+  auto all = entries(db);
+  REQUIRE(of_type(all, "grant").size() == 1);
+  CHECK(of_type(all, "grant")[0]["reason"] == "fill the package cache");
+  CHECK(of_type(all, "grant_revoked").size() == 1);
+  CHECK(of_type(all, "grant_use").size() == 2);
+  CHECK(of_type(all, "grant_denied").size() == 1);
+}
