@@ -170,7 +170,7 @@ int BPF_PROG(fr_exit, struct task_struct *p)
 	record_exit(p);
 	/* Counted out once, and the state goes with the count: state the
 	 * recorder seeds into a task that is exiting meanwhile is then found
-	 * still there and taken back (Capture::seed_tasks), never counted in
+	 * still there and taken back (Capture::track_existing), never counted in
 	 * its session forever. */
 	if (own)
 		bpf_task_storage_delete(&fr_tasks, p);

@@ -19,12 +19,15 @@ namespace rt {
 
 Proc start(const std::vector<std::string>& argv) { return start_in("", argv, {}); }
 
-Proc start_in(const std::string& cwd, const std::vector<std::string>& argv, const std::vector<std::string>& env) {
-  int out[2], err[2];
-  if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) throw std::runtime_error("pipe");
+Proc start_in(const std::string& cwd, const std::vector<std::string>& argv, const std::vector<std::string>& env,
+              bool pipe_stdin) {
+  int out[2], err[2], in[2] = {-1, -1};
+  if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0 || (pipe_stdin && pipe2(in, O_CLOEXEC) != 0))
+    throw std::runtime_error("pipe");
   pid_t pid = fork();
   if (pid < 0) throw std::runtime_error("fork");
   if (pid == 0) {
+    if (pipe_stdin) dup2(in[0], 0);
     dup2(out[1], 1);
     dup2(err[1], 2);
     if (!cwd.empty() && chdir(cwd.c_str()) != 0) _exit(126);
@@ -37,11 +40,16 @@ Proc start_in(const std::string& cwd, const std::vector<std::string>& argv, cons
   }
   close(out[1]);
   close(err[1]);
-  return Proc{pid, out[0], err[0]};
+  if (pipe_stdin) close(in[0]);
+  return Proc{pid, out[0], err[0], in[1]};
 }
 
 Result wait(Proc& p) {
   Result r;
+  if (p.in_fd >= 0) {
+    close(p.in_fd);
+    p.in_fd = -1;
+  }
   pollfd fds[2] = {{p.out_fd, POLLIN, 0}, {p.err_fd, POLLIN, 0}};
   int open_fds = 2;
   char buf[65536];

@@ -18,11 +18,14 @@ struct Result {
 struct Proc {
   pid_t pid = -1;
   int out_fd = -1, err_fd = -1;
+  int in_fd = -1;  // its stdin, when asked for (closed by wait)
 };
 
 Proc start(const std::vector<std::string>& argv);
-// In directory cwd (if not empty), with NAME=VALUE entries added to the environment.
-Proc start_in(const std::string& cwd, const std::vector<std::string>& argv, const std::vector<std::string>& env);
+// In directory cwd (if not empty), with NAME=VALUE entries added to the
+// environment; with pipe_stdin, its stdin is a pipe from Proc::in_fd.
+Proc start_in(const std::string& cwd, const std::vector<std::string>& argv, const std::vector<std::string>& env,
+              bool pipe_stdin = false);
 Result run_in(const std::string& cwd, const std::vector<std::string>& argv, const std::vector<std::string>& env = {});
 Result wait(Proc& p);
 Result run(const std::vector<std::string>& argv);

@@ -65,7 +65,6 @@ struct AskSession {
   TempDir dir;
   std::string work = dir.file("work"), db = dir.file("s.db"), sock = dir.file("grants.sock");
   Proc proc;
-  int in_fd = -1;
   std::string err;  // stderr read so far
   AskSession(const std::string& ask_yaml, const std::string& script, const std::vector<std::string>& args = {}) {
     fs::create_directories(work);
@@ -77,30 +76,9 @@ struct AskSession {
     std::vector<std::string> argv = {FLIGHTREC_BIN, "run", "--policy", dir.file("ask.yaml"), "--db", db,
                                      "--grants", sock, "--", "sh", "-c", prelude + script, "sh"};
     argv.insert(argv.end(), args.begin(), args.end());
-    int in[2], out[2], errp[2];
-    REQUIRE(pipe2(in, O_CLOEXEC) == 0);
-    REQUIRE(pipe2(out, O_CLOEXEC) == 0);
-    REQUIRE(pipe2(errp, O_CLOEXEC) == 0);
-    proc.pid = fork();
-    REQUIRE(proc.pid >= 0);
-    if (proc.pid == 0) {
-      dup2(in[0], 0);
-      dup2(out[1], 1);
-      dup2(errp[1], 2);
-      if (chdir(work.c_str()) != 0) _exit(126);
-      std::vector<char*> args;
-      for (auto& a : argv) args.push_back(a.data());
-      args.push_back(nullptr);
-      execv(args[0], args.data());
-      _exit(127);
-    }
-    close(in[0]), close(out[1]), close(errp[1]);
-    in_fd = in[1];
-    proc.out_fd = out[0];
-    proc.err_fd = errp[0];
+    proc = start_in(work, argv, {}, true);
   }
   ~AskSession() {
-    if (in_fd >= 0) close(in_fd);
     if (proc.pid > 0) {
       kill(proc.pid, SIGKILL);
       wait(proc);
@@ -121,10 +99,8 @@ struct AskSession {
     }
     return true;
   }
-  void go() { REQUIRE(write(in_fd, "go\n", 3) == 3); }
+  void go() { REQUIRE(write(proc.in_fd, "go\n", 3) == 3); }
   Result finish() {
-    close(in_fd);
-    in_fd = -1;
     Result r = wait(proc);
     proc.pid = -1;
     r.err = err + r.err;

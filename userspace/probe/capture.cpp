@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <cstring>
 #include <set>
+#include <optional>
 #include <sstream>
 
 #include "common/error.h"
@@ -577,19 +578,26 @@ size_t Capture::track_existing(uint32_t session, const std::vector<std::string>&
         if (enclosing.count(id)) return true;
     return false;
   };
-  // PF_EXITING (include/linux/sched.h), in /proc/TID/stat's ninth field:
-  // set before the exit tracepoint fires.
-  constexpr unsigned long kPfExiting = 0x4;
-  auto exiting = [](pid_t tid) {
-    std::string stat = try_read_file("/proc/" + std::to_string(tid) + "/stat").value_or("");
-    size_t at = stat.rfind(')');
-    if (at == std::string::npos) return true;  // gone
-    std::istringstream fields(stat.substr(at + 2));
-    std::string skip;
+  // A task's state letter and flags, from /proc/TID/stat (fields 3 and 9);
+  // nullopt once it is gone.
+  struct TaskStat {
+    char state = 0;
     unsigned long flags = 0;
-    for (int i = 0; i < 6; ++i) fields >> skip;  // state ppid pgrp session tty_nr tpgid
-    return !(fields >> flags) || (flags & kPfExiting);
   };
+  auto task_stat = [](pid_t tid) -> std::optional<TaskStat> {
+    std::string stat = try_read_file("/proc/" + std::to_string(tid) + "/stat").value_or("");
+    size_t paren = stat.rfind(')');
+    if (paren == std::string::npos || paren + 2 >= stat.size()) return std::nullopt;
+    std::istringstream fields(stat.substr(paren + 2));
+    TaskStat t;
+    std::string skip;
+    fields >> t.state;
+    for (int i = 0; i < 5; ++i) fields >> skip;  // ppid pgrp session tty_nr tpgid
+    if (!(fields >> t.flags)) return std::nullopt;
+    return t;
+  };
+  // PF_EXITING (include/linux/sched.h): set before the exit tracepoint fires.
+  constexpr unsigned long kPfExiting = 0x4;
   std::vector<std::string> dirs = cgroup_dirs;
   for (size_t i = 0; i < dirs.size(); ++i) {
     if (DIR* d = opendir(dirs[i].c_str())) {
@@ -607,10 +615,8 @@ size_t Capture::track_existing(uint32_t session, const std::vector<std::string>&
       // Never the recorder itself (watching the cgroup it runs in), and
       // never a task past its exit (it would count in its session forever).
       if (access(("/proc/self/task/" + std::to_string(tid)).c_str(), F_OK) == 0) continue;
-      std::string stat = try_read_file("/proc/" + std::to_string(tid) + "/stat").value_or("");
-      size_t paren = stat.rfind(')');
-      if (paren == std::string::npos || paren + 2 >= stat.size() || stat[paren + 2] == 'Z' || stat[paren + 2] == 'X')
-        continue;
+      auto before = task_stat(tid);
+      if (!before || before->state == 'Z' || before->state == 'X') continue;
       int fd = int(syscall(SYS_pidfd_open, tid, kPidfdThread));
       if (fd < 0) fd = int(syscall(SYS_pidfd_open, tid, 0));  // a leader, on older kernels
       if (fd < 0) continue;  // gone meanwhile, or a thread its leader covers
@@ -620,7 +626,8 @@ size_t Capture::track_existing(uint32_t session, const std::vector<std::string>&
         // Exiting meanwhile: if the exit program ran before the state was
         // there, it counted nothing and left the state (it deletes what it
         // counts out, bpf/process.bpf.c), so the state is taken back.
-        if (exiting(tid) && bpf_map_delete_elem(map, &fd) == 0) {
+        auto now = task_stat(tid);
+        if ((!now || (now->flags & kPfExiting)) && bpf_map_delete_elem(map, &fd) == 0) {
           --tracked;
           --task_adjust_[session];
         }
