@@ -66,8 +66,12 @@ struct AskSession {
   std::string work = dir.file("work"), db = dir.file("s.db"), sock = dir.file("grants.sock");
   Proc proc;
   std::string err;  // stderr read so far
-  AskSession(const std::string& ask_yaml, const std::string& script, const std::vector<std::string>& args = {}) {
+  // tools: programs copied into the work directory, where the script finds
+  // them as ./NAME (the build tree may be hidden from the sandbox, e.g. under /tmp).
+  AskSession(const std::string& ask_yaml, const std::string& script, const std::vector<std::string>& args = {},
+             const std::vector<std::string>& tools = {}) {
     fs::create_directories(work);
+    for (const auto& t : tools) fs::copy_file(t, work + "/" + fs::path(t).filename().string());
     chmod(dir.path.c_str(), 0711);  // the socket is reachable by other users (they are refused)
     std::ofstream(dir.file("ask.yaml")) << "version: 1\nname: ask-test\nask:\n" << ask_yaml;
     std::string prelude =
@@ -303,9 +307,9 @@ TEST_CASE("grants: a thread rewriting the path during the decision cannot get a 
   // And a path in the work directory (the policy's writable tree) of b's length.
   std::string w = "./" + std::string(b.size() - 4, 'w') + "/f";
   AskSession s("  write: true\n  timeout: 100ms\n",
-               std::string("step granted; ") + GRANT_RACE_BIN + " " + a + " " + b + " 30; mkdir \"$(dirname \"$1\")\"; " +
-                   GRANT_RACE_BIN + " \"$1\" " + b + " 30\n",
-               {w});
+               "step granted; ./grant_race " + a + " " + b + " 30; mkdir \"$(dirname \"$1\")\"; ./grant_race \"$1\" " + b +
+                   " 30\n",
+               {w}, {GRANT_RACE_BIN});
   REQUIRE(s.reached("granted"));
   json g = s.request({{"op", "grant"}, {"kind", "write"}, {"path", granted.path}, {"reason", "race"}});
   REQUIRE(g["ok"] == true);
