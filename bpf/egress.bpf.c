@@ -3,7 +3,8 @@
  * policy has an allowlist. In allowlist mode the sandbox shares the host's
  * network stack, so every way a packet leaves or arrives is covered:
  * - sock_addr: connect() and unconnected UDP sendmsg() to an address:port
- *   not on the list fail with EPERM, and so does bind() to anything but
+ *   not on the list fail with EPERM (a connect granted at run time, see
+ *   fr_egress_tickets, goes on), and so does bind() to anything but
  *   loopback (or the unspecified address with port 0, a client's idiom);
  * - sock_create: only TCP and UDP sockets, the ones those hooks see (an
  *   unprivileged ICMP "ping" socket sends data past connect/sendmsg hooks);
@@ -32,30 +33,54 @@ struct {
 	__type(value, struct fr_net_drop);
 } fr_net_drops SEC(".maps");
 
+static __always_inline void addr4(struct bpf_sock_addr *ctx, __u8 *addr)
+{
+	__u32 ip = ctx->user_ip4;
+	__builtin_memcpy(addr, &ip, 4);
+}
+
+static __always_inline void addr6(struct bpf_sock_addr *ctx, __u8 *addr)
+{
+	__u32 w0 = ctx->user_ip6[0], w1 = ctx->user_ip6[1], w2 = ctx->user_ip6[2], w3 = ctx->user_ip6[3];
+	__builtin_memcpy(addr, &w0, 4);
+	__builtin_memcpy(addr + 4, &w1, 4);
+	__builtin_memcpy(addr + 8, &w2, 4);
+	__builtin_memcpy(addr + 12, &w3, 4);
+}
+
 static __always_inline int check4(struct bpf_sock_addr *ctx)
 {
 	__u8 addr[16] = {};
-	__u32 ip = ctx->user_ip4;
-	__builtin_memcpy(addr, &ip, 4);
+	addr4(ctx, addr);
 	return fr_egress_allowed(FR_AF_INET, addr, bpf_ntohs((__u16)ctx->user_port));
 }
 
 static __always_inline int check6(struct bpf_sock_addr *ctx)
 {
 	__u8 addr[16];
-	__u32 w0 = ctx->user_ip6[0], w1 = ctx->user_ip6[1], w2 = ctx->user_ip6[2], w3 = ctx->user_ip6[3];
-	__builtin_memcpy(addr, &w0, 4);
-	__builtin_memcpy(addr + 4, &w1, 4);
-	__builtin_memcpy(addr + 8, &w2, 4);
-	__builtin_memcpy(addr + 12, &w3, 4);
+	addr6(ctx, addr);
 	return fr_egress_allowed(FR_AF_INET6, addr, bpf_ntohs((__u16)ctx->user_port));
 }
 
+/* A connect: on the allowlist, or granted to this thread for this address
+ * (the kernel's copy) a moment ago by the grant supervisor. */
 SEC("cgroup/connect4")
-int fr_egress_connect4(struct bpf_sock_addr *ctx) { return check4(ctx); }
+int fr_egress_connect4(struct bpf_sock_addr *ctx)
+{
+	__u8 addr[16] = {};
+	addr4(ctx, addr);
+	__u16 port = bpf_ntohs((__u16)ctx->user_port);
+	return fr_egress_allowed(FR_AF_INET, addr, port) || fr_egress_ticket(FR_AF_INET, addr, port, 1);
+}
 
 SEC("cgroup/connect6")
-int fr_egress_connect6(struct bpf_sock_addr *ctx) { return check6(ctx); }
+int fr_egress_connect6(struct bpf_sock_addr *ctx)
+{
+	__u8 addr[16];
+	addr6(ctx, addr);
+	__u16 port = bpf_ntohs((__u16)ctx->user_port);
+	return fr_egress_allowed(FR_AF_INET6, addr, port) || fr_egress_ticket(FR_AF_INET6, addr, port, 1);
+}
 
 SEC("cgroup/sendmsg4")
 int fr_egress_sendmsg4(struct bpf_sock_addr *ctx) { return check4(ctx); }
@@ -138,7 +163,8 @@ static __always_inline int packet_allowed(struct __sk_buff *skb, __u32 kind)
 	__u16 port;
 	__u32 family = far_end(skb, kind == FR_NET_DROP_IN, addr, &port);
 
-	if (!family || is_loopback(family, addr) || fr_egress_allowed(family, addr, port))
+	if (!family || is_loopback(family, addr) || fr_egress_allowed(family, addr, port) ||
+	    fr_egress_was_granted(family, addr, port))
 		return 1;
 	struct fr_net_drop *d = bpf_map_lookup_elem(&fr_net_drops, &kind);
 	if (d) {

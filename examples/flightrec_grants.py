@@ -5,6 +5,7 @@ One file, standard library only: copy it next to an agent framework.
     from flightrec_grants import Grants
     g = Grants("/run/flightrec/grants/SESSION.sock")
     gid = g.grant_write("/opt/cache", seconds=5, reason="pip install")
+    ids = g.grant_connect("pypi.org", 443, uses=4, reason="pip install")
     ...
     g.revoke(gid, reason="step done")
 
@@ -70,6 +71,19 @@ class Grants:
         ask.syscalls lists). Returns the grant's id."""
         req = {"op": "grant", "kind": "syscall", "syscall": name, "reason": reason}
         return self._ask(self._limits(req, seconds, uses))["id"]
+
+    def grant_connect(self, host, port, reason, seconds=None, uses=None):
+        """Lets the session connect to `host`:`port` (policy ask.connect).
+        A name is resolved here, and every address it has is granted the
+        same limits (uses count per address). Returns the grants' ids.
+        Connections made under a grant go on after it ends."""
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        addresses = sorted({info[4][0] for info in infos})
+        ids = []
+        for address in addresses:
+            req = {"op": "grant", "kind": "connect", "address": address, "port": int(port), "reason": reason}
+            ids.append(self._ask(self._limits(req, seconds, uses))["id"])
+        return ids
 
     def revoke(self, grant_id, reason=""):
         self._ask({"op": "revoke", "id": int(grant_id), "reason": reason})

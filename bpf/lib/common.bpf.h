@@ -8,6 +8,7 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_core_read.h>
 #include <bpf/bpf_tracing.h>
+#include <bpf/bpf_endian.h>
 #include "flightrec/abi/events.h"
 
 /* maps.bpf.c defines FR_SHARED as empty to turn these declarations into
@@ -133,6 +134,61 @@ static __always_inline int fr_prefix_matches(const __u8 *a, const __u8 *b, __u32
 		bits = bits >= 8 ? bits - 8 : 0;
 	}
 	return 1;
+}
+
+FR_SHARED struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, FR_EGRESS_GRANTED_MAX);
+	__type(key, struct fr_egress_endpoint);
+	__type(value, __u8);
+} fr_egress_granted SEC(".maps");
+
+FR_SHARED struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, FR_EGRESS_TICKETS_MAX);
+	__type(key, struct fr_egress_ticket);
+	__type(value, __u64);
+} fr_egress_tickets SEC(".maps");
+
+/* family/addr/port as the grant maps key them: IPv4-mapped IPv6 as IPv4. */
+static __always_inline void fr_endpoint(struct fr_egress_endpoint *e, __u32 family, const __u8 *addr, __u16 port)
+{
+	__u32 w[4];
+	__builtin_memcpy(w, addr, 16);
+	e->port = port;
+	e->pad = 0;
+	if (family == 10 && w[0] == 0 && w[1] == 0 && w[2] == bpf_htonl(0xffff)) {
+		__builtin_memset(e->addr, 0, 16);
+		__builtin_memcpy(e->addr, &w[3], 4);
+		e->family = 2;
+		return;
+	}
+	__builtin_memcpy(e->addr, addr, 16);
+	e->family = family;
+}
+
+/* The current thread's connect ticket to family/addr/port, if it has one in
+ * time; `take` consumes it (only one caller can delete it). */
+static __always_inline int fr_egress_ticket(__u32 family, const __u8 *addr, __u16 port, int take)
+{
+	struct fr_egress_ticket t = {};
+	fr_endpoint(&t.to, family, addr, port);
+	t.tid = (__u32)bpf_get_current_pid_tgid();
+	__u64 *deadline = bpf_map_lookup_elem(&fr_egress_tickets, &t);
+	if (!deadline)
+		return 0;
+	int in_time = bpf_ktime_get_ns() < *deadline;
+	if (take && bpf_map_delete_elem(&fr_egress_tickets, &t) != 0)
+		return 0;
+	return in_time;
+}
+
+/* Whether packets to or from family/addr/port belong to a granted endpoint. */
+static __always_inline int fr_egress_was_granted(__u32 family, const __u8 *addr, __u16 port)
+{
+	struct fr_egress_endpoint e = {};
+	fr_endpoint(&e, family, addr, port);
+	return bpf_map_lookup_elem(&fr_egress_granted, &e) != 0;
 }
 
 /* Is family/addr (network order, 16 bytes)/port (host order) on the egress allowlist? */

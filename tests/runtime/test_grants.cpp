@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -265,6 +266,109 @@ TEST_CASE("grants: a system call granted for one use goes through once, then wai
   REQUIRE(denied.size() == 1);
   CHECK(denied[0]["syscall"] == "uname");
   CHECK(denied[0]["errno"] == EPERM);
+}
+
+namespace {
+
+const char* kConnectPolicy = "  connect: true\n  timeout: 1s\nnetwork:\n  mode: allowlist\n";
+
+// Listeners on 127.0.0.1 that accept and close until destroyed: no backlog
+// fills however many connections come.
+struct AcceptingListeners {
+  Listener a, b;
+  std::atomic<bool> stop{false};
+  std::thread thread{[this] {
+    while (!stop) {
+      pollfd p[2] = {{a.fd, POLLIN, 0}, {b.fd, POLLIN, 0}};
+      if (poll(p, 2, 50) <= 0) continue;
+      for (auto& one : p)
+        if (one.revents & POLLIN) close(accept4(one.fd, nullptr, nullptr, SOCK_CLOEXEC));
+    }
+  }};
+  ~AcceptingListeners() {
+    stop = true;
+    thread.join();
+  }
+};
+
+}  // namespace
+
+TEST_CASE("grants: a connect granted for one call goes through once; the connects before and after wait and are refused") {
+  REQUIRE_MESSAGE(is_root(), "runtime tests need root");
+  Listener l;
+  TempDir tools;
+  // The allowlist is empty, and loopback is no exception to it.
+  std::ofstream(tools.file("c.py")) << "import socket, sys\n"
+                                        "s = socket.socket()\n"
+                                        "try:\n"
+                                        "    s.connect(('127.0.0.1', int(sys.argv[1]))); print('connected')\n"
+                                        "except OSError as e:\n"
+                                        "    print('errno', e.errno)\n";
+  AskSession s(kConnectPolicy, "python3 c.py \"$1\"; step granted; python3 c.py \"$1\"; python3 c.py \"$1\"\n",
+               {std::to_string(l.port)}, {tools.file("c.py")});
+  REQUIRE(s.reached("granted"));
+  json bad = s.request({{"op", "grant"}, {"kind", "connect"}, {"address", "localhost"}, {"port", l.port}, {"reason", "x"}});
+  CHECK(bad["ok"] == false);
+  json g = s.request({{"op", "grant"}, {"kind", "connect"}, {"address", "::ffff:127.0.0.1"}, {"port", l.port},
+                      {"uses", 1}, {"reason", "fetch once"}});
+  REQUIRE(g["ok"] == true);
+  int64_t id = g["id"].get<int64_t>();
+  json list = s.request({{"op", "list"}});
+  REQUIRE(list["grants"].size() == 1);
+  CHECK(list["grants"][0]["address"] == "127.0.0.1");  // keyed as IPv4, as the kernel's maps
+  s.go();
+  Result r = s.finish();
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  CHECK(r.out == "errno 1\nconnected\nerrno 1\n");
+  CHECK(flightrec({"verify", "--db", s.db}).code == 0);
+  auto all = entries(s.db);
+  auto granted = with(all, "grant", "grant_id", id);
+  REQUIRE(granted.size() == 1);
+  CHECK(granted[0]["kind"] == "connect");
+  CHECK(granted[0]["address"] == "127.0.0.1");
+  CHECK(granted[0]["port"] == l.port);
+  CHECK(granted[0]["reason"] == "fetch once");
+  auto uses = with(all, "grant_use", "grant_id", id);
+  REQUIRE(uses.size() == 1);
+  CHECK(uses[0]["syscall"] == "connect");
+  CHECK(uses[0]["address"] == "127.0.0.1");
+  auto expired = with(all, "grant_expired", "grant_id", id);
+  REQUIRE(expired.size() == 1);
+  CHECK(expired[0]["why"] == "uses");
+  auto denied = of_type(all, "grant_denied");
+  REQUIRE(denied.size() == 2);
+  for (const auto& d : denied) {
+    CHECK(d["syscall"] == "connect");
+    CHECK(d["errno"] == EPERM);
+  }
+  auto asks = of_type(all, "grant_ask");  // the granted connect did not wait: no ask
+  REQUIRE(asks.size() == 2);
+  for (const auto& a : asks) CHECK(a["port"] == l.port);
+}
+
+TEST_CASE("grants: a thread rewriting the address during the decision cannot connect where no grant allows") {
+  REQUIRE_MESSAGE(is_root(), "runtime tests need root");
+  AcceptingListeners ends;
+  AskSession s("  connect: true\n  timeout: 100ms\nnetwork:\n  mode: allowlist\n",
+               "step granted; ./connect_race 127.0.0.1 \"$1\" \"$2\" 60\n",
+               {std::to_string(ends.a.port), std::to_string(ends.b.port)}, {CONNECT_RACE_BIN});
+  REQUIRE(s.reached("granted"));
+  json g = s.request({{"op", "grant"}, {"kind", "connect"}, {"address", "127.0.0.1"}, {"port", ends.a.port},
+                      {"reason", "race"}});
+  REQUIRE(g["ok"] == true);
+  s.go();
+  Result r = s.finish();
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  // Whatever address the supervisor read, the kernel connected only where
+  // the grant allows: a rewritten port finds no ticket for it.
+  CHECK(r.out.rfind("a ", 0) == 0);
+  CHECK(r.out.find(", b 0\n") != std::string::npos);
+  CHECK(r.out != "a 0, b 0\n");
+  auto all = entries(s.db);
+  CHECK(!with(all, "grant_use", "grant_id", g["id"]).empty());
+  for (const auto& e : of_type(all, "grant_use")) CHECK(e["port"] == ends.a.port);
 }
 
 TEST_CASE("grants: a supervisor that dies leaves asked calls failing, and the record says so") {

@@ -10,7 +10,9 @@ Rows, each a median over --reps sessions (spread = min..max):
   which lets them go on (it cannot know the path before reading it);
 - open()+close() for writing under a directory granted beforehand: the
   supervisor opens on the caller's behalf and hands the file over;
-- getppid() asked (ask.syscalls) and granted beforehand.
+- getppid() asked (ask.syscalls) and granted beforehand;
+- connect() to a loopback port: on the allowlist / off it under ask.connect
+  and granted beforehand (a local listener accepts them all).
 The "added" column is against the same call in the session without `ask:`.
 Every session is recorded in full, as `run` does by default.
 usage: tools/bench/grants.py [--build build] [--reps 5] [--out FILE]
@@ -22,7 +24,9 @@ import shutil
 import statistics
 import subprocess
 import sys
+import socket
 import tempfile
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -54,6 +58,8 @@ def session(flightrec, bench, policy, args, grant=None):
                 kind, target = grant
                 if kind == "write":
                     g.grant_write(target, reason="bench")
+                elif kind == "connect":
+                    g.grant_connect("127.0.0.1", target, reason="bench")
                 else:
                     g.grant_syscall(target, reason="bench")
         out, err = p.communicate("go\n", timeout=600)
@@ -87,6 +93,20 @@ def main():
     plain = policy_file(pdir, "plain", "")
     asking = policy_file(pdir, "asking", "ask:\n  write: true\n  syscalls: [uname]\n  timeout: 10s\n")
     asking_getppid = policy_file(pdir, "asking-getppid", "ask:\n  syscalls: [getppid]\n  timeout: 10s\n")
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(512)
+    port = listener.getsockname()[1]
+
+    def accept_all():
+        while True:
+            try:
+                listener.accept()[0].close()
+            except OSError:
+                return
+    threading.Thread(target=accept_all, daemon=True).start()
+    allowing = policy_file(pdir, "allowing", 'network:\n  mode: allowlist\n  allow: ["127.0.0.1:%d"]\n' % port)
+    asking_connect = policy_file(pdir, "asking-connect", "network:\n  mode: allowlist\nask:\n  connect: true\n")
     n_calls, n_opens = "1000000", "20000"
     cases = [
         ("getppid(), not asked", "ns/call",
@@ -98,6 +118,9 @@ def main():
          (asking, ["openw", n_opens, GRANTED_DIR + "/f"], ("write", GRANTED_DIR))),
         ("getppid(), asked and granted", "ns/call",
          (plain, ["getppid", "20000"], None), (asking_getppid, ["getppid", "20000"], ("syscall", "getppid"))),
+        ("connect(), allowlisted / asked and granted", "ns/call",
+         (allowing, ["connect", "2000", str(port)], None),
+         (asking_connect, ["connect", "2000", str(port)], ("connect", port))),
     ]
     rows = ["| workload | unit | without `ask:` | with `ask:` | added |", "|---|---|---|---|---|"]
     for name, unit, base, asked in cases:
@@ -109,6 +132,7 @@ def main():
         rows.append("| %s | %s | %.0f (%.0f..%.0f) | %.0f (%.0f..%.0f) | %+.0f |" %
                     (name, unit, a, min(without), max(without), b, min(with_ask), max(with_ask), b - a))
         print(rows[-1], flush=True)
+    listener.close()
     shutil.rmtree(pdir, ignore_errors=True)
     shutil.rmtree(GRANTED_DIR, ignore_errors=True)
     report(rows, args.out)

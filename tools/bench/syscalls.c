@@ -4,11 +4,16 @@
  *   bench_syscalls forkexec N       N fork + exec of /bin/true, waited for; prints ms
  *   bench_syscalls write MB PATH    write MB MiB to PATH in 64 KiB writes + fsync; prints ms
  *   bench_syscalls open N PATH      N open() + close() of PATH; prints ns per pair
- *   bench_syscalls openw N PATH     the same, opened for writing (created if need be) */
+ *   bench_syscalls openw N PATH     the same, opened for writing (created if need be)
+ *   bench_syscalls connect N PORT   N TCP connect()s to 127.0.0.1:PORT (socket, connect,
+ *                                   close each); prints ns per connect() call alone */
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -86,6 +91,20 @@ int main(int argc, char **argv)
 			close(fd);
 		}
 		printf("%.1f\n", (now() - t) * 1e9 / n);
+	} else if (!strcmp(argv[1], "connect") && argc == 4) {
+		long n = atol(argv[2]);
+		struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons((unsigned short)atoi(argv[3]))};
+		inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
+		double in_connect = 0;
+		for (long i = 0; i < n; i++) {
+			int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+			double t = now();
+			if (s < 0 || connect(s, (struct sockaddr *)&to, sizeof(to)) != 0)
+				return 1;
+			in_connect += now() - t;
+			close(s);
+		}
+		printf("%.1f\n", in_connect * 1e9 / n);
 	} else {
 		fprintf(stderr, "unknown workload %s\n", argv[1]);
 		return 2;

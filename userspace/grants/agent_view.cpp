@@ -5,8 +5,10 @@
 #include <linux/openat2.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <sstream>
@@ -36,29 +38,55 @@ bool status_ids(const std::string& status, const char* key, unsigned long* fs) {
 
 }  // namespace
 
+std::optional<FileId> file_id(int fd) {
+  struct stat st;
+  if (fstat(fd, &st) != 0) return std::nullopt;
+  return FileId{st.st_dev, st.st_ino};
+}
+
 AgentView::AgentView() {
-  host_root_ = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
   proc_ = open("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC);
-  if (host_root_ < 0 || proc_ < 0) throw Error(errno_message("opening / and /proc", errno));
+  if (proc_ < 0) throw Error(errno_message("opening /proc", errno));
   saved_umask_ = umask(022);
   umask(saved_umask_);
 }
 
 AgentView::~AgentView() {
-  leave();
-  close(host_root_);
-  close(proc_);
+  become_root();
+  for (int fd : {cwd_, root_, proc_})
+    if (fd >= 0) close(fd);
 }
 
 int AgentView::enter(pid_t tid) {
-  leave();
-  std::string t = std::to_string(tid);
-  root_ = openat(proc_, (t + "/root").c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
-  cwd_ = openat(proc_, (t + "/cwd").c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
-  mem_ = openat(proc_, (t + "/mem").c_str(), O_RDONLY | O_CLOEXEC);
-  if (root_ < 0 || cwd_ < 0 || mem_ < 0) return errno ? errno : ESRCH;
+  if (cwd_ >= 0) close(cwd_);
+  cwd_ = -1;
   tid_ = tid;
-  int fd = openat(proc_, (t + "/status").c_str(), O_RDONLY | O_CLOEXEC);
+  // Its root, by mount and inode: the same as the last thread's, nearly always.
+  std::string root = std::to_string(tid) + "/root";
+  struct statx now {};
+  if (statx(proc_, root.c_str(), 0, STATX_INO | STATX_MNT_ID, &now) != 0) return errno;
+  auto same = [](const struct statx& a, const struct statx& b) {
+    return a.stx_ino == b.stx_ino && a.stx_dev_major == b.stx_dev_major && a.stx_dev_minor == b.stx_dev_minor &&
+           (a.stx_mask & b.stx_mask & STATX_MNT_ID ? a.stx_mnt_id == b.stx_mnt_id : true);
+  };
+  if (root_ >= 0 && same(now, root_id_)) return 0;
+  int fd = openat(proc_, root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return errno;
+  // Its root for every lookup: absolute paths, "..", absolute symlinks.
+  if (statx(fd, "", AT_EMPTY_PATH, STATX_INO | STATX_MNT_ID, &root_id_) != 0 || fchdir(fd) != 0 || chroot(".") != 0) {
+    int e = errno;
+    close(fd);
+    // Half way (a new cwd, the old root) is no state to decide in.
+    if (root_ >= 0) _exit(125);
+    return e;
+  }
+  if (root_ >= 0) close(root_);
+  root_ = fd;
+  return 0;
+}
+
+int AgentView::become() {
+  int fd = openat(proc_, (std::to_string(tid_) + "/status").c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return errno;
   char buf[8192];
   ssize_t n = read(fd, buf, sizeof(buf) - 1);
@@ -77,11 +105,9 @@ int AgentView::enter(pid_t tid) {
   }
   mode_t mask = 022;
   if (auto at = status.find("\nUmask:"); at != std::string::npos) mask = mode_t(strtoul(status.c_str() + at + 7, nullptr, 8));
-  // Its root for every lookup (absolute paths, "..", absolute symlinks),
-  // its ids for every permission check; changing the fs ids from 0 also
+  // Its ids for every permission check; changing the fs ids from 0 also
   // drops CAP_DAC_OVERRIDE and the other file capabilities.
-  if (fchdir(root_) != 0 || chroot(".") != 0) return errno;
-  entered_ = true;
+  as_thread_ = true;
   if (setgroups(groups.size(), groups.data()) != 0) return errno;
   syscall(SYS_setfsgid, gid_t(fsgid));
   syscall(SYS_setfsuid, uid_t(fsuid));
@@ -90,46 +116,41 @@ int AgentView::enter(pid_t tid) {
   return 0;
 }
 
-void AgentView::leave() {
-  if (entered_) {
-    umask(saved_umask_);
-    syscall(SYS_setfsuid, 0);
-    syscall(SYS_setfsgid, 0);
-    setgroups(0, nullptr);
-    // Failing to get back out would leave the supervisor in the agent's
-    // root: it cannot go on safely.
-    if (fchdir(host_root_) != 0 || chroot(".") != 0) _exit(125);
-    entered_ = false;
-  }
-  for (int* fd : {&root_, &cwd_, &mem_})
-    if (*fd >= 0) {
-      close(*fd);
-      *fd = -1;
-    }
-  tid_ = 0;
+void AgentView::become_root() {
+  if (!as_thread_) return;
+  umask(saved_umask_);
+  syscall(SYS_setfsuid, 0);
+  syscall(SYS_setfsgid, 0);
+  setgroups(0, nullptr);
+  // Not root again: deciding with a thread's ids could refuse what it may do.
+  if (syscall(SYS_setfsuid, -1) != 0 || syscall(SYS_setfsgid, -1) != 0) _exit(125);
+  as_thread_ = false;
 }
 
 bool AgentView::read_memory(uint64_t addr, void* out, size_t size) const {
-  return mem_ >= 0 && pread(mem_, out, size, off_t(addr)) == ssize_t(size);
+  iovec local{out, size}, remote{reinterpret_cast<void*>(addr), size};
+  return process_vm_readv(tid_, &local, 1, &remote, 1, 0) == ssize_t(size);
 }
 
 std::optional<std::string> AgentView::read_path(uint64_t addr, int* err) const {
-  // Page by page: a string near the end of a mapping is still read.
-  std::string out;
-  char page[4096];
-  while (out.size() < 4096) {
-    size_t chunk = 4096 - (addr % 4096);
-    ssize_t n = mem_ >= 0 ? pread(mem_, page, chunk, off_t(addr)) : -1;
-    if (n <= 0) {
-      *err = EFAULT;
-      return std::nullopt;
-    }
-    const char* nul = static_cast<const char*>(memchr(page, 0, size_t(n)));
-    if (nul) return out.append(page, size_t(nul - page));
-    out.append(page, size_t(n));
-    addr += uint64_t(n);
+  // Page by page (one iovec each: a read stops at the first page that is
+  // not mapped), so a string near the end of a mapping is still read.
+  constexpr size_t kPage = 4096, kMax = 4096;
+  char buf[kMax + kPage];
+  iovec local[2], remote[2];
+  size_t first = kPage - (addr % kPage);
+  local[0] = {buf, first};
+  remote[0] = {reinterpret_cast<void*>(addr), first};
+  local[1] = {buf + first, kMax - first + 1};
+  remote[1] = {reinterpret_cast<void*>(addr + first), kMax - first + 1};
+  ssize_t n = process_vm_readv(tid_, local, 2, remote, first > kMax ? 1 : 2, 0);
+  if (n <= 0) {
+    *err = EFAULT;
+    return std::nullopt;
   }
-  *err = ENAMETOOLONG;
+  const char* nul = static_cast<const char*>(memchr(buf, 0, size_t(n)));
+  if (nul) return std::string(buf, size_t(nul - buf));
+  *err = size_t(n) > kMax ? ENAMETOOLONG : EFAULT;
   return std::nullopt;
 }
 
@@ -137,8 +158,12 @@ int AgentView::place(int dirfd, const std::string& raw, uint64_t resolve, Place*
   if (raw.empty()) return ENOENT;
   std::string path = raw;
   while (path.size() > 1 && path.back() == '/') path.pop_back();
-  int base = cwd_, opened = -1;
-  if (path[0] != '/' && dirfd != AT_FDCWD) {
+  int base = AT_FDCWD, opened = -1;  // an absolute path: from the root entered
+  if (path[0] != '/' && dirfd == AT_FDCWD) {
+    if (cwd_ < 0) cwd_ = openat(proc_, (std::to_string(tid_) + "/cwd").c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (cwd_ < 0) return errno;
+    base = cwd_;
+  } else if (path[0] != '/') {
     if (dirfd < 0) return EBADF;
     // The thread's own descriptor, reopened through /proc (the same directory).
     opened = openat(proc_, (std::to_string(tid_) + "/fd/" + std::to_string(dirfd)).c_str(),
@@ -162,36 +187,28 @@ int AgentView::place(int dirfd, const std::string& raw, uint64_t resolve, Place*
   return 0;
 }
 
-int AgentView::open_dir(const std::string& path) {
-  if (root_ < 0) {
-    errno = ESRCH;
-    return -1;
-  }
-  return openat2_fd(root_, path, O_PATH | O_DIRECTORY | O_CLOEXEC, 0, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS);
-}
-
-int AgentView::beneath(int dir, const std::vector<int>& trees) const {
-  std::vector<struct stat> at(trees.size());
-  std::vector<bool> ok(trees.size());
-  for (size_t i = 0; i < trees.size(); ++i) ok[i] = trees[i] >= 0 && fstat(trees[i], &at[i]) == 0;
-  int cur = fcntl(dir, F_DUPFD_CLOEXEC, 0);
-  int found = -1;
-  // Up through "..": inside the thread's root, so it ends there.
-  for (int depth = 0; cur >= 0 && depth < 4096 && found < 0; ++depth) {
+AgentView::Beneath AgentView::beneath(int dir, const std::vector<FileId>& trees,
+                                      const std::vector<FileId>& others) const {
+  // Up through "..", "../.." and so on: inside the root entered, so the
+  // walk ends there, where ".." is the directory itself.
+  Beneath out;
+  std::string up = ".";
+  std::optional<FileId> last;
+  for (int depth = 0; depth < 1300; ++depth) {
     struct stat st;
-    if (fstat(cur, &st) != 0) break;
-    for (size_t i = 0; i < trees.size() && found < 0; ++i)
-      if (ok[i] && at[i].st_dev == st.st_dev && at[i].st_ino == st.st_ino) found = int(i);
-    if (found >= 0) break;
-    int parent = openat(cur, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
-    struct stat pst;
-    bool top = parent < 0 || fstat(parent, &pst) != 0 || (pst.st_dev == st.st_dev && pst.st_ino == st.st_ino);
-    close(cur);
-    cur = parent;
-    if (top) break;
+    if (fstatat(dir, up.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) break;
+    FileId here{st.st_dev, st.st_ino};
+    if (last && *last == here) break;
+    if (auto t = std::find(trees.begin(), trees.end(), here); t != trees.end()) {
+      out.tree = int(t - trees.begin());
+      break;
+    }
+    if (auto o = std::find(others.begin(), others.end(), here); o != others.end() && out.other < 0)
+      out.other = int(o - others.begin());
+    last = here;
+    up = depth == 0 ? ".." : up + "/..";
   }
-  if (cur >= 0) close(cur);
-  return found;
+  return out;
 }
 
 void close_place(Place& p) {

@@ -1,6 +1,9 @@
 #include "grants/grants.h"
 
+#include <arpa/inet.h>
+
 #include <algorithm>
+#include <cstring>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -53,7 +56,22 @@ bool text(const json& j, const char* key, size_t max, std::string* out, std::str
 
 }  // namespace
 
-const char* kind_name(Kind k) { return k == Kind::Write ? "write" : "syscall"; }
+const char* kind_name(Kind k) {
+  switch (k) {
+    case Kind::Write: return "write";
+    case Kind::Syscall: return "syscall";
+    case Kind::Connect: return "connect";
+  }
+  return "?";
+}
+
+int normal_endpoint(int family, uint8_t* addr) {
+  static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+  if (family != AF_INET6 || std::memcmp(addr, mapped, 12) != 0) return family;
+  std::memmove(addr, addr + 12, 4);
+  std::memset(addr + 4, 0, 12);
+  return AF_INET;
+}
 
 std::optional<Request> parse_request(const std::string& line, std::string* error) {
   json j = json::parse(line, nullptr, false);  // invalid UTF-8 is a parse error too
@@ -90,8 +108,9 @@ std::optional<Request> parse_request(const std::string& line, std::string* error
   r.op = Request::Op::Grant;
   Grant& g = r.grant;
   std::string kind, syscall;
-  uint64_t uses = 0;
-  if (!only_keys(j, {"op", "kind", "path", "syscall", "duration_ms", "uses", "reason"}, error) ||
+  uint64_t uses = 0, port = 0;
+  if (!only_keys(j, {"op", "kind", "path", "syscall", "address", "port", "duration_ms", "uses", "reason"}, error) ||
+      !text(j, "address", 64, &g.address, error) || !number(j, "port", 65535, &port, error) ||
       !text(j, "kind", 16, &kind, error) || !text(j, "path", kMaxPath, &g.path, error) ||
       !text(j, "syscall", 64, &syscall, error) || !number(j, "duration_ms", kMaxDurationMs, &r.duration_ms, error) ||
       !number(j, "uses", uint64_t(kMaxUses), &uses, error) || !text(j, "reason", kMaxReason, &g.reason, error))
@@ -107,20 +126,37 @@ std::optional<Request> parse_request(const std::string& line, std::string* error
   g.uses_left = j.contains("uses") ? int64_t(uses) : -1;
   if (kind == "write") {
     g.kind = Kind::Write;
-    if (g.path.empty() || g.path[0] != '/' || j.contains("syscall")) {
+    if (g.path.empty() || g.path[0] != '/' || j.contains("syscall") || j.contains("address") || j.contains("port")) {
       *error = "a write grant needs path, an absolute directory as the sandbox sees it (and no syscall)";
       return std::nullopt;
     }
   } else if (kind == "syscall") {
     g.kind = Kind::Syscall;
     auto nr = events::syscall_number(syscall);
-    if (!nr || j.contains("path")) {
+    if (!nr || j.contains("path") || j.contains("address") || j.contains("port")) {
       *error = "a syscall grant needs syscall, an x86-64 system call name (and no path)";
       return std::nullopt;
     }
     g.syscall = int(*nr);
+  } else if (kind == "connect") {
+    g.kind = Kind::Connect;
+    if (j.contains("path") || j.contains("syscall") || port == 0) {
+      *error = "a connect grant needs address (an IP address) and port (1 to 65535), and no path or syscall";
+      return std::nullopt;
+    }
+    if (inet_pton(AF_INET, g.address.c_str(), g.addr) == 1) g.family = AF_INET;
+    else if (inet_pton(AF_INET6, g.address.c_str(), g.addr) == 1) g.family = AF_INET6;
+    else {
+      *error = "address must be an IPv4 or IPv6 address, not '" + g.address + "' (a client resolves names itself)";
+      return std::nullopt;
+    }
+    g.family = normal_endpoint(g.family, g.addr);
+    char text_form[INET6_ADDRSTRLEN] = {};
+    inet_ntop(g.family, g.addr, text_form, sizeof(text_form));
+    g.address = text_form;
+    g.port = uint16_t(port);
   } else {
-    *error = "kind must be write or syscall";
+    *error = "kind must be write, syscall or connect";
     return std::nullopt;
   }
   return r;
@@ -158,6 +194,14 @@ uint64_t GrantTable::next_expiry() const {
 Grant* GrantTable::for_syscall(int nr, uint64_t now_ns) {
   for (auto& g : grants_)
     if (g.kind == Kind::Syscall && g.syscall == nr && (!g.expires_ns || g.expires_ns > now_ns)) return &g;
+  return nullptr;
+}
+
+Grant* GrantTable::for_connect(int family, const uint8_t* addr, uint16_t port, uint64_t now_ns) {
+  for (auto& g : grants_)
+    if (g.kind == Kind::Connect && g.family == family && g.port == port && std::memcmp(g.addr, addr, 16) == 0 &&
+        (!g.expires_ns || g.expires_ns > now_ns))
+      return &g;
   return nullptr;
 }
 

@@ -7,6 +7,7 @@
 // Protocol: one JSON object per line, one reply line each.
 //   {"op":"grant","kind":"write","path":"/abs/dir","duration_ms":5000,"uses":3,"reason":"..."}
 //   {"op":"grant","kind":"syscall","syscall":"mknod","uses":1,"reason":"..."}
+//   {"op":"grant","kind":"connect","address":"192.0.2.7","port":443,"uses":1,"reason":"..."}
 //   {"op":"revoke","id":7,"reason":"..."}
 //   {"op":"list"}
 // Replies: {"ok":true,"id":7} (grant), {"ok":true} (revoke),
@@ -20,7 +21,7 @@
 
 namespace flightrec::grants {
 
-enum class Kind { Write, Syscall };
+enum class Kind { Write, Syscall, Connect };
 const char* kind_name(Kind k);
 
 struct Grant {
@@ -28,6 +29,11 @@ struct Grant {
   Kind kind = Kind::Write;
   std::string path;          // Write: a directory as the sandbox sees it (absolute)
   int syscall = -1;          // Syscall: its x86-64 number
+  // Connect: one address and port (an IPv4-mapped IPv6 address is IPv4).
+  int family = 0;            // AF_INET or AF_INET6
+  uint8_t addr[16] = {};     // network order; IPv4 in the first 4 bytes
+  uint16_t port = 0;
+  std::string address;       // as the kernel's maps key it, in text
   uint64_t expires_ns = 0;   // CLOCK_MONOTONIC; 0: until revoked or the session ends
   int64_t uses_left = -1;    // -1: unlimited
   std::string reason;
@@ -43,8 +49,13 @@ struct Request {
 
 // Parses one request line; nullopt with *error set when it is not one.
 // Strict: unknown keys, wrong types, relative or over-long paths,
-// unknown syscalls, zero uses and durations past 24 h are errors.
+// unknown syscalls, addresses that are not IP literals, port 0, zero uses
+// and durations past 24 h are errors.
 std::optional<Request> parse_request(const std::string& line, std::string* error);
+
+// family/addr (network order, 16 bytes) as grants and the BPF maps key
+// them: IPv4-mapped IPv6 becomes IPv4. Returns the family.
+int normal_endpoint(int family, uint8_t* addr);
 
 class GrantTable {
  public:
@@ -56,6 +67,8 @@ class GrantTable {
   uint64_t next_expiry() const;
   // A valid grant for syscall nr, or nullptr.
   Grant* for_syscall(int nr, uint64_t now_ns);
+  // A valid connect grant for this endpoint (family/addr as Grant keeps them), or nullptr.
+  Grant* for_connect(int family, const uint8_t* addr, uint16_t port, uint64_t now_ns);
   // Valid write grants, oldest first.
   std::vector<Grant*> writes(uint64_t now_ns);
   // One use taken; true when that was its last (it is removed: g is invalid then).

@@ -2,7 +2,10 @@
 
 #include <fcntl.h>
 #include <linux/openat2.h>
+#include <arpa/inet.h>
+#include <bpf/bpf.h>
 #include <linux/seccomp.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/ioctl.h>
@@ -10,6 +13,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -18,10 +22,12 @@
 #include <cstring>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "common/error.h"
 #include "common/system.h"
 #include "events/syscall_table.h"
+#include "flightrec/abi/events.h"
 #include "grants/agent_view.h"
 #include "grants/grants.h"
 #include "policy/policy.h"
@@ -36,6 +42,33 @@ constexpr size_t kMaxLine = 64 * 1024;
 constexpr size_t kMaxWaiting = 1024;
 constexpr uint64_t kMaxRefusalsRecorded = 100;
 constexpr uint64_t kWriteBits = O_WRONLY | O_RDWR | O_CREAT | O_TRUNC | 020000000 /* __O_TMPFILE */;
+// How long a connect ticket waits for the kernel to take it: the call goes
+// on at once, so only a thread that changed the address afterwards leaves
+// one (for itself, for one connect to a granted address).
+constexpr uint64_t kTicketNs = 5'000'000'000ull;
+
+// Whether family/addr/port (addr in network order) is on the allowlist, as
+// the cgroup programs judge it (fr_egress_allowed).
+bool allowlisted(const std::vector<policy::Endpoint>& allow, int family, const uint8_t* addr, uint16_t port) {
+  for (const auto& e : allow) {
+    if (e.family != family || (e.port && e.port != port)) continue;
+    bool match = true;
+    for (unsigned i = 0, bits = e.prefix; i < 16 && bits && match; ++i, bits = bits >= 8 ? bits - 8 : 0) {
+      uint8_t mask = bits >= 8 ? 0xff : uint8_t(0xff << (8 - bits));
+      match = ((addr[i] ^ e.addr[i]) & mask) == 0;
+    }
+    if (match) return true;
+  }
+  return false;
+}
+
+fr_egress_endpoint endpoint_key(const Grant& g) {
+  fr_egress_endpoint e{};
+  std::memcpy(e.addr, g.addr, sizeof(e.addr));
+  e.family = uint32_t(g.family);
+  e.port = g.port;
+  return e;
+}
 
 std::string hex(std::string_view bytes) {
   static const char* digits = "0123456789abcdef";
@@ -110,6 +143,18 @@ bool file_call(const seccomp_data& d, const AgentView& view, FileCall* c) {
   return false;
 }
 
+// A grant's scope, as list replies and grant events show it.
+void describe(const Grant& g, json* j) {
+  switch (g.kind) {
+    case Kind::Write: (*j)["path"] = g.path; break;
+    case Kind::Syscall: (*j)["syscall"] = syscall_name(g.syscall); break;
+    case Kind::Connect:
+      (*j)["address"] = g.address;
+      (*j)["port"] = g.port;
+      break;
+  }
+}
+
 class Supervisor {
  public:
   explicit Supervisor(const SupervisorSpec& s) : spec_(s) {}
@@ -137,6 +182,7 @@ class Supervisor {
   void on_notification();
   Verdict decide(const seccomp_notif& n, uint64_t ask, json* about);
   Verdict decide_file(const seccomp_notif& n, uint64_t ask, json* about);
+  Verdict decide_connect(const seccomp_notif& n, uint64_t ask, json* about);
   void retry_waiting();
   void expire_waiting(uint64_t now);
   void expire_grants(uint64_t now);
@@ -145,7 +191,8 @@ class Supervisor {
   json handle(const Client& c, const std::string& line);
   int sandbox_dir(const std::string& path);  // an O_PATH fd of a directory in the sandbox, -1 with errno
   void resolve_writable();
-  void used(Grant& g, const seccomp_notif& n, uint64_t ask, json about, int64_t result);
+  void drop_grant_dir(uint64_t id);
+  void used(Grant& g, const seccomp_notif& n, uint64_t ask, json about, std::optional<int64_t> result);
 
   SupervisorSpec spec_;
   int listener_ = -1;
@@ -153,9 +200,14 @@ class Supervisor {
   seccomp_notif_sizes sizes_{};
   AgentView view_;
   GrantTable table_;
-  std::map<uint64_t, int> grant_dirs_;  // write grant id -> its directory (O_PATH)
-  std::vector<int> writable_dirs_;      // the policy's writable trees, inside
-  std::vector<std::pair<dev_t, ino_t>> writable_files_;
+  struct GrantDir {
+    int fd;      // O_PATH: holds the inode, so its number is not reused
+    FileId id;
+  };
+  std::map<uint64_t, GrantDir> grant_dirs_;  // write grant id -> its directory
+  std::vector<int> writable_fds_;            // the policy's writable trees, inside
+  std::vector<FileId> writable_dirs_;
+  std::vector<FileId> writable_files_;
   bool writable_resolved_ = false;
   std::vector<Client> clients_;
   std::vector<Waiting> waiting_;
@@ -211,6 +263,7 @@ void Supervisor::on_notification() {
 Supervisor::Verdict Supervisor::decide(const seccomp_notif& n, uint64_t ask, json* about) {
   const auto& w = policy::write_ask_syscalls();
   if (std::find(w.begin(), w.end(), n.data.nr) != w.end()) return decide_file(n, ask, about);
+  if (n.data.nr == SYS_connect && spec_.tickets_map >= 0) return decide_connect(n, ask, about);
   (*about)["kind"] = "syscall";
   Grant* g = table_.for_syscall(n.data.nr, mono_ns());
   if (!g) return valid(n.id) ? Verdict::Wait : Verdict::Gone;
@@ -221,21 +274,25 @@ Supervisor::Verdict Supervisor::decide(const seccomp_notif& n, uint64_t ask, jso
   return Verdict::Answered;
 }
 
-void Supervisor::used(Grant& g, const seccomp_notif& n, uint64_t ask, json about, int64_t result) {
+void Supervisor::used(Grant& g, const seccomp_notif& n, uint64_t ask, json about, std::optional<int64_t> result) {
   about["event"] = "use";
   about["id"] = g.id;
   about["pid"] = n.pid;
   about["syscall"] = syscall_name(n.data.nr);
-  about["result"] = result;
+  if (result) about["result"] = *result;
   if (ask) about["ask"] = ask;
   emit(about);
   uint64_t id = g.id;
   if (table_.use(g)) {
-    if (auto it = grant_dirs_.find(id); it != grant_dirs_.end()) {
-      close(it->second);
-      grant_dirs_.erase(it);
-    }
+    drop_grant_dir(id);
     emit({{"event", "expired"}, {"id", id}, {"why", "uses"}});
+  }
+}
+
+void Supervisor::drop_grant_dir(uint64_t id) {
+  if (auto it = grant_dirs_.find(id); it != grant_dirs_.end()) {
+    close(it->second.fd);
+    grant_dirs_.erase(it);
   }
 }
 
@@ -244,19 +301,76 @@ void Supervisor::resolve_writable() {
   writable_resolved_ = true;
   for (const auto& p : spec_.writable) {
     int fd = sandbox_dir(p);
-    if (fd >= 0) {
-      writable_dirs_.push_back(fd);
+    if (auto id = fd >= 0 ? file_id(fd) : std::nullopt) {
+      writable_fds_.push_back(fd);
+      writable_dirs_.push_back(*id);
       continue;
     }
+    if (fd >= 0) close(fd);
     // A single writable file (a device): matched by inode.
-    int root = openat(AT_FDCWD, ("/proc/" + std::to_string(spec_.sandbox_init) + "/root").c_str(), O_PATH | O_CLOEXEC);
+    int root = openat(view_.proc(), (std::to_string(spec_.sandbox_init) + "/root").c_str(), O_PATH | O_CLOEXEC);
     open_how how{O_PATH | O_CLOEXEC, 0, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS};
     int f = root >= 0 ? int(syscall(SYS_openat2, root, p.c_str(), &how, sizeof(how))) : -1;
-    struct stat st;
-    if (f >= 0 && fstat(f, &st) == 0) writable_files_.push_back({st.st_dev, st.st_ino});
+    if (auto id = f >= 0 ? file_id(f) : std::nullopt) writable_files_.push_back(*id);
     if (f >= 0) close(f);
     if (root >= 0) close(root);
   }
+}
+
+Supervisor::Verdict Supervisor::decide_connect(const seccomp_notif& n, uint64_t ask, json* about) {
+  (*about)["kind"] = "connect";
+  // What this cannot read or judge goes on: the cgroup programs then refuse
+  // anything off the allowlist, as without an ask.
+  auto go_on = [&] {
+    respond(n.id, 0, 0, true);
+    return Verdict::Answered;
+  };
+  uint64_t len = n.data.args[2];
+  union {
+    sockaddr_storage any;
+    sockaddr_in v4;
+    sockaddr_in6 v6;
+  } sa{};
+  size_t want = std::min<uint64_t>(len, sizeof(sockaddr_in6));
+  iovec local{&sa, want}, remote{reinterpret_cast<void*>(n.data.args[1]), want};
+  bool read_ok = want >= sizeof(sa_family_t) && process_vm_readv(pid_t(n.pid), &local, 1, &remote, 1, 0) == ssize_t(want);
+  if (!read_ok) return valid(n.id) ? go_on() : Verdict::Gone;
+  int family = sa.any.ss_family;
+  uint8_t addr[16] = {};
+  uint16_t port = 0;
+  if (family == AF_INET && want >= sizeof(sockaddr_in)) {
+    std::memcpy(addr, &sa.v4.sin_addr, 4);
+    port = ntohs(sa.v4.sin_port);
+  } else if (family == AF_INET6 && want >= sizeof(sockaddr_in6)) {
+    std::memcpy(addr, &sa.v6.sin6_addr, 16);
+    port = ntohs(sa.v6.sin6_port);
+  } else {
+    return valid(n.id) ? go_on() : Verdict::Gone;  // not IP: not the allowlist's
+  }
+  // Judged as the BPF programs key it; the allowlist as written.
+  if (allowlisted(spec_.allow, family, addr, port)) return valid(n.id) ? go_on() : Verdict::Gone;
+  family = normal_endpoint(family, addr);  // as grants and the maps key it
+  char text[INET6_ADDRSTRLEN] = {};
+  inet_ntop(family, addr, text, sizeof(text));
+  (*about)["address"] = text;
+  (*about)["port"] = port;
+  Grant* g = table_.for_connect(family, addr, port, mono_ns());
+  if (!g) return valid(n.id) ? Verdict::Wait : Verdict::Gone;
+  if (!valid(n.id)) return Verdict::Gone;
+  fr_egress_ticket ticket{};
+  ticket.to = endpoint_key(*g);
+  ticket.tid = n.pid;
+  uint64_t deadline = mono_ns() + kTicketNs;
+  if (bpf_map_update_elem(spec_.tickets_map, &ticket, &deadline, BPF_ANY) != 0) {
+    int err = errno;
+    respond(n.id, 0, EPERM, false);
+    emit({{"event", "denied"}, {"ask", ask}, {"pid", n.pid}, {"syscall", "connect"}, {"errno", EPERM},
+          {"why", errno_message("grant " + std::to_string(g->id) + " could not be handed to the kernel", err)}});
+    return Verdict::Answered;
+  }
+  respond(n.id, 0, 0, true);
+  used(*g, n, ask, *about, std::nullopt);  // the kernel answers the connect itself: its result is the call's entry
+  return Verdict::Answered;
 }
 
 Supervisor::Verdict Supervisor::decide_file(const seccomp_notif& n, uint64_t ask, json* about) {
@@ -269,14 +383,7 @@ Supervisor::Verdict Supervisor::decide_file(const seccomp_notif& n, uint64_t ask
     return Verdict::Answered;
   };
   FileCall call;
-  if (view_.enter(pid_t(n.pid)) != 0) {
-    view_.leave();
-    return valid(n.id) ? go_on() : Verdict::Gone;
-  }
-  struct Leave {
-    AgentView& v;
-    ~Leave() { v.leave(); }
-  } leave{view_};
+  if (view_.enter(pid_t(n.pid)) != 0) return valid(n.id) ? go_on() : Verdict::Gone;
   if (!file_call(n.data, view_, &call)) return go_on();
   if (call.op == FileCall::Op::Open && !(call.flags & kWriteBits)) return go_on();
   Place places[2];
@@ -284,42 +391,59 @@ Supervisor::Verdict Supervisor::decide_file(const seccomp_notif& n, uint64_t ask
     Place* p;
     ~Close() { close_place(p[0]), close_place(p[1]); }
   } closer{places};
-  std::vector<int> grant_fds;
+  std::vector<FileId> grant_ids;
   std::vector<Grant*> grants = table_.writes(mono_ns());
-  for (Grant* g : grants) grant_fds.push_back(grant_dirs_.count(g->id) ? grant_dirs_[g->id] : -1);
+  for (Grant* g : grants) grant_ids.push_back(grant_dirs_.count(g->id) ? grant_dirs_[g->id].id : FileId{});
+  // Resolves the call's paths and sorts them: inside the policy's trees,
+  // under a grant, or outside both. Done as root to decide (a call that
+  // goes on is checked by the kernel as the thread), and again with the
+  // thread's ids before acting for it, whose answer is then the one used.
+  enum class Where { Inside, Granted, Outside, Kernel };
   Grant* using_grant = nullptr;
-  bool outside_all = false;
-  json paths = json::array();
-  for (int i = 0; i < call.count; ++i) {
-    int err = 0;
-    auto path = view_.read_path(call.paths[i].addr, &err);
-    if (!path) return go_on();
-    paths.push_back(hex(*path));
-    if (view_.place(call.paths[i].dirfd, *path, call.resolve, &places[i]) != 0) return go_on();
-    Place& p = places[i];
-    if (view_.beneath(p.dir_fd, writable_dirs_) >= 0) continue;
-    struct stat st;
-    bool exists = p.leaf != "." && fstatat(p.dir_fd, p.leaf.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
-    if (p.leaf != "." && refused_by_leaf(call, i, exists))
-      return go_on();  // EEXIST or ENOENT from the kernel, as without an ask (mkdir -p of /home)
-    if (exists) {
-      if (S_ISLNK(st.st_mode) && call.op == FileCall::Op::Open && !(call.flags & O_NOFOLLOW))
-        return go_on();  // where an open follows a final symlink is the kernel's to say
-      bool device = false;
-      for (const auto& [dev, ino] : writable_files_) device |= dev == st.st_dev && ino == st.st_ino;
-      if (device) continue;
+  json paths;
+  auto classify = [&]() -> Where {
+    using_grant = nullptr;
+    paths = json::array();
+    bool outside_all = false;
+    for (int i = 0; i < call.count; ++i) {
+      close_place(places[i]);
+      int err = 0;
+      auto path = view_.read_path(call.paths[i].addr, &err);
+      if (!path) return Where::Kernel;
+      paths.push_back(hex(*path));
+      if (view_.place(call.paths[i].dirfd, *path, call.resolve, &places[i]) != 0) return Where::Kernel;
+      Place& p = places[i];
+      auto under = view_.beneath(p.dir_fd, writable_dirs_, grant_ids);
+      if (under.tree >= 0) continue;
+      struct stat st;
+      bool exists = p.leaf != "." && fstatat(p.dir_fd, p.leaf.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
+      if (p.leaf != "." && refused_by_leaf(call, i, exists))
+        return Where::Kernel;  // EEXIST or ENOENT from the kernel, as without an ask (mkdir -p of /home)
+      if (exists) {
+        if (S_ISLNK(st.st_mode) && call.op == FileCall::Op::Open && !(call.flags & O_NOFOLLOW))
+          return Where::Kernel;  // where an open follows a final symlink is the kernel's to say
+        if (std::find(writable_files_.begin(), writable_files_.end(), FileId{st.st_dev, st.st_ino}) !=
+            writable_files_.end())
+          continue;  // a device the policy lets it write
+      }
+      if (under.other < 0) outside_all = true;
+      else if (!using_grant) using_grant = grants[size_t(under.other)];
     }
-    int g = view_.beneath(p.dir_fd, grant_fds);
-    if (g < 0) {
-      outside_all = true;
-      continue;
-    }
-    if (!using_grant) using_grant = grants[size_t(g)];
+    return outside_all ? Where::Outside : using_grant ? Where::Granted : Where::Inside;
+  };
+  Where where = classify();
+  struct Root {
+    AgentView& v;
+    ~Root() { v.become_root(); }
+  } as_root_after{view_};
+  if (where == Where::Granted) {
+    if (view_.become() != 0) return valid(n.id) ? go_on() : Verdict::Gone;
+    where = classify();
   }
   (*about)["paths_hex"] = paths;
   if (!valid(n.id)) return Verdict::Gone;  // what was read may be another thread's
-  if (!using_grant && !outside_all) return go_on();  // inside the policy's trees
-  if (outside_all) return Verdict::Wait;
+  if (where == Where::Inside || where == Where::Kernel) return go_on();
+  if (where == Where::Outside) return Verdict::Wait;
 
   // Under a grant: done here, on the directories resolved above.
   Place& p = places[0];
@@ -394,7 +518,7 @@ void Supervisor::expire_waiting(uint64_t now) {
       emit({{"event", "ask_ended"}, {"ask", w.ask}});
     } else {
       const auto& ws = policy::write_ask_syscalls();
-      int err = std::find(ws.begin(), ws.end(), n.data.nr) != ws.end() ? EACCES : EPERM;
+      int err = std::find(ws.begin(), ws.end(), n.data.nr) != ws.end() ? EACCES : EPERM;  // connect: as the allowlist
       respond(n.id, 0, err, false);
       emit({{"event", "denied"}, {"ask", w.ask}, {"pid", n.pid}, {"syscall", syscall_name(n.data.nr)},
             {"errno", err}, {"why", "no grant within " + std::to_string(spec_.timeout_ms) + " ms"}});
@@ -405,16 +529,13 @@ void Supervisor::expire_waiting(uint64_t now) {
 
 void Supervisor::expire_grants(uint64_t now) {
   for (const Grant& g : table_.expire(now)) {
-    if (auto it = grant_dirs_.find(g.id); it != grant_dirs_.end()) {
-      close(it->second);
-      grant_dirs_.erase(it);
-    }
+    drop_grant_dir(g.id);
     emit({{"event", "expired"}, {"id", g.id}, {"why", "time"}});
   }
 }
 
 int Supervisor::sandbox_dir(const std::string& path) {
-  int root = openat(AT_FDCWD, ("/proc/" + std::to_string(spec_.sandbox_init) + "/root").c_str(),
+  int root = openat(view_.proc(), (std::to_string(spec_.sandbox_init) + "/root").c_str(),
                     O_PATH | O_DIRECTORY | O_CLOEXEC);
   if (root < 0) return -1;
   open_how how{O_PATH | O_DIRECTORY | O_CLOEXEC, 0, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS};
@@ -436,10 +557,12 @@ void Supervisor::accept_client() {
   else if (clients_.size() >= kMaxClients) why = "too many clients";
   else {
     // The session's own processes never grant themselves anything.
+    // (Through the host's /proc: the supervisor's root is a sandboxed thread's.)
     struct stat mine, theirs;
-    std::string a = "/proc/" + std::to_string(cred.pid) + "/ns/pid";
-    std::string b = "/proc/" + std::to_string(spec_.sandbox_init) + "/ns/pid";
-    if (stat(a.c_str(), &theirs) != 0 || stat(b.c_str(), &mine) != 0 || theirs.st_ino == mine.st_ino)
+    std::string a = std::to_string(cred.pid) + "/ns/pid";
+    std::string b = std::to_string(spec_.sandbox_init) + "/ns/pid";
+    if (fstatat(view_.proc(), a.c_str(), &theirs, 0) != 0 || fstatat(view_.proc(), b.c_str(), &mine, 0) != 0 ||
+        theirs.st_ino == mine.st_ino)
       why = "the client is inside the session";
   }
   if (!why.empty()) {
@@ -463,8 +586,7 @@ json Supervisor::handle(const Client& c, const std::string& line) {
     json grants = json::array(), waiting = json::array();
     for (const Grant& g : table_.all()) {
       json j = {{"id", g.id}, {"kind", kind_name(g.kind)}, {"reason", g.reason}};
-      if (g.kind == Kind::Write) j["path"] = g.path;
-      else j["syscall"] = syscall_name(g.syscall);
+      describe(g, &j);
       if (g.expires_ns) j["expires_in_ms"] = g.expires_ns > now ? (g.expires_ns - now) / 1'000'000 : 0;
       if (g.uses_left >= 0) j["uses_left"] = g.uses_left;
       grants.push_back(j);
@@ -477,10 +599,7 @@ json Supervisor::handle(const Client& c, const std::string& line) {
   }
   if (req->op == Request::Op::Revoke) {
     if (!table_.revoke(req->revoke_id)) return {{"ok", false}, {"error", "no grant with id " + std::to_string(req->revoke_id)}};
-    if (auto it = grant_dirs_.find(req->revoke_id); it != grant_dirs_.end()) {
-      close(it->second);
-      grant_dirs_.erase(it);
-    }
+    drop_grant_dir(req->revoke_id);
     json e = who;
     e.update({{"event", "revoked"}, {"id", req->revoke_id}, {"reason", req->reason}});
     emit(e);
@@ -494,13 +613,21 @@ json Supervisor::handle(const Client& c, const std::string& line) {
     if (dir < 0)
       return {{"ok", false}, {"error", g.path + " is not a directory in the sandbox: " + strerror(errno)}};
   }
+  if (g.kind == Kind::Connect) {
+    if (spec_.granted_map < 0) return {{"ok", false}, {"error", "the session's policy does not ask for connects (ask.connect)"}};
+    // Its packets pass the cgroup_skb filters from now on (a connection
+    // made under the grant outlives it); each connect still needs a ticket.
+    fr_egress_endpoint key = endpoint_key(g);
+    uint8_t one = 1;
+    if (bpf_map_update_elem(spec_.granted_map, &key, &one, BPF_ANY) != 0)
+      return {{"ok", false}, {"error", errno_message("cannot grant " + g.address, errno)}};
+  }
   if (req->duration_ms) g.expires_ns = now + req->duration_ms * 1'000'000ull;
   uint64_t id = table_.add(g);
-  if (dir >= 0) grant_dirs_[id] = dir;
+  if (dir >= 0) grant_dirs_[id] = {dir, *file_id(dir)};
   json e = who;
   e.update({{"event", "grant"}, {"id", id}, {"kind", kind_name(g.kind)}, {"reason", g.reason}});
-  if (g.kind == Kind::Write) e["path"] = g.path;
-  else e["syscall"] = syscall_name(g.syscall);
+  describe(g, &e);
   if (req->duration_ms) e["duration_ms"] = req->duration_ms;
   if (g.uses_left >= 0) e["uses"] = g.uses_left;
   emit(e);
@@ -594,7 +721,9 @@ pid_t start_supervisor(const SupervisorSpec& spec) {
   sigprocmask(SIG_SETMASK, &none, nullptr);
   // Nothing of flightrec's but what it needs: not the record, not the key.
   for (int fd = 3; fd < 4096; ++fd)
-    if (fd != spec.notify_sock && fd != spec.listen_fd && fd != spec.events_fd) close(fd);
+    if (fd != spec.notify_sock && fd != spec.listen_fd && fd != spec.events_fd && fd != spec.granted_map &&
+        fd != spec.tickets_map)
+      close(fd);
   syscall(SYS_close_range, 4096, ~0u, 0);
   try {
     Supervisor(spec).run();

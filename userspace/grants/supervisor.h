@@ -8,7 +8,11 @@
 // expiry, revocation, denial and refused client.
 //
 // Answers: a syscall grant lets the call go on (SECCOMP_USER_NOTIF_FLAG_CONTINUE
-// is safe there: the decision rests on the call's number alone). A file
+// is safe there: the decision rests on the call's number alone). A connect
+// is decided on the address read from the thread's memory, which it could
+// change before the kernel copies it: so the call goes on with a ticket
+// for that thread and address in a BPF map, and the cgroup connect program
+// lets it through only if the kernel's copy matches (bpf/egress.bpf.c). A file
 // call is resolved as the kernel would for the thread (grants/agent_view.h):
 // inside the trees the policy lets it write, it goes on and Landlock
 // decides as always; under a granted directory the supervisor does it
@@ -21,6 +25,8 @@
 #include <string>
 #include <vector>
 
+#include "policy/policy.h"
+
 namespace flightrec::grants {
 
 struct SupervisorSpec {
@@ -30,6 +36,8 @@ struct SupervisorSpec {
   pid_t sandbox_init = -1;  // its root and pid namespace are the sandbox's
   uid_t owner = 0;        // may grant, besides root
   std::vector<std::string> writable;  // trees the policy lets the session write (inside paths)
+  std::vector<policy::Endpoint> allow;  // the egress allowlist: connects there go on unasked
+  int granted_map = -1, tickets_map = -1;  // fr_egress_granted, fr_egress_tickets (ask.connect)
   uint64_t timeout_ms = 10'000;
 };
 

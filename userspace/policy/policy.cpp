@@ -190,12 +190,18 @@ void parse_seccomp(const Reader& r, const YAML::Node& n, Policy& p) {
   check_order(r, n, s);
 }
 
-// ask: {write: bool, syscalls: [names], timeout: 10s}. An asked call is
-// answered by the supervisor, so no seccomp rule may decide it as well.
+// ask: {write: bool, connect: bool, syscalls: [names], timeout: 10s}. An
+// asked call is answered by the supervisor, so no seccomp rule may decide
+// it as well.
 void parse_ask(const Reader& r, const YAML::Node& n, Policy& p) {
-  r.only_keys(n, "ask", {"write", "syscalls", "timeout"});
+  r.only_keys(n, "ask", {"write", "connect", "syscalls", "timeout"});
   Ask& a = p.ask;
   if (n["write"]) a.write = r.boolean(n["write"], "ask.write");
+  if (n["connect"]) a.connect = r.boolean(n["connect"], "ask.connect");
+  // The grant adds to the allowlist's cgroup programs: without them there is
+  // nothing to add to (none: no route out; host: nothing is refused).
+  if (a.connect && p.network != Network::Allowlist)
+    r.fail(n["connect"], "ask.connect", "needs network.mode: allowlist (the list may be empty)");
   if (n["timeout"]) {
     auto ms = parse_duration_ms(r.str(n["timeout"], "ask.timeout"));
     if (!ms || *ms < 100 || *ms > 600'000) r.fail(n["timeout"], "ask.timeout", "must be a duration from 100ms to 10m");
@@ -209,6 +215,8 @@ void parse_ask(const Reader& r, const YAML::Node& n, Policy& p) {
       if (std::find(w.begin(), w.end(), nr) != w.end())
         r.fail(n["syscalls"][i], "ask.syscalls", "'" + a.syscall_names[i] + "' is a file write: use ask.write, which "
                "grants it by directory");
+      if (nr == SYS_connect)
+        r.fail(n["syscalls"][i], "ask.syscalls", "'connect' is asked with ask.connect, which grants it by address and port");
       if (std::find(a.syscalls.begin(), a.syscalls.end(), nr) != a.syscalls.end())
         r.fail(n["syscalls"][i], "ask.syscalls", "'" + a.syscall_names[i] + "' is listed twice");
       a.syscalls.push_back(nr);
@@ -216,6 +224,7 @@ void parse_ask(const Reader& r, const YAML::Node& n, Policy& p) {
   }
   std::vector<int> asked = a.syscalls;
   if (a.write) asked.insert(asked.end(), write_ask_syscalls().begin(), write_ask_syscalls().end());
+  if (a.connect) asked.push_back(SYS_connect);
   for (const auto& rule : p.seccomp.rules)
     for (int nr : rule.numbers)
       if (std::find(asked.begin(), asked.end(), nr) != asked.end())
@@ -526,7 +535,8 @@ const std::vector<int>& write_ask_syscalls() {
 }
 
 bool own_network(const Policy& p) {
-  return p.confine && (p.network == Network::None || (p.network == Network::Allowlist && p.allow.empty()));
+  return p.confine &&
+         (p.network == Network::None || (p.network == Network::Allowlist && p.allow.empty() && !p.ask.connect));
 }
 
 std::vector<std::string> executable_paths(const Policy& p, const std::string& work_dir, const std::string& command) {

@@ -59,10 +59,11 @@ struct Endpoint {
 // userspace/grants/) instead of failing at once.
 struct Ask {
   bool write = false;              // file writes outside the writable trees
+  bool connect = false;            // connect() to an address:port not on the allowlist (network: allowlist)
   std::vector<int> syscalls;       // these system calls, by number
   std::vector<std::string> syscall_names;
   uint64_t timeout_ms = 10'000;    // then the call fails (EACCES, or EPERM for syscalls)
-  bool any() const { return write || !syscalls.empty(); }
+  bool any() const { return write || connect || !syscalls.empty(); }
 };
 
 // The calls the supervisor answers when ask.write is on: file opens that
@@ -121,8 +122,8 @@ struct Policy {
 std::vector<std::string> executable_paths(const Policy& p, const std::string& work_dir, const std::string& command);
 
 // Whether the sandbox gets a network namespace of its own (only its own
-// loopback): with no network, and with an allowlist that lists nothing,
-// which then means the same. Only a non-empty allowlist shares the host's
+// loopback): with no network, and with an allowlist that lists nothing and
+// grants nothing at run time (ask.connect), which then means the same. Only a non-empty allowlist shares the host's
 // stack; then the sandbox's abstract UNIX names are the host's too.
 bool own_network(const Policy& p);
 

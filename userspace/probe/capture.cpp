@@ -148,6 +148,13 @@ Capture::Capture(const CaptureOptions& opts, Handler handler) : handler_(std::mo
     skel_->rodata->fr_egress_count = uint32_t(opts.egress.size());
     skel_->rodata->fr_egress_lsm = egress && lsm ? 1 : 0;
     bpf_map__set_max_entries(skel_->maps.fr_events, uint32_t(opts.ring_bytes));
+    if ((opts.egress_granted_fd >= 0 && bpf_map__reuse_fd(skel_->maps.fr_egress_granted, opts.egress_granted_fd)) ||
+        (opts.egress_tickets_fd >= 0 && bpf_map__reuse_fd(skel_->maps.fr_egress_tickets, opts.egress_tickets_fd))) {
+      int e = errno;
+      flightrec_bpf__destroy(skel_);
+      skel_ = nullptr;
+      throw Error(errno_message("cannot share the connect grants' maps with the BPF programs", e));
+    }
     select_programs(skel_->obj, lsm, opts.tls, egress);
     if (!opts.entry_times || !opts.raw_syscalls) bpf_program__set_autoload(skel_->progs.fr_sys_enter, false);
     if (!opts.raw_syscalls) bpf_program__set_autoload(skel_->progs.fr_sys_exit, false);

@@ -60,6 +60,10 @@ struct CaptureOptions {
   // programs); -1: not loaded.
   int egress_cgroup_fd = -1;
   std::vector<fr_egress_rule> egress;
+  // The runtime connect grants' maps (fr_egress_granted, fr_egress_tickets),
+  // made by the session before its grant supervisor starts; -1: the
+  // programs get empty maps of their own.
+  int egress_granted_fd = -1, egress_tickets_fd = -1;
   bool verbose = false;                   // libbpf's own messages to stderr
 };
 

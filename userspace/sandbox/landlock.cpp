@@ -82,7 +82,9 @@ LandlockPlan LandlockPlan::from(const policy::Policy& p, const std::string& work
   plan.write.push_back("/dev/pts");
   plan.write_files = {"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty", "/dev/ptmx"};
   plan.exec = policy::executable_paths(p, work_dir, command);
-  if (p.network == policy::Network::Allowlist) {
+  // A ruleset cannot widen once applied: with runtime connect grants the
+  // cgroup programs alone judge connects (they read the grants' tickets).
+  if (p.network == policy::Network::Allowlist && !p.ask.connect) {
     plan.restrict_connect = true;
     for (const auto& e : p.allow) {
       if (e.port == 0) plan.restrict_connect = false;  // any port: leave it to the egress filter

@@ -65,6 +65,7 @@ SeccompFilter::SeccompFilter(const policy::Seccomp& s, const policy::Ask& ask) {
     notifies_ = true;
   };
   for (int nr : ask.syscalls) notify(nr, {});
+  if (ask.connect) notify(SCMP_SYS(connect), {});
   if (ask.write) {
     constexpr uint64_t kTmpfileBit = 020000000;  // __O_TMPFILE
     for (uint64_t bit : {uint64_t(O_WRONLY), uint64_t(O_RDWR), uint64_t(O_CREAT), uint64_t(O_TRUNC), kTmpfileBit}) {

@@ -1,6 +1,7 @@
 #include "session/confinement.h"
 
 #include <arpa/inet.h>
+#include <bpf/bpf.h>
 #include <fcntl.h>
 #include <dirent.h>
 #include <sys/stat.h>
@@ -228,6 +229,19 @@ void Confinement::start_grants(const std::string& path) {
   spec.writable = landlock_.write;
   spec.writable.insert(spec.writable.end(), landlock_.write_files.begin(), landlock_.write_files.end());
   spec.timeout_ms = policy_.ask.timeout_ms;
+  if (policy_.ask.connect) {
+    // Made here, before the programs load (they reuse them), so that the
+    // supervisor, forked now, holds them too (bpf/lib/common.bpf.h).
+    egress_granted_fd_ = bpf_map_create(BPF_MAP_TYPE_HASH, "fr_conn_granted", sizeof(fr_egress_endpoint), 1,
+                                        FR_EGRESS_GRANTED_MAX, nullptr);
+    egress_tickets_fd_ = bpf_map_create(BPF_MAP_TYPE_HASH, "fr_conn_tickets", sizeof(fr_egress_ticket),
+                                        sizeof(uint64_t), FR_EGRESS_TICKETS_MAX, nullptr);
+    if (egress_granted_fd_ < 0 || egress_tickets_fd_ < 0)
+      throw Error(errno_message("cannot make the connect grants' BPF maps", errno));
+    spec.allow = policy_.allow;
+    spec.granted_map = egress_granted_fd_;
+    spec.tickets_map = egress_tickets_fd_;
+  }
   supervisor_ = grants::start_supervisor(spec);
   close(events[1]);
   close(listen_fd);
@@ -289,7 +303,7 @@ Confinement::~Confinement() {
     waitpid(supervisor_, nullptr, 0);
   }
   if (!grant_socket_.empty()) unlink(grant_socket_.c_str());
-  for (int fd : notify_sock_)
+  for (int fd : {notify_sock_[0], notify_sock_[1], egress_granted_fd_, egress_tickets_fd_})
     if (fd >= 0) close(fd);
   if (child_.go_fd >= 0) close(child_.go_fd);
   if (child_.report_fd >= 0) close(child_.report_fd);
@@ -307,6 +321,8 @@ void Confinement::fill(probe::CaptureOptions& copts) const {
   if (!add_path_rules(copts.exec, landlock_.exec, policy_.filesystem.root)) copts.exec = {};
   // The allowlist's rules are in the plan (session/plan.h); here is where they apply.
   if (policy_.network == policy::Network::Allowlist) copts.egress_cgroup_fd = cgroup_.fd();
+  copts.egress_granted_fd = egress_granted_fd_;
+  copts.egress_tickets_fd = egress_tickets_fd_;
 }
 
 void Confinement::fill(recorder::SessionMeta& meta) const {

@@ -148,6 +148,7 @@ class Confinement : public Observer {
   std::unique_ptr<GrantLog> grant_log_;
   bool stopping_grants_ = false;
   int notify_sock_[2] = {-1, -1};
+  int egress_granted_fd_ = -1, egress_tickets_fd_ = -1;  // ask.connect: shared by the supervisor and the programs
   uint64_t closes_left_to_end_ = 0;
   uint64_t packet_drops_seen_[FR_NET_DROP_KINDS] = {};
   static constexpr uint64_t kMaxPrinted = 100;

@@ -69,9 +69,10 @@ void GrantLog::entry(const std::string& line, Emitted& out, std::string* notes) 
   static const std::pair<const char*, const char*> ints[] = {
       {"id", "grant_id"},       {"ask", "ask_id"},         {"pid", "subject_pid"}, {"result", "result"},
       {"errno", "errno"},       {"duration_ms", "duration_ms"}, {"uses", "uses"},  {"timeout_ms", "timeout_ms"},
-      {"client_uid", "client_uid"}, {"client_pid", "client_pid"}};
+      {"client_uid", "client_uid"}, {"client_pid", "client_pid"}, {"port", "port"}};
   static const std::pair<const char*, const char*> texts[] = {
-      {"kind", "kind"}, {"path", "path"}, {"syscall", "syscall"}, {"reason", "reason"}, {"why", "why"}};
+      {"kind", "kind"}, {"path", "path"}, {"syscall", "syscall"}, {"address", "address"}, {"reason", "reason"},
+      {"why", "why"}};
   for (const auto& [from, to] : ints)
     if (j.contains(from) && j[from].is_number_integer()) e.set(to, j[from].get<int64_t>());
   for (const auto& [from, to] : texts)
@@ -85,6 +86,7 @@ void GrantLog::entry(const std::string& line, Emitted& out, std::string* notes) 
   auto str = [&](const char* k) { return j.contains(k) && j[k].is_string() ? j[k].get<std::string>() : ""; };
   auto num = [&](const char* k) { return j.contains(k) && j[k].is_number_integer() ? std::to_string(j[k].get<int64_t>()) : "?"; };
   std::string what = str("syscall");
+  if (!str("address").empty()) what += " " + str("address") + " port " + num("port");
   if (j.contains("paths_hex") && j["paths_hex"].is_array() && !j["paths_hex"].empty() && j["paths_hex"][0].is_string())
     what += " " + unhex(j["paths_hex"][0].get<std::string>());
   if (event == "ask")
@@ -94,6 +96,7 @@ void GrantLog::entry(const std::string& line, Emitted& out, std::string* notes) 
     *notes += "flightrec: ALERT grant.denied: ask " + num("ask") + " " + what + " (pid " + num("pid") + "): " + str("why") + "\n";
   else if (event == "grant")
     *notes += "flightrec: GRANT " + num("id") + ": " + str("kind") + " " + str("path") + str("syscall") +
+              (str("address").empty() ? "" : str("address") + " port " + num("port")) +
               (str("reason").empty() ? "" : " (" + str("reason") + ")") + "\n";
   else if (event == "refused")
     *notes += "flightrec: ALERT grant.refused: " + str("why") + "\n";

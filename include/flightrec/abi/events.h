@@ -243,6 +243,32 @@ struct fr_egress_rule {
 };
 FR_STATIC_ASSERT(sizeof(struct fr_egress_rule) == 32, "fr_egress_rule layout");
 
+/* Runtime connect grants (ask.connect; userspace/grants/). The grant
+ * supervisor answers a thread's asked connect() by putting a ticket for
+ * that thread and the address it read into fr_egress_tickets; the cgroup
+ * connect program takes it (one delete: one connect) when the kernel's
+ * copy of the address is the same, so a thread that rewrites the address
+ * after the decision finds no ticket. An endpoint once granted stays in
+ * fr_egress_granted, whose packets the cgroup_skb filters let through:
+ * a connection made under a grant outlives the grant. IPv4-mapped IPv6
+ * addresses are keyed as IPv4. */
+#define FR_EGRESS_GRANTED_MAX 4096
+#define FR_EGRESS_TICKETS_MAX 16384
+struct fr_egress_endpoint {
+	__u8 addr[16];           /* network order; IPv4 in the first 4 bytes */
+	__u32 family;            /* AF_INET or AF_INET6 */
+	__u16 port;              /* host order */
+	__u16 pad;
+};
+FR_STATIC_ASSERT(sizeof(struct fr_egress_endpoint) == 24, "fr_egress_endpoint layout");
+struct fr_egress_ticket {
+	struct fr_egress_endpoint to;
+	__u32 tid;               /* the thread whose connect was granted (host pid namespace) */
+	__u32 pad;
+};
+FR_STATIC_ASSERT(sizeof(struct fr_egress_ticket) == 32, "fr_egress_ticket layout");
+/* The ticket's value: its deadline, bpf_ktime_get_ns() (CLOCK_MONOTONIC). */
+
 /* Packets the egress programs' cgroup_skb filters dropped, per CPU and
  * direction (index): how many, and the far end of the last one. */
 enum fr_net_drop_kind {

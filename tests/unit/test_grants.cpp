@@ -1,0 +1,139 @@
+// The grant protocol and table as data (userspace/grants/grants.h): what a
+// client may ask, in which words, and how grants are matched and used up.
+#include <doctest/doctest.h>
+
+#include <arpa/inet.h>
+#include <sys/syscall.h>
+
+#include "grants/grants.h"
+#include "policy/policy.h"
+
+using namespace flightrec;
+using namespace flightrec::grants;
+
+namespace {
+
+std::string error_of(const std::string& line) {
+  std::string error;
+  auto r = parse_request(line, &error);
+  return r ? "" : error;
+}
+
+std::string policy_error(const std::string& yaml) {
+  try {
+    policy::parse(yaml, "t.yaml");
+  } catch (const policy::PolicyError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("grant requests: each kind with its own scope, strictly") {
+  std::string error;
+  auto w = parse_request(R"({"op":"grant","kind":"write","path":"/opt/x","duration_ms":5000,"reason":"r"})", &error);
+  REQUIRE(w);
+  CHECK(w->grant.kind == Kind::Write);
+  CHECK(w->duration_ms == 5000);
+  CHECK(w->grant.uses_left == -1);
+  auto s = parse_request(R"({"op":"grant","kind":"syscall","syscall":"uname","uses":1})", &error);
+  REQUIRE(s);
+  CHECK(s->grant.syscall == SYS_uname);
+  CHECK(s->grant.uses_left == 1);
+  auto c = parse_request(R"({"op":"grant","kind":"connect","address":"192.0.2.7","port":443,"uses":2})", &error);
+  REQUIRE(c);
+  CHECK(c->grant.kind == Kind::Connect);
+  CHECK(c->grant.family == AF_INET);
+  CHECK(c->grant.port == 443);
+  CHECK(c->grant.address == "192.0.2.7");
+  // IPv4-mapped IPv6 is keyed as IPv4, as the kernel's maps key it.
+  auto m = parse_request(R"({"op":"grant","kind":"connect","address":"::ffff:192.0.2.7","port":443})", &error);
+  REQUIRE(m);
+  CHECK(m->grant.family == AF_INET);
+  CHECK(m->grant.address == "192.0.2.7");
+  auto six = parse_request(R"({"op":"grant","kind":"connect","address":"2001:db8::1","port":22})", &error);
+  REQUIRE(six);
+  CHECK(six->grant.family == AF_INET6);
+
+  CHECK(error_of(R"({"op":"grant","kind":"connect","address":"example.org","port":443})").find("IPv4 or IPv6") !=
+        std::string::npos);
+  CHECK(error_of(R"({"op":"grant","kind":"connect","address":"192.0.2.7"})").find("port (1 to 65535)") !=
+        std::string::npos);
+  CHECK(error_of(R"({"op":"grant","kind":"connect","address":"192.0.2.7","port":0})") != "");
+  CHECK(error_of(R"({"op":"grant","kind":"connect","address":"192.0.2.7","port":65536})") != "");
+  CHECK(error_of(R"({"op":"grant","kind":"connect","address":"192.0.2.7","port":1,"path":"/x"})") != "");
+  CHECK(error_of(R"({"op":"grant","kind":"write","path":"/x","port":1})") != "");
+  CHECK(error_of(R"({"op":"grant","kind":"syscall","syscall":"uname","address":"192.0.2.7"})") != "");
+  CHECK(error_of(R"({"op":"grant","kind":"write","path":"relative"})") != "");
+  CHECK(error_of(R"({"op":"grant","kind":"exec","path":"/bin"})") == "kind must be write, syscall or connect");
+  CHECK(error_of(R"({"op":"grant","kind":"write","path":"/x","uses":0})").find("at least 1") != std::string::npos);
+  CHECK(error_of(R"({"op":"grant","kind":"write","path":"/x","extra":1})") == "unknown key 'extra'");
+  CHECK(error_of("not json") == "not a JSON object");
+  CHECK(error_of(R"({"op":"revoke"})") == "revoke needs the grant's id");
+}
+
+TEST_CASE("the grant table: a connect grant matches its address and port alone, and is used up") {
+  GrantTable t;
+  std::string error;
+  auto c = parse_request(R"({"op":"grant","kind":"connect","address":"192.0.2.7","port":443,"uses":2})", &error);
+  REQUIRE(c);
+  uint64_t id = t.add(c->grant);
+  uint8_t addr[16] = {};
+  inet_pton(AF_INET, "192.0.2.7", addr);
+  uint8_t other[16] = {};
+  inet_pton(AF_INET, "192.0.2.8", other);
+  CHECK(t.for_connect(AF_INET, other, 443, 1) == nullptr);
+  CHECK(t.for_connect(AF_INET, addr, 80, 1) == nullptr);
+  CHECK(t.for_connect(AF_INET6, addr, 443, 1) == nullptr);
+  Grant* g = t.for_connect(AF_INET, addr, 443, 1);
+  REQUIRE(g);
+  CHECK(g->id == id);
+  CHECK_FALSE(t.use(*g));
+  g = t.for_connect(AF_INET, addr, 443, 1);
+  REQUIRE(g);
+  CHECK(t.use(*g));  // the last use removes it
+  CHECK(t.for_connect(AF_INET, addr, 443, 1) == nullptr);
+  CHECK(t.all().empty());
+
+  // Time: valid until its expiry, then expired and gone.
+  Grant timed = c->grant;
+  timed.uses_left = -1;
+  timed.expires_ns = 1000;
+  uint64_t tid = t.add(timed);
+  CHECK(t.for_connect(AF_INET, addr, 443, 999) != nullptr);
+  CHECK(t.for_connect(AF_INET, addr, 443, 1000) == nullptr);
+  auto gone = t.expire(1000);
+  REQUIRE(gone.size() == 1);
+  CHECK(gone[0].id == tid);
+}
+
+TEST_CASE("normal_endpoint: IPv4-mapped IPv6 becomes IPv4, everything else stays") {
+  uint8_t a[16] = {};
+  inet_pton(AF_INET6, "::ffff:10.1.2.3", a);
+  CHECK(normal_endpoint(AF_INET6, a) == AF_INET);
+  uint8_t want[16] = {10, 1, 2, 3};
+  CHECK(std::equal(a, a + 16, want));
+  uint8_t b[16] = {};
+  inet_pton(AF_INET6, "::1", b);
+  CHECK(normal_endpoint(AF_INET6, b) == AF_INET6);
+  uint8_t c[16] = {};
+  inet_pton(AF_INET6, "64:ff9b::a01:203", c);  // NAT64, not mapped
+  CHECK(normal_endpoint(AF_INET6, c) == AF_INET6);
+}
+
+TEST_CASE("policy ask.connect: only with an allowlist; connect is not a syscall ask; it shares the host's stack") {
+  const std::string head = "version: 1\nname: t\n";
+  CHECK(policy_error(head + "ask:\n  connect: true\n").find("ask.connect: needs network.mode: allowlist") !=
+        std::string::npos);
+  CHECK(policy_error(head + "network:\n  mode: host\nask:\n  connect: true\n").find("needs network.mode: allowlist") !=
+        std::string::npos);
+  CHECK(policy_error(head + "network:\n  mode: allowlist\nask:\n  syscalls: [connect]\n").find("ask.connect") !=
+        std::string::npos);
+  auto p = policy::parse(head + "network:\n  mode: allowlist\nask:\n  connect: true\n", "t.yaml");
+  CHECK(p.ask.connect);
+  CHECK(p.ask.any());
+  CHECK_FALSE(policy::own_network(p));  // an empty allowlist alone would get its own namespace
+  auto q = policy::parse(head + "network:\n  mode: allowlist\n", "t.yaml");
+  CHECK(policy::own_network(q));
+}
