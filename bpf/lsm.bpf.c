@@ -18,7 +18,17 @@
 struct lsm_scratch {
 	__u8 buf[sizeof(struct fr_lsm) + FR_STR_MAX];  /* the record; lsm_record() */
 	struct fr_path_key key;                        /* a trie lookup */
+	struct fr_exec_ticket ticket;                  /* an exec grant's lookup */
 };
+
+/* Runtime exec grants (include/flightrec/abi/events.h), made and filled by
+ * the session's grant supervisor. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, FR_EXEC_TICKETS_MAX);
+	__type(key, struct fr_exec_ticket);
+	__type(value, __u64);
+} fr_exec_tickets SEC(".maps");
 
 /* __FMODE_EXEC in f_flags: the open of a file to execute it (execve, the
  * ELF interpreter, a script's interpreter), as Landlock tells it too. */
@@ -78,6 +88,26 @@ static __always_inline __u32 path_rule(void *trie, struct fr_lsm *r, __u32 len)
 	return rule ? *rule : 0;
 }
 
+/* Takes the current thread's exec ticket for r's path (len bytes), if it
+ * has one in time: the grant supervisor's yes to this very file. */
+static __always_inline bool exec_ticket(struct fr_lsm *r, __u32 len)
+{
+	if (len == 0 || len >= FR_PATH_RULE_MAX)
+		return false;
+	struct fr_exec_ticket *t = &((struct lsm_scratch *)r)->ticket;
+	__builtin_memset(t, 0, sizeof(*t));
+	t->tid = (__u32)bpf_get_current_pid_tgid();
+	t->len = len;
+	barrier_var(len);  /* keep the mask below: the verifier needs it to bound the read */
+	if (bpf_probe_read_kernel(t->path, len & (FR_PATH_RULE_MAX - 1), r->path))
+		return false;
+	__u64 *deadline = bpf_map_lookup_elem(&fr_exec_tickets, t);
+	if (!deadline)
+		return false;
+	bool in_time = bpf_ktime_get_ns() < *deadline;
+	return bpf_map_delete_elem(&fr_exec_tickets, t) == 0 && in_time;
+}
+
 /* 0: the open may go on; else why not (denied_by). n is bpf_d_path's result. */
 static __always_inline __u32 open_verdict(struct fr_lsm *r, long n, bool exec)
 {
@@ -87,7 +117,7 @@ static __always_inline __u32 open_verdict(struct fr_lsm *r, long n, bool exec)
 	if (n <= 0)  /* no path (longer than PATH_MAX): an exec cannot be shown allowed */
 		return check_exec ? FR_DENY_EXEC : 0;
 	__u32 len = (__u32)(n - 1);
-	if (check_exec && !path_rule(&fr_exec_paths, r, len))
+	if (check_exec && !path_rule(&fr_exec_paths, r, len) && !exec_ticket(r, len))
 		return FR_DENY_EXEC;
 	if (!fr_hidden_rules)
 		return 0;

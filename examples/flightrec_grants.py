@@ -85,6 +85,13 @@ class Grants:
             ids.append(self._ask(self._limits(req, seconds, uses))["id"])
         return ids
 
+    def grant_exec(self, path, reason, seconds=None, uses=None):
+        """Lets the session execute the file `path`, or files under the
+        directory `path` (its path inside the sandbox; policy ask.exec).
+        Returns the grant's id."""
+        req = {"op": "grant", "kind": "exec", "path": path, "reason": reason}
+        return self._ask(self._limits(req, seconds, uses))["id"]
+
     def revoke(self, grant_id, reason=""):
         self._ask({"op": "revoke", "id": int(grant_id), "reason": reason})
 

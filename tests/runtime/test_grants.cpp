@@ -126,6 +126,31 @@ std::vector<json> with(const std::vector<json>& all, const std::string& type, co
   return out;
 }
 
+// The record of a grant of one use, asked for before and after: the grant
+// (of `kind`), one use by `syscall`, its expiry by uses, and the two asked
+// calls denied with EPERM. Returns the grant's and the use's entries.
+std::pair<json, json> one_use_record(const std::string& db, int64_t id, const std::string& kind,
+                                     const std::string& syscall) {
+  CHECK(flightrec({"verify", "--db", db}).code == 0);
+  auto all = entries(db);
+  auto granted = with(all, "grant", "grant_id", id);
+  auto uses = with(all, "grant_use", "grant_id", id);
+  auto expired = with(all, "grant_expired", "grant_id", id);
+  auto denied = of_type(all, "grant_denied");
+  REQUIRE(granted.size() == 1);
+  CHECK(granted[0]["kind"] == kind);
+  REQUIRE(uses.size() == 1);
+  CHECK(uses[0]["syscall"] == syscall);
+  REQUIRE(expired.size() == 1);
+  CHECK(expired[0]["why"] == "uses");
+  REQUIRE(denied.size() == 2);
+  for (const auto& d : denied) {
+    CHECK(d["syscall"] == syscall);
+    CHECK(d["errno"] == EPERM);
+  }
+  return {granted[0], uses[0]};
+}
+
 }  // namespace
 
 TEST_CASE("grants: a write grant for one directory, used, then expired; the writes before and after are refused") {
@@ -242,10 +267,11 @@ TEST_CASE("grants: a revoked grant stops writes; another user is refused; mkdir 
   CHECK(of_type(all, "grant_denied").size() == 1);
 }
 
-TEST_CASE("grants: a system call granted for one use goes through once, then waits and fails") {
+TEST_CASE("grants: a system call granted for one use goes through once; before and after it waits and fails") {
   REQUIRE_MESSAGE(is_root(), "runtime tests need root");
   AskSession s("  syscalls: [uname]\n  timeout: 1s\n",
-               "step granted; for i in 1 2; do uname -n >/dev/null && echo \"uname $i ok\" || echo \"uname $i refused\"; done\n");
+               "u() { uname -n >/dev/null && echo \"uname $1 ok\" || echo \"uname $1 refused\"; }\n"
+               "u 0; step granted; u 1; u 2\n");
   REQUIRE(s.reached("granted"));
   json g = s.request({{"op", "grant"}, {"kind", "syscall"}, {"syscall", "uname"}, {"uses", 1}, {"reason", "one look"}});
   REQUIRE(g["ok"] == true);
@@ -254,18 +280,10 @@ TEST_CASE("grants: a system call granted for one use goes through once, then wai
   Result r = s.finish();
   INFO(r.err);
   REQUIRE(r.code == 0);
-  CHECK(r.out == "uname 1 ok\nuname 2 refused\n");
-  auto all = entries(s.db);
-  auto uses = with(all, "grant_use", "grant_id", id);
-  REQUIRE(uses.size() == 1);
-  CHECK(uses[0]["syscall"] == "uname");
-  auto expired = with(all, "grant_expired", "grant_id", id);
-  REQUIRE(expired.size() == 1);
-  CHECK(expired[0]["why"] == "uses");
-  auto denied = of_type(all, "grant_denied");
-  REQUIRE(denied.size() == 1);
-  CHECK(denied[0]["syscall"] == "uname");
-  CHECK(denied[0]["errno"] == EPERM);
+  CHECK(r.out == "uname 0 refused\nuname 1 ok\nuname 2 refused\n");
+  auto [granted, use] = one_use_record(s.db, id, "syscall", "uname");
+  CHECK(granted["syscall"] == "uname");
+  CHECK(use["result"] == 0);
 }
 
 namespace {
@@ -321,27 +339,12 @@ TEST_CASE("grants: a connect granted for one call goes through once; the connect
   INFO(r.err);
   REQUIRE(r.code == 0);
   CHECK(r.out == "errno 1\nconnected\nerrno 1\n");
-  CHECK(flightrec({"verify", "--db", s.db}).code == 0);
+  auto [granted, use] = one_use_record(s.db, id, "connect", "connect");
+  CHECK(granted["address"] == "127.0.0.1");
+  CHECK(granted["port"] == l.port);
+  CHECK(granted["reason"] == "fetch once");
+  CHECK(use["address"] == "127.0.0.1");
   auto all = entries(s.db);
-  auto granted = with(all, "grant", "grant_id", id);
-  REQUIRE(granted.size() == 1);
-  CHECK(granted[0]["kind"] == "connect");
-  CHECK(granted[0]["address"] == "127.0.0.1");
-  CHECK(granted[0]["port"] == l.port);
-  CHECK(granted[0]["reason"] == "fetch once");
-  auto uses = with(all, "grant_use", "grant_id", id);
-  REQUIRE(uses.size() == 1);
-  CHECK(uses[0]["syscall"] == "connect");
-  CHECK(uses[0]["address"] == "127.0.0.1");
-  auto expired = with(all, "grant_expired", "grant_id", id);
-  REQUIRE(expired.size() == 1);
-  CHECK(expired[0]["why"] == "uses");
-  auto denied = of_type(all, "grant_denied");
-  REQUIRE(denied.size() == 2);
-  for (const auto& d : denied) {
-    CHECK(d["syscall"] == "connect");
-    CHECK(d["errno"] == EPERM);
-  }
   auto asks = of_type(all, "grant_ask");  // the granted connect did not wait: no ask
   REQUIRE(asks.size() == 2);
   for (const auto& a : asks) CHECK(a["port"] == l.port);
@@ -369,6 +372,85 @@ TEST_CASE("grants: a thread rewriting the address during the decision cannot con
   auto all = entries(s.db);
   CHECK(!with(all, "grant_use", "grant_id", g["id"]).empty());
   for (const auto& e : of_type(all, "grant_use")) CHECK(e["port"] == ends.a.port);
+}
+
+namespace {
+
+// ask.exec with an exec list that runs the shell and the dynamic loader
+// (usr-merged Debian: /bin and /lib64 lead into /usr).
+const char* kExecPolicy = "  exec: true\n  timeout: 1s\nfilesystem:\n  exec: [/usr/bin, /usr/lib, /bin, /lib, /lib64]\n";
+
+bool bpf_lsm_loads() {
+  return flightrec({"probe"}).out.find("BPF-LSM                                         yes") != std::string::npos;
+}
+
+}  // namespace
+
+TEST_CASE("grants: an exec granted for one use runs once where BPF-LSM loads; elsewhere ask.exec refuses to start") {
+  REQUIRE_MESSAGE(is_root(), "runtime tests need root");
+  if (!bpf_lsm_loads()) {
+    // Landlock cannot widen at run time, so only BPF-LSM can judge exec
+    // grants: without it the command never runs.
+    TempDir dir;
+    std::ofstream(dir.file("p.yaml")) << "version: 1\nname: t\nask:\n" << kExecPolicy;
+    Result r = run_in(dir.path.string(), {FLIGHTREC_BIN, "run", "--policy", dir.file("p.yaml"), "--db",
+                                          dir.file("s.db"), "--", "sh", "-c", "echo ran"});
+    CHECK(r.code != 0);
+    CHECK(r.out.empty());
+    CHECK(r.err.find("refuses BPF-LSM programs, so the path rules (or ask.exec's grants) cannot be enforced") !=
+          std::string::npos);
+    MESSAGE("BPF-LSM refused by this kernel: ask.exec refused to start, as it must");
+    return;
+  }
+  // A program off the exec list, in the work directory.
+  TempDir tools;
+  fs::copy_file("/usr/bin/true", tools.file("tool"));
+  AskSession s(kExecPolicy, "t() { if ./tool; then echo ran; else echo refused; fi; }\nt; step granted; t; t\n", {},
+               {tools.file("tool")});
+  REQUIRE(s.reached("granted"));
+  json missing = s.request({{"op", "grant"}, {"kind", "exec"}, {"path", s.work + "/none"}, {"reason", "x"}});
+  CHECK(missing["ok"] == false);
+  json g = s.request({{"op", "grant"}, {"kind", "exec"}, {"path", s.work + "/tool"}, {"uses", 1}, {"reason", "run once"}});
+  REQUIRE(g["ok"] == true);
+  int64_t id = g["id"].get<int64_t>();
+  s.go();
+  Result r = s.finish();
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  CHECK(r.out == "refused\nran\nrefused\n");
+  auto [granted, use] = one_use_record(s.db, id, "exec", "execve");
+  CHECK(granted["path"] == s.work + "/tool");
+}
+
+TEST_CASE("grants: a thread rewriting the exec path during the decision cannot run an ungranted file") {
+  REQUIRE_MESSAGE(is_root(), "runtime tests need root");
+  if (!bpf_lsm_loads()) {
+    MESSAGE("BPF-LSM refused by this kernel: ask.exec does not start (the test above checks that)");
+    return;
+  }
+  TempDir tools;
+  std::ofstream(tools.file("a")) << "#!/bin/sh\necho A\n";
+  std::ofstream(tools.file("b")) << "#!/bin/sh\necho B\n";
+  chmod(tools.file("a").c_str(), 0755);
+  chmod(tools.file("b").c_str(), 0755);
+  AskSession s("  exec: true\n  timeout: 100ms\nfilesystem:\n  exec: [/usr/bin, /usr/lib, /bin, /lib, /lib64]\n",
+               "mkdir s && mv a b s/ && step granted && ./exec_race ./s/a ./s/b 300\n", {},
+               {tools.file("a"), tools.file("b"), EXEC_RACE_BIN});
+  REQUIRE(s.reached("granted"));
+  json race = s.request({{"op", "grant"}, {"kind", "exec"}, {"path", s.work + "/exec_race"}, {"reason", "the racer"}});
+  REQUIRE(race["ok"] == true);
+  json g = s.request({{"op", "grant"}, {"kind", "exec"}, {"path", s.work + "/s/a"}, {"reason", "race"}});
+  REQUIRE(g["ok"] == true);
+  s.go();
+  Result r = s.finish();
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  // Whatever path the supervisor read, the kernel ran only the granted
+  // file: a rewritten path finds no ticket for what it names.
+  CHECK((r.out == "A\n" || r.out == "none ran\n"));
+  CHECK(r.out.find('B') == std::string::npos);
+  auto all = entries(s.db);
+  CHECK(!with(all, "grant_use", "grant_id", g["id"]).empty());
 }
 
 TEST_CASE("grants: a supervisor that dies leaves asked calls failing, and the record says so") {

@@ -66,7 +66,7 @@ TEST_CASE("grant requests: each kind with its own scope, strictly") {
   CHECK(error_of(R"({"op":"grant","kind":"write","path":"/x","port":1})") != "");
   CHECK(error_of(R"({"op":"grant","kind":"syscall","syscall":"uname","address":"192.0.2.7"})") != "");
   CHECK(error_of(R"({"op":"grant","kind":"write","path":"relative"})") != "");
-  CHECK(error_of(R"({"op":"grant","kind":"exec","path":"/bin"})") == "kind must be write, syscall or connect");
+  CHECK(error_of(R"({"op":"grant","kind":"net","path":"/bin"})") == "kind must be write, syscall, connect or exec");
   CHECK(error_of(R"({"op":"grant","kind":"write","path":"/x","uses":0})").find("at least 1") != std::string::npos);
   CHECK(error_of(R"({"op":"grant","kind":"write","path":"/x","extra":1})") == "unknown key 'extra'");
   CHECK(error_of("not json") == "not a JSON object");
@@ -108,6 +108,23 @@ TEST_CASE("the grant table: a connect grant matches its address and port alone, 
   CHECK(gone[0].id == tid);
 }
 
+TEST_CASE("the grant table: an exec grant covers its file, or the files below its directory, by whole components") {
+  GrantTable t;
+  std::string error;
+  auto e = parse_request(R"({"op":"grant","kind":"exec","path":"/opt/tools","uses":1})", &error);
+  REQUIRE(e);
+  CHECK(e->grant.kind == Kind::Exec);
+  t.add(e->grant);
+  CHECK(t.for_exec("/opt/tools", 1) != nullptr);
+  CHECK(t.for_exec("/opt/tools/bin/fmt", 1) != nullptr);
+  CHECK(t.for_exec("/opt/toolsX/fmt", 1) == nullptr);
+  CHECK(t.for_exec("/opt/tool", 1) == nullptr);
+  CHECK(t.for_exec("/opt", 1) == nullptr);
+  CHECK(error_of(R"({"op":"grant","kind":"exec","path":"relative/x"})").find("an exec grant needs path") !=
+        std::string::npos);
+  CHECK(error_of(R"({"op":"grant","kind":"exec","path":"/x","syscall":"uname"})") != "");
+}
+
 TEST_CASE("normal_endpoint: IPv4-mapped IPv6 becomes IPv4, everything else stays") {
   uint8_t a[16] = {};
   inet_pton(AF_INET6, "::ffff:10.1.2.3", a);
@@ -136,4 +153,14 @@ TEST_CASE("policy ask.connect: only with an allowlist; connect is not a syscall 
   CHECK_FALSE(policy::own_network(p));  // an empty allowlist alone would get its own namespace
   auto q = policy::parse(head + "network:\n  mode: allowlist\n", "t.yaml");
   CHECK(policy::own_network(q));
+}
+
+TEST_CASE("policy ask.exec: only with an exec list; execve is not a syscall ask") {
+  const std::string head = "version: 1\nname: t\n";
+  CHECK(policy_error(head + "ask:\n  exec: true\n").find("ask.exec: needs filesystem.exec") != std::string::npos);
+  CHECK(policy_error(head + "ask:\n  syscalls: [execve]\n").find("ask.exec") != std::string::npos);
+  auto p = policy::parse(head + "filesystem:\n  exec: [/usr/bin]\nask:\n  exec: true\n", "t.yaml");
+  CHECK(p.ask.exec);
+  auto c = policy::parse(head + "filesystem:\n  exec: [command]\nask:\n  exec: true\n", "t.yaml");
+  CHECK(c.ask.exec);
 }

@@ -158,12 +158,15 @@ int AgentView::place(int dirfd, const std::string& raw, uint64_t resolve, Place*
   if (raw.empty()) return ENOENT;
   std::string path = raw;
   while (path.size() > 1 && path.back() == '/') path.pop_back();
-  int base = AT_FDCWD, opened = -1;  // an absolute path: from the root entered
-  if (path[0] != '/' && dirfd == AT_FDCWD) {
+  // An absolute path starts at the root entered, unless openat2's
+  // RESOLVE_IN_ROOT or RESOLVE_BENEATH anchor it at the directory given.
+  bool from_dir = path[0] != '/' || (resolve & (RESOLVE_IN_ROOT | RESOLVE_BENEATH));
+  int base = AT_FDCWD, opened = -1;
+  if (from_dir && dirfd == AT_FDCWD) {
     if (cwd_ < 0) cwd_ = openat(proc_, (std::to_string(tid_) + "/cwd").c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (cwd_ < 0) return errno;
     base = cwd_;
-  } else if (path[0] != '/') {
+  } else if (from_dir) {
     if (dirfd < 0) return EBADF;
     // The thread's own descriptor, reopened through /proc (the same directory).
     opened = openat(proc_, (std::to_string(tid_) + "/fd/" + std::to_string(dirfd)).c_str(),
@@ -187,16 +190,56 @@ int AgentView::place(int dirfd, const std::string& raw, uint64_t resolve, Place*
   return 0;
 }
 
+int AgentView::open_file(int dirfd, const std::string& path, uint64_t at_flags) {
+  auto thread_fd = [&](int n) {
+    int fd = openat(proc_, (std::to_string(tid_) + "/fd/" + std::to_string(n)).c_str(), O_PATH | O_CLOEXEC);
+    if (fd < 0 && errno == ENOENT) errno = EBADF;
+    return fd;
+  };
+  if (path.empty()) {
+    if (!(at_flags & AT_EMPTY_PATH) || dirfd < 0) {
+      errno = ENOENT;
+      return -1;
+    }
+    return thread_fd(dirfd);  // the file the thread's descriptor is open on
+  }
+  int base = AT_FDCWD, opened = -1;  // an absolute path: from the root entered
+  if (path[0] != '/' && dirfd == AT_FDCWD) {
+    if (cwd_ < 0) cwd_ = openat(proc_, (std::to_string(tid_) + "/cwd").c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (cwd_ < 0) return -1;
+    base = cwd_;
+  } else if (path[0] != '/') {
+    if ((opened = dirfd < 0 ? -1 : thread_fd(dirfd)) < 0) return -1;
+    base = opened;
+  }
+  uint64_t flags = O_PATH | O_CLOEXEC | ((at_flags & AT_SYMLINK_NOFOLLOW) ? O_NOFOLLOW : 0);
+  int fd = openat2_fd(base, path, flags, 0, RESOLVE_NO_MAGICLINKS);
+  int e = errno;
+  if (opened >= 0) close(opened);
+  errno = e;
+  return fd;
+}
+
+std::string AgentView::name_of(int fd) const {
+  char buf[4097];
+  ssize_t n = readlinkat(proc_, ("self/fd/" + std::to_string(fd)).c_str(), buf, sizeof(buf) - 1);
+  return n > 0 && size_t(n) < sizeof(buf) - 1 ? std::string(buf, size_t(n)) : "";
+}
+
 AgentView::Beneath AgentView::beneath(int dir, const std::vector<FileId>& trees,
                                       const std::vector<FileId>& others) const {
-  // Up through "..", "../.." and so on: inside the root entered, so the
-  // walk ends there, where ".." is the directory itself.
+  // Up through "..", "../.." and so on (one call a level, no descriptor):
+  // inside the root entered, so the walk ends there, where ".." is the
+  // directory itself. Every 256 levels the walk goes on from a descriptor
+  // of where it is, so the strings stay short.
   Beneath out;
+  int base = dir, held = -1;
   std::string up = ".";
+  int steps = 0;  // ".." in up
   std::optional<FileId> last;
-  for (int depth = 0; depth < 1300; ++depth) {
+  for (int depth = 0; depth < 100'000; ++depth) {
     struct stat st;
-    if (fstatat(dir, up.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) break;
+    if (fstatat(base, up.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) break;
     FileId here{st.st_dev, st.st_ino};
     if (last && *last == here) break;
     if (auto t = std::find(trees.begin(), trees.end(), here); t != trees.end()) {
@@ -206,8 +249,19 @@ AgentView::Beneath AgentView::beneath(int dir, const std::vector<FileId>& trees,
     if (auto o = std::find(others.begin(), others.end(), here); o != others.end() && out.other < 0)
       out.other = int(o - others.begin());
     last = here;
-    up = depth == 0 ? ".." : up + "/..";
+    if (steps == 256) {
+      int next = openat(base, up.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+      if (next < 0) break;
+      if (held >= 0) close(held);
+      base = held = next;
+      up = "..";
+      steps = 1;
+    } else {
+      up = steps == 0 ? ".." : up + "/..";
+      ++steps;
+    }
   }
+  if (held >= 0) close(held);
   return out;
 }
 

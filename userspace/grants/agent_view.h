@@ -39,7 +39,7 @@ std::optional<FileId> file_id(int fd);
 
 class AgentView {
  public:
-  AgentView();  // holds the host root and /proc
+  AgentView();  // holds the host's /proc
   ~AgentView();
   AgentView(const AgentView&) = delete;
   AgentView& operator=(const AgentView&) = delete;
@@ -63,6 +63,12 @@ class AgentView {
   bool read_memory(uint64_t addr, void* out, size_t size) const;
   // Resolves dirfd (AT_FDCWD or one of the thread's) + path to a Place; 0 or an errno.
   int place(int dirfd, const std::string& path, uint64_t resolve, Place* out);
+  // Opens (O_PATH) the file an exec of dirfd + path with execveat's flags
+  // (AT_EMPTY_PATH, AT_SYMLINK_NOFOLLOW) would run; -1 with errno set.
+  int open_file(int dirfd, const std::string& path, uint64_t at_flags);
+  // An open descriptor's path as the root entered shows it ("" if none):
+  // what bpf_d_path says of the same file in the thread.
+  std::string name_of(int fd) const;
   // Whether `dir` is one of `trees` or below one, and the same for
   // `others`, in one walk up: the index of the nearest match in each, or -1.
   // Compared by inode, as they are now; the walk stops at a match in `trees`.

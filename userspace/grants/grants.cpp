@@ -61,6 +61,7 @@ const char* kind_name(Kind k) {
     case Kind::Write: return "write";
     case Kind::Syscall: return "syscall";
     case Kind::Connect: return "connect";
+    case Kind::Exec: return "exec";
   }
   return "?";
 }
@@ -124,10 +125,12 @@ std::optional<Request> parse_request(const std::string& line, std::string* error
     return std::nullopt;
   }
   g.uses_left = j.contains("uses") ? int64_t(uses) : -1;
-  if (kind == "write") {
-    g.kind = Kind::Write;
+  if (kind == "write" || kind == "exec") {
+    g.kind = kind == "write" ? Kind::Write : Kind::Exec;
     if (g.path.empty() || g.path[0] != '/' || j.contains("syscall") || j.contains("address") || j.contains("port")) {
-      *error = "a write grant needs path, an absolute directory as the sandbox sees it (and no syscall)";
+      *error = kind == "write" ? "a write grant needs path, an absolute directory as the sandbox sees it (and no syscall)"
+                               : "an exec grant needs path, an absolute file or directory as the sandbox sees it "
+                                 "(and no syscall)";
       return std::nullopt;
     }
   } else if (kind == "syscall") {
@@ -156,7 +159,7 @@ std::optional<Request> parse_request(const std::string& line, std::string* error
     g.address = text_form;
     g.port = uint16_t(port);
   } else {
-    *error = "kind must be write, syscall or connect";
+    *error = "kind must be write, syscall, connect or exec";
     return std::nullopt;
   }
   return r;
@@ -202,6 +205,17 @@ Grant* GrantTable::for_connect(int family, const uint8_t* addr, uint16_t port, u
     if (g.kind == Kind::Connect && g.family == family && g.port == port && std::memcmp(g.addr, addr, 16) == 0 &&
         (!g.expires_ns || g.expires_ns > now_ns))
       return &g;
+  return nullptr;
+}
+
+Grant* GrantTable::for_exec(const std::string& canonical, uint64_t now_ns) {
+  for (auto& g : grants_) {
+    if (g.kind != Kind::Exec || (g.expires_ns && g.expires_ns <= now_ns)) continue;
+    bool under = canonical == g.path || g.path == "/" ||
+                 (canonical.size() > g.path.size() && canonical.compare(0, g.path.size(), g.path) == 0 &&
+                  canonical[g.path.size()] == '/');
+    if (under) return &g;
+  }
   return nullptr;
 }
 

@@ -8,6 +8,7 @@
 //   {"op":"grant","kind":"write","path":"/abs/dir","duration_ms":5000,"uses":3,"reason":"..."}
 //   {"op":"grant","kind":"syscall","syscall":"mknod","uses":1,"reason":"..."}
 //   {"op":"grant","kind":"connect","address":"192.0.2.7","port":443,"uses":1,"reason":"..."}
+//   {"op":"grant","kind":"exec","path":"/opt/tools/bin/fmt","uses":1,"reason":"..."}
 //   {"op":"revoke","id":7,"reason":"..."}
 //   {"op":"list"}
 // Replies: {"ok":true,"id":7} (grant), {"ok":true} (revoke),
@@ -21,13 +22,14 @@
 
 namespace flightrec::grants {
 
-enum class Kind { Write, Syscall, Connect };
+enum class Kind { Write, Syscall, Connect, Exec };
 const char* kind_name(Kind k);
 
 struct Grant {
   uint64_t id = 0;
   Kind kind = Kind::Write;
-  std::string path;          // Write: a directory as the sandbox sees it (absolute)
+  std::string path;          // Write: a directory as the sandbox sees it (absolute); Exec: a file or a
+                             // directory, made canonical by the supervisor (symlinks resolved)
   int syscall = -1;          // Syscall: its x86-64 number
   // Connect: one address and port (an IPv4-mapped IPv6 address is IPv4).
   int family = 0;            // AF_INET or AF_INET6
@@ -69,6 +71,9 @@ class GrantTable {
   Grant* for_syscall(int nr, uint64_t now_ns);
   // A valid connect grant for this endpoint (family/addr as Grant keeps them), or nullptr.
   Grant* for_connect(int family, const uint8_t* addr, uint16_t port, uint64_t now_ns);
+  // A valid exec grant for the file at `canonical` (the path itself or a
+  // directory above it), or nullptr.
+  Grant* for_exec(const std::string& canonical, uint64_t now_ns);
   // Valid write grants, oldest first.
   std::vector<Grant*> writes(uint64_t now_ns);
   // One use taken; true when that was its last (it is removed: g is invalid then).

@@ -20,6 +20,7 @@
 #include <cerrno>
 #include <cstdio>  // RENAME_NOREPLACE
 #include <cstring>
+#include <deque>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -42,10 +43,11 @@ constexpr size_t kMaxLine = 64 * 1024;
 constexpr size_t kMaxWaiting = 1024;
 constexpr uint64_t kMaxRefusalsRecorded = 100;
 constexpr uint64_t kWriteBits = O_WRONLY | O_RDWR | O_CREAT | O_TRUNC | 020000000 /* __O_TMPFILE */;
-// How long a connect ticket waits for the kernel to take it: the call goes
-// on at once, so only a thread that changed the address afterwards leaves
-// one (for itself, for one connect to a granted address).
-constexpr uint64_t kTicketNs = 5'000'000'000ull;
+// How long a connect or exec ticket waits for the kernel to take it: the
+// call goes on at once, so only a thread that changed its argument
+// afterwards leaves one (for itself, for one connect to a granted address
+// or one exec of a granted file).
+constexpr uint64_t kTicketNs = 1'000'000'000ull;
 
 // Whether family/addr/port (addr in network order) is on the allowlist, as
 // the cgroup programs judge it (fr_egress_allowed).
@@ -146,7 +148,8 @@ bool file_call(const seccomp_data& d, const AgentView& view, FileCall* c) {
 // A grant's scope, as list replies and grant events show it.
 void describe(const Grant& g, json* j) {
   switch (g.kind) {
-    case Kind::Write: (*j)["path"] = g.path; break;
+    case Kind::Write:
+    case Kind::Exec: (*j)["path"] = g.path; break;
     case Kind::Syscall: (*j)["syscall"] = syscall_name(g.syscall); break;
     case Kind::Connect:
       (*j)["address"] = g.address;
@@ -177,12 +180,26 @@ class Supervisor {
   void emit(const json& j);
   seccomp_notif& notif(std::vector<char>& buf) { return *reinterpret_cast<seccomp_notif*>(buf.data()); }
   bool valid(uint64_t id) { return ioctl(listener_, SECCOMP_IOCTL_NOTIF_ID_VALID, &id) == 0; }
-  void respond(uint64_t id, int64_t val, int err, bool go_on);
+  bool respond(uint64_t id, int64_t val, int err, bool go_on);  // false: the call is gone
+  // Tickets handed to the kernel (connect and exec grants), oldest first:
+  // each is taken by the call it was made for, at once; one left is removed
+  // at its deadline, or when its grant is revoked or runs out of time.
+  struct Ticket {
+    int map;
+    std::vector<uint8_t> key;
+    uint64_t grant, deadline_ns;
+  };
+  bool put_ticket(int map, const void* key, size_t size, uint64_t grant);
+  void drop_ticket(const Ticket& t);
+  void drop_tickets(uint64_t grant, uint64_t now);  // grant 0: those past their deadline
   void receive_listener();
   void on_notification();
   Verdict decide(const seccomp_notif& n, uint64_t ask, json* about);
   Verdict decide_file(const seccomp_notif& n, uint64_t ask, json* about);
   Verdict decide_connect(const seccomp_notif& n, uint64_t ask, json* about);
+  Verdict decide_exec(const seccomp_notif& n, uint64_t ask, json* about);
+  bool exec_listed(const std::string& canonical) const;
+  std::string sandbox_file(const std::string& path, std::string* error);
   void retry_waiting();
   void expire_waiting(uint64_t now);
   void expire_grants(uint64_t now);
@@ -211,6 +228,7 @@ class Supervisor {
   bool writable_resolved_ = false;
   std::vector<Client> clients_;
   std::vector<Waiting> waiting_;
+  std::deque<Ticket> tickets_;
   uint64_t asks_ = 0, refusals_ = 0;
 };
 
@@ -220,14 +238,41 @@ void Supervisor::emit(const json& j) {
   if (write(spec_.events_fd, line.data(), line.size()) != ssize_t(line.size())) _exit(0);
 }
 
-void Supervisor::respond(uint64_t id, int64_t val, int err, bool go_on) {
+bool Supervisor::put_ticket(int map, const void* key, size_t size, uint64_t grant) {
+  uint64_t deadline = mono_ns() + kTicketNs;
+  if (bpf_map_update_elem(map, key, &deadline, BPF_ANY) != 0) return false;
+  const auto* bytes = static_cast<const uint8_t*>(key);
+  tickets_.push_back({map, std::vector<uint8_t>(bytes, bytes + size), grant, deadline});
+  return true;
+}
+
+void Supervisor::drop_ticket(const Ticket& t) {
+  // Unless taken (ENOENT), or made again for a later call of the same
+  // thread with the same argument (a later deadline): that one stays.
+  uint64_t deadline = 0;
+  if (bpf_map_lookup_elem(t.map, t.key.data(), &deadline) == 0 && deadline == t.deadline_ns)
+    bpf_map_delete_elem(t.map, t.key.data());
+}
+
+void Supervisor::drop_tickets(uint64_t grant, uint64_t now) {
+  if (!grant) {
+    for (; !tickets_.empty() && tickets_.front().deadline_ns <= now; tickets_.pop_front()) drop_ticket(tickets_.front());
+    return;
+  }
+  std::erase_if(tickets_, [&](const Ticket& t) {
+    if (t.grant == grant) drop_ticket(t);
+    return t.grant == grant;
+  });
+}
+
+bool Supervisor::respond(uint64_t id, int64_t val, int err, bool go_on) {
   std::vector<char> buf(std::max<size_t>(sizes_.seccomp_notif_resp, sizeof(seccomp_notif_resp)), 0);
   auto& r = *reinterpret_cast<seccomp_notif_resp*>(buf.data());
   r.id = id;
   r.val = val;
   r.error = err ? -err : 0;
   r.flags = go_on ? SECCOMP_USER_NOTIF_FLAG_CONTINUE : 0;
-  ioctl(listener_, SECCOMP_IOCTL_NOTIF_SEND, &r);  // ENOENT: the call is gone (a signal, an exit)
+  return ioctl(listener_, SECCOMP_IOCTL_NOTIF_SEND, &r) == 0;  // ENOENT: the call is gone (a signal, an exit)
 }
 
 void Supervisor::receive_listener() {
@@ -264,6 +309,8 @@ Supervisor::Verdict Supervisor::decide(const seccomp_notif& n, uint64_t ask, jso
   const auto& w = policy::write_ask_syscalls();
   if (std::find(w.begin(), w.end(), n.data.nr) != w.end()) return decide_file(n, ask, about);
   if (n.data.nr == SYS_connect && spec_.tickets_map >= 0) return decide_connect(n, ask, about);
+  if ((n.data.nr == SYS_execve || n.data.nr == SYS_execveat) && spec_.exec_tickets_map >= 0)
+    return decide_exec(n, ask, about);
   (*about)["kind"] = "syscall";
   Grant* g = table_.for_syscall(n.data.nr, mono_ns());
   if (!g) return valid(n.id) ? Verdict::Wait : Verdict::Gone;
@@ -326,6 +373,7 @@ Supervisor::Verdict Supervisor::decide_connect(const seccomp_notif& n, uint64_t 
     return Verdict::Answered;
   };
   uint64_t len = n.data.args[2];
+  if (len > sizeof(sockaddr_storage)) return valid(n.id) ? go_on() : Verdict::Gone;  // EINVAL from the kernel
   union {
     sockaddr_storage any;
     sockaddr_in v4;
@@ -341,7 +389,7 @@ Supervisor::Verdict Supervisor::decide_connect(const seccomp_notif& n, uint64_t 
   if (family == AF_INET && want >= sizeof(sockaddr_in)) {
     std::memcpy(addr, &sa.v4.sin_addr, 4);
     port = ntohs(sa.v4.sin_port);
-  } else if (family == AF_INET6 && want >= sizeof(sockaddr_in6)) {
+  } else if (family == AF_INET6 && want >= 24) {  // SIN6_LEN_RFC2133: no scope id
     std::memcpy(addr, &sa.v6.sin6_addr, 16);
     port = ntohs(sa.v6.sin6_port);
   } else {
@@ -360,16 +408,86 @@ Supervisor::Verdict Supervisor::decide_connect(const seccomp_notif& n, uint64_t 
   fr_egress_ticket ticket{};
   ticket.to = endpoint_key(*g);
   ticket.tid = n.pid;
-  uint64_t deadline = mono_ns() + kTicketNs;
-  if (bpf_map_update_elem(spec_.tickets_map, &ticket, &deadline, BPF_ANY) != 0) {
+  if (!put_ticket(spec_.tickets_map, &ticket, sizeof(ticket), g->id)) {
     int err = errno;
     respond(n.id, 0, EPERM, false);
     emit({{"event", "denied"}, {"ask", ask}, {"pid", n.pid}, {"syscall", "connect"}, {"errno", EPERM},
           {"why", errno_message("grant " + std::to_string(g->id) + " could not be handed to the kernel", err)}});
     return Verdict::Answered;
   }
-  respond(n.id, 0, 0, true);
+  if (!respond(n.id, 0, 0, true)) {
+    drop_ticket(tickets_.back());
+    tickets_.pop_back();
+    return Verdict::Gone;
+  }
   used(*g, n, ask, *about, std::nullopt);  // the kernel answers the connect itself: its result is the call's entry
+  return Verdict::Answered;
+}
+
+bool Supervisor::exec_listed(const std::string& canonical) const {
+  for (const auto& rule : spec_.exec_rules)
+    if (canonical == rule || rule == "/" ||
+        (canonical.size() > rule.size() && canonical.compare(0, rule.size(), rule) == 0 && canonical[rule.size()] == '/'))
+      return true;
+  return false;
+}
+
+// The canonical path (symlinks resolved) of a file or directory in the
+// sandbox's root, "" with *error set when there is none.
+std::string Supervisor::sandbox_file(const std::string& path, std::string* error) {
+  int fd = -1;
+  if (int e = view_.enter(spec_.sandbox_init); e != 0) errno = e;
+  else fd = view_.open_file(AT_FDCWD, path, 0);
+  std::string name = fd >= 0 ? view_.name_of(fd) : "";
+  if (fd < 0) *error = errno_message(path + " is not in the sandbox", errno);
+  else if (name.empty() || name[0] != '/') *error = path + " has no path in the sandbox";
+  else if (name.size() >= FR_PATH_RULE_MAX) *error = path + " leads to a path too long for an exec grant: " + name;
+  if (fd >= 0) close(fd);
+  return error->empty() ? name : "";
+}
+
+Supervisor::Verdict Supervisor::decide_exec(const seccomp_notif& n, uint64_t ask, json* about) {
+  (*about)["kind"] = "exec";
+  // What this cannot resolve goes on: BPF-LSM then refuses any file off
+  // the exec list, for which there is no ticket.
+  auto go_on = [&] {
+    respond(n.id, 0, 0, true);
+    return Verdict::Answered;
+  };
+  if (view_.enter(pid_t(n.pid)) != 0) return valid(n.id) ? go_on() : Verdict::Gone;
+  bool at = n.data.nr == SYS_execveat;
+  int err = 0;
+  auto path = view_.read_path(at ? n.data.args[1] : n.data.args[0], &err);
+  if (!path) return go_on();
+  (*about)["paths_hex"] = json::array({hex(*path)});
+  int fd = view_.open_file(at ? int(n.data.args[0]) : AT_FDCWD, *path, at ? n.data.args[4] : 0);
+  if (fd < 0) return go_on();  // the kernel's own error (ENOENT, EACCES, ELOOP...)
+  struct stat st;
+  std::string file = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? view_.name_of(fd) : "";
+  close(fd);
+  if (file.empty() || file[0] != '/' || exec_listed(file)) return go_on();
+  Grant* g = table_.for_exec(file, mono_ns());
+  if (!g) return valid(n.id) ? Verdict::Wait : Verdict::Gone;
+  if (!valid(n.id)) return Verdict::Gone;  // what was read may be another thread's
+  fr_exec_ticket ticket{};
+  ticket.tid = n.pid;
+  ticket.len = uint32_t(file.size());
+  bool fits = file.size() < FR_PATH_RULE_MAX;
+  if (fits) std::memcpy(ticket.path, file.data(), file.size());
+  if (!fits || !put_ticket(spec_.exec_tickets_map, &ticket, sizeof(ticket), g->id)) {
+    std::string why = fits ? errno_message("grant " + std::to_string(g->id) + " could not be handed to the kernel", errno)
+                           : "the file's path is too long for an exec grant";
+    respond(n.id, 0, EPERM, false);
+    emit({{"event", "denied"}, {"ask", ask}, {"pid", n.pid}, {"syscall", syscall_name(n.data.nr)}, {"errno", EPERM},
+          {"why", why}});
+    return Verdict::Answered;
+  }
+  if (!respond(n.id, 0, 0, true)) {
+    drop_ticket(tickets_.back());
+    tickets_.pop_back();
+    return Verdict::Gone;
+  }
+  used(*g, n, ask, *about, std::nullopt);  // the kernel runs it: the exec's own entries say how it went
   return Verdict::Answered;
 }
 
@@ -528,8 +646,10 @@ void Supervisor::expire_waiting(uint64_t now) {
 }
 
 void Supervisor::expire_grants(uint64_t now) {
+  drop_tickets(0, now);
   for (const Grant& g : table_.expire(now)) {
     drop_grant_dir(g.id);
+    drop_tickets(g.id, now);
     emit({{"event", "expired"}, {"id", g.id}, {"why", "time"}});
   }
 }
@@ -600,6 +720,7 @@ json Supervisor::handle(const Client& c, const std::string& line) {
   if (req->op == Request::Op::Revoke) {
     if (!table_.revoke(req->revoke_id)) return {{"ok", false}, {"error", "no grant with id " + std::to_string(req->revoke_id)}};
     drop_grant_dir(req->revoke_id);
+    drop_tickets(req->revoke_id, now);
     json e = who;
     e.update({{"event", "revoked"}, {"id", req->revoke_id}, {"reason", req->reason}});
     emit(e);
@@ -613,6 +734,12 @@ json Supervisor::handle(const Client& c, const std::string& line) {
     if (dir < 0)
       return {{"ok", false}, {"error", g.path + " is not a directory in the sandbox: " + strerror(errno)}};
   }
+  if (g.kind == Kind::Exec) {
+    if (spec_.exec_tickets_map < 0) return {{"ok", false}, {"error", "the session's policy does not ask for execs (ask.exec)"}};
+    std::string error;
+    g.path = sandbox_file(g.path, &error);  // as lsm/file_open will name it
+    if (g.path.empty()) return {{"ok", false}, {"error", error}};
+  }
   if (g.kind == Kind::Connect) {
     if (spec_.granted_map < 0) return {{"ok", false}, {"error", "the session's policy does not ask for connects (ask.connect)"}};
     // Its packets pass the cgroup_skb filters from now on (a connection
@@ -624,7 +751,7 @@ json Supervisor::handle(const Client& c, const std::string& line) {
   }
   if (req->duration_ms) g.expires_ns = now + req->duration_ms * 1'000'000ull;
   uint64_t id = table_.add(g);
-  if (dir >= 0) grant_dirs_[id] = {dir, *file_id(dir)};
+  if (dir >= 0) grant_dirs_[id] = {dir, file_id(dir).value_or(FileId{})};
   json e = who;
   e.update({{"event", "grant"}, {"id", id}, {"kind", kind_name(g.kind)}, {"reason", g.reason}});
   describe(g, &e);
@@ -677,6 +804,7 @@ void Supervisor::run() {
     fds.push_back({listener_ >= 0 ? (listener_done_ ? -1 : listener_) : spec_.notify_sock, POLLIN, 0});
     for (const auto& c : clients_) fds.push_back({c.fd, POLLIN, 0});
     uint64_t next = table_.next_expiry();
+    if (!tickets_.empty() && (!next || tickets_.front().deadline_ns < next)) next = tickets_.front().deadline_ns;
     for (const auto& w : waiting_)
       if (!next || w.deadline_ns < next) next = w.deadline_ns;
     // Waiting calls are also checked now and then: one may have been interrupted.
@@ -722,7 +850,7 @@ pid_t start_supervisor(const SupervisorSpec& spec) {
   // Nothing of flightrec's but what it needs: not the record, not the key.
   for (int fd = 3; fd < 4096; ++fd)
     if (fd != spec.notify_sock && fd != spec.listen_fd && fd != spec.events_fd && fd != spec.granted_map &&
-        fd != spec.tickets_map)
+        fd != spec.tickets_map && fd != spec.exec_tickets_map)
       close(fd);
   syscall(SYS_close_range, 4096, ~0u, 0);
   try {

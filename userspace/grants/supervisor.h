@@ -12,7 +12,9 @@
 // is decided on the address read from the thread's memory, which it could
 // change before the kernel copies it: so the call goes on with a ticket
 // for that thread and address in a BPF map, and the cgroup connect program
-// lets it through only if the kernel's copy matches (bpf/egress.bpf.c). A file
+// lets it through only if the kernel's copy matches (bpf/egress.bpf.c).
+// An exec the same way: a ticket for the thread and the file's path, which
+// lsm/file_open takes only for the path the kernel resolved (bpf/lsm.bpf.c). A file
 // call is resolved as the kernel would for the thread (grants/agent_view.h):
 // inside the trees the policy lets it write, it goes on and Landlock
 // decides as always; under a granted directory the supervisor does it
@@ -38,6 +40,10 @@ struct SupervisorSpec {
   std::vector<std::string> writable;  // trees the policy lets the session write (inside paths)
   std::vector<policy::Endpoint> allow;  // the egress allowlist: connects there go on unasked
   int granted_map = -1, tickets_map = -1;  // fr_egress_granted, fr_egress_tickets (ask.connect)
+  // ask.exec: the files and trees that run without a grant (as BPF-LSM's
+  // trie has them) and fr_exec_tickets.
+  std::vector<std::string> exec_rules;
+  int exec_tickets_map = -1;
   uint64_t timeout_ms = 10'000;
 };
 

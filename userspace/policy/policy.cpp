@@ -194,7 +194,7 @@ void parse_seccomp(const Reader& r, const YAML::Node& n, Policy& p) {
 // asked call is answered by the supervisor, so no seccomp rule may decide
 // it as well.
 void parse_ask(const Reader& r, const YAML::Node& n, Policy& p) {
-  r.only_keys(n, "ask", {"write", "connect", "syscalls", "timeout"});
+  r.only_keys(n, "ask", {"write", "connect", "exec", "syscalls", "timeout"});
   Ask& a = p.ask;
   if (n["write"]) a.write = r.boolean(n["write"], "ask.write");
   if (n["connect"]) a.connect = r.boolean(n["connect"], "ask.connect");
@@ -202,6 +202,10 @@ void parse_ask(const Reader& r, const YAML::Node& n, Policy& p) {
   // nothing to add to (none: no route out; host: nothing is refused).
   if (a.connect && p.network != Network::Allowlist)
     r.fail(n["connect"], "ask.connect", "needs network.mode: allowlist (the list may be empty)");
+  if (n["exec"]) a.exec = r.boolean(n["exec"], "ask.exec");
+  // Without an exec list everything readable runs: there is nothing to ask.
+  if (a.exec && p.filesystem.exec.empty() && !p.filesystem.exec_only_command)
+    r.fail(n["exec"], "ask.exec", "needs filesystem.exec, the files that run without a grant");
   if (n["timeout"]) {
     auto ms = parse_duration_ms(r.str(n["timeout"], "ask.timeout"));
     if (!ms || *ms < 100 || *ms > 600'000) r.fail(n["timeout"], "ask.timeout", "must be a duration from 100ms to 10m");
@@ -217,6 +221,8 @@ void parse_ask(const Reader& r, const YAML::Node& n, Policy& p) {
                "grants it by directory");
       if (nr == SYS_connect)
         r.fail(n["syscalls"][i], "ask.syscalls", "'connect' is asked with ask.connect, which grants it by address and port");
+      if (nr == SYS_execve || nr == SYS_execveat)
+        r.fail(n["syscalls"][i], "ask.syscalls", "'" + a.syscall_names[i] + "' is asked with ask.exec, which grants it by file");
       if (std::find(a.syscalls.begin(), a.syscalls.end(), nr) != a.syscalls.end())
         r.fail(n["syscalls"][i], "ask.syscalls", "'" + a.syscall_names[i] + "' is listed twice");
       a.syscalls.push_back(nr);
@@ -225,6 +231,7 @@ void parse_ask(const Reader& r, const YAML::Node& n, Policy& p) {
   std::vector<int> asked = a.syscalls;
   if (a.write) asked.insert(asked.end(), write_ask_syscalls().begin(), write_ask_syscalls().end());
   if (a.connect) asked.push_back(SYS_connect);
+  if (a.exec) asked.insert(asked.end(), exec_ask_syscalls().begin(), exec_ask_syscalls().end());
   for (const auto& rule : p.seccomp.rules)
     for (int nr : rule.numbers)
       if (std::find(asked.begin(), asked.end(), nr) != asked.end())
@@ -531,6 +538,11 @@ const std::vector<int>& write_ask_syscalls() {
   static const std::vector<int> calls = {SYS_open,    SYS_openat,  SYS_openat2, SYS_creat,   SYS_mkdir,
                                          SYS_mkdirat, SYS_unlink,  SYS_unlinkat, SYS_rmdir,  SYS_rename,
                                          SYS_renameat, SYS_renameat2};
+  return calls;
+}
+
+const std::vector<int>& exec_ask_syscalls() {
+  static const std::vector<int> calls = {SYS_execve, SYS_execveat};
   return calls;
 }
 

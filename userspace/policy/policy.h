@@ -60,15 +60,19 @@ struct Endpoint {
 struct Ask {
   bool write = false;              // file writes outside the writable trees
   bool connect = false;            // connect() to an address:port not on the allowlist (network: allowlist)
+  bool exec = false;               // execve() of a file off filesystem.exec (BPF-LSM decides)
   std::vector<int> syscalls;       // these system calls, by number
   std::vector<std::string> syscall_names;
   uint64_t timeout_ms = 10'000;    // then the call fails (EACCES, or EPERM for syscalls)
-  bool any() const { return write || connect || !syscalls.empty(); }
+  bool any() const { return write || connect || exec || !syscalls.empty(); }
 };
 
 // The calls the supervisor answers when ask.write is on: file opens that
 // may write, directories made or removed, files removed or renamed.
 const std::vector<int>& write_ask_syscalls();
+
+// The calls the supervisor answers when ask.exec is on.
+const std::vector<int>& exec_ask_syscalls();
 
 struct Limits {
   uint64_t memory_bytes = 0;   // 0: no limit

@@ -111,7 +111,7 @@ Capture::Capture(const CaptureOptions& opts, Handler handler) : handler_(std::mo
   // alone (the genesis entry's capture list says which).
   bool lsm = bpf_lsm_available();
   if (opts.require_lsm && !lsm)
-    throw Error("this kernel refuses BPF-LSM programs, so the path rules cannot be enforced; "
+    throw Error("this kernel refuses BPF-LSM programs, so the path rules (or ask.exec's grants) cannot be enforced; "
                 "flightrec will not run the command unconfined (boot with lsm=...,bpf)");
   for (const auto* rules : {&opts.hidden, &opts.exec}) {
     if (rules->match.size() > FR_PATH_RULES)
@@ -149,11 +149,12 @@ Capture::Capture(const CaptureOptions& opts, Handler handler) : handler_(std::mo
     skel_->rodata->fr_egress_lsm = egress && lsm ? 1 : 0;
     bpf_map__set_max_entries(skel_->maps.fr_events, uint32_t(opts.ring_bytes));
     if ((opts.egress_granted_fd >= 0 && bpf_map__reuse_fd(skel_->maps.fr_egress_granted, opts.egress_granted_fd)) ||
-        (opts.egress_tickets_fd >= 0 && bpf_map__reuse_fd(skel_->maps.fr_egress_tickets, opts.egress_tickets_fd))) {
+        (opts.egress_tickets_fd >= 0 && bpf_map__reuse_fd(skel_->maps.fr_egress_tickets, opts.egress_tickets_fd)) ||
+        (opts.exec_tickets_fd >= 0 && bpf_map__reuse_fd(skel_->maps.fr_exec_tickets, opts.exec_tickets_fd))) {
       int e = errno;
       flightrec_bpf__destroy(skel_);
       skel_ = nullptr;
-      throw Error(errno_message("cannot share the connect grants' maps with the BPF programs", e));
+      throw Error(errno_message("cannot share the runtime grants' maps with the BPF programs", e));
     }
     select_programs(skel_->obj, lsm, opts.tls, egress);
     if (!opts.entry_times || !opts.raw_syscalls) bpf_program__set_autoload(skel_->progs.fr_sys_enter, false);

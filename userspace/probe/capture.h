@@ -64,6 +64,7 @@ struct CaptureOptions {
   // made by the session before its grant supervisor starts; -1: the
   // programs get empty maps of their own.
   int egress_granted_fd = -1, egress_tickets_fd = -1;
+  int exec_tickets_fd = -1;  // the runtime exec grants' map (fr_exec_tickets), likewise
   bool verbose = false;                   // libbpf's own messages to stderr
 };
 

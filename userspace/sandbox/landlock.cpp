@@ -82,6 +82,13 @@ LandlockPlan LandlockPlan::from(const policy::Policy& p, const std::string& work
   plan.write.push_back("/dev/pts");
   plan.write_files = {"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty", "/dev/ptmx"};
   plan.exec = policy::executable_paths(p, work_dir, command);
+  // Exec grants widen the exec list at run time, which a ruleset cannot:
+  // under ask.exec BPF-LSM judges every exec (the run refuses to start
+  // without it) and Landlock lets anything readable run.
+  if (p.ask.exec) {
+    plan.exec = p.filesystem.read_only;
+    plan.exec.push_back(work_dir);
+  }
   // A ruleset cannot widen once applied: with runtime connect grants the
   // cgroup programs alone judge connects (they read the grants' tickets).
   if (p.network == policy::Network::Allowlist && !p.ask.connect) {

@@ -66,6 +66,8 @@ SeccompFilter::SeccompFilter(const policy::Seccomp& s, const policy::Ask& ask) {
   };
   for (int nr : ask.syscalls) notify(nr, {});
   if (ask.connect) notify(SCMP_SYS(connect), {});
+  if (ask.exec)
+    for (int nr : policy::exec_ask_syscalls()) notify(nr, {});
   if (ask.write) {
     constexpr uint64_t kTmpfileBit = 020000000;  // __O_TMPFILE
     for (uint64_t bit : {uint64_t(O_WRONLY), uint64_t(O_RDWR), uint64_t(O_CREAT), uint64_t(O_TRUNC), kTmpfileBit}) {

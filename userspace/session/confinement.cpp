@@ -158,6 +158,10 @@ Confinement::Confinement(policy::Policy policy, sandbox::Cgroup& cgroup, const s
   if (policy_.seccomp.enabled || policy_.ask.any())
     seccomp_ = std::make_unique<sandbox::SeccompFilter>(policy_.seccomp, policy_.ask);
   landlock_ = sandbox::LandlockPlan::from(policy_, work_dir_, program);
+  if (policy_.ask.exec &&
+      !add_path_rules(exec_rules_, policy::executable_paths(policy_, work_dir_, program), policy_.filesystem.root))
+    throw Error("ask.exec: an exec path of " + std::to_string(FR_PATH_RULE_MAX) +
+                " bytes or more cannot be enforced by BPF-LSM, which decides every exec under ask.exec");
 
   sandbox::SandboxSpec spec;
   spec.policy = &policy_;
@@ -242,6 +246,13 @@ void Confinement::start_grants(const std::string& path) {
     spec.granted_map = egress_granted_fd_;
     spec.tickets_map = egress_tickets_fd_;
   }
+  if (policy_.ask.exec) {
+    exec_tickets_fd_ = bpf_map_create(BPF_MAP_TYPE_HASH, "fr_exec_tickets", sizeof(fr_exec_ticket), sizeof(uint64_t),
+                                      FR_EXEC_TICKETS_MAX, nullptr);
+    if (exec_tickets_fd_ < 0) throw Error(errno_message("cannot make the exec grants' BPF map", errno));
+    for (const auto& [path, number] : exec_rules_.match) spec.exec_rules.push_back(path);
+    spec.exec_tickets_map = exec_tickets_fd_;
+  }
   supervisor_ = grants::start_supervisor(spec);
   close(events[1]);
   close(listen_fd);
@@ -303,7 +314,7 @@ Confinement::~Confinement() {
     waitpid(supervisor_, nullptr, 0);
   }
   if (!grant_socket_.empty()) unlink(grant_socket_.c_str());
-  for (int fd : {notify_sock_[0], notify_sock_[1], egress_granted_fd_, egress_tickets_fd_})
+  for (int fd : {notify_sock_[0], notify_sock_[1], egress_granted_fd_, egress_tickets_fd_, exec_tickets_fd_})
     if (fd >= 0) close(fd);
   if (child_.go_fd >= 0) close(child_.go_fd);
   if (child_.report_fd >= 0) close(child_.report_fd);
@@ -318,7 +329,14 @@ void Confinement::fill(probe::CaptureOptions& copts) const {
   // the exec allowlist to Landlock as a whole (without it, it would deny).
   add_path_rules(copts.hidden, policy_.filesystem.hidden, policy_.filesystem.root);
   add_path_exception(copts.hidden, work_dir_, policy_.filesystem.root);  // the mounts keep it reachable too
-  if (!add_path_rules(copts.exec, landlock_.exec, policy_.filesystem.root)) copts.exec = {};
+  if (policy_.ask.exec) {
+    // Every exec is BPF-LSM's to judge (with the grants' tickets): no run without it.
+    copts.exec = exec_rules_;
+    copts.require_lsm = true;
+    copts.exec_tickets_fd = exec_tickets_fd_;
+  } else if (!add_path_rules(copts.exec, landlock_.exec, policy_.filesystem.root)) {
+    copts.exec = {};
+  }
   // The allowlist's rules are in the plan (session/plan.h); here is where they apply.
   if (policy_.network == policy::Network::Allowlist) copts.egress_cgroup_fd = cgroup_.fd();
   copts.egress_granted_fd = egress_granted_fd_;
@@ -350,8 +368,9 @@ void Confinement::fill(recorder::SessionMeta& meta) const {
                 ", other ABIs killed" + (policy_.seccomp.profile.empty() ? "" : ", profile " + policy_.seccomp.profile));
   std::string net = policy_.network == policy::Network::None ? "none (own loopback only)"
                     : policy_.network == policy::Network::Host ? "host"
-                    : policy_.allow.empty() ? "allowlist, empty (own loopback only)"
-                                            : "allowlist (cgroup connect/sendmsg programs):";
+                    : policy::own_network(policy_) ? "allowlist, empty (own loopback only)"
+                    : std::string("allowlist (cgroup connect/sendmsg programs)") +
+                          (policy_.ask.connect ? ", connects granted at run time (ask.connect)" : "") + ":";
   if (policy_.network == policy::Network::Allowlist)
     for (const auto& ep : policy_.allow) {
       char text[INET6_ADDRSTRLEN] = {};

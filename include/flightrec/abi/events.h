@@ -269,6 +269,19 @@ struct fr_egress_ticket {
 FR_STATIC_ASSERT(sizeof(struct fr_egress_ticket) == 32, "fr_egress_ticket layout");
 /* The ticket's value: its deadline, bpf_ktime_get_ns() (CLOCK_MONOTONIC). */
 
+/* Runtime exec grants (ask.exec, BPF-LSM only): the supervisor answers an
+ * asked execve() of a granted file with a ticket for that thread and the
+ * file's path as the thread's root shows it; lsm/file_open lets an open for
+ * exec off the exec allowlist through only by taking the ticket for the
+ * path the kernel resolved (bpf_d_path). Value: the deadline, as above. */
+#define FR_EXEC_TICKETS_MAX 4096
+struct fr_exec_ticket {
+	__u32 tid;               /* host pid namespace */
+	__u32 len;               /* bytes of path; the rest is zero */
+	__u8 path[FR_PATH_RULE_MAX];
+};
+FR_STATIC_ASSERT(sizeof(struct fr_exec_ticket) == 264, "fr_exec_ticket layout");
+
 /* Packets the egress programs' cgroup_skb filters dropped, per CPU and
  * direction (index): how many, and the far end of the last one. */
 enum fr_net_drop_kind {
