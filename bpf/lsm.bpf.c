@@ -25,10 +25,13 @@ struct lsm_scratch {
  * the session's grant supervisor. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(max_entries, FR_EXEC_TICKETS_MAX);
 	__type(key, struct fr_exec_ticket);
 	__type(value, __u64);
 } fr_exec_tickets SEC(".maps");
+
+#define FR_OVERLAYFS_MAGIC 0x794c7630
 
 /* __FMODE_EXEC in f_flags: the open of a file to execute it (execve, the
  * ELF interpreter, a script's interpreter), as Landlock tells it too. */
@@ -89,8 +92,13 @@ static __always_inline __u32 path_rule(void *trie, struct fr_lsm *r, __u32 len)
 }
 
 /* Takes the current thread's exec ticket for r's path (len bytes), if it
- * has one in time: the grant supervisor's yes to this very file. */
-static __always_inline bool exec_ticket(struct fr_lsm *r, __u32 len)
+ * has one in time: the grant supervisor's yes to this very file. One exec
+ * opens a file on overlayfs twice before Linux 6.6: the overlay file, then
+ * the real one behind it under the overlay's path (open_with_fake_path),
+ * so there the overlay's open only looks and the real one's takes. From
+ * 6.6 the real file is a backing file, whose open is not judged
+ * (backing_open): the overlay's open takes. */
+static __always_inline bool exec_ticket(struct fr_lsm *r, __u32 len, struct file *file)
 {
 	if (len == 0 || len >= FR_PATH_RULE_MAX)
 		return false;
@@ -105,11 +113,14 @@ static __always_inline bool exec_ticket(struct fr_lsm *r, __u32 len)
 	if (!deadline)
 		return false;
 	bool in_time = bpf_ktime_get_ns() < *deadline;
+	bool overlay = BPF_CORE_READ(file, f_inode, i_sb, s_magic) == FR_OVERLAYFS_MAGIC;
+	if (overlay && !bpf_core_type_exists(struct backing_file))
+		return in_time;
 	return bpf_map_delete_elem(&fr_exec_tickets, t) == 0 && in_time;
 }
 
 /* 0: the open may go on; else why not (denied_by). n is bpf_d_path's result. */
-static __always_inline __u32 open_verdict(struct fr_lsm *r, long n, bool exec)
+static __always_inline __u32 open_verdict(struct fr_lsm *r, long n, bool exec, struct file *file)
 {
 	bool check_exec = exec && fr_exec_rules;
 	if (!check_exec && !fr_hidden_rules)
@@ -117,7 +128,7 @@ static __always_inline __u32 open_verdict(struct fr_lsm *r, long n, bool exec)
 	if (n <= 0)  /* no path (longer than PATH_MAX): an exec cannot be shown allowed */
 		return check_exec ? FR_DENY_EXEC : 0;
 	__u32 len = (__u32)(n - 1);
-	if (check_exec && !path_rule(&fr_exec_paths, r, len) && !exec_ticket(r, len))
+	if (check_exec && !path_rule(&fr_exec_paths, r, len) && !exec_ticket(r, len, file))
 		return FR_DENY_EXEC;
 	if (!fr_hidden_rules)
 		return 0;
@@ -171,7 +182,7 @@ int BPF_PROG(fr_lsm_file_open, struct file *file, int ret)
 	long n = bpf_d_path((struct path *)&file->f_path, r->path, FR_STR_MAX);
 	r->path_len = n > 0 ? (__u16)((n - 1) & PATH_MASK) : 0;
 	r->flags = file->f_flags;
-	r->denied_by = open_verdict(r, n, r->flags & FR_FMODE_EXEC);
+	r->denied_by = open_verdict(r, n, r->flags & FR_FMODE_EXEC, file);
 	lsm_emit(r);
 	return r->denied_by ? -1 /* -EPERM */ : ret;
 }

@@ -138,6 +138,7 @@ static __always_inline int fr_prefix_matches(const __u8 *a, const __u8 *b, __u32
 
 FR_SHARED struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(max_entries, FR_EGRESS_GRANTED_MAX);
 	__type(key, struct fr_egress_endpoint);
 	__type(value, __u8);
@@ -145,6 +146,7 @@ FR_SHARED struct {
 
 FR_SHARED struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(max_entries, FR_EGRESS_TICKETS_MAX);
 	__type(key, struct fr_egress_ticket);
 	__type(value, __u64);

@@ -386,7 +386,7 @@ bool bpf_lsm_loads() {
 
 }  // namespace
 
-TEST_CASE("grants: an exec granted for one use runs once where BPF-LSM loads; elsewhere ask.exec refuses to start") {
+TEST_CASE("grants: an exec granted for one use runs once where the kernel loads LSM programs; elsewhere ask.exec refuses to start") {
   REQUIRE_MESSAGE(is_root(), "runtime tests need root");
   if (!bpf_lsm_loads()) {
     // Landlock cannot widen at run time, so only BPF-LSM can judge exec

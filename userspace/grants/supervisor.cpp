@@ -82,6 +82,19 @@ std::string hex(std::string_view bytes) {
   return out;
 }
 
+// JSON text that never throws: bytes that are not UTF-8 (a file name the
+// agent chose) become U+FFFD; paths the record must keep whole go as hex.
+std::string text(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+bool utf8(const std::string& s) {
+  try {
+    (void)json(s).dump();
+    return true;
+  } catch (const json::exception&) {
+    return false;
+  }
+}
+
 std::string syscall_name(int nr) {
   const events::SyscallInfo* info = nr >= 0 ? events::syscall_info(uint32_t(nr)) : nullptr;
   return info && info->name ? std::string(info->name) : "syscall_" + std::to_string(nr);
@@ -233,7 +246,7 @@ class Supervisor {
 };
 
 void Supervisor::emit(const json& j) {
-  std::string line = j.dump() + "\n";
+  std::string line = text(j) + "\n";
   // The recorder is gone: nothing may go on unrecorded.
   if (write(spec_.events_fd, line.data(), line.size()) != ssize_t(line.size())) _exit(0);
 }
@@ -457,7 +470,10 @@ Supervisor::Verdict Supervisor::decide_exec(const seccomp_notif& n, uint64_t ask
   if (view_.enter(pid_t(n.pid)) != 0) return valid(n.id) ? go_on() : Verdict::Gone;
   bool at = n.data.nr == SYS_execveat;
   int err = 0;
-  auto path = view_.read_path(at ? n.data.args[1] : n.data.args[0], &err);
+  uint64_t addr = at ? n.data.args[1] : n.data.args[0];
+  // execveat(fd, NULL, AT_EMPTY_PATH) is the descriptor itself (Linux 6.11+).
+  auto path = at && addr == 0 && (n.data.args[4] & AT_EMPTY_PATH) ? std::optional<std::string>("")
+                                                                   : view_.read_path(addr, &err);
   if (!path) return go_on();
   (*about)["paths_hex"] = json::array({hex(*path)});
   int fd = view_.open_file(at ? int(n.data.args[0]) : AT_FDCWD, *path, at ? n.data.args[4] : 0);
@@ -686,7 +702,7 @@ void Supervisor::accept_client() {
       why = "the client is inside the session";
   }
   if (!why.empty()) {
-    std::string reply = json({{"ok", false}, {"error", "refused: " + why}}).dump() + "\n";
+    std::string reply = text({{"ok", false}, {"error", "refused: " + why}}) + "\n";
     (void)!send(fd, reply.data(), reply.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
     close(fd);
     if (++refusals_ <= kMaxRefusalsRecorded)
@@ -736,9 +752,12 @@ json Supervisor::handle(const Client& c, const std::string& line) {
   }
   if (g.kind == Kind::Exec) {
     if (spec_.exec_tickets_map < 0) return {{"ok", false}, {"error", "the session's policy does not ask for execs (ask.exec)"}};
-    std::string error;
-    g.path = sandbox_file(g.path, &error);  // as lsm/file_open will name it
+    std::string error, asked = g.path;
+    g.path = sandbox_file(asked, &error);  // as lsm/file_open will name it
     if (g.path.empty()) return {{"ok", false}, {"error", error}};
+    // A symlink (the agent's, perhaps) may lead anywhere: never to everything.
+    if (g.path == "/") return {{"ok", false}, {"error", asked + " leads to /: an exec grant of everything is refused"}};
+    if (!utf8(g.path)) return {{"ok", false}, {"error", asked + " leads to a path that is not UTF-8"}};
   }
   if (g.kind == Kind::Connect) {
     if (spec_.granted_map < 0) return {{"ok", false}, {"error", "the session's policy does not ask for connects (ask.connect)"}};
@@ -759,7 +778,9 @@ json Supervisor::handle(const Client& c, const std::string& line) {
   if (g.uses_left >= 0) e["uses"] = g.uses_left;
   emit(e);
   retry_waiting();
-  return {{"ok", true}, {"id", id}};
+  json reply = {{"ok", true}, {"id", id}};
+  if (g.kind == Kind::Exec) reply["path"] = g.path;  // what it covers, symlinks resolved
+  return reply;
 }
 
 void Supervisor::serve(Client& c) {
@@ -771,7 +792,7 @@ void Supervisor::serve(Client& c) {
     while ((nl = c.in.find('\n')) != std::string::npos) {
       std::string line = c.in.substr(0, nl);
       c.in.erase(0, nl + 1);
-      std::string reply = handle(c, line).dump() + "\n";
+      std::string reply = text(handle(c, line)) + "\n";
       if (send(c.fd, reply.data(), reply.size(), MSG_DONTWAIT | MSG_NOSIGNAL) != ssize_t(reply.size())) {
         n = 0;  // a client that does not read its replies is dropped
         break;

@@ -183,7 +183,13 @@ Capture::Capture(const CaptureOptions& opts, Handler handler) : handler_(std::mo
     std::string section = prog ? bpf_program__section_name(prog) : "";
     flightrec_bpf__destroy(skel_);
     skel_ = nullptr;
-    bool optional = section.rfind("lsm/", 0) == 0 && !(section == "lsm/file_open" && opts.require_lsm);
+    // Where BPF-LSM alone enforces the path rules (or exec grants), the
+    // hooks that keep a session from changing its view of the paths (a
+    // user namespace, a mount, a chroot) must hold as well as file_open.
+    static const char* kViewHooks[] = {"lsm/file_open", "lsm/userns_create", "lsm/sb_mount", "lsm/move_mount",
+                                       "lsm/path_chroot"};
+    bool view_hook = std::find(std::begin(kViewHooks), std::end(kViewHooks), section) != std::end(kViewHooks);
+    bool optional = section.rfind("lsm/", 0) == 0 && !(view_hook && opts.require_lsm);
     if (!optional || attempt >= 16)
       throw Error(errno_message("the kernel refused flightrec's BPF program " + (name.empty() ? "" : name + " ") +
                                     "(run with --verbose for the verifier log)",

@@ -84,9 +84,11 @@ LandlockPlan LandlockPlan::from(const policy::Policy& p, const std::string& work
   plan.exec = policy::executable_paths(p, work_dir, command);
   // Exec grants widen the exec list at run time, which a ruleset cannot:
   // under ask.exec BPF-LSM judges every exec (the run refuses to start
-  // without it) and Landlock lets anything readable run.
+  // without it) and Landlock lets anything readable run (besides /proc).
   if (p.ask.exec) {
-    plan.exec = p.filesystem.read_only;
+    for (const auto* trees : {&fs.read_only, &fs.read_write})
+      plan.exec.insert(plan.exec.end(), trees->begin(), trees->end());
+    for (const char* t : {"/tmp", "/dev/shm"}) plan.exec.push_back(t);
     plan.exec.push_back(work_dir);
   }
   // A ruleset cannot widen once applied: with runtime connect grants the

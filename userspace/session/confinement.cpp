@@ -236,10 +236,11 @@ void Confinement::start_grants(const std::string& path) {
   if (policy_.ask.connect) {
     // Made here, before the programs load (they reuse them), so that the
     // supervisor, forked now, holds them too (bpf/lib/common.bpf.h).
+    LIBBPF_OPTS(bpf_map_create_opts, lazy, .map_flags = BPF_F_NO_PREALLOC);  // as the programs declare them
     egress_granted_fd_ = bpf_map_create(BPF_MAP_TYPE_HASH, "fr_conn_granted", sizeof(fr_egress_endpoint), 1,
-                                        FR_EGRESS_GRANTED_MAX, nullptr);
+                                        FR_EGRESS_GRANTED_MAX, &lazy);
     egress_tickets_fd_ = bpf_map_create(BPF_MAP_TYPE_HASH, "fr_conn_tickets", sizeof(fr_egress_ticket),
-                                        sizeof(uint64_t), FR_EGRESS_TICKETS_MAX, nullptr);
+                                        sizeof(uint64_t), FR_EGRESS_TICKETS_MAX, &lazy);
     if (egress_granted_fd_ < 0 || egress_tickets_fd_ < 0)
       throw Error(errno_message("cannot make the connect grants' BPF maps", errno));
     spec.allow = policy_.allow;
@@ -247,8 +248,9 @@ void Confinement::start_grants(const std::string& path) {
     spec.tickets_map = egress_tickets_fd_;
   }
   if (policy_.ask.exec) {
+    LIBBPF_OPTS(bpf_map_create_opts, lazy, .map_flags = BPF_F_NO_PREALLOC);
     exec_tickets_fd_ = bpf_map_create(BPF_MAP_TYPE_HASH, "fr_exec_tickets", sizeof(fr_exec_ticket), sizeof(uint64_t),
-                                      FR_EXEC_TICKETS_MAX, nullptr);
+                                      FR_EXEC_TICKETS_MAX, &lazy);
     if (exec_tickets_fd_ < 0) throw Error(errno_message("cannot make the exec grants' BPF map", errno));
     for (const auto& [path, number] : exec_rules_.match) spec.exec_rules.push_back(path);
     spec.exec_tickets_map = exec_tickets_fd_;
