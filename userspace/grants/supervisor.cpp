@@ -535,6 +535,7 @@ Supervisor::Verdict Supervisor::decide_file(const seccomp_notif& n, uint64_t ask
   enum class Where { Inside, Granted, Outside, Kernel };
   Grant* using_grant = nullptr;
   json paths;
+  std::string read[2];  // the paths as read
   auto classify = [&]() -> Where {
     using_grant = nullptr;
     paths = json::array();
@@ -544,6 +545,7 @@ Supervisor::Verdict Supervisor::decide_file(const seccomp_notif& n, uint64_t ask
       int err = 0;
       auto path = view_.read_path(call.paths[i].addr, &err);
       if (!path) return Where::Kernel;
+      read[i] = *path;
       paths.push_back(hex(*path));
       if (view_.place(call.paths[i].dirfd, *path, call.resolve, &places[i]) != 0) return Where::Kernel;
       Place& p = places[i];
@@ -570,9 +572,24 @@ Supervisor::Verdict Supervisor::decide_file(const seccomp_notif& n, uint64_t ask
     AgentView& v;
     ~Root() { v.become_root(); }
   } as_root_after{view_};
+  // The same paths resolved with the thread's ids: where each leads to the
+  // directory found before, that answer stands (a directory's place in the
+  // trees does not depend on who looks); else everything is judged again.
+  auto same_places = [&] {
+    for (int i = 0; i < call.count; ++i) {
+      Place again;
+      auto before = file_id(places[i].dir_fd);
+      bool same = view_.place(call.paths[i].dirfd, read[i], call.resolve, &again) == 0 && before &&
+                  file_id(again.dir_fd) == before && again.leaf == places[i].leaf;
+      std::swap(again, places[i]);
+      close_place(again);
+      if (!same) return false;
+    }
+    return true;
+  };
   if (where == Where::Granted) {
     if (view_.become() != 0) return valid(n.id) ? go_on() : Verdict::Gone;
-    where = classify();
+    if (!same_places()) where = classify();
   }
   (*about)["paths_hex"] = paths;
   if (!valid(n.id)) return Verdict::Gone;  // what was read may be another thread's
