@@ -143,7 +143,7 @@ std::optional<std::string> AgentView::read_path(uint64_t addr, int* err) const {
   remote[0] = {reinterpret_cast<void*>(addr), first};
   local[1] = {buf + first, kMax - first + 1};
   remote[1] = {reinterpret_cast<void*>(addr + first), kMax - first + 1};
-  ssize_t n = process_vm_readv(tid_, local, 2, remote, first > kMax ? 1 : 2, 0);
+  ssize_t n = process_vm_readv(tid_, local, 2, remote, 2, 0);
   if (n <= 0) {
     *err = EFAULT;
     return std::nullopt;
@@ -154,26 +154,34 @@ std::optional<std::string> AgentView::read_path(uint64_t addr, int* err) const {
   return std::nullopt;
 }
 
+int AgentView::thread_fd(int n, int flags) const {
+  if (n < 0) {
+    errno = EBADF;
+    return -1;
+  }
+  // The thread's own descriptor, reopened through /proc (the same file).
+  int fd = openat(proc_, (std::to_string(tid_) + "/fd/" + std::to_string(n)).c_str(), flags | O_PATH | O_CLOEXEC);
+  if (fd < 0 && errno == ENOENT) errno = EBADF;
+  return fd;
+}
+
+int AgentView::start_of(int dirfd, bool from_dir, int* opened) {
+  *opened = -1;
+  if (!from_dir) return AT_FDCWD;  // the root entered
+  if (dirfd != AT_FDCWD) return *opened = thread_fd(dirfd, O_DIRECTORY);
+  if (cwd_ < 0) cwd_ = openat(proc_, (std::to_string(tid_) + "/cwd").c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  return cwd_;
+}
+
 int AgentView::place(int dirfd, const std::string& raw, uint64_t resolve, Place* out) {
   if (raw.empty()) return ENOENT;
   std::string path = raw;
   while (path.size() > 1 && path.back() == '/') path.pop_back();
   // An absolute path starts at the root entered, unless openat2's
   // RESOLVE_IN_ROOT or RESOLVE_BENEATH anchor it at the directory given.
-  bool from_dir = path[0] != '/' || (resolve & (RESOLVE_IN_ROOT | RESOLVE_BENEATH));
-  int base = AT_FDCWD, opened = -1;
-  if (from_dir && dirfd == AT_FDCWD) {
-    if (cwd_ < 0) cwd_ = openat(proc_, (std::to_string(tid_) + "/cwd").c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
-    if (cwd_ < 0) return errno;
-    base = cwd_;
-  } else if (from_dir) {
-    if (dirfd < 0) return EBADF;
-    // The thread's own descriptor, reopened through /proc (the same directory).
-    opened = openat(proc_, (std::to_string(tid_) + "/fd/" + std::to_string(dirfd)).c_str(),
-                    O_PATH | O_DIRECTORY | O_CLOEXEC);
-    if (opened < 0) return errno == ENOENT ? EBADF : errno;
-    base = opened;
-  }
+  int opened;
+  int base = start_of(dirfd, path[0] != '/' || (resolve & (RESOLVE_IN_ROOT | RESOLVE_BENEATH)), &opened);
+  if (base == -1) return errno;
   size_t slash = path.rfind('/');
   std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
   std::string leaf = slash == std::string::npos ? path : path.substr(slash + 1);
@@ -191,27 +199,16 @@ int AgentView::place(int dirfd, const std::string& raw, uint64_t resolve, Place*
 }
 
 int AgentView::open_file(int dirfd, const std::string& path, uint64_t at_flags) {
-  auto thread_fd = [&](int n) {
-    int fd = openat(proc_, (std::to_string(tid_) + "/fd/" + std::to_string(n)).c_str(), O_PATH | O_CLOEXEC);
-    if (fd < 0 && errno == ENOENT) errno = EBADF;
-    return fd;
-  };
   if (path.empty()) {
-    if (!(at_flags & AT_EMPTY_PATH) || dirfd < 0) {
+    if (!(at_flags & AT_EMPTY_PATH)) {
       errno = ENOENT;
       return -1;
     }
-    return thread_fd(dirfd);  // the file the thread's descriptor is open on
+    return thread_fd(dirfd, 0);  // the file the thread's descriptor is open on
   }
-  int base = AT_FDCWD, opened = -1;  // an absolute path: from the root entered
-  if (path[0] != '/' && dirfd == AT_FDCWD) {
-    if (cwd_ < 0) cwd_ = openat(proc_, (std::to_string(tid_) + "/cwd").c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
-    if (cwd_ < 0) return -1;
-    base = cwd_;
-  } else if (path[0] != '/') {
-    if ((opened = dirfd < 0 ? -1 : thread_fd(dirfd)) < 0) return -1;
-    base = opened;
-  }
+  int opened;
+  int base = start_of(dirfd, path[0] != '/', &opened);
+  if (base == -1) return -1;
   uint64_t flags = O_PATH | O_CLOEXEC | ((at_flags & AT_SYMLINK_NOFOLLOW) ? O_NOFOLLOW : 0);
   int fd = openat2_fd(base, path, flags, 0, RESOLVE_NO_MAGICLINKS);
   int e = errno;

@@ -84,10 +84,14 @@ class AgentView {
   int cwd_ = -1;                  // the entered thread's working directory, once asked for
   pid_t tid_ = 0;
   bool as_thread_ = false;        // ids are a thread's, not root's
-  uid_t fsuid_ = 0;
-  gid_t fsgid_ = 0;
-  std::vector<gid_t> groups_;
-  mode_t umask_ = 022, saved_umask_ = 022;
+  mode_t saved_umask_ = 022;
+
+  // The thread's descriptor n, reopened (O_PATH | flags); -1 with errno set.
+  int thread_fd(int n, int flags) const;
+  // Where a lookup relative to dirfd (AT_FDCWD or the thread's) starts:
+  // the root entered unless from_dir, else its cwd or that descriptor
+  // (returned in *opened too, for the caller to close); -1 with errno set.
+  int start_of(int dirfd, bool from_dir, int* opened);
 };
 
 void close_place(Place& p);

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "events/syscall_table.h"
+#include "policy/judge.h"
 
 namespace flightrec::grants {
 namespace {
@@ -210,11 +211,8 @@ Grant* GrantTable::for_connect(int family, const uint8_t* addr, uint16_t port, u
 
 Grant* GrantTable::for_exec(const std::string& canonical, uint64_t now_ns) {
   for (auto& g : grants_) {
-    if (g.kind != Kind::Exec || (g.expires_ns && g.expires_ns <= now_ns)) continue;
-    bool under = canonical == g.path || g.path == "/" ||
-                 (canonical.size() > g.path.size() && canonical.compare(0, g.path.size(), g.path) == 0 &&
-                  canonical[g.path.size()] == '/');
-    if (under) return &g;
+    if (g.kind == Kind::Exec && (!g.expires_ns || g.expires_ns > now_ns) && policy::path_under(canonical, g.path))
+      return &g;
   }
   return nullptr;
 }

@@ -27,10 +27,12 @@
 
 #include "common/error.h"
 #include "common/system.h"
+#include "common/text.h"
 #include "events/syscall_table.h"
 #include "flightrec/abi/events.h"
 #include "grants/agent_view.h"
 #include "grants/grants.h"
+#include "policy/judge.h"
 #include "policy/policy.h"
 
 namespace flightrec::grants {
@@ -85,15 +87,6 @@ std::string hex(std::string_view bytes) {
 // JSON text that never throws: bytes that are not UTF-8 (a file name the
 // agent chose) become U+FFFD; paths the record must keep whole go as hex.
 std::string text(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
-
-bool utf8(const std::string& s) {
-  try {
-    (void)json(s).dump();
-    return true;
-  } catch (const json::exception&) {
-    return false;
-  }
-}
 
 std::string syscall_name(int nr) {
   const events::SyscallInfo* info = nr >= 0 ? events::syscall_info(uint32_t(nr)) : nullptr;
@@ -211,6 +204,10 @@ class Supervisor {
   Verdict decide_file(const seccomp_notif& n, uint64_t ask, json* about);
   Verdict decide_connect(const seccomp_notif& n, uint64_t ask, json* about);
   Verdict decide_exec(const seccomp_notif& n, uint64_t ask, json* about);
+  // A granted connect or exec goes on with a ticket (map, key) for the
+  // kernel to take; a ticket that cannot be made denies it.
+  Verdict go_with_ticket(const seccomp_notif& n, uint64_t ask, const json& about, Grant& g, int map, const void* key,
+                         size_t size);
   bool exec_listed(const std::string& canonical) const;
   std::string sandbox_file(const std::string& path, std::string* error);
   void retry_waiting();
@@ -235,7 +232,7 @@ class Supervisor {
     FileId id;
   };
   std::map<uint64_t, GrantDir> grant_dirs_;  // write grant id -> its directory
-  std::vector<int> writable_fds_;            // the policy's writable trees, inside
+  std::vector<int> writable_fds_;            // the policy's writable trees, inside (held: inodes not reused)
   std::vector<FileId> writable_dirs_;
   std::vector<FileId> writable_files_;
   bool writable_resolved_ = false;
@@ -421,11 +418,16 @@ Supervisor::Verdict Supervisor::decide_connect(const seccomp_notif& n, uint64_t 
   fr_egress_ticket ticket{};
   ticket.to = endpoint_key(*g);
   ticket.tid = n.pid;
-  if (!put_ticket(spec_.tickets_map, &ticket, sizeof(ticket), g->id)) {
+  return go_with_ticket(n, ask, *about, *g, spec_.tickets_map, &ticket, sizeof(ticket));
+}
+
+Supervisor::Verdict Supervisor::go_with_ticket(const seccomp_notif& n, uint64_t ask, const json& about, Grant& g,
+                                               int map, const void* key, size_t size) {
+  if (!put_ticket(map, key, size, g.id)) {
     int err = errno;
     respond(n.id, 0, EPERM, false);
-    emit({{"event", "denied"}, {"ask", ask}, {"pid", n.pid}, {"syscall", "connect"}, {"errno", EPERM},
-          {"why", errno_message("grant " + std::to_string(g->id) + " could not be handed to the kernel", err)}});
+    emit({{"event", "denied"}, {"ask", ask}, {"pid", n.pid}, {"syscall", syscall_name(n.data.nr)}, {"errno", EPERM},
+          {"why", errno_message("grant " + std::to_string(g.id) + " could not be handed to the kernel", err)}});
     return Verdict::Answered;
   }
   if (!respond(n.id, 0, 0, true)) {
@@ -433,16 +435,13 @@ Supervisor::Verdict Supervisor::decide_connect(const seccomp_notif& n, uint64_t 
     tickets_.pop_back();
     return Verdict::Gone;
   }
-  used(*g, n, ask, *about, std::nullopt);  // the kernel answers the connect itself: its result is the call's entry
+  used(g, n, ask, about, std::nullopt);  // the kernel makes the call: its own entries have the result
   return Verdict::Answered;
 }
 
 bool Supervisor::exec_listed(const std::string& canonical) const {
-  for (const auto& rule : spec_.exec_rules)
-    if (canonical == rule || rule == "/" ||
-        (canonical.size() > rule.size() && canonical.compare(0, rule.size(), rule) == 0 && canonical[rule.size()] == '/'))
-      return true;
-  return false;
+  return std::any_of(spec_.exec_rules.begin(), spec_.exec_rules.end(),
+                     [&](const std::string& rule) { return policy::path_under(canonical, rule); });
 }
 
 // The canonical path (symlinks resolved) of a file or directory in the
@@ -488,23 +487,14 @@ Supervisor::Verdict Supervisor::decide_exec(const seccomp_notif& n, uint64_t ask
   fr_exec_ticket ticket{};
   ticket.tid = n.pid;
   ticket.len = uint32_t(file.size());
-  bool fits = file.size() < FR_PATH_RULE_MAX;
-  if (fits) std::memcpy(ticket.path, file.data(), file.size());
-  if (!fits || !put_ticket(spec_.exec_tickets_map, &ticket, sizeof(ticket), g->id)) {
-    std::string why = fits ? errno_message("grant " + std::to_string(g->id) + " could not be handed to the kernel", errno)
-                           : "the file's path is too long for an exec grant";
+  if (file.size() >= FR_PATH_RULE_MAX) {
     respond(n.id, 0, EPERM, false);
     emit({{"event", "denied"}, {"ask", ask}, {"pid", n.pid}, {"syscall", syscall_name(n.data.nr)}, {"errno", EPERM},
-          {"why", why}});
+          {"why", "the file's path is too long for an exec grant"}});
     return Verdict::Answered;
   }
-  if (!respond(n.id, 0, 0, true)) {
-    drop_ticket(tickets_.back());
-    tickets_.pop_back();
-    return Verdict::Gone;
-  }
-  used(*g, n, ask, *about, std::nullopt);  // the kernel runs it: the exec's own entries say how it went
-  return Verdict::Answered;
+  std::memcpy(ticket.path, file.data(), file.size());
+  return go_with_ticket(n, ask, *about, *g, spec_.exec_tickets_map, &ticket, sizeof(ticket));
 }
 
 Supervisor::Verdict Supervisor::decide_file(const seccomp_notif& n, uint64_t ask, json* about) {
@@ -774,7 +764,7 @@ json Supervisor::handle(const Client& c, const std::string& line) {
     if (g.path.empty()) return {{"ok", false}, {"error", error}};
     // A symlink (the agent's, perhaps) may lead anywhere: never to everything.
     if (g.path == "/") return {{"ok", false}, {"error", asked + " leads to /: an exec grant of everything is refused"}};
-    if (!utf8(g.path)) return {{"ok", false}, {"error", asked + " leads to a path that is not UTF-8"}};
+    if (!is_valid_utf8(g.path)) return {{"ok", false}, {"error", asked + " leads to a path that is not UTF-8"}};
   }
   if (g.kind == Kind::Connect) {
     if (spec_.granted_map < 0) return {{"ok", false}, {"error", "the session's policy does not ask for connects (ask.connect)"}};
