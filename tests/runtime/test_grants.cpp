@@ -267,6 +267,34 @@ TEST_CASE("grants: a revoked grant stops writes; another user is refused; mkdir 
   CHECK(of_type(all, "grant_denied").size() == 1);
 }
 
+TEST_CASE("grants: under a grant the supervisor acts with the thread's own ids and its umask of the moment") {
+  REQUIRE_MESSAGE(is_root(), "runtime tests need root");
+  HostDir target;
+  // A directory inside the grant that only the host's root may write: the
+  // sandbox's ids are not root's, so the grant does not open it.
+  std::string ro = target.path + "/ro";
+  fs::create_directories(ro);
+  chmod(ro.c_str(), 0555);
+  AskSession s("  write: true\n  timeout: 1s\n",
+               "step granted; umask 022; w " + target.path + "/a 1; umask 077; w " + target.path + "/b 2; w " + ro +
+                   "/c 3; umask 022; w " + target.path + "/d 4; stat -c %a " + target.path + "/a " + target.path +
+                   "/b " + target.path + "/d\n");
+  REQUIRE(s.reached("granted"));
+  json g = s.request({{"op", "grant"}, {"kind", "write"}, {"path", target.path}, {"reason", "ids"}});
+  REQUIRE(g["ok"] == true);
+  s.go();
+  Result r = s.finish();
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  CHECK(r.out == target.path + "/a written\n" + target.path + "/b written\n" + ro + "/c refused\n" + target.path +
+                     "/d written\n644\n600\n644\n");
+  CHECK(flightrec({"verify", "--db", s.db}).code == 0);
+  auto uses = with(entries(s.db), "grant_use", "grant_id", g["id"]);
+  REQUIRE(uses.size() == 4);
+  CHECK(uses[2]["path"] == ro + "/c");
+  CHECK(uses[2]["result"] == -EACCES);
+}
+
 TEST_CASE("grants: a system call granted for one use goes through once; before and after it waits and fails") {
   REQUIRE_MESSAGE(is_root(), "runtime tests need root");
   AskSession s("  syscalls: [uname]\n  timeout: 1s\n",

@@ -36,6 +36,8 @@ bool status_ids(const std::string& status, const char* key, unsigned long* fs) {
   return bool(in >> r >> e >> s >> *fs);
 }
 
+constexpr size_t kStatusFds = 64;
+
 }  // namespace
 
 std::optional<FileId> file_id(int fd) {
@@ -53,6 +55,7 @@ AgentView::AgentView() {
 
 AgentView::~AgentView() {
   become_root();
+  for (auto& [tid, fd] : status_fds_) close(fd);
   for (int fd : {cwd_, root_, proc_})
     if (fd >= 0) close(fd);
 }
@@ -85,46 +88,65 @@ int AgentView::enter(pid_t tid) {
   return 0;
 }
 
-int AgentView::become() {
-  int fd = openat(proc_, (std::to_string(tid_) + "/status").c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return errno;
+int AgentView::become(bool* switched) {
+  *switched = false;
   char buf[8192];
-  ssize_t n = read(fd, buf, sizeof(buf) - 1);
-  close(fd);
+  ssize_t n = -1;
+  for (int tries = 0; tries < 2 && n < 0; ++tries) {
+    auto it = status_fds_.find(tid_);
+    if (it == status_fds_.end()) {
+      if (status_fds_.size() >= kStatusFds) {
+        for (auto& [tid, fd] : status_fds_) close(fd);
+        status_fds_.clear();
+      }
+      int fd = openat(proc_, (std::to_string(tid_) + "/status").c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd < 0) return errno;
+      it = status_fds_.emplace(tid_, fd).first;
+    }
+    n = pread(it->second, buf, sizeof(buf) - 1, 0);
+    if (n < 0) {  // that thread is gone: the number may be another's now
+      close(it->second);
+      status_fds_.erase(it);
+    }
+  }
   if (n <= 0) return ESRCH;
   std::string status(buf, size_t(n));
-  unsigned long fsuid = 0, fsgid = 0;
-  if (!status_ids(status, "Uid:", &fsuid) || !status_ids(status, "Gid:", &fsgid)) return ESRCH;
+  Ids ids;
+  if (!status_ids(status, "Uid:", &ids.fsuid) || !status_ids(status, "Gid:", &ids.fsgid)) return ESRCH;
   // Host ids 0 are never a sandboxed thread's (they map from 1000000000).
-  if (fsuid == 0 || fsgid == 0) return EPERM;
-  std::vector<gid_t> groups;
+  if (ids.fsuid == 0 || ids.fsgid == 0) return EPERM;
   if (auto at = status.find("\nGroups:"); at != std::string::npos) {
     std::istringstream in(status.substr(at + 8, status.find('\n', at + 1) - at - 8));
     unsigned long g;
-    while (in >> g) groups.push_back(gid_t(g));
+    while (in >> g) ids.groups.push_back(gid_t(g));
   }
-  mode_t mask = 022;
-  if (auto at = status.find("\nUmask:"); at != std::string::npos) mask = mode_t(strtoul(status.c_str() + at + 7, nullptr, 8));
+  if (auto at = status.find("\nUmask:"); at != std::string::npos)
+    ids.umask = mode_t(strtoul(status.c_str() + at + 7, nullptr, 8)) & 0777;
+  if (held_ && !held_unsure_ && *held_ == ids) return 0;
   // Its ids for every permission check; changing the fs ids from 0 also
   // drops CAP_DAC_OVERRIDE and the other file capabilities.
-  as_thread_ = true;
-  if (setgroups(groups.size(), groups.data()) != 0) return errno;
-  syscall(SYS_setfsgid, gid_t(fsgid));
-  syscall(SYS_setfsuid, uid_t(fsuid));
-  if (syscall(SYS_setfsuid, -1) != long(fsuid) || syscall(SYS_setfsgid, -1) != long(fsgid)) return EPERM;
-  umask(mask & 0777);
+  *switched = true;
+  held_ = ids;
+  held_unsure_ = true;
+  if (setgroups(ids.groups.size(), ids.groups.data()) != 0) return errno;
+  syscall(SYS_setfsgid, gid_t(ids.fsgid));
+  syscall(SYS_setfsuid, uid_t(ids.fsuid));
+  if (syscall(SYS_setfsuid, -1) != long(ids.fsuid) || syscall(SYS_setfsgid, -1) != long(ids.fsgid)) return EPERM;
+  umask(ids.umask);
+  held_unsure_ = false;
   return 0;
 }
 
 void AgentView::become_root() {
-  if (!as_thread_) return;
+  if (!held_) return;
   umask(saved_umask_);
   syscall(SYS_setfsuid, 0);
   syscall(SYS_setfsgid, 0);
   setgroups(0, nullptr);
   // Not root again: deciding with a thread's ids could refuse what it may do.
   if (syscall(SYS_setfsuid, -1) != 0 || syscall(SYS_setfsgid, -1) != 0) _exit(125);
-  as_thread_ = false;
+  held_.reset();
+  held_unsure_ = false;
 }
 
 bool AgentView::read_memory(uint64_t addr, void* out, size_t size) const {

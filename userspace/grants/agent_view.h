@@ -9,16 +9,17 @@
 // Every asked write stops here, so the common case is kept to a dozen
 // system calls: the supervisor stays chrooted in the last thread's root
 // (checked by mount and inode each time, changed only when it differs),
-// reads memory with process_vm_readv, opens the working directory only for
-// relative paths, and walks up to the trees with fstatat(".."). It takes a
-// thread's ids only to act for it (become()); deciding needs none, since a
-// call it lets go on is checked by the kernel with the thread's own ids.
+// keeps the ids of the last thread it acted for (read again each time it
+// acts, from a /proc status file it keeps open; switched only when they
+// differ), reads memory with process_vm_readv, opens the working directory
+// only for relative paths, and walks up to the trees with fstatat("..").
 // Single-threaded: the supervisor process is.
 #include <sys/stat.h>
 #include <sys/types.h>
 
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace flightrec::grants {
@@ -52,9 +53,14 @@ class AgentView {
   // valid (the tid was not reused meanwhile).
   int enter(pid_t tid);
   // Takes the entered thread's file-system ids, groups and umask, to act
-  // for it; 0 or an errno. They stay until become_root() or the next become().
-  int become();
-  // Back to root's ids (to open what the session's threads may not).
+  // for it; 0 or an errno; *switched: they were not the ids held. They
+  // stay taken after the decision (the next thread nearly always has the
+  // same ones), until become_root() or a become() that finds other ids.
+  int become(bool* switched);
+  // Whether a thread's ids are held (not root's).
+  bool acting() const { return held_.has_value(); }
+  // Back to root's ids, for what the session's threads may not open;
+  // whoever needs root's calls it first (nothing when root's are held).
   void become_root();
 
   // Reads a NUL-terminated path from the thread's memory (at most 4096 bytes).
@@ -83,8 +89,20 @@ class AgentView {
   struct statx root_id_ {};       // its mount and inode
   int cwd_ = -1;                  // the entered thread's working directory, once asked for
   pid_t tid_ = 0;
-  bool as_thread_ = false;        // ids are a thread's, not root's
   mode_t saved_umask_ = 022;
+  // The ids taken (none: root's). Switched only when a thread's differ.
+  struct Ids {
+    unsigned long fsuid = 0, fsgid = 0;
+    std::vector<gid_t> groups;
+    mode_t umask = 022;
+    bool operator==(const Ids&) const = default;
+  };
+  std::optional<Ids> held_;
+  bool held_unsure_ = false;      // a switch failed half way
+  // /proc/TID/status of recent threads, open: a descriptor stays bound to
+  // its thread, so a read fails once that thread is gone, even if another
+  // reuses its number. Read again at each decision (ids and umask change).
+  std::unordered_map<pid_t, int> status_fds_;
 
   // The thread's descriptor n, reopened (O_PATH | flags); -1 with errno set.
   int thread_fd(int n, int flags) const;

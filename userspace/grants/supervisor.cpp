@@ -356,6 +356,7 @@ void Supervisor::drop_grant_dir(uint64_t id) {
 void Supervisor::resolve_writable() {
   if (writable_resolved_) return;
   writable_resolved_ = true;
+  view_.become_root();
   for (const auto& p : spec_.writable) {
     int fd = sandbox_dir(p);
     if (auto id = fd >= 0 ? file_id(fd) : std::nullopt) {
@@ -447,6 +448,7 @@ bool Supervisor::exec_listed(const std::string& canonical) const {
 // The canonical path (symlinks resolved) of a file or directory in the
 // sandbox's root, "" with *error set when there is none.
 std::string Supervisor::sandbox_file(const std::string& path, std::string* error) {
+  view_.become_root();
   int fd = -1;
   if (int e = view_.enter(spec_.sandbox_init); e != 0) errno = e;
   else fd = view_.open_file(AT_FDCWD, path, 0);
@@ -466,6 +468,7 @@ Supervisor::Verdict Supervisor::decide_exec(const seccomp_notif& n, uint64_t ask
     respond(n.id, 0, 0, true);
     return Verdict::Answered;
   };
+  view_.become_root();  // as the kernel resolves an exec: the file is then judged by its path
   if (view_.enter(pid_t(n.pid)) != 0) return valid(n.id) ? go_on() : Verdict::Gone;
   bool at = n.data.nr == SYS_execveat;
   int err = 0;
@@ -519,13 +522,10 @@ Supervisor::Verdict Supervisor::decide_file(const seccomp_notif& n, uint64_t ask
   std::vector<Grant*> grants = table_.writes(mono_ns());
   for (Grant* g : grants) grant_ids.push_back(grant_dirs_.count(g->id) ? grant_dirs_[g->id].id : FileId{});
   // Resolves the call's paths and sorts them: inside the policy's trees,
-  // under a grant, or outside both. Done as root to decide (a call that
-  // goes on is checked by the kernel as the thread), and again with the
-  // thread's ids before acting for it, whose answer is then the one used.
+  // under a grant, or outside both.
   enum class Where { Inside, Granted, Outside, Kernel };
   Grant* using_grant = nullptr;
   json paths;
-  std::string read[2];  // the paths as read
   auto classify = [&]() -> Where {
     using_grant = nullptr;
     paths = json::array();
@@ -535,7 +535,6 @@ Supervisor::Verdict Supervisor::decide_file(const seccomp_notif& n, uint64_t ask
       int err = 0;
       auto path = view_.read_path(call.paths[i].addr, &err);
       if (!path) return Where::Kernel;
-      read[i] = *path;
       paths.push_back(hex(*path));
       if (view_.place(call.paths[i].dirfd, *path, call.resolve, &places[i]) != 0) return Where::Kernel;
       Place& p = places[i];
@@ -557,29 +556,23 @@ Supervisor::Verdict Supervisor::decide_file(const seccomp_notif& n, uint64_t ask
     }
     return outside_all ? Where::Outside : using_grant ? Where::Granted : Where::Inside;
   };
+  // Sorted with the ids held: root's, or those of the last thread acted
+  // for (nearly always this one's, so nothing is switched). A call that
+  // goes on is judged by the kernel with the thread's own ids, so root's
+  // answer is good enough for it; the held ids may have failed only where
+  // root's would not (a directory they may not search), so those answers
+  // are sorted again as root. What is done under a grant is done only on
+  // places sorted with this thread's own ids, groups and umask: a
+  // directory it may not search stays closed to it.
   Where where = classify();
-  struct Root {
-    AgentView& v;
-    ~Root() { v.become_root(); }
-  } as_root_after{view_};
-  // The same paths resolved with the thread's ids: where each leads to the
-  // directory found before, that answer stands (a directory's place in the
-  // trees does not depend on who looks); else everything is judged again.
-  auto same_places = [&] {
-    for (int i = 0; i < call.count; ++i) {
-      Place again;
-      auto before = file_id(places[i].dir_fd);
-      bool same = view_.place(call.paths[i].dirfd, read[i], call.resolve, &again) == 0 && before &&
-                  file_id(again.dir_fd) == before && again.leaf == places[i].leaf;
-      std::swap(again, places[i]);
-      close_place(again);
-      if (!same) return false;
-    }
-    return true;
-  };
+  if ((where == Where::Outside || where == Where::Kernel) && view_.acting()) {
+    view_.become_root();
+    where = classify();
+  }
   if (where == Where::Granted) {
-    if (view_.become() != 0) return valid(n.id) ? go_on() : Verdict::Gone;
-    if (!same_places()) where = classify();
+    bool switched = false;
+    if (view_.become(&switched) != 0) return valid(n.id) ? go_on() : Verdict::Gone;
+    if (switched) where = classify();
   }
   (*about)["paths_hex"] = paths;
   if (!valid(n.id)) return Verdict::Gone;  // what was read may be another thread's
@@ -678,6 +671,7 @@ void Supervisor::expire_grants(uint64_t now) {
 }
 
 int Supervisor::sandbox_dir(const std::string& path) {
+  view_.become_root();
   int root = openat(view_.proc(), (std::to_string(spec_.sandbox_init) + "/root").c_str(),
                     O_PATH | O_DIRECTORY | O_CLOEXEC);
   if (root < 0) return -1;
