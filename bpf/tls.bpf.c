@@ -1,9 +1,11 @@
 /* TLS plaintext: uprobes on OpenSSL's SSL_write/SSL_read and their _ex
- * forms. Entry probes remember the buffer; return probes read what was
- * actually written or read, in chunks, for the session's tasks only. The
- * socket fd is learned from the read/write syscall the call makes
- * (syscalls.bpf.c). Userspace attaches these per libssl file. BPF_KPROBE
- * is libbpf 1.1's argument accessor for uprobes too. */
+ * forms, and on GnuTLS's gnutls_record_send/recv (and _send2/_recv_seq,
+ * which take the same first three arguments). Entry probes remember the
+ * buffer; return probes read what was actually written or read, in chunks,
+ * for the session's tasks only. The socket fd is learned from the
+ * read/write syscall the call makes (syscalls.bpf.c). Userspace attaches
+ * these per library file. BPF_KPROBE is libbpf 1.1's argument accessor for
+ * uprobes too. */
 #include "lib/common.bpf.h"
 
 #define CHUNK_MASK (FR_TLS_CHUNK_MAX * 2 - 1)
@@ -52,8 +54,12 @@ static __always_inline int tls_exit(long ret)
 	bpf_map_delete_elem(&fr_tls_calls, &tid);
 
 	__u64 total = 0;
-	int iret = (int)ret;  /* all four return int */
-	if (c.func == FR_TLS_SSL_READ || c.func == FR_TLS_SSL_WRITE) {
+	int iret = (int)ret;  /* OpenSSL's return int, GnuTLS's ssize_t */
+	if (c.func == FR_TLS_GNUTLS_RECV || c.func == FR_TLS_GNUTLS_SEND) {
+		if (ret <= 0)
+			return 0;
+		total = ret;
+	} else if (c.func == FR_TLS_SSL_READ || c.func == FR_TLS_SSL_WRITE) {
 		if (iret <= 0)
 			return 0;
 		total = iret;
@@ -110,7 +116,7 @@ static __always_inline int tls_exit(long ret)
 	return 0;
 }
 
-/* One return probe for all four functions: the entry probe noted which
+/* One return probe for all the functions: the entry probe noted which
  * call it was. One program, so the verifier walks the chunk loop once. */
 SEC("uretprobe")
 int BPF_KRETPROBE(fr_ssl_ret, long ret)
@@ -118,16 +124,19 @@ int BPF_KRETPROBE(fr_ssl_ret, long ret)
 	return tls_exit(ret);
 }
 
-/* One entry probe for the four functions, told apart by the attach cookie
+/* One entry probe for all the functions, told apart by the attach cookie
  * (enum fr_tls_func): one program to verify, and where the kernel has
  * uprobe_multi, one link per library for all of them, removed with one
- * wait instead of one per probe. The _ex variants hand the length back
- * through their fourth argument. */
+ * wait instead of one per probe. OpenSSL's _ex variants hand the length
+ * back through their fourth argument. gnutls_record_send tail-calls
+ * gnutls_record_send2: the inner entry replaces the outer's note with the
+ * same buffer, and the outer return then finds none, so a call is
+ * recorded once. */
 SEC("uprobe")
 int BPF_KPROBE(fr_ssl_enter, void *ssl, const void *buf, __u64 num, __u64 *len_out)
 {
 	__u32 func = (__u32)bpf_get_attach_cookie(ctx);
-	if (func > FR_TLS_SSL_WRITE_EX)
+	if (func > FR_TLS_FUNC_LAST)
 		return 0;
 	bool ex = func == FR_TLS_SSL_READ_EX || func == FR_TLS_SSL_WRITE_EX;
 	return tls_enter(ssl, buf, ex ? len_out : 0, func);

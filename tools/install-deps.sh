@@ -10,7 +10,7 @@ apt-get install -y -q --no-install-recommends \
   libsqlite3-dev libzstd-dev libssl-dev libboost-program-options-dev nlohmann-json3-dev doctest-dev \
   libseccomp-dev libyaml-cpp-dev \
   util-linux coreutils procps systemd \
-  python3 python3-cryptography python3-pip python3-h2 git openssl curl prometheus \
+  python3 python3-cryptography python3-pip python3-h2 git openssl curl wget prometheus \
   qemu-system-x86 busybox-static cpio kmod xz-utils zstd \
   chromium
 

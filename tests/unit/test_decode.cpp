@@ -98,6 +98,36 @@ TEST_CASE("exec splits argv and keeps non-UTF-8 bytes as base64") {
   CHECK(j.contains("argv_b64"));
 }
 
+TEST_CASE("tls chunks name the library's function and its direction; an unknown function is malformed") {
+  auto chunk = [](uint32_t func) {
+    std::string data = "GET / HTTP/1.1\r\n\r\n";
+    std::vector<uint8_t> buf(sizeof(fr_tls) + data.size());
+    fr_tls r{};
+    r.h = header(FR_REC_TLS, uint32_t(buf.size()));
+    r.ssl = 0x1000;
+    r.fd = -1;
+    r.func = func;
+    r.call_bytes = r.len = uint32_t(data.size());
+    std::memcpy(buf.data(), &r, sizeof(r));
+    std::memcpy(buf.data() + sizeof(r), data.data(), data.size());
+    return decode(buf);
+  };
+  struct Want {
+    uint32_t func;
+    const char *name, *direction;
+  };
+  for (Want w : {Want{FR_TLS_SSL_READ, "SSL_read", "recv"}, Want{FR_TLS_SSL_WRITE, "SSL_write", "send"},
+                 Want{FR_TLS_SSL_READ_EX, "SSL_read_ex", "recv"}, Want{FR_TLS_SSL_WRITE_EX, "SSL_write_ex", "send"},
+                 Want{FR_TLS_GNUTLS_RECV, "gnutls_record_recv", "recv"},
+                 Want{FR_TLS_GNUTLS_SEND, "gnutls_record_send", "send"}}) {
+    json j = chunk(w.func);
+    CHECK(j["type"] == "tls");
+    CHECK(j["func"] == w.name);
+    CHECK(j["direction"] == w.direction);
+  }
+  CHECK(chunk(FR_TLS_FUNC_LAST + 1)["type"] == "malformed");
+}
+
 TEST_CASE("records with lying sizes become malformed entries, never crashes") {
   auto rec = syscall_record(257, 3, {"/etc/hostname"});
   // Header size disagrees with the record.

@@ -9,6 +9,7 @@
 
 using flightrec::events::default_redacted_headers;
 using flightrec::events::HeaderRedactor;
+using flightrec::events::Http2Headers;
 
 namespace {
 
@@ -133,9 +134,10 @@ TEST_CASE("HTTP/2: a secret header's value is overwritten in place; the frames a
   for (size_t cut : {size_t(3), size_t(30), v1 + 5, v1 + 12, stream.size() - 5}) {
     Http2Redactor r(true);
     std::vector<std::string> names;
+    std::vector<Http2Headers> blocks;
     std::string a = stream.substr(0, cut), b = stream.substr(cut);
-    r.feed(0, a, {"custom-key", ":authority"}, names);
-    r.feed(cut, b, {"custom-key", ":authority"}, names);
+    r.feed(0, a, {"custom-key", ":authority"}, names, blocks);
+    r.feed(cut, b, {"custom-key", ":authority"}, names, blocks);
     std::string out = a + b;
     INFO("cut at " << cut);
     REQUIRE(out.size() == stream.size());
@@ -153,6 +155,46 @@ TEST_CASE("HTTP/2: a secret header's value is overwritten in place; the frames a
   }
 }
 
+TEST_CASE("HTTP/2: each header block's pseudo-header fields, from literals and both tables, wherever the bytes are cut") {
+  std::string settings = frame(4, 0, 0, "");
+  std::string f1 = frame(1, 0x5, 1, kBlock1), f2 = frame(1, 0x5, 3, kBlock2), f3 = frame(1, 0x5, 5, kBlock3);
+  std::string stream = std::string(flightrec::events::kHttp2Preface) + settings + f1 + f2 + f3;
+  for (size_t cut = 1; cut < stream.size(); cut += 7) {
+    Http2Redactor r(true);
+    std::vector<std::string> names;
+    std::vector<Http2Headers> first, second;
+    std::string a = stream.substr(0, cut), b = stream.substr(cut);
+    r.feed(0, a, {}, names, first);
+    r.feed(cut, b, {}, names, second);
+    INFO("cut at " << cut);
+    std::vector<Http2Headers> all = first;
+    all.insert(all.end(), second.begin(), second.end());
+    REQUIRE(all.size() == 3);
+    // A block is reported with the bytes that end it.
+    CHECK(first.size() == (cut >= stream.size() - f3.size() ? 2u : cut >= stream.size() - f3.size() - f2.size() ? 1u : 0u));
+    CHECK(all[0].stream == 1);
+    CHECK(all[0].method == "GET");
+    CHECK(all[0].scheme == "http");  // static table entry with its value
+    CHECK(all[0].path == "/");
+    CHECK(all[0].authority == "www.example.com");  // a Huffman literal, as sent
+    CHECK(all[1].stream == 3);
+    CHECK(all[1].authority == "www.example.com");  // from the dynamic table
+    CHECK(all[2].stream == 5);
+    CHECK(all[2].scheme == "https");
+    CHECK(all[2].path == "/index.html");
+    CHECK(all[2].status.empty());
+  }
+  // A pseudo-header field that is redacted is redacted in the summary too,
+  // and in the dynamic table entry later blocks refer to.
+  Http2Redactor r(true);
+  std::vector<std::string> names;
+  std::vector<Http2Headers> blocks;
+  std::string copy = stream;
+  r.feed(0, copy, {":authority"}, names, blocks);
+  REQUIRE(blocks.size() == 3);
+  for (const auto& b : blocks) CHECK(b.authority == "[REDACTED]");
+}
+
 TEST_CASE("HTTP/2: a raw value, padding and CONTINUATION frames; a lost header byte overwrites the rest") {
   // literal without indexing, name index 23 (authorization), raw value "Bearer tok"
   std::string block = std::string("\x0f\x08", 2) + char(10) + "Bearer tok";
@@ -161,8 +203,9 @@ TEST_CASE("HTTP/2: a raw value, padding and CONTINUATION frames; a lost header b
                        frame(9, 0x4, 1, block.substr(5)) + frame(0, 1, 1, "body");
   Http2Redactor r(true);
   std::vector<std::string> names;
+  std::vector<Http2Headers> blocks;
   std::string out = stream;
-  r.feed(0, out, flightrec::events::default_redacted_headers(), names);
+  r.feed(0, out, flightrec::events::default_redacted_headers(), names, blocks);
   CHECK(names == std::vector<std::string>{"authorization"});
   CHECK(out.find("Be") == std::string::npos);  // the value's first two bytes, in the first frame
   CHECK(out.find("arer tok") == std::string::npos);
@@ -175,15 +218,15 @@ TEST_CASE("HTTP/2: a raw value, padding and CONTINUATION frames; a lost header b
   std::string data = frame(0, 0, 1, std::string(100, 'd'));
   std::string head = std::string(flightrec::events::kHttp2Preface) + data.substr(0, 20);
   std::string tail = data.substr(60) + frame(1, 0x4, 1, block);
-  s.feed(0, head, {"authorization"}, names);
-  s.feed(60 + flightrec::events::kHttp2Preface.size(), tail, {"authorization"}, names);
+  s.feed(0, head, {"authorization"}, names, blocks);
+  s.feed(60 + flightrec::events::kHttp2Preface.size(), tail, {"authorization"}, names, blocks);
   CHECK(names == std::vector<std::string>{"authorization"});
   Http2Redactor t(true);
   names.clear();
   std::string h = std::string(flightrec::events::kHttp2Preface) + frame(1, 0x4, 1, block).substr(0, 11);
   std::string rest = frame(1, 0x4, 1, block).substr(13);
-  t.feed(0, h, {"authorization"}, names);
-  t.feed(h.size() + 2, rest, {"authorization"}, names);
+  t.feed(0, h, {"authorization"}, names, blocks);
+  t.feed(h.size() + 2, rest, {"authorization"}, names, blocks);
   CHECK(rest == std::string(rest.size(), '*'));
   CHECK(names == std::vector<std::string>{"(after a gap)"});
 }

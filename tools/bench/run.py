@@ -12,7 +12,7 @@ counted there; the start-up is measured on its own. Also measures the
 collector's ingest rate. Writes the tables to docs/BENCHMARKS.md.
 
 usage: tools/bench/run.py [--build build] [--reps 5] [--out docs/BENCHMARKS.md]
-Needs root, a built tree, strace and curl (apt-get install strace curl).
+Needs root, a built tree, strace, curl and wget (apt-get install strace curl wget).
 """
 import argparse
 import datetime
@@ -74,6 +74,15 @@ class Runners:
 
 def last_float(out):
     return float(out.strip().splitlines()[-1])
+
+
+def timed_runs(n, cmd):
+    """A command that runs cmd n times and prints each run's seconds."""
+    return [PY, "-c", "import subprocess, sys, time\n"
+            f"for _ in range({n}):\n"
+            "    t = time.perf_counter()\n"
+            f"    subprocess.run({cmd!r}, check=True)\n"
+            "    print(time.perf_counter() - t)"]
 
 
 def median_of_lines(out):
@@ -163,7 +172,9 @@ def start_https_server(directory):
 
 
 def tls_benchmarks(runners, reps):
-    """HTTPS GET latency and a 100 MiB download: bare, captured, capture off."""
+    """HTTPS GET latency and a 100 MiB download: bare, captured, capture off;
+    curl (OpenSSL) and wget (GnuTLS). wget prints no timing, so a python
+    loop times each run of it, start-up included."""
     www = tempfile.mkdtemp(prefix="flightrec-https-")
     with open(os.path.join(www, "x"), "w") as f:
         f.write("x" * 1024)
@@ -171,12 +182,16 @@ def tls_benchmarks(runners, reps):
         f.write(os.urandom(100 << 20))
     proc, port = start_https_server(www)
     base = f"https://127.0.0.1:{port}"
+    wget = ["wget", "-q", "--no-check-certificate", "-O", "/dev/null"]
     workloads = [
         ("HTTPS GET, 1 KiB (median of 30)", "ms",
          ["sh", "-c", f"for i in $(seq 30); do curl -sk -o /dev/null -w '%{{time_total}}\n' {base}/x; done"],
          median_of_lines),
         ("100 MiB HTTPS download", "ms",
          ["curl", "-sk", "-o", "/dev/null", "-w", "%{time_total}\n", f"{base}/big"], median_of_lines),
+        ("wget (GnuTLS): run with a 1 KiB HTTPS GET (median of 30)", "ms", timed_runs(30, wget + [f"{base}/x"]),
+         median_of_lines),
+        ("wget (GnuTLS): 100 MiB HTTPS download", "ms", timed_runs(1, wget + [f"{base}/big"]), median_of_lines),
     ]
     names = ["bare", "flightrec", "flightrec --tls off"]
     results = {w[0]: {r: [] for r in names} for w in workloads}
@@ -280,12 +295,13 @@ def main():
     ap.add_argument("--build", default="build")
     ap.add_argument("--reps", type=int, default=9)
     ap.add_argument("--out", default="docs/BENCHMARKS.md")
+    ap.add_argument("--only", choices=["tls"], help="run one table and print it (the file is left alone)")
     args = ap.parse_args()
     args.out = os.path.abspath(args.out)  # the benchmarks run from a work directory
 
     if os.geteuid() != 0:
         sys.exit("run.py: needs root (flightrec loads BPF programs)")
-    for tool in ("strace", "curl"):
+    for tool in ("strace", "curl", "wget"):
         if not shutil.which(tool):
             sys.exit(f"run.py: {tool} is missing: apt-get install -y {tool}")
     flightrec = os.path.abspath(os.path.join(args.build, "flightrec"))
@@ -302,6 +318,10 @@ def main():
     shutil.copy(bench_syscalls, os.path.join(tmp, "bench_syscalls"))
     bench_syscalls = os.path.join(tmp, "bench_syscalls")
     runners = Runners(flightrec, tmp)
+    if args.only == "tls":
+        print(tls_benchmarks(runners, max(3, args.reps // 2)))
+        runners.cleanup()
+        return
     www = tempfile.mkdtemp(prefix="flightrec-www-")
     server = start_http_server(www)
     runners.allow = [server.server_address[1]]
@@ -483,10 +503,11 @@ the registers there). What every traced call pays, under `--policy observe
 
 ## TLS plaintext capture
 
-curl against a local HTTPS server (python3 ssl, self-signed), bare, under
-`flightrec run` with TLS capture (uprobes on libssl, every SSL_read/SSL_write
-recorded in 16 KiB chunks up to 256 KiB per call) and with `--tls off`
-(no probes attached; syscalls still recorded):
+curl (OpenSSL) and wget (GnuTLS) against a local HTTPS server (python3
+ssl, self-signed), bare, under `flightrec run` with TLS capture (uprobes on
+libssl and libgnutls, every call recorded in 16 KiB chunks up to 256 KiB
+per call) and with `--tls off` (no probes attached; syscalls still
+recorded):
 
 {tls_table}
 

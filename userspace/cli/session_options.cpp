@@ -32,7 +32,8 @@ void SessionOptions::add_to(po::options_description& desc) {
       "the policy's filesystem.exec decides instead. Path rules: a session that may mount or "
       "chroot can rename its files (see README)")(
       "tls", po::value(&tls)->default_value(tls),
-      "on: record TLS plaintext from OpenSSL (uprobes on libssl's SSL_read/SSL_write); off: "
+      "on: record TLS plaintext from OpenSSL and GnuTLS (uprobes on SSL_read/SSL_write and "
+      "gnutls_record_recv/send, in libssl, libgnutls or a program that links one in); off: "
       "attach nothing")(
       "tls-chunk", po::value(&tls_chunk)->default_value(tls_chunk),
       "plaintext bytes per TLS entry (at most 16K)")(

@@ -179,7 +179,7 @@ Daemon::Daemon(Config config, std::string config_path) : config_(std::move(confi
   copts.lite = true;
   copts.tls = wants_tls(config_);
   capture_ = std::make_unique<probe::Capture>(copts, [this](const void* data, size_t size) { on_record(data, size); });
-  if (copts.tls) tls_errors_ = session::attach_system_libssl(*capture_);
+  if (copts.tls) tls_errors_ = session::attach_system_tls(*capture_);
   discovery_ = std::make_unique<Discovery>(cgroup_root_, rules_of(config_));
   if (!config_.metrics_listen.empty()) {
     metrics_ = std::make_unique<MetricsServer>(config_.metrics_listen, [this] { return metrics(); });
@@ -291,7 +291,7 @@ void Daemon::start_record(RecordedCgroup& s, size_t tasks, const std::vector<uin
   auto pipeline = std::make_unique<session::Pipeline>(*rec);
   if (rule.tls) {
     if (!previous)
-      for (const auto& err : session::attach_mapped_libssl(*capture_, {path})) rec->note("error", "TLS capture: " + err);
+      for (const auto& err : session::attach_mapped_tls(*capture_, {path})) rec->note("error", "TLS capture: " + err);
     if (!s.tls) s.tls = std::make_unique<session::TlsFollower>(*capture_, false);
     pipeline->add(*s.tls);
   }

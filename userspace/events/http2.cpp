@@ -8,9 +8,10 @@ namespace flightrec::events {
 namespace {
 
 constexpr size_t kNameMax = 128;
+constexpr size_t kValueMax = 1024;  // of a pseudo-header field's value kept for the summary
 constexpr uint64_t kTableMax = 1 << 20;  // a dynamic table larger than any peer asks for (the default is 4096)
 constexpr uint8_t kHeaders = 0x1, kPushPromise = 0x5, kContinuation = 0x9, kSettings = 0x4;
-constexpr uint8_t kPadded = 0x8, kPriority = 0x20;
+constexpr uint8_t kEndHeaders = 0x4, kPadded = 0x8, kPriority = 0x20;
 
 // RFC 7541 Appendix B: the code length of each symbol (256 is EOS). The
 // code is canonical: codes follow from the lengths, shortest first, then
@@ -73,9 +74,11 @@ const Huffman& huffman() {
   return h;
 }
 
-// Feeds one octet into a Huffman decoding; appends decoded symbols (at
-// most `keep` of them) to out and counts all in *n. False on EOS in the data.
-bool huffman_step(uint8_t byte, uint64_t& bits, unsigned& nbits, std::string* out, size_t keep, uint64_t* n) {
+// Feeds one octet into a Huffman decoding; appends the decoded symbols
+// (lower case if `lower`) to out while it is shorter than `keep`, and
+// counts all in *n. False on EOS in the data.
+bool huffman_step(uint8_t byte, uint64_t& bits, unsigned& nbits, std::string* out, size_t keep, uint64_t* n,
+                  bool lower = true) {
   const Huffman& h = huffman();
   bits = (bits << 8) | byte;
   nbits += 8;
@@ -86,7 +89,7 @@ bool huffman_step(uint8_t byte, uint64_t& bits, unsigned& nbits, std::string* ou
     if (sym == 256) return false;
     nbits -= kCodeLength[sym];
     bits &= nbits ? (uint64_t(1) << nbits) - 1 : 0;
-    if (out && out->size() < keep) *out += char(std::tolower(sym));
+    if (out && out->size() < keep) *out += char(lower ? std::tolower(sym) : sym);
     ++*n;
   }
 }
@@ -106,6 +109,11 @@ constexpr const char* kStaticNames[] = {
     "server", "set-cookie", "strict-transport-security", "transfer-encoding", "user-agent", "vary", "via",
     "www-authenticate"};
 constexpr uint64_t kStaticCount = sizeof(kStaticNames) / sizeof(kStaticNames[0]);
+// ... and the values of its first 14 entries (the others have none).
+constexpr const char* kStaticValues[] = {"",    "GET", "POST", "/",   "/index.html", "http", "https",
+                                         "200", "204", "206",  "304", "400",         "404",  "500"};
+
+bool pseudo_header(const std::string& name) { return !name.empty() && name[0] == ':'; }
 
 }  // namespace
 
@@ -218,11 +226,33 @@ void Http2Redactor::frame_header_done() {
   pre_ = 0;
   if (type_ == kHeaders) pre_ = (flags_ & kPadded ? 1 : 0) + (flags_ & kPriority ? 5 : 0);
   if (type_ == kPushPromise) pre_ = (flags_ & kPadded ? 1 : 0) + 4;
+  if (type_ == kHeaders) {
+    in_block_ = true;
+    block_ = Http2Headers{};
+    block_.stream = ((uint32_t(header_[5]) << 24) | (uint32_t(header_[6]) << 16) | (uint32_t(header_[7]) << 8) |
+                     header_[8]) & 0x7fffffffu;
+  } else if (type_ != kContinuation) {
+    in_block_ = false;
+  }
   state_ = State::Payload;
 }
 
+void Http2Redactor::frame_done() {
+  state_ = State::FrameHeader;
+  header_got_ = 0;
+  if (in_block_ && (type_ == kHeaders || type_ == kContinuation) && (flags_ & kEndHeaders)) {
+    in_block_ = false;
+    if (blocks_) blocks_->push_back(std::move(block_));
+  }
+}
+
 void Http2Redactor::feed(uint64_t at, std::string& bytes, const std::vector<std::string>& secret,
-                         std::vector<std::string>& names) {
+                         std::vector<std::string>& names, std::vector<Http2Headers>& blocks) {
+  blocks_ = &blocks;
+  struct Done {
+    std::vector<Http2Headers>*& p;
+    ~Done() { p = nullptr; }
+  } done{blocks_};
   if (at > pos_) skip(at - pos_);
   else if (at < pos_) state_ = State::Lost;  // bytes seen twice: not a stream we can follow
   pos_ = at + bytes.size();
@@ -243,7 +273,7 @@ void Http2Redactor::feed(uint64_t at, std::string& bytes, const std::vector<std:
         header_[header_got_++] = c;
         if (header_got_ == 9) {
           frame_header_done();
-          if (length_ == 0) state_ = State::FrameHeader, header_got_ = 0;
+          if (length_ == 0) frame_done();
         }
         break;
       case State::Payload: {
@@ -264,7 +294,7 @@ void Http2Redactor::feed(uint64_t at, std::string& bytes, const std::vector<std:
             }
           }
         }
-        if (at_ == length_) state_ = State::FrameHeader, header_got_ = 0;
+        if (at_ == length_) frame_done();
         break;
       }
     }
@@ -275,6 +305,8 @@ bool Http2Redactor::lookup(uint64_t index, Field& f) const {
   if (index >= 1 && index <= kStaticCount) {
     f.name = kStaticNames[index - 1];
     f.name_len = f.name.size();
+    f.value = index <= std::size(kStaticValues) ? kStaticValues[index - 1] : "";
+    f.value_len = f.value.size();
     return true;
   }
   if (index > kStaticCount && index - kStaticCount - 1 < table_.size()) {
@@ -289,6 +321,17 @@ void Http2Redactor::evict() {
     table_size_ -= table_.back().name_len + table_.back().value_len + 32;
     table_.pop_back();
   }
+}
+
+void Http2Redactor::note(const Field& f) {
+  if (!in_block_ || !pseudo_header(f.name)) return;
+  std::string* to = f.name == ":method"      ? &block_.method
+                    : f.name == ":scheme"    ? &block_.scheme
+                    : f.name == ":authority" ? &block_.authority
+                    : f.name == ":path"      ? &block_.path
+                    : f.name == ":status"    ? &block_.status
+                                             : nullptr;
+  if (to) *to = f.value;
 }
 
 void Http2Redactor::insert(const Field& f) {
@@ -306,9 +349,13 @@ void Http2Redactor::insert(const Field& f) {
 bool Http2Redactor::int_done() {
   // Called when the integer of the current step is complete.
   switch (kind_) {
-    case Kind::Indexed:
+    case Kind::Indexed: {
       step_ = Step::Start;
-      return int_ != 0 && int_ <= kStaticCount + table_.size();
+      Field f;
+      if (int_ == 0 || !lookup(int_, f)) return false;
+      note(f);
+      return true;
+    }
     case Kind::SizeUpdate:
       if (int_ > kTableMax) return false;  // beyond any peer's setting we follow: give up, safely
       table_max_ = int_;
@@ -334,6 +381,7 @@ bool Http2Redactor::string_done() {
     return true;
   }
   if (kind_ == Kind::Incremental) insert(field_);
+  note(field_);
   step_ = Step::Start;
   return true;
 }
@@ -384,7 +432,7 @@ bool Http2Redactor::hpack(std::string& bytes, size_t i, const std::vector<std::s
       huffman_ = c & 0x80;
       bits_ = 0;
       nbits_ = 0;
-      if (in_value_) field_.value_len = 0;
+      if (in_value_) field_.value.clear(), field_.value_len = 0;
       else field_.name.clear(), field_.name_len = 0;
       if (!begin_int(7)) {
         step_ = Step::StrLen;
@@ -399,12 +447,17 @@ bool Http2Redactor::hpack(std::string& bytes, size_t i, const std::vector<std::s
       uint8_t original = c;
       if (redacting_) bytes[i] = char(replacement_byte());
       uint64_t n = 0;
-      std::string* name = in_value_ ? nullptr : &field_.name;
+      // The name, and a pseudo-header field's value (as sent: not lower
+      // case), unless that value is being redacted.
+      std::string* out = !in_value_                                ? &field_.name
+                         : pseudo_header(field_.name) && !redacting_ ? &field_.value
+                                                                     : nullptr;
+      size_t keep = in_value_ ? kValueMax : kNameMax;
       if (huffman_) {
-        if (!huffman_step(original, bits_, nbits_, name, kNameMax, &n)) return false;
+        if (!huffman_step(original, bits_, nbits_, out, keep, &n, !in_value_)) return false;
       } else {
         n = 1;
-        if (name && name->size() < kNameMax) *name += char(std::tolower(original));
+        if (out && out->size() < keep) *out += char(in_value_ ? original : std::tolower(original));
       }
       (in_value_ ? field_.value_len : field_.name_len) += n;
       if (--str_left_ == 0) return string_done();
@@ -416,6 +469,7 @@ bool Http2Redactor::hpack(std::string& bytes, size_t i, const std::vector<std::s
   redacting_ = false;
   if (in_value_ && std::find(secret.begin(), secret.end(), field_.name) != secret.end()) {
     redacting_ = true;
+    field_.value = "[REDACTED]";
     names.push_back(field_.name);
     replaced_ = 0;
     value_bytes_ = str_left_;

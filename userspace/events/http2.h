@@ -1,11 +1,12 @@
 #pragma once
-// HTTP/2 (RFC 9113) credential redaction on one direction of one
-// connection's plaintext, in place: the value of a header on the list is
+// HTTP/2 (RFC 9113) on one direction of one connection's plaintext:
+// credential redaction, in place (the value of a header on the list is
 // overwritten byte for byte inside its HPACK (RFC 7541) representation, so
-// frame lengths stay right and the record still decodes as HTTP/2. A
+// frame lengths stay right and the record still decodes as HTTP/2; a
 // Huffman-coded value is replaced by a valid Huffman string of the same
 // decoded length where the whole value is in view, so a later decoder's
-// dynamic table keeps the sizes the peers had.
+// dynamic table keeps the sizes the peers had), and a summary of each
+// request and response header block: its pseudo-header fields.
 #include <cstdint>
 #include <deque>
 #include <string>
@@ -22,14 +23,24 @@ inline constexpr std::string_view kHttp2Preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\
 bool starts_http2_client(std::string_view first);
 bool starts_http2_server(std::string_view first);
 
+// What one HEADERS block (with its CONTINUATION frames) said: the stream
+// and the pseudo-header fields (RFC 9113 8.3), each cut at 1024 bytes;
+// empty where the block had none.
+struct Http2Headers {
+  uint32_t stream = 0;
+  std::string method, scheme, authority, path, status;
+};
+
 class Http2Redactor {
  public:
   explicit Http2Redactor(bool client) : state_(client ? State::Preface : State::FrameHeader) {}
   // `bytes` are at stream offset `at`; rewritten in place. Names redacted
-  // are added to `names`. Bytes never seen (a gap) are skipped where they
-  // fall inside a frame that carries no headers; anywhere else the parse
-  // is lost and every later byte is overwritten ("(after a gap)").
-  void feed(uint64_t at, std::string& bytes, const std::vector<std::string>& secret, std::vector<std::string>& names);
+  // are added to `names`, and the header blocks that end in these bytes to
+  // `blocks`. Bytes never seen (a gap) are skipped where they fall inside a
+  // frame that carries no headers; anywhere else the parse is lost and
+  // every later byte is overwritten ("(after a gap)").
+  void feed(uint64_t at, std::string& bytes, const std::vector<std::string>& secret, std::vector<std::string>& names,
+            std::vector<Http2Headers>& blocks);
 
  private:
   enum class State { Preface, FrameHeader, Payload, Lost };
@@ -38,12 +49,14 @@ class Http2Redactor {
   enum class Kind { Indexed, Incremental, SizeUpdate, Literal };
   struct Field {
     std::string name;   // decoded, lower case, at most kNameMax bytes
+    std::string value;  // decoded, kept for pseudo-header fields only
     uint64_t name_len = 0, value_len = 0;  // decoded lengths (table entry size)
   };
 
   void skip(uint64_t n);
   void lose(std::string& bytes, size_t from, std::vector<std::string>& names);
   void frame_header_done();
+  void frame_done();  // the frame's last byte was read
   // One byte of a header block fragment; returns it, or its replacement.
   // Returns false when the block cannot be parsed.
   bool hpack(std::string& bytes, size_t i, const std::vector<std::string>& secret, std::vector<std::string>& names);
@@ -52,6 +65,7 @@ class Http2Redactor {
   bool int_done();
   bool string_done();
   void insert(const Field& f);
+  void note(const Field& f);  // a field of the header block being read is complete
   bool lookup(uint64_t index, Field& f) const;
   void evict();
 
@@ -64,6 +78,11 @@ class Http2Redactor {
   uint8_t type_ = 0, flags_ = 0;
   uint32_t pre_ = 0, pad_ = 0;    // header frames: bytes before the fragment, padding after it
   bool headers_frame_ = false;
+  // The request or response header block being read (HEADERS, then
+  // CONTINUATION frames up to END_HEADERS); not a PUSH_PROMISE's.
+  bool in_block_ = false;
+  Http2Headers block_;
+  std::vector<Http2Headers>* blocks_ = nullptr;  // during feed()
 
   // HPACK decoder state, kept across header blocks.
   Step step_ = Step::Start;

@@ -28,11 +28,44 @@ const char* func_name(uint32_t f) {
     case FR_TLS_SSL_WRITE: return "SSL_write";
     case FR_TLS_SSL_READ_EX: return "SSL_read_ex";
     case FR_TLS_SSL_WRITE_EX: return "SSL_write_ex";
+    case FR_TLS_GNUTLS_RECV: return "gnutls_record_recv";
+    case FR_TLS_GNUTLS_SEND: return "gnutls_record_send";
   }
   return "unknown";
 }
 
-bool is_send(uint32_t f) { return f == FR_TLS_SSL_WRITE || f == FR_TLS_SSL_WRITE_EX; }
+// The HTTP/2 header blocks that end in a chunk: the first request or
+// response in the HTTP/1 summary's fields, every block in http2_headers
+// ("stream=N" then each pseudo-header field present).
+void summarize(Entry& e, const std::vector<Http2Headers>& blocks) {
+  if (blocks.empty()) return;
+  std::vector<std::string> all;
+  bool summarized = false;
+  for (const auto& b : blocks) {
+    std::string line = "stream=" + std::to_string(b.stream);
+    for (auto [name, value] : {std::pair{":method", &b.method}, {":scheme", &b.scheme}, {":authority", &b.authority},
+                               {":path", &b.path}, {":status", &b.status}})
+      if (!value->empty()) line += std::string(" ") + name + "=" + *value;
+    all.push_back(printable(line));
+    if (summarized) continue;
+    summarized = !b.method.empty() || !b.status.empty();
+    if (!b.method.empty()) {
+      e.set_bytes("http_method", b.method);
+      e.set_bytes("http_path", b.path);
+      if (!b.authority.empty()) e.set_bytes("http_host", b.authority);
+      e.set("http_version", "HTTP/2");
+      e.set("http2_stream", uint64_t(b.stream));
+    } else if (!b.status.empty()) {
+      if (b.status.size() == 3 && std::all_of(b.status.begin(), b.status.end(), [](char ch) { return ch >= '0' && ch <= '9'; }))
+        e.set("http_status", std::stoi(b.status));
+      e.set("http_version", "HTTP/2");
+      e.set("http2_stream", uint64_t(b.stream));
+    }
+  }
+  e.set("http2_headers", std::move(all));
+}
+
+bool is_send(uint32_t f) { return f == FR_TLS_SSL_WRITE || f == FR_TLS_SSL_WRITE_EX || f == FR_TLS_GNUTLS_SEND; }
 
 // "0100007F:20FB" (little-endian IPv4 or 4x32-bit IPv6 words) -> text, port.
 std::pair<std::string, int> proc_net_address(const std::string& field) {
@@ -260,10 +293,22 @@ void TlsStreams::complete(Entry& e, const fr_tls& r, std::string_view data) {
   uint64_t kept_end = uint64_t(r.offset) + r.len;
   if (r.call_bytes > cap_ && kept_end == cap_) e.set("truncated_bytes", uint64_t(r.call_bytes) - cap_);
 
+  std::vector<std::string> redacted;
+  uint64_t at = call_start + r.offset;
+  auto& h2 = send ? c.h2_sent : c.h2_received;
+  auto& other = send ? c.h2_received : c.h2_sent;
+  if (at == 0 && !h2) {
+    // HTTP/2 from the first bytes: the client's preface, or (the server
+    // side) a first SETTINGS frame or a peer that sent the preface.
+    if (starts_http2_client(data)) h2 = std::make_unique<Http2Redactor>(true);
+    else if (other || starts_http2_server(data)) h2 = std::make_unique<Http2Redactor>(false);
+  }
+
   std::string text(data);
-  // A summary where a chunk starts a message (pipelining: several per call).
-  bool response = text.starts_with("HTTP/1.");
-  bool request = !response && starts_http_message(text);
+  // An HTTP/1 summary where a chunk starts a message (pipelining: several
+  // per call); HTTP/2's come from its header blocks, below.
+  bool response = !h2 && text.starts_with("HTTP/1.");
+  bool request = !h2 && !response && starts_http_message(text);
   if (request || response) {
     size_t eol = text.find("\r\n");
     std::string first = text.substr(0, eol == std::string::npos ? std::min<size_t>(text.size(), 256) : eol);
@@ -296,21 +341,17 @@ void TlsStreams::complete(Entry& e, const fr_tls& r, std::string_view data) {
       if (auto ct = header("content-type"); !ct.empty()) e.set_bytes("http_content_type", ct);
     }
   }
-  if (!redact_.empty()) {
-    std::vector<std::string> redacted;
-    uint64_t at = call_start + r.offset;
-    auto& h2 = send ? c.h2_sent : c.h2_received;
-    auto& other = send ? c.h2_received : c.h2_sent;
-    if (at == 0 && !h2) {
-      // HTTP/2 from the first bytes: the client's preface, or (the server
-      // side) a first SETTINGS frame or a peer that sent the preface.
-      if (starts_http2_client(data)) h2 = std::make_unique<Http2Redactor>(true);
-      else if (other || starts_http2_server(data)) h2 = std::make_unique<Http2Redactor>(false);
-    }
-    if (h2) h2->feed(at, text, redact_, redacted);
-    else text = (send ? c.redact_sent : c.redact_received).feed(at, data, r.offset == 0, redact_, redacted);
-    if (!redacted.empty()) e.set("redacted", std::move(redacted));
+  if (h2) {
+    // Followed for its summaries also with nothing to redact; then on a
+    // copy, so the bytes kept are the bytes sent whatever the parse says.
+    std::vector<Http2Headers> blocks;
+    std::string copy = redact_.empty() ? text : std::string();
+    h2->feed(at, redact_.empty() ? copy : text, redact_, redacted, blocks);
+    summarize(e, blocks);
+  } else if (!redact_.empty()) {
+    text = (send ? c.redact_sent : c.redact_received).feed(at, data, r.offset == 0, redact_, redacted);
   }
+  if (!redacted.empty() && !redact_.empty()) e.set("redacted", std::move(redacted));
   e.set("data_b64", base64_encode(text));
 }
 

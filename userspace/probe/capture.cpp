@@ -736,8 +736,26 @@ std::vector<std::string> Capture::attached(bool lite) const {
       out.push_back(sec);
   }
   if (lite) out.insert(out.end(), lite_attached_.begin(), lite_attached_.end());
-  for (const auto& p : tls_paths_) out.push_back("uprobe:" + p + ":SSL_read,SSL_write,SSL_read_ex,SSL_write_ex");
+  out.insert(out.end(), tls_probed_.begin(), tls_probed_.end());
   return out;
+}
+
+const std::vector<TlsStack>& tls_stacks() {
+  // Each function's cookie is its enum fr_tls_func: the BPF side reads the
+  // arguments and the return by it.
+  static const std::vector<TlsStack> stacks = {
+      {"OpenSSL",
+       {{"SSL_read", FR_TLS_SSL_READ},
+        {"SSL_write", FR_TLS_SSL_WRITE},
+        {"SSL_read_ex", FR_TLS_SSL_READ_EX},
+        {"SSL_write_ex", FR_TLS_SSL_WRITE_EX}}},
+      {"GnuTLS",
+       {{"gnutls_record_recv", FR_TLS_GNUTLS_RECV},
+        {"gnutls_record_recv_seq", FR_TLS_GNUTLS_RECV},
+        {"gnutls_record_send", FR_TLS_GNUTLS_SEND},
+        {"gnutls_record_send2", FR_TLS_GNUTLS_SEND}}},
+  };
+  return stacks;
 }
 
 std::string Capture::attach_tls(const std::string& path) {
@@ -760,18 +778,27 @@ std::string Capture::attach_tls(int fd, const std::string& path) {
   for (const auto& f : tls_files_)
     if (f == id) return "";  // already: probes are per file, not per path
   for (const auto& f : tls_refused_)
-    if (f == id) return path + " does not export SSL_write";
-  const char* funcs[] = {"SSL_read", "SSL_write", "SSL_read_ex", "SSL_write_ex"};  // index: enum fr_tls_func
-  static_assert(FR_TLS_SSL_READ == 0 && FR_TLS_SSL_WRITE == 1 && FR_TLS_SSL_READ_EX == 2 && FR_TLS_SSL_WRITE_EX == 3);
-  auto found = function_offsets(fd, {funcs, funcs + 4});
-  if (found.size() != 4) {  // not an OpenSSL: remember, so it is read once
+    if (f == id) return path + " exports no TLS library's functions";
+  // The first stack whose functions the file exports, all of them (one
+  // pass over the file for every stack: most files are no TLS library).
+  std::vector<std::string> names;
+  for (const TlsStack& s : tls_stacks())
+    for (const auto& f : s.functions) names.push_back(f.name);
+  auto found = function_offsets(fd, names);
+  const TlsStack* stack = nullptr;
+  for (const TlsStack& s : tls_stacks())
+    if (std::all_of(s.functions.begin(), s.functions.end(), [&](const auto& f) { return found.count(f.name); })) {
+      stack = &s;
+      break;
+    }
+  if (!stack) {  // remember, so the file is read once
     tls_refused_.push_back(id);
-    return path + " does not export SSL_write";
+    return path + " exports no TLS library's functions";
   }
   std::vector<uint64_t> offsets, cookies;
-  for (uint64_t f = 0; f < 4; ++f) {
-    offsets.push_back(found[funcs[f]]);
-    cookies.push_back(f);
+  for (const auto& f : stack->functions) {
+    offsets.push_back(found[f.name]);
+    cookies.push_back(f.func);
   }
   // The kernel finds the file through our descriptor, not by its name again.
   std::string by_fd = "/proc/self/fd/" + std::to_string(fd);
@@ -789,22 +816,24 @@ std::string Capture::attach_tls(int fd, const std::string& path) {
     tls_link_fds_.push_back(ret);
   } else {
     std::vector<bpf_link*> links;
-    for (uint64_t f = 0; f < 4; ++f)
+    for (size_t f = 0; f < offsets.size(); ++f)
       for (bool ret : {false, true}) {
-        LIBBPF_OPTS(bpf_uprobe_opts, uo, .bpf_cookie = f, .retprobe = ret);
+        LIBBPF_OPTS(bpf_uprobe_opts, uo, .bpf_cookie = cookies[f], .retprobe = ret);
         bpf_program* prog = ret ? skel_->progs.fr_ssl_ret : skel_->progs.fr_ssl_enter;
         bpf_link* link = bpf_program__attach_uprobe_opts(prog, -1, by_fd.c_str(), offsets[f], &uo);
         if (!link) {
           int err = errno;
           for (auto* l : links) bpf_link__destroy(l);
-          return errno_message(std::string("cannot attach a uprobe to ") + funcs[f] + " in " + path, err);
+          return errno_message("cannot attach a uprobe to " + stack->functions[f].name + " in " + path, err);
         }
         links.push_back(link);
       }
     tls_links_.insert(tls_links_.end(), links.begin(), links.end());
   }
   tls_files_.push_back(id);
-  tls_paths_.push_back(path);
+  std::string probed = "uprobe:" + path + ":";
+  for (const auto& f : stack->functions) probed += (&f == &stack->functions[0] ? "" : ",") + f.name;
+  tls_probed_.push_back(probed);
   return "";
 }
 

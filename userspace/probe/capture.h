@@ -129,8 +129,9 @@ class Capture {
   void detach();           // stop producing; consume() still drains
   // Unread bytes in the ring buffer as a fraction of its size (0..1).
   double ring_fill() const;
-  // Attaches the SSL_read/SSL_write(_ex) probes to one libssl file (once
-  // per file, however many paths name it). Returns "" or why not.
+  // Attaches the plaintext probes to one TLS library file (tls_stacks():
+  // libssl, libgnutls, or a program that links one in), once per file,
+  // however many paths name it. Returns "" or why not.
   // library_path is flightrec's own choice, resolved on the host.
   std::string attach_tls(const std::string& library_path);
   // fd: the file, already opened as its user sees it (a path a recorded
@@ -185,7 +186,7 @@ class Capture {
   std::vector<std::string> refused_, refused_names_;
   std::vector<std::pair<uint64_t, uint64_t>> tls_files_;  // (dev, inode) attached
   std::vector<std::pair<uint64_t, uint64_t>> tls_refused_;  // files without the symbols
-  std::vector<std::string> tls_paths_;
+  std::vector<std::string> tls_probed_;  // "uprobe:PATH:FUNCTIONS", for attached()
   Handler handler_;
   int handled_ = 0, budget_ = kConsumeBudget;
   uint32_t next_session_ = 1, first_session_ = 0;
@@ -197,6 +198,18 @@ class Capture {
   bool unix_inbound_ = false;
   bool entry_times_ = false;
 };
+
+// A TLS library the plaintext probes know: the functions a file must all
+// export to be probed as it, each with its enum fr_tls_func.
+struct TlsStack {
+  std::string name;
+  struct Function {
+    std::string name;
+    uint32_t func;
+  };
+  std::vector<Function> functions;
+};
+const std::vector<TlsStack>& tls_stacks();
 
 // Loads BPF-LSM programs only if `lsm` (where the kernel allows them) and
 // the TLS uprobe programs only if `tls` (--tls off: not even verified, which

@@ -203,8 +203,8 @@ int run(Plan plan, const RunTarget& target) {
   // TLS probes before the command starts: it cannot call SSL_write first.
   std::vector<std::string> tls_errors;
   if (copts.tls) {
-    tls_errors = attach_system_libssl(capture);
-    attach_program_openssl(capture, *program);
+    tls_errors = attach_system_tls(capture);
+    attach_program_tls(capture, *program);
   }
   recorder::SessionMeta meta = plan.meta;
   meta.mode = "run";

@@ -27,18 +27,26 @@ std::string attach_as_seen_by(probe::Capture& capture, uint32_t pid, const std::
   return err;
 }
 
+// Whether a file name is a TLS library's the probes know (tls_stacks()).
+bool tls_library_name(const std::string& path) {
+  std::string name = path.substr(path.rfind('/') + 1);
+  return name.rfind("libssl.so", 0) == 0 || name.rfind("libgnutls.so", 0) == 0;
+}
+
 }  // namespace
 
-std::vector<std::string> attach_system_libssl(probe::Capture& capture) {
+std::vector<std::string> attach_system_tls(probe::Capture& capture) {
   std::vector<std::string> errors;
-  for (const char* path : {"/usr/lib/x86_64-linux-gnu/libssl.so.3", "/usr/lib64/libssl.so.3", "/usr/lib/libssl.so.3"}) {
+  for (const char* path : {"/usr/lib/x86_64-linux-gnu/libssl.so.3", "/usr/lib64/libssl.so.3", "/usr/lib/libssl.so.3",
+                           "/usr/lib/x86_64-linux-gnu/libgnutls.so.30", "/usr/lib64/libgnutls.so.30",
+                           "/usr/lib/libgnutls.so.30"}) {
     if (access(path, R_OK) != 0) continue;
     if (std::string err = capture.attach_tls(path); !err.empty()) errors.push_back(err);
   }
   return errors;
 }
 
-std::vector<std::string> attach_mapped_libssl(probe::Capture& capture, const std::vector<std::string>& cgroups) {
+std::vector<std::string> attach_mapped_tls(probe::Capture& capture, const std::vector<std::string>& cgroups) {
   std::vector<std::string> errors;
   std::set<uint32_t> pids;
   for (const auto& cg : cgroups) {
@@ -59,7 +67,7 @@ std::vector<std::string> attach_mapped_libssl(probe::Capture& capture, const std
     std::set<std::string> seen;
     while (std::getline(maps, line)) {
       size_t at = line.find('/');
-      if (at == std::string::npos || line.find("libssl.so", at) == std::string::npos) continue;
+      if (at == std::string::npos || !tls_library_name(line.substr(at))) continue;
       std::string path = line.substr(at);
       if (!seen.insert(path).second) continue;
       if (std::string err = attach_as_seen_by(capture, pid, path, false); !err.empty()) errors.push_back(err);
@@ -76,7 +84,7 @@ void TlsFollower::observe(const events::Entry& e, Emitted& out) {
   uint32_t pid = uint32_t(e.int_or("pid"));
   const std::string type = e.type();
   if (type == "exec") {
-    // Programs that link OpenSSL in (node exports SSL_write from its
+    // Programs that link a TLS library in (node exports SSL_write from its
     // binary); most executables do not, so failing here is the normal case.
     if (const std::string* file = text("filename")) attach_as_seen_by(capture_, pid, *file, host_view_);
     return;
@@ -84,13 +92,13 @@ void TlsFollower::observe(const events::Entry& e, Emitted& out) {
   if (type != "file_open" || e.int_or("ret") < 0) return;
   // The file the kernel opened, where it says; not user memory.
   const std::string* path = e.get("kernel_path") && !e.get("kernel_path_truncated") ? text("kernel_path") : text("path");
-  if (!path || path->find("libssl.so") == std::string::npos) return;
+  if (!path || !tls_library_name(*path)) return;
   if (std::string err = attach_as_seen_by(capture_, pid, *path, host_view_); !err.empty())
     out.add("error").set_bytes("detail", "TLS capture: " + err);
 }
 
-void attach_program_openssl(probe::Capture& capture, const std::string& program) {
-  capture.attach_tls(program);  // fine to fail: most programs do not link OpenSSL in
+void attach_program_tls(probe::Capture& capture, const std::string& program) {
+  capture.attach_tls(program);  // fine to fail: most programs do not link a TLS library in
 }
 
 }  // namespace flightrec::session

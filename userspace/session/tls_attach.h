@@ -1,8 +1,9 @@
 #pragma once
-// Where TLS probes go: the libssl files the session's processes use. The
-// system's libssl is attached before the command starts; others are found
-// as processes open them (recorded file_open entries) or, for watch, in the
-// memory maps of the processes already there.
+// Where TLS probes go: the TLS library files (OpenSSL's libssl, GnuTLS's
+// libgnutls) the session's processes use. The system's are attached before
+// the command starts; others are found as processes open them (recorded
+// file_open entries) or, for watch, in the memory maps of the processes
+// already there.
 #include <sys/types.h>
 
 #include <string>
@@ -13,14 +14,14 @@
 
 namespace flightrec::session {
 
-// Attaches to the system libssl paths that exist; returns the errors.
-std::vector<std::string> attach_system_libssl(probe::Capture& capture);
-// Attaches to every libssl mapped by the processes in these cgroups and below.
-std::vector<std::string> attach_mapped_libssl(probe::Capture& capture, const std::vector<std::string>& cgroups);
-// The command itself, when it links OpenSSL statically (e.g. node).
-void attach_program_openssl(probe::Capture& capture, const std::string& program);
-// Attaches probes to the libssl files the session's processes open later,
-// and to executables that carry OpenSSL, as they exec. Paths are resolved
+// Attaches to the system's TLS libraries that exist; returns the errors.
+std::vector<std::string> attach_system_tls(probe::Capture& capture);
+// Attaches to every TLS library mapped by the processes in these cgroups and below.
+std::vector<std::string> attach_mapped_tls(probe::Capture& capture, const std::vector<std::string>& cgroups);
+// The command itself, when it links a TLS library in (e.g. node, OpenSSL).
+void attach_program_tls(probe::Capture& capture, const std::string& program);
+// Attaches probes to the TLS library files the session's processes open
+// later, and to executables that carry one, as they exec. Paths are resolved
 // as the process sees them; host_view: its view is the host's (no sandbox,
 // no containers).
 class TlsFollower : public Observer {

@@ -53,8 +53,8 @@ void watch(Plan plan, const WatchTarget& target) {
   size_t tasks_at_start = capture.track_existing(capture.first_session(), paths);
   std::vector<std::string> tls_errors;
   if (copts.tls) {
-    tls_errors = attach_system_libssl(capture);
-    for (auto& err : attach_mapped_libssl(capture, paths)) tls_errors.push_back(err);
+    tls_errors = attach_system_tls(capture);
+    for (auto& err : attach_mapped_tls(capture, paths)) tls_errors.push_back(err);
   }
   recorder::SessionMeta meta = plan.meta;
   meta.mode = "watch";

@@ -151,8 +151,9 @@ struct fr_exit {
 };
 FR_STATIC_ASSERT(sizeof(struct fr_exit) == 72, "fr_exit layout");
 
-/* TLS plaintext from uprobes on OpenSSL: one record per chunk of one
- * SSL_read/SSL_write(_ex) call; the chunk's bytes follow. */
+/* TLS plaintext from uprobes on OpenSSL and GnuTLS: one record per chunk of
+ * one SSL_read/SSL_write(_ex) or gnutls_record_recv/send call; the chunk's
+ * bytes follow. */
 #define FR_TLS_CHUNK_MAX 16384   /* bytes per record at most */
 #define FR_TLS_CHUNKS_MAX 16     /* chunks per call at most (the verifier walks each) */
 enum fr_tls_func {
@@ -160,11 +161,14 @@ enum fr_tls_func {
 	FR_TLS_SSL_WRITE = 1,
 	FR_TLS_SSL_READ_EX = 2,
 	FR_TLS_SSL_WRITE_EX = 3,
+	FR_TLS_GNUTLS_RECV = 4,  /* gnutls_record_recv, also _recv_seq */
+	FR_TLS_GNUTLS_SEND = 5,  /* gnutls_record_send, also _send2 */
+	FR_TLS_FUNC_LAST = FR_TLS_GNUTLS_SEND,
 };
 #define FR_TLS_FAULT (1u << 0)   /* the buffer could not be read */
 struct fr_tls {
 	struct fr_header h;
-	__u64 ssl;               /* the SSL* (identifies the connection in the process) */
+	__u64 ssl;               /* the SSL* or gnutls_session_t (the connection in the process) */
 	__u64 enter_ns;
 	__s32 fd;                /* socket fd the call used, -1 if it made no syscall */
 	__u32 func;              /* enum fr_tls_func */
