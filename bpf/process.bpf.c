@@ -137,6 +137,8 @@ int BPF_PROG(fr_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 
 	/* Hand the filename to the execve syscall record (syscalls.bpf.c). */
 	struct fr_task_state *st = bpf_task_storage_get(&fr_tasks, p, 0, 0);
+	if (st)
+		st->tls_probed = 0;  /* a new program: its TLS library is judged anew */
 	if (st && flen) {
 		bpf_probe_read_kernel(st->exec_path, flen, filename);
 		st->exec_path_len = flen;
@@ -168,6 +170,9 @@ int BPF_PROG(fr_exit, struct task_struct *p)
 	if (own && fr_session_open(own->session))
 		fr_count_task(own->session, false);
 	record_exit(p);
+	/* A TLS call it died inside leaves no slot for the next task with its id. */
+	__u32 tid = BPF_CORE_READ(p, pid);
+	bpf_map_delete_elem(&fr_tls_calls, &tid);
 	/* Counted out once, and the state goes with the count: state the
 	 * recorder seeds into a task that is exiting meanwhile is then found
 	 * still there and taken back (Capture::track_existing), never counted in

@@ -26,6 +26,13 @@
 #define NR_BIND 49
 #define NR_ACCEPT 43
 #define NR_ACCEPT4 288
+#define NR_WRITE 1
+#define NR_WRITEV 20
+#define NR_CONNECT 42
+#define NR_SENDTO 44
+#define NR_SENDMSG 46
+#define FR_EINPROGRESS 115
+#define FR_IPPROTO_TCP 6
 #define FR_AF_UNIX 1
 #define FR_S_IFMT 0170000
 #define FR_S_IFSOCK 0140000
@@ -296,6 +303,107 @@ static __always_inline __u32 inet_peer(struct task_struct *task, __s64 fd, __u8 
 	return 0;
 }
 
+static __always_inline bool tcp_socket(struct task_struct *task, __s64 fd)
+{
+	struct sock *sk = fd_sock(task, fd);
+	if (!sk || BPF_CORE_READ(sk, sk_protocol) != FR_IPPROTO_TCP)
+		return false;
+	__u16 family = BPF_CORE_READ(sk, __sk_common.skc_family);
+	return family == FR_AF_INET || family == FR_AF_INET6;
+}
+
+/* TCP connections a session's task made whose first send is not seen yet,
+ * by (process, fd). LRU: a connection closed unsent leaves its slot to the
+ * newest. */
+struct conn_key {
+	__u32 tgid;
+	__s32 fd;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct conn_key);
+	__type(value, __u8);
+} fresh_conns SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct fr_tls_hello);
+} hello_scratch SEC(".maps");
+
+/* With TLS capture on: a TCP connect is remembered; the first send on it
+ * that starts with a TLS ClientHello is recorded (fr_tls_hello), so a TLS
+ * connection whose library no probe covers is on the record all the same.
+ * One map lookup per send; only a connection's first send is read. */
+static __noinline void note_tls_hello(struct fr_task_state *st, __s64 ret)
+{
+	__u32 nr = st->nr;
+	if (nr != NR_CONNECT && nr != NR_WRITE && nr != NR_SENDTO && nr != NR_WRITEV && nr != NR_SENDMSG)
+		return;
+	/* The kernel takes the fd as an int: the upper half of the register is
+	 * the caller's to fill with anything. */
+	__s32 fd = (__s32)st->args[0];
+	struct conn_key key = { .tgid = bpf_get_current_pid_tgid() >> 32, .fd = fd };
+	struct task_struct *task = bpf_get_current_task_btf();
+	if (nr == NR_CONNECT) {
+		if ((ret == 0 || ret == -FR_EINPROGRESS) && tcp_socket(task, fd)) {
+			__u8 one = 1;
+			bpf_map_update_elem(&fresh_conns, &key, &one, BPF_ANY);
+		}
+		return;
+	}
+	if (ret <= 0 || !bpf_map_lookup_elem(&fresh_conns, &key))
+		return;  /* a send that sent nothing leaves the connection fresh */
+	bpf_map_delete_elem(&fresh_conns, &key);
+	if (!tcp_socket(task, fd))
+		return;  /* closed unsent, and the number reused */
+	/* Where the bytes were: the buffer, or the first iovec. */
+	__u64 buf = (__u64)st->args[1], len = (__u64)ret;
+	if (nr == NR_WRITEV || nr == NR_SENDMSG) {
+		__u64 iov = buf;
+		if (nr == NR_SENDMSG && bpf_probe_read_user(&iov, sizeof(iov), (void *)(buf + 16)))  /* msg_iov */
+			return;
+		__u64 first[2];  /* iov_base, iov_len */
+		if (bpf_probe_read_user(first, sizeof(first), (void *)iov))
+			return;
+		buf = first[0];
+		if (first[1] < len)
+			len = first[1];
+	}
+	__u8 head[6];
+	if (len < sizeof(head) || bpf_probe_read_user(head, sizeof(head), (void *)buf))
+		return;
+	/* A handshake record (22) of TLS 1.0-1.3 (legacy version 3.x) whose
+	 * first message is a ClientHello (1). */
+	if (head[0] != 22 || head[1] != 3 || head[2] > 4 || head[5] != 1)
+		return;
+	__u32 zero = 0;
+	struct fr_tls_hello *r = bpf_map_lookup_elem(&hello_scratch, &zero);
+	if (!r)
+		return;
+	__builtin_memset(r->data, 0, sizeof(r->data));  /* no earlier hello's bytes after this one's */
+	__u32 n = len < FR_TLS_HELLO_MAX ? (__u32)len : FR_TLS_HELLO_MAX;
+	barrier_var(n);
+	if (n > FR_TLS_HELLO_MAX)  /* for the verifier */
+		n = FR_TLS_HELLO_MAX;
+	if (bpf_probe_read_user(r->data, n, (void *)buf) != 0)
+		n = 0;
+	fr_fill_header(&r->h, FR_REC_TLS_HELLO, sizeof(*r), st->session);
+	r->fd = fd;
+	r->len = n;
+	r->sent = (__u32)ret;
+	/* Inside a probed call (a handshake, or a write that starts one), or
+	 * from a process that made one: a library whose plaintext is captured. */
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct fr_task_state *lead = bpf_task_storage_get(&fr_tasks, task->group_leader, 0, 0);
+	r->flags = (bpf_map_lookup_elem(&fr_tls_calls, &tid) ? FR_HELLO_IN_PROBED_CALL : 0) |
+		   (lead && lead->tls_probed ? FR_HELLO_PROBED_PROGRAM : 0);
+	fr_output(r, sizeof(*r));
+}
+
 static __always_inline bool is_open(__u32 nr)
 {
 	return nr == NR_OPEN || nr == NR_CREAT || nr == NR_OPENAT || nr == NR_OPENAT2;
@@ -532,6 +640,8 @@ int BPF_PROG(fr_sys_exit, struct pt_regs *regs, long ret)
 	}
 	st->active = 0;
 	record_return(st, ret, blocked);
+	if (fr_tls_enabled && !blocked)
+		note_tls_hello(st, ret);
 	return 0;
 }
 

@@ -29,7 +29,22 @@ static __always_inline int tls_enter(void *ssl, const void *buf, __u64 *len_ptr,
 	__u32 session = fr_task_session(task);
 	if (!session)
 		return 0;
+	/* The program uses a probed library (syscalls.bpf.c: TLS hellos);
+	 * until it execs. */
+	struct fr_task_state *lead = bpf_task_storage_get(&fr_tasks, task->group_leader, 0, 0);
+	if (lead && !lead->tls_probed)
+		lead->tls_probed = 1;
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	if (func == FR_TLS_HANDSHAKE) {
+		/* Only noted (a ClientHello sent inside it is covered): never in
+		 * place of a plaintext call in flight, whose slot counts it so
+		 * that its return is not taken for the outer call's. */
+		struct fr_tls_call *outer = bpf_map_lookup_elem(&fr_tls_calls, &tid);
+		if (outer && outer->func != FR_TLS_HANDSHAKE) {
+			outer->nested++;
+			return 0;
+		}
+	}
 	struct fr_tls_call call = {
 		.ssl = (__u64)ssl,
 		.buf = (__u64)buf,
@@ -50,8 +65,14 @@ static __always_inline int tls_exit(long ret)
 	struct fr_tls_call *call = bpf_map_lookup_elem(&fr_tls_calls, &tid);
 	if (!call)
 		return 0;
+	if (call->nested) {  /* the return of a handshake inside this call */
+		call->nested--;
+		return 0;
+	}
 	struct fr_tls_call c = *call;
 	bpf_map_delete_elem(&fr_tls_calls, &tid);
+	if (c.func == FR_TLS_HANDSHAKE)
+		return 0;
 
 	__u64 total = 0;
 	int iret = (int)ret;  /* OpenSSL's return int, GnuTLS's ssize_t */
@@ -136,7 +157,7 @@ SEC("uprobe")
 int BPF_KPROBE(fr_ssl_enter, void *ssl, const void *buf, __u64 num, __u64 *len_out)
 {
 	__u32 func = (__u32)bpf_get_attach_cookie(ctx);
-	if (func > FR_TLS_FUNC_LAST)
+	if (func > FR_TLS_HANDSHAKE)
 		return 0;
 	bool ex = func == FR_TLS_SSL_READ_EX || func == FR_TLS_SSL_WRITE_EX;
 	return tls_enter(ssl, buf, ex ? len_out : 0, func);

@@ -217,7 +217,7 @@ struct fr_tls_call {
 	__u32 func;
 	__s32 fd;
 	__u32 session;
-	__u32 pad;
+	__u32 nested;            /* handshakes entered inside it (gnutls_record_recv may start one), not returned yet */
 };
 
 /* LRU: a call whose return probe never fires (the thread died inside it)

@@ -247,6 +247,61 @@ TEST_CASE("git clone and git push over HTTPS (libcurl-gnutls): requests and pack
   }
 }
 
+TEST_CASE("a TLS client whose library no probe covers leaves a tls_uncaptured entry; probed clients leave none") {
+  REQUIRE(is_root());
+  HttpsServer srv;
+  TempDir dir;
+  std::string db = dir.file("s.db"), port = std::to_string(srv.port);
+  // curl (OpenSSL), wget (GnuTLS), python3 (OpenSSL through its own
+  // module), then a client with OpenSSL linked in and stripped.
+  Result r = rt::flightrec(
+      {"run", "--policy", "observe", "--db", db, "--", "sh", "-c",
+       "curl -sk " + srv.url("/x") + " && wget -q --no-check-certificate -O - " + srv.url("/x") +
+           " && python3 -c \"import ssl, urllib.request; urllib.request.urlopen('" + srv.url("/x") +
+           "', context=ssl._create_unverified_context()).read()\" && " + STATIC_TLS_CLIENT_BIN + " " + port +
+           " static.test /x?static 2"});
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("hello tls body\n") != std::string::npos);
+  auto all = entries(db);
+  auto hellos = of_type(all, "tls_hello");
+  REQUIRE(hellos.size() == 4);
+  std::map<std::string, json> by_comm;
+  for (const auto& h : hellos) {
+    by_comm[h["comm"]] = h;
+    CHECK(h["remote_addr"] == "127.0.0.1");
+    CHECK(h["remote_port"] == srv.port);
+  }
+  for (const char* probed : {"curl", "wget", "python3"}) {
+    INFO(probed);
+    REQUIRE(by_comm.count(probed));
+    CHECK(by_comm[probed]["in_probed_call"] == 1);  // sent inside SSL_connect, SSL_do_handshake, gnutls_handshake
+  }
+  REQUIRE(by_comm.count("static_tls_clie"));  // comm: 15 bytes
+  const json& hello = by_comm["static_tls_clie"];
+  CHECK(hello["in_probed_call"] == 0);
+  CHECK(hello["probed_program"] == 0);
+  CHECK(hello["server_name"] == "static.test");
+  CHECK_FALSE(hello.contains("alpn"));  // it offers none
+  auto uncaptured = of_type(all, "tls_uncaptured");
+  REQUIRE(uncaptured.size() == 1);
+  CHECK(uncaptured[0]["of_seq"] == hello["seq"]);
+  CHECK(uncaptured[0]["subject_pid"] == hello["pid"]);
+  CHECK(uncaptured[0]["fd"] == hello["fd"]);
+  CHECK(uncaptured[0]["server_name"] == "static.test");
+  CHECK(uncaptured[0]["remote_port"] == srv.port);
+  CHECK(uncaptured[0]["exe"] == STATIC_TLS_CLIENT_BIN);
+  CHECK(uncaptured[0]["library"] == "statically linked, unknown");
+  // Its plaintext is not in the record; the others' is.
+  std::string sent;
+  for (const auto& e : of_type(all, "tls")) {
+    CHECK(e["comm"] != "static_tls_clie");
+    sent += data_of(e);
+  }
+  CHECK(sent.find("/x?static") == std::string::npos);
+  CHECK(rt::flightrec({"verify", "--db", db}).code == 0);
+}
+
 TEST_CASE("calls beyond the cap leave exact truncation markers") {
   REQUIRE(is_root());
   HttpsServer srv;
@@ -458,6 +513,12 @@ TEST_CASE("node, which links OpenSSL into its own binary, is captured through it
   CHECK(r.out == "hello tls body\n");
   CHECK(stream(tls_entries(db, "send")).rfind("GET /x?from=node HTTP/1.1\r\n", 0) == 0);
   CHECK(stream(tls_entries(db, "recv")).find("hello tls body\n") != std::string::npos);
+  // node sends its handshake itself, after SSL_do_handshake filled a memory
+  // BIO: outside the call, by a program that made one; not uncaptured.
+  auto hellos = of_type(entries(db), "tls_hello");
+  REQUIRE(hellos.size() == 1);
+  CHECK(hellos[0]["probed_program"] == 1);
+  CHECK(of_type(entries(db), "tls_uncaptured").empty());
 }
 
 TEST_CASE("watch captures TLS of processes already running in the cgroup, and of those started there (OpenSSL, GnuTLS)") {

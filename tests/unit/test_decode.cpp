@@ -11,6 +11,7 @@
 
 #include "events/decode.h"
 #include "events/syscall_table.h"
+#include "events/tls.h"
 #include "unit/records.h"
 
 using namespace flightrec::events;
@@ -126,6 +127,89 @@ TEST_CASE("tls chunks name the library's function and its direction; an unknown 
     CHECK(j["direction"] == w.direction);
   }
   CHECK(chunk(FR_TLS_FUNC_LAST + 1)["type"] == "malformed");
+}
+
+namespace {
+
+std::string u16(size_t n) { return {char(n >> 8), char(n)}; }
+
+// A ClientHello record with these extensions (RFC 8446 4.1.2).
+std::string client_hello(const std::string& extensions) {
+  std::string body = std::string("\x03\x03", 2) + std::string(32, 'r') + std::string(1, '\0') + u16(2) +
+                     "\x13\x01" + std::string("\x01\x00", 2) + u16(extensions.size()) + extensions;
+  std::string hs = "\x01" + std::string(1, '\0') + u16(body.size()) + body;
+  return "\x16\x03\x01" + u16(hs.size()) + hs;
+}
+
+std::string extension(size_t type, const std::string& body) { return u16(type) + u16(body.size()) + body; }
+std::string sni(const std::string& name) {
+  return extension(0, u16(name.size() + 3) + std::string(1, '\0') + u16(name.size()) + name);
+}
+
+}  // namespace
+
+TEST_CASE("a ClientHello's server name and ALPN are read; cut or lying bytes never read past the end") {
+  std::string alpn = extension(16, u16(12) + "\x02h2\x08http/1.1");
+  std::string rec = client_hello(extension(23, "") + sni("api.example.com") + alpn);
+  ClientHello h = parse_client_hello(rec);
+  CHECK(h.ok);
+  CHECK(h.server_name == "api.example.com");
+  CHECK(h.alpn == std::vector<std::string>{"h2", "http/1.1"});
+  // Cut anywhere: what is read is right or absent, never garbage.
+  for (size_t n = 0; n < rec.size(); ++n) {
+    ClientHello c = parse_client_hello(std::string_view(rec).substr(0, n));
+    INFO("cut at " << n);
+    CHECK((c.server_name.empty() || c.server_name == "api.example.com"));
+    CHECK((c.alpn.empty() || c.alpn == h.alpn));
+  }
+  // A name longer than its extension, an ALPN entry running past its end,
+  // a zero-length ALPN entry: skipped, the rest still read.
+  std::string lying_name = extension(0, u16(20) + std::string(1, '\0') + u16(200) + "short");
+  CHECK(parse_client_hello(client_hello(lying_name + alpn)).server_name.empty());
+  CHECK(parse_client_hello(client_hello(lying_name + alpn)).alpn == h.alpn);
+  CHECK(parse_client_hello(client_hello(extension(16, u16(5) + "\x09h2"))).alpn.empty());
+  CHECK(parse_client_hello(client_hello(extension(16, u16(4) + std::string("\x00\x02h2", 4)))).alpn.empty());
+  // The first server_name counts; a hello spread over two records is read
+  // from the first alone (the next header is no hello byte), as cut.
+  CHECK(parse_client_hello(client_hello(sni("first.test") + sni("second.test"))).server_name == "first.test");
+  std::string split = rec;
+  size_t first_len = 60;
+  split[3] = char(first_len >> 8), split[4] = char(first_len);
+  split.insert(5 + first_len, "\x16\x03\x03" + u16(rec.size() - 5 - first_len));
+  ClientHello s = parse_client_hello(split);
+  CHECK_FALSE(s.ok);
+  CHECK(s.server_name.empty());
+  // Not a handshake record, or not a ClientHello (a ServerHello is type 2).
+  CHECK_FALSE(parse_client_hello("\x17\x03\x03\x00\x05hello").ok);
+  std::string server = rec;
+  server[5] = 2;
+  CHECK_FALSE(parse_client_hello(server).ok);
+  CHECK_FALSE(parse_client_hello("").ok);
+}
+
+TEST_CASE("tls_hello records of the wrong size or with lying lengths are malformed") {
+  std::string rec = client_hello(sni("a.test"));
+  std::vector<uint8_t> buf(sizeof(fr_tls_hello));
+  fr_tls_hello r{};
+  r.h = header(FR_REC_TLS_HELLO, uint32_t(buf.size()));
+  r.fd = 3;
+  r.len = uint32_t(rec.size());
+  r.sent = r.len;
+  std::memcpy(r.data, rec.data(), rec.size());
+  std::memcpy(buf.data(), &r, sizeof(r));
+  json j = decode(buf);
+  CHECK(j["type"] == "tls_hello");
+  CHECK(j["server_name"] == "a.test");
+  CHECK(j["in_probed_call"] == 0);
+  CHECK(j["probed_program"] == 0);
+  CHECK_FALSE(j.contains("hello_cut"));
+  r.len = FR_TLS_HELLO_MAX + 1;
+  std::memcpy(buf.data(), &r, sizeof(r));
+  CHECK(decode(buf)["type"] == "malformed");
+  buf.pop_back();
+  r.h.size = uint32_t(buf.size());
+  std::memcpy(buf.data(), &r, sizeof(r.h));
+  CHECK(decode(buf)["type"] == "malformed");
 }
 
 TEST_CASE("records with lying sizes become malformed entries, never crashes") {

@@ -248,6 +248,30 @@ Entry decode_exit(const uint8_t* p, size_t size, const DecodeContext& ctx) {
   return e;
 }
 
+Entry decode_tls_hello(const uint8_t* p, size_t size, const DecodeContext& ctx) {
+  if (size != sizeof(fr_tls_hello)) return malformed("tls_hello record of the wrong size", size);
+  fr_tls_hello r;
+  std::memcpy(&r, p, sizeof(r));
+  if (r.len > FR_TLS_HELLO_MAX) return malformed("tls_hello record lengths out of bounds", size);
+  Entry e;
+  e.set("type", "tls_hello");
+  add_header(e, r.h, ctx);
+  e.set("fd", int64_t(r.fd));
+  e.set("sent_bytes", uint64_t(r.sent));
+  e.set("in_probed_call", (r.flags & FR_HELLO_IN_PROBED_CALL) ? 1 : 0);
+  e.set("probed_program", (r.flags & FR_HELLO_PROBED_PROGRAM) ? 1 : 0);
+  ClientHello hello = parse_client_hello(std::string_view(reinterpret_cast<const char*>(r.data), r.len));
+  if (!hello.server_name.empty()) e.set_bytes("server_name", hello.server_name);
+  if (!hello.alpn.empty()) {
+    std::vector<std::string> alpn;
+    for (const auto& a : hello.alpn) alpn.push_back(printable(a));
+    e.set("alpn", std::move(alpn));
+  }
+  if (!hello.ok) e.set("hello_cut", 1);  // the extensions were not in the first bytes read
+  if (ctx.tls) ctx.tls->add_endpoints(e, r.h.pid, r.fd);
+  return e;
+}
+
 Entry decode_tls(const uint8_t* p, size_t size, const DecodeContext& ctx) {
   if (size < sizeof(fr_tls)) return malformed("short tls record", size);
   fr_tls r;
@@ -393,6 +417,7 @@ Entry decode_record(const void* data, size_t size, const DecodeContext& ctx) {
     case FR_REC_LSM: return decode_lsm(p, size, ctx);
     case FR_REC_CGROUP_MOVE: return decode_cgroup_move(p, size, ctx);
     case FR_REC_ARGV: return decode_argv(p, size, ctx);
+    case FR_REC_TLS_HELLO: return decode_tls_hello(p, size, ctx);
     default: return malformed("unknown record type", size);
   }
 }

@@ -223,6 +223,80 @@ void TlsStreams::note_socket(uint32_t pid, int fd, bool local, const std::string
   (local ? ep.local_port : ep.remote_port) = port;
 }
 
+void TlsStreams::add_endpoints(Entry& e, uint32_t pid, int fd) {
+  Conn c;
+  c.fd = fd;
+  resolve(c, pid);
+  if (!c.local_addr.empty()) {
+    e.set("local_addr", c.local_addr);
+    e.set("local_port", c.local_port);
+  }
+  if (!c.remote_addr.empty()) {
+    e.set("remote_addr", c.remote_addr);
+    e.set("remote_port", c.remote_port);
+  }
+}
+
+ClientHello parse_client_hello(std::string_view rec) {
+  ClientHello out;
+  // A reader that never reads past the end: each take fails once the bytes run out.
+  size_t at = 0;
+  bool short_of = false;
+  auto take = [&](size_t n) -> std::string_view {
+    if (short_of || rec.size() - at < n) {
+      short_of = true;
+      return {};
+    }
+    std::string_view v = rec.substr(at, n);
+    at += n;
+    return v;
+  };
+  auto number = [&](size_t n) -> size_t {
+    std::string_view v = take(n);
+    size_t x = 0;
+    for (unsigned char c : v) x = x << 8 | c;
+    return x;
+  };
+  if (number(1) != 22 || number(2) >> 8 != 3) return out;  // handshake record, TLS 1.x
+  // Only this record's bytes: a hello split over records is read as cut
+  // (the next record's header is not hello bytes).
+  size_t record = number(2);
+  if (short_of) return out;
+  rec = rec.substr(0, std::min(rec.size(), at + record));
+  if (number(1) != 1) return out;                          // ClientHello
+  number(3);                                               // its length
+  take(2 + 32);                                            // legacy_version, random
+  take(number(1));                                         // legacy_session_id
+  take(number(2));                                         // cipher_suites
+  take(number(1));                                         // legacy_compression_methods
+  size_t extensions = number(2);
+  if (short_of) return out;
+  size_t end = at + extensions;
+  bool whole = end <= rec.size();  // every extension is in the bytes given
+  end = std::min(end, rec.size());
+  while (!short_of && at + 4 <= end) {
+    size_t type = number(2), len = number(2);
+    if (len > end - at) {  // runs past the extensions (or the bytes given)
+      short_of = true;
+      break;
+    }
+    std::string_view body = take(len);
+    if (type == 0 && body.size() >= 5 && out.server_name.empty()) {  // server_name (the first): list length, type 0 (host_name), name length, name
+      size_t n = (size_t(uint8_t(body[3])) << 8) | uint8_t(body[4]);
+      if (uint8_t(body[2]) == 0 && n <= body.size() - 5) out.server_name = std::string(body.substr(5, n));
+    } else if (type == 16 && body.size() >= 2 && out.alpn.empty()) {  // ALPN (the first): list length, then length-prefixed names
+      for (size_t i = 2; i < body.size();) {
+        size_t n = uint8_t(body[i]);
+        if (n == 0 || n > body.size() - i - 1) break;
+        out.alpn.emplace_back(body.substr(i + 1, n));
+        i += 1 + n;
+      }
+    }
+  }
+  out.ok = whole && !short_of;
+  return out;
+}
+
 void TlsStreams::resolve(Conn& c, uint32_t pid) {
   c.resolved = true;
   if (c.fd < 0) return;

@@ -23,6 +23,19 @@ namespace flightrec::events {
 // Header names redacted unless told otherwise (lower case).
 const std::vector<std::string>& default_redacted_headers();
 
+// What the first bytes of a TLS ClientHello say (RFC 8446 4.1.2; the same
+// layout in TLS 1.0-1.2): the server name asked for (server_name, RFC
+// 6066) and the application protocols offered (ALPN, RFC 7301), from the
+// first record only. Hostile bytes: every length is checked; ok is false
+// when the extensions are not all there (cut, or spread over records) or
+// malformed, and what was read before that stands.
+struct ClientHello {
+  bool ok = false;
+  std::string server_name;
+  std::vector<std::string> alpn;
+};
+ClientHello parse_client_hello(std::string_view record);
+
 // HTTP/1.x credential headers, redacted on the reassembled byte stream of
 // one direction of one connection, so a header split across two writes or
 // one that starts a write is found as well as one inside a single write.
@@ -58,6 +71,8 @@ class TlsStreams {
   // What recorded syscalls said about a socket (connect, accept,
   // getsockname, getpeername): used when /proc no longer knows it.
   void note_socket(uint32_t pid, int fd, bool local, const std::string& addr, int port);
+  // Adds the addresses of process pid's socket fd to e, where known.
+  void add_endpoints(Entry& e, uint32_t pid, int fd);
 
  private:
   struct Conn {

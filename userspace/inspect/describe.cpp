@@ -170,6 +170,12 @@ std::string describe_known(const json& e) {
   if (type == "exit") return describe_exit(e);
   if (type == "cgroup_move") return "moved " + member(e, "moved_pid") + " to " + member(e, "to_cgroup");
   if (type == "tls") return describe_tls(e);
+  if (type == "tls_hello")
+    return "handshake started" + std::string(e.contains("remote_addr") ? " to " + endpoint(e, "remote_addr", "remote_port") : "") +
+           " fd " + member(e, "fd") + pairs(e, {"server_name", "alpn"});
+  if (type == "tls_uncaptured")
+    return "no plaintext probe covers pid " + member(e, "subject_pid") + " fd " + member(e, "fd") + " (entry " +
+           member(e, "of_seq") + ")" + pairs(e, {"exe", "library", "server_name"});
   if (type == "lsm")
     return member(e, "hook") + pairs(e, {"path", "new_path", "name", "family", "addr", "port", "target_pid", "signal",
                                          "bpf_cmd", "capability", "decision", "rule_id"});

@@ -111,7 +111,7 @@ void Report::timeline(const json& e, const std::string& css) {
 }
 
 bool Report::shows(std::string_view type) {
-  for (const char* t : {"genesis", "exec", "fork", "exit", "violation", "file_change", "connect", "tls", "lost", "freeze",
+  for (const char* t : {"genesis", "exec", "fork", "exit", "violation", "file_change", "connect", "tls", "tls_uncaptured", "lost", "freeze",
                         "thaw", "error", "session_end", "snapshot", "malformed"})
     if (type == t) return true;
   return false;
@@ -180,9 +180,9 @@ void Report::add(const ledger::TopLevel& top, const json* entry) {
       row(tls_);
       timeline(e, "");
     }
-  } else if (type == "lost" || type == "freeze" || type == "thaw" || type == "error" || type == "session_end" ||
-             type == "snapshot" || type == "malformed") {
-    timeline(e, type == "lost" ? "lost" : "");
+  } else if (type == "lost" || type == "tls_uncaptured" || type == "freeze" || type == "thaw" || type == "error" ||
+             type == "session_end" || type == "snapshot" || type == "malformed") {
+    timeline(e, type == "lost" || type == "tls_uncaptured" ? "lost" : "");  // what the record lacks
   }
 }
 

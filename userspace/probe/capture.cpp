@@ -748,12 +748,15 @@ const std::vector<TlsStack>& tls_stacks() {
        {{"SSL_read", FR_TLS_SSL_READ},
         {"SSL_write", FR_TLS_SSL_WRITE},
         {"SSL_read_ex", FR_TLS_SSL_READ_EX},
-        {"SSL_write_ex", FR_TLS_SSL_WRITE_EX}}},
+        {"SSL_write_ex", FR_TLS_SSL_WRITE_EX},
+        {"SSL_connect", FR_TLS_HANDSHAKE, true},
+        {"SSL_do_handshake", FR_TLS_HANDSHAKE, true}}},
       {"GnuTLS",
        {{"gnutls_record_recv", FR_TLS_GNUTLS_RECV},
         {"gnutls_record_recv_seq", FR_TLS_GNUTLS_RECV},
         {"gnutls_record_send", FR_TLS_GNUTLS_SEND},
-        {"gnutls_record_send2", FR_TLS_GNUTLS_SEND}}},
+        {"gnutls_record_send2", FR_TLS_GNUTLS_SEND},
+        {"gnutls_handshake", FR_TLS_HANDSHAKE, true}}},
   };
   return stacks;
 }
@@ -787,7 +790,8 @@ std::string Capture::attach_tls(int fd, const std::string& path) {
   auto found = function_offsets(fd, names);
   const TlsStack* stack = nullptr;
   for (const TlsStack& s : tls_stacks())
-    if (std::all_of(s.functions.begin(), s.functions.end(), [&](const auto& f) { return found.count(f.name); })) {
+    if (std::all_of(s.functions.begin(), s.functions.end(),
+                    [&](const auto& f) { return f.optional || found.count(f.name); })) {
       stack = &s;
       break;
     }
@@ -796,10 +800,13 @@ std::string Capture::attach_tls(int fd, const std::string& path) {
     return path + " exports no TLS library's functions";
   }
   std::vector<uint64_t> offsets, cookies;
-  for (const auto& f : stack->functions) {
-    offsets.push_back(found[f.name]);
-    cookies.push_back(f.func);
-  }
+  std::vector<std::string> probed;
+  for (const auto& f : stack->functions)
+    if (found.count(f.name)) {
+      offsets.push_back(found[f.name]);
+      cookies.push_back(f.func);
+      probed.push_back(f.name);
+    }
   // The kernel finds the file through our descriptor, not by its name again.
   std::string by_fd = "/proc/self/fd/" + std::to_string(fd);
   if (tls_multi_) {
@@ -824,16 +831,16 @@ std::string Capture::attach_tls(int fd, const std::string& path) {
         if (!link) {
           int err = errno;
           for (auto* l : links) bpf_link__destroy(l);
-          return errno_message("cannot attach a uprobe to " + stack->functions[f].name + " in " + path, err);
+          return errno_message("cannot attach a uprobe to " + probed[f] + " in " + path, err);
         }
         links.push_back(link);
       }
     tls_links_.insert(tls_links_.end(), links.begin(), links.end());
   }
   tls_files_.push_back(id);
-  std::string probed = "uprobe:" + path + ":";
-  for (const auto& f : stack->functions) probed += (&f == &stack->functions[0] ? "" : ",") + f.name;
-  tls_probed_.push_back(probed);
+  std::string line = "uprobe:" + path + ":";
+  for (const auto& name : probed) line += (name == probed[0] ? "" : ",") + name;
+  tls_probed_.push_back(line);
   return "";
 }
 

@@ -137,6 +137,7 @@ class Capture {
   // fd: the file, already opened as its user sees it (a path a recorded
   // process named is never resolved on the host); name: for messages.
   std::string attach_tls(int fd, const std::string& name);
+
   // Calls of lite sessions since the last take, per (session, cgroup,
   // syscall): the kernel's per-CPU counts, summed, and removed from its
   // table (so every session's are handed out at once; the caller routes
@@ -200,12 +201,15 @@ class Capture {
 };
 
 // A TLS library the plaintext probes know: the functions a file must all
-// export to be probed as it, each with its enum fr_tls_func.
+// export to be probed as it, each with its enum fr_tls_func, and the
+// handshake functions, probed where exported (a ClientHello sent outside
+// every probed call is a tls_uncaptured entry).
 struct TlsStack {
   std::string name;
   struct Function {
     std::string name;
     uint32_t func;
+    bool optional = false;
   };
   std::vector<Function> functions;
 };

@@ -83,6 +83,10 @@ void TlsFollower::observe(const events::Entry& e, Emitted& out) {
   };
   uint32_t pid = uint32_t(e.int_or("pid"));
   const std::string type = e.type();
+  if (type == "tls_hello") {
+    uncaptured(e, pid, out);
+    return;
+  }
   if (type == "exec") {
     // Programs that link a TLS library in (node exports SSL_write from its
     // binary); most executables do not, so failing here is the normal case.
@@ -95,6 +99,46 @@ void TlsFollower::observe(const events::Entry& e, Emitted& out) {
   if (!path || !tls_library_name(*path)) return;
   if (std::string err = attach_as_seen_by(capture_, pid, *path, host_view_); !err.empty())
     out.add("error").set_bytes("detail", "TLS capture: " + err);
+}
+
+void TlsFollower::uncaptured(const events::Entry& hello, uint32_t pid, Emitted& out) {
+  // The kernel said whether the hello came from a probed call, or from a
+  // program that makes them (docs/FORMAT.md: what that proves).
+  if (hello.int_or("in_probed_call") != 0 || hello.int_or("probed_program") != 0) return;
+  // Which library it was, from what the process maps now (a TLS library
+  // no probe knows), if it is still there.
+  // Bounded: the process may be hostile (and this runs on the thread that
+  // drains the ring buffer).
+  std::ifstream maps("/proc/" + std::to_string(pid) + "/maps");
+  std::string line, library;
+  bool any = false;
+  for (int lines = 0; lines < 4096 && std::getline(maps, line); ++lines) {
+    any = true;
+    std::istringstream f(line);
+    std::string range, perms, offset, dev;
+    uint64_t ino = 0;
+    f >> range >> perms >> offset >> dev >> ino;
+    size_t at = line.find('/');
+    if (ino == 0 || at == std::string::npos) continue;  // files only, not named anonymous memory
+    std::string path = line.substr(at), name = path.substr(path.rfind('/') + 1);
+    for (const char* known : {"libssl", "libgnutls", "libnss3", "libnspr4", "libwolfssl", "libmbedtls", "libbearssl",
+                              "libboringssl", "libs2n", "librustls"})
+      if (library.empty() && name.rfind(known, 0) == 0) library = path;
+  }
+  if (!any) library = "unknown: the process had exited";
+  else if (library.empty()) library = "statically linked, unknown";
+  std::error_code ec;
+  std::string exe = std::filesystem::read_symlink("/proc/" + std::to_string(pid) + "/exe", ec).string();
+  events::Entry& e = out.add("tls_uncaptured");
+  e.set("subject_pid", int64_t(pid));
+  e.set("of_seq", hello.int_or("seq", -1));
+  e.set("fd", hello.int_or("fd", -1));
+  if (const std::string comm = hello.string_or("comm"); !comm.empty()) e.set("subject_comm", comm);
+  for (const char* key : {"server_name", "server_name_b64", "remote_addr"})
+    if (const std::string v = hello.string_or(key); !v.empty()) e.set(key, v);
+  if (hello.get("remote_port")) e.set("remote_port", hello.int_or("remote_port"));
+  if (!exe.empty()) e.set_bytes("exe", exe);
+  e.set_bytes("library", library);
 }
 
 void attach_program_tls(probe::Capture& capture, const std::string& program) {

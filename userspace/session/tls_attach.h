@@ -21,7 +21,10 @@ std::vector<std::string> attach_mapped_tls(probe::Capture& capture, const std::v
 // The command itself, when it links a TLS library in (e.g. node, OpenSSL).
 void attach_program_tls(probe::Capture& capture, const std::string& program);
 // Attaches probes to the TLS library files the session's processes open
-// later, and to executables that carry one, as they exec. Paths are resolved
+// later, and to executables that carry one, as they exec. And where a
+// process starts a TLS handshake (a tls_hello entry) while no probed file
+// is mapped in it, says so: a tls_uncaptured entry with the library it
+// uses, or "statically linked, unknown". Paths are resolved
 // as the process sees them; host_view: its view is the host's (no sandbox,
 // no containers).
 class TlsFollower : public Observer {
@@ -30,6 +33,7 @@ class TlsFollower : public Observer {
   void observe(const events::Entry& entry, Emitted& out) override;
 
  private:
+  void uncaptured(const events::Entry& hello, uint32_t pid, Emitted& out);
   probe::Capture& capture_;
   bool host_view_;
 };

@@ -39,6 +39,7 @@ enum fr_record_type {
 	FR_REC_LSM = 6,
 	FR_REC_CGROUP_MOVE = 7,
 	FR_REC_ARGV = 8,
+	FR_REC_TLS_HELLO = 9,
 };
 
 /* Common to every record. pid is the thread-group id, tid the thread id,
@@ -163,7 +164,8 @@ enum fr_tls_func {
 	FR_TLS_SSL_WRITE_EX = 3,
 	FR_TLS_GNUTLS_RECV = 4,  /* gnutls_record_recv, also _recv_seq */
 	FR_TLS_GNUTLS_SEND = 5,  /* gnutls_record_send, also _send2 */
-	FR_TLS_FUNC_LAST = FR_TLS_GNUTLS_SEND,
+	FR_TLS_FUNC_LAST = FR_TLS_GNUTLS_SEND,  /* the last that records plaintext */
+	FR_TLS_HANDSHAKE = 6,    /* SSL_connect, SSL_do_handshake, gnutls_handshake: noted, never recorded */
 };
 #define FR_TLS_FAULT (1u << 0)   /* the buffer could not be read */
 struct fr_tls {
@@ -179,6 +181,31 @@ struct fr_tls {
 	char data[];
 };
 FR_STATIC_ASSERT(sizeof(struct fr_tls) == 104, "fr_tls layout");
+
+/* The first bytes a task sent on a TCP connection it made, when they are a
+ * TLS ClientHello (a handshake record whose first message is type 1): so
+ * a TLS connection is on the record whether or not a probe sees its
+ * plaintext. The first FR_TLS_HELLO_MAX bytes follow (name and ALPN
+ * extensions, for userspace to parse). */
+#define FR_TLS_HELLO_MAX 512
+/* Sent inside a probed TLS library call: that library's plaintext is
+ * captured. */
+#define FR_HELLO_IN_PROBED_CALL (1u << 0)
+/* Sent outside one, by a program that has called a probed TLS library
+ * function since its exec (a library that hands its bytes to the program
+ * to send, e.g. node's memory BIOs, sends outside the call). Likely
+ * captured, not proven: a program that made one probed call and then
+ * uses a second, unprobed TLS stack gets this bit too. */
+#define FR_HELLO_PROBED_PROGRAM (1u << 1)
+struct fr_tls_hello {
+	struct fr_header h;
+	__s32 fd;
+	__u32 len;               /* bytes that follow */
+	__u32 sent;              /* bytes the call sent */
+	__u32 flags;
+	__u8 data[FR_TLS_HELLO_MAX];
+};
+FR_STATIC_ASSERT(sizeof(struct fr_tls_hello) == 80 + FR_TLS_HELLO_MAX, "fr_tls_hello layout");
 
 /* A BPF-LSM hook's view (where the kernel allows BPF-LSM): the kernel's own
  * copy of the path or address, race-free, unlike syscall arguments. The
@@ -334,7 +361,7 @@ struct fr_task_state {
 	__u32 fork_return;       /* its next sys_exit ends a syscall entered unseen (a fork's return in a
 	                          * new task, or a task that was in a syscall when storage was made) */
 	__u32 session;           /* the session the task was recorded in first; it stays there */
-	__u32 pad;
+	__u32 tls_probed;        /* (a group leader's) its program called a probed TLS library function since exec */
 	char exec_path[FR_STR_MAX];
 };
 FR_STATIC_ASSERT(sizeof(struct fr_task_state) == 4184, "fr_task_state layout");
