@@ -227,6 +227,10 @@ void TlsStreams::add_endpoints(Entry& e, uint32_t pid, int fd) {
   Conn c;
   c.fd = fd;
   resolve(c, pid);
+  set_endpoints(e, c);
+}
+
+void TlsStreams::set_endpoints(Entry& e, const Conn& c) {
   if (!c.local_addr.empty()) {
     e.set("local_addr", c.local_addr);
     e.set("local_port", c.local_port);
@@ -354,14 +358,7 @@ void TlsStreams::complete(Entry& e, const fr_tls& r, std::string_view data) {
   e.set("len", r.len);
   e.set("stream_offset", call_start + r.offset);
   e.set("ts_enter_mono_ns", uint64_t(r.enter_ns));
-  if (!c.local_addr.empty()) {
-    e.set("local_addr", c.local_addr);
-    e.set("local_port", c.local_port);
-  }
-  if (!c.remote_addr.empty()) {
-    e.set("remote_addr", c.remote_addr);
-    e.set("remote_port", c.remote_port);
-  }
+  set_endpoints(e, c);
   if (r.flags & FR_TLS_FAULT) e.set("data_error", "unreadable");
   // The last chunk kept (it ends at the cap) says how much of the call was not.
   uint64_t kept_end = uint64_t(r.offset) + r.len;

@@ -86,6 +86,7 @@ class TlsStreams {
     std::unique_ptr<Http2Redactor> h2_sent, h2_received;
   };
   void resolve(Conn& c, uint32_t pid);
+  static void set_endpoints(Entry& e, const Conn& c);  // its known addresses
   std::vector<std::string> redact_;
   uint64_t cap_;
   std::map<std::pair<uint32_t, uint64_t>, Conn> conns_;  // (pid, SSL*)
