@@ -264,6 +264,30 @@ static __always_inline void fr_count_task(__u32 session, bool joined)
 		__sync_fetch_and_add(&t->left, 1);
 }
 
+struct fr_session_walk {
+	int own;       /* the task's cgroup level */
+	__u32 session;
+};
+
+/* One level of the walk up from the task's cgroup, for bpf_loop: the
+ * verifier walks a callback once, where an unrolled walk of
+ * FR_CGROUP_DEPTH levels costs every program that inlines it tens of
+ * milliseconds of load time. 1 ends the walk. */
+static long fr_session_walk_step(__u32 up, void *ctx)
+{
+	struct fr_session_walk *w = ctx;
+	int level = w->own - (int)up;
+	if (level < 0)
+		return 1;
+	__u64 id = bpf_get_current_ancestor_cgroup_id(level);
+	__u32 *session = id ? bpf_map_lookup_elem(&fr_sessions, &id) : 0;
+	if (session && fr_session_open(*session)) {
+		w->session = *session;
+		return 1;
+	}
+	return 0;
+}
+
 /* The session whose cgroup holds the current task (or one of its
  * ancestors); 0 for none. */
 static __always_inline __u32 fr_current_session(void)
@@ -284,18 +308,9 @@ static __always_inline __u32 fr_current_session(void)
 	/* From the task's own cgroup up: the innermost session wins, and a
 	 * tree of any depth is searched in its last FR_CGROUP_DEPTH levels. */
 	struct task_struct *task = (struct task_struct *)bpf_get_current_task_btf();
-	int own = BPF_CORE_READ(task, cgroups, dfl_cgrp, level);
-	for (int up = 0; up < FR_CGROUP_DEPTH; up++) {
-		int level = own - up;
-		if (level < 0)
-			break;
-		__u64 id = bpf_get_current_ancestor_cgroup_id(level);
-		__u32 *session = id ? bpf_map_lookup_elem(&fr_sessions, &id) : 0;
-		if (session && fr_session_open(*session)) {
-			v.session = *session;
-			break;
-		}
-	}
+	struct fr_session_walk w = { .own = BPF_CORE_READ(task, cgroups, dfl_cgrp, level) };
+	bpf_loop(FR_CGROUP_DEPTH, fr_session_walk_step, &w, 0);
+	v.session = w.session;
 	bpf_map_update_elem(&fr_verdicts, &cgroup, &v, BPF_ANY);
 	return v.session;
 }
