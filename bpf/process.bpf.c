@@ -126,8 +126,13 @@ int BPF_PROG(fr_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 	r->filename_len = flen;
 	r->argv_len = alen;
 	r->argv_total = total > 0xffffffffULL ? 0xffffffffU : (__u32)total;
-	if (size <= sizeof(s->buf))
-		fr_output(r, size);
+	/* With TLS capture on, the collector is woken for each exec: a
+	 * program that carries its own TLS (Go, node) is probed as it starts,
+	 * not a tick later, when its first connection may be made already. */
+	if (size <= sizeof(s->buf) &&
+	    bpf_ringbuf_output(&fr_events, r, size, fr_tls_enabled ? BPF_RB_FORCE_WAKEUP : fr_wakeup_flag_after(
+				       bpf_ringbuf_query(&fr_events, BPF_RB_AVAIL_DATA) + size, size)) != 0)
+		fr_count_drop();
 	/* The rest of a long command line, in pieces (an argument past the
 	 * first 4 KiB must not go unrecorded). */
 	if ((flags & FR_EXEC_ARGV_TRUNC) && !(flags & FR_EXEC_ARGV_FAULT)) {

@@ -1,11 +1,18 @@
 /* TLS plaintext: uprobes on OpenSSL's SSL_write/SSL_read and their _ex
- * forms, and on GnuTLS's gnutls_record_send/recv (and _send2/_recv_seq,
- * which take the same first three arguments). Entry probes remember the
- * buffer; return probes read what was actually written or read, in chunks,
- * for the session's tasks only. The socket fd is learned from the
- * read/write syscall the call makes (syscalls.bpf.c). Userspace attaches
- * these per library file. BPF_KPROBE is libbpf 1.1's argument accessor for
- * uprobes too. */
+ * forms, GnuTLS's gnutls_record_send/recv (and _send2/_recv_seq, which take
+ * the same first three arguments), NSPR's PR_Write/PR_Read/PR_Send/PR_Recv
+ * on NSS's SSL layer, and Go's crypto/tls.(*Conn).Write/Read. Entry probes
+ * remember the buffer; return probes read what was actually written or
+ * read, in chunks, for the session's tasks only. The C libraries' socket fd
+ * is learned from the read/write syscall the call makes (syscalls.bpf.c);
+ * Go's from the connection itself. Userspace attaches these per library
+ * file (or Go program).
+ *
+ * One entry and one return program for every stack, told apart by the
+ * attach cookie (enum fr_tls_func, and FR_TLS_COOKIE_GO): verifying the
+ * programs is most of a session's start-up, so each is verified once, and
+ * the chunk loop is a bpf_loop callback, verified once whatever the count.
+ * BPF_KPROBE is libbpf 1.1's argument accessor for uprobes too. */
 #include "lib/common.bpf.h"
 
 #define CHUNK_MASK (FR_TLS_CHUNK_MAX * 2 - 1)
@@ -21,7 +28,10 @@ struct {
 	__type(value, struct tls_scratch);
 } tls_scratch_map SEC(".maps");
 
-static __always_inline int tls_enter(void *ssl, const void *buf, __u64 *len_ptr, __u32 func)
+/* The session of the current task, 0 for none; notes on the way that its
+ * program makes probed TLS calls (syscalls.bpf.c: TLS hellos), until it
+ * execs. */
+static __always_inline __u32 tls_session_noting_probed(void)
 {
 	if (!fr_tls_enabled)
 		return 0;
@@ -29,11 +39,118 @@ static __always_inline int tls_enter(void *ssl, const void *buf, __u64 *len_ptr,
 	__u32 session = fr_task_session(task);
 	if (!session)
 		return 0;
-	/* The program uses a probed library (syscalls.bpf.c: TLS hellos);
-	 * until it execs. */
 	struct fr_task_state *lead = bpf_task_storage_get(&fr_tasks, task->group_leader, 0, 0);
 	if (lead && !lead->tls_probed)
 		lead->tls_probed = 1;
+	return session;
+}
+
+/* Go's crypto/tls, register ABI (Go 1.17+ on amd64): the receiver in RAX,
+ * the slice b in RBX (pointer) and RCX (length); the returned n in RAX; the
+ * running goroutine's g in R14. A goroutine may move to another thread
+ * inside a call, so calls are keyed by goroutine, not by thread; and Go
+ * moves stacks, so returns are caught by uprobes on the function's RET
+ * instructions (userspace finds them), never by uretprobes, which rewrite
+ * the return address on a stack Go may copy. */
+struct go_call_key {
+	__u64 g;
+	__u32 tgid;
+	__u32 pad;
+};
+
+struct go_tls_call {
+	struct fr_tls_call call;
+	/* b on the goroutine's stack: its distance below the stack's top.
+	 * A stack that grows is copied whole, top to top (runtime.copystack),
+	 * so the buffer is found again from the new top. */
+	__u64 below_stack_top;
+};
+
+/* LRU: a call that never returns (a panic unwinds past it) leaves a slot
+ * behind, and the oldest make room. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct go_call_key);
+	__type(value, struct go_tls_call);
+} go_tls_calls SEC(".maps");
+
+/* runtime.g begins with its stack bounds {lo, hi}. */
+struct go_stack {
+	__u64 lo, hi;
+};
+
+static __always_inline struct go_stack go_stack_of(__u64 g)
+{
+	struct go_stack st = {};
+	if (bpf_probe_read_user(&st, sizeof(st), (const void *)g) || st.lo >= st.hi)
+		st.lo = st.hi = 0;
+	return st;
+}
+
+/* The socket under a *tls.Conn: its first field is the net.Conn interface
+ * {itab, data}; for TCP, data is a *net.TCPConn whose first word is the
+ * *netFD, which begins with a poll.FD: fdMutex (16 bytes), then Sysfd.
+ * -1 when any step cannot be read or the number is no fd. */
+static __always_inline __s32 go_conn_fd(__u64 conn)
+{
+	__u64 data = 0, netfd = 0;
+	__s64 fd = -1;
+	if (bpf_probe_read_user(&data, sizeof(data), (const void *)(conn + 8)) || !data ||
+	    bpf_probe_read_user(&netfd, sizeof(netfd), (const void *)data) || !netfd ||
+	    bpf_probe_read_user(&fd, sizeof(fd), (const void *)(netfd + 16)))
+		return -1;
+	return fd >= 0 && fd < (1 << 30) ? (__s32)fd : -1;
+}
+
+static __always_inline int go_enter(struct pt_regs *ctx, __u32 func, __u32 session)
+{
+	if (func != FR_TLS_GO_READ && func != FR_TLS_GO_WRITE)
+		return 0;  /* a handshake is only noted */
+	struct go_call_key key = { .g = ctx->r14, .tgid = bpf_get_current_pid_tgid() >> 32 };
+	struct go_tls_call v = {
+		.call = {
+			.ssl = ctx->ax,
+			.buf = ctx->bx,
+			.enter_ns = bpf_ktime_get_ns(),
+			.func = func,
+			.fd = go_conn_fd(ctx->ax),
+			.session = session,
+		},
+	};
+	struct go_stack st = go_stack_of(key.g);
+	if (v.call.buf >= st.lo && v.call.buf < st.hi)
+		v.below_stack_top = st.hi - v.call.buf;
+	if (bpf_map_update_elem(&go_tls_calls, &key, &v, BPF_ANY) != 0)
+		fr_count_drop();
+	return 0;
+}
+
+/* At one of Go's RETs: the call, and the bytes it read or wrote. */
+static __always_inline bool go_return(struct pt_regs *ctx, struct fr_tls_call *out, __u64 *total)
+{
+	struct go_call_key key = { .g = ctx->r14, .tgid = bpf_get_current_pid_tgid() >> 32 };
+	struct go_tls_call *found = bpf_map_lookup_elem(&go_tls_calls, &key);
+	if (!found)
+		return false;
+	struct go_tls_call v = *found;
+	bpf_map_delete_elem(&go_tls_calls, &key);
+	__s64 n = (__s64)ctx->ax;
+	if (n <= 0)
+		return false;
+	if (v.below_stack_top) {
+		struct go_stack st = go_stack_of(key.g);
+		if (st.hi - st.lo < v.below_stack_top)
+			return false;
+		v.call.buf = st.hi - v.below_stack_top;
+	}
+	*out = v.call;
+	*total = (__u64)n;
+	return true;
+}
+
+static __always_inline int c_enter(void *ssl, const void *buf, __u64 *len_ptr, __u32 func, __u32 session)
+{
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	if (func == FR_TLS_HANDSHAKE) {
 		/* Only noted (a ClientHello sent inside it is covered): never in
@@ -59,106 +176,133 @@ static __always_inline int tls_enter(void *ssl, const void *buf, __u64 *len_ptr,
 	return 0;
 }
 
-static __always_inline int tls_exit(long ret)
+/* At a C library call's return: the call, and the bytes it read or wrote. */
+static __always_inline bool c_return(long ret, struct fr_tls_call *out, __u64 *total)
 {
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	struct fr_tls_call *call = bpf_map_lookup_elem(&fr_tls_calls, &tid);
 	if (!call)
-		return 0;
+		return false;
 	if (call->nested) {  /* the return of a handshake inside this call */
 		call->nested--;
-		return 0;
+		return false;
 	}
 	struct fr_tls_call c = *call;
 	bpf_map_delete_elem(&fr_tls_calls, &tid);
+	int iret = (int)ret;  /* OpenSSL's and NSPR's return int, GnuTLS's ssize_t */
 	if (c.func == FR_TLS_HANDSHAKE)
-		return 0;
-
-	__u64 total = 0;
-	int iret = (int)ret;  /* OpenSSL's return int, GnuTLS's ssize_t */
+		return false;
 	if (c.func == FR_TLS_GNUTLS_RECV || c.func == FR_TLS_GNUTLS_SEND) {
 		if (ret <= 0)
-			return 0;
-		total = ret;
-	} else if (c.func == FR_TLS_SSL_READ || c.func == FR_TLS_SSL_WRITE) {
-		if (iret <= 0)
-			return 0;
-		total = iret;
+			return false;
+		*total = ret;
+	} else if (c.func == FR_TLS_SSL_READ_EX || c.func == FR_TLS_SSL_WRITE_EX) {
+		if (iret != 1 || !c.len_ptr || bpf_probe_read_user(total, sizeof(*total), (const void *)c.len_ptr))
+			return false;
 	} else {
-		if (iret != 1 || !c.len_ptr)
-			return 0;
-		if (bpf_probe_read_user(&total, sizeof(total), (const void *)c.len_ptr))
-			return 0;
+		if (iret <= 0)
+			return false;
+		*total = iret;
 	}
-	if (total == 0)
-		return 0;
-	if (total > 0xffffffffULL)
-		total = 0xffffffffULL;
+	*out = c;
+	return true;
+}
 
+struct tls_chunks {
+	struct fr_tls_call call;
+	__u64 total, chunk, cap;
+};
+
+/* Chunk i of a finished call, for bpf_loop; 1 ends the loop. */
+static long tls_chunk(__u32 i, void *ctx)
+{
+	struct tls_chunks *t = ctx;
+	__u64 off = (__u64)i * t->chunk;
+	if (off >= t->total || off >= t->cap)
+		return 1;
 	__u32 zero = 0;
 	struct tls_scratch *s = bpf_map_lookup_elem(&tls_scratch_map, &zero);
 	if (!s)
-		return 0;
+		return 1;
 	struct fr_tls *r = (struct fr_tls *)s->buf;
-	__u64 chunk = fr_tls_chunk;
-	__u64 cap = fr_tls_cap;
-	if (chunk > FR_TLS_CHUNK_MAX)
-		chunk = FR_TLS_CHUNK_MAX;
-	for (__u32 i = 0; i < FR_TLS_CHUNKS_MAX; i++) {
-		__u64 off = (__u64)i * chunk;
-		if (off >= total || off >= cap)
-			break;
-		__u64 len = total - off;
-		if (len > chunk)
-			len = chunk;
-		if (off + len > cap)
-			len = cap - off;
-		__u32 flags = 0;
-		len &= CHUNK_MASK;
-		if (len > FR_TLS_CHUNK_MAX)
-			len = FR_TLS_CHUNK_MAX;
-		if (bpf_probe_read_user(r->data, len, (const void *)(c.buf + off))) {
-			flags |= FR_TLS_FAULT;
-			len = 0;
-		}
-		__u32 size = sizeof(*r) + (__u32)len;
-		fr_fill_header(&r->h, FR_REC_TLS, size, c.session);
-		r->ssl = c.ssl;
-		r->enter_ns = c.enter_ns;
-		r->fd = c.fd;
-		r->func = c.func;
-		r->call_bytes = (__u32)total;
-		r->offset = (__u32)off;
-		r->len = (__u32)len;
-		r->flags = flags;
-		if (size <= sizeof(s->buf))
-			fr_output(r, size);
+	__u64 len = t->total - off;
+	if (len > t->chunk)
+		len = t->chunk;
+	if (off + len > t->cap)
+		len = t->cap - off;
+	__u32 flags = 0;
+	len &= CHUNK_MASK;
+	if (len > FR_TLS_CHUNK_MAX)
+		len = FR_TLS_CHUNK_MAX;
+	if (bpf_probe_read_user(r->data, len, (const void *)(t->call.buf + off))) {
+		flags |= FR_TLS_FAULT;
+		len = 0;
 	}
+	__u32 size = sizeof(*r) + (__u32)len;
+	fr_fill_header(&r->h, FR_REC_TLS, size, t->call.session);
+	r->ssl = t->call.ssl;
+	r->enter_ns = t->call.enter_ns;
+	r->fd = t->call.fd;
+	r->func = t->call.func;
+	r->call_bytes = (__u32)t->total;
+	r->offset = (__u32)off;
+	r->len = (__u32)len;
+	r->flags = flags;
+	if (size <= sizeof(s->buf))
+		fr_output(r, size);
 	return 0;
 }
 
-/* One return probe for all the functions: the entry probe noted which
- * call it was. One program, so the verifier walks the chunk loop once. */
+/* One return program for every function: uretprobes on the C libraries',
+ * uprobes on Go's RET instructions (the cookie says which). */
 SEC("uretprobe")
 int BPF_KRETPROBE(fr_ssl_ret, long ret)
 {
-	return tls_exit(ret);
+	__u64 cookie = bpf_get_attach_cookie(ctx);
+	struct tls_chunks t = {};
+	bool done = (cookie & FR_TLS_COOKIE_GO) ? go_return(ctx, &t.call, &t.total)
+						: c_return(ret, &t.call, &t.total);
+	if (!done || t.total == 0)
+		return 0;
+	if (t.total > 0xffffffffULL)
+		t.total = 0xffffffffULL;
+	t.chunk = fr_tls_chunk < FR_TLS_CHUNK_MAX ? fr_tls_chunk : FR_TLS_CHUNK_MAX;
+	t.cap = fr_tls_cap;
+	if (t.chunk)
+		bpf_loop(FR_TLS_CHUNKS_MAX, tls_chunk, &t, 0);
+	return 0;
 }
 
-/* One entry probe for all the functions, told apart by the attach cookie
- * (enum fr_tls_func): one program to verify, and where the kernel has
- * uprobe_multi, one link per library for all of them, removed with one
- * wait instead of one per probe. OpenSSL's _ex variants hand the length
- * back through their fourth argument. gnutls_record_send tail-calls
- * gnutls_record_send2: the inner entry replaces the outer's note with the
- * same buffer, and the outer return then finds none, so a call is
- * recorded once. */
+/* One entry program for every function. OpenSSL's _ex variants hand the
+ * length back through their fourth argument. gnutls_record_send
+ * tail-calls gnutls_record_send2: the inner entry replaces the outer's
+ * note with the same buffer, and the outer return then finds none, so a
+ * call is recorded once. */
 SEC("uprobe")
 int BPF_KPROBE(fr_ssl_enter, void *ssl, const void *buf, __u64 num, __u64 *len_out)
 {
-	__u32 func = (__u32)bpf_get_attach_cookie(ctx);
-	if (func > FR_TLS_HANDSHAKE)
+	__u64 cookie = bpf_get_attach_cookie(ctx);
+	__u32 func = (__u32)cookie & 0xff;
+	bool go = cookie & FR_TLS_COOKIE_GO;
+	if (func > FR_TLS_FUNC_LAST)
 		return 0;
+	if (!go && (func == FR_TLS_NSPR_READ || func == FR_TLS_NSPR_WRITE)) {
+		/* NSPR's calls serve every kind of PRFileDesc; plaintext passes
+		 * through a layered one (NSS's SSL layer is pushed on top of the
+		 * socket's), never through NSPR's own (identity 0: files, pipes,
+		 * bare sockets). The identity follows methods, secret, lower,
+		 * higher and dtor (prio.h). */
+		__s32 identity = 0;
+		if (bpf_probe_read_user(&identity, sizeof(identity), (const char *)ssl + 40) || identity <= 0)
+			return 0;
+	}
+	/* Once, for all stacks: the session lookup is most of what the
+	 * verifier walks here. */
+	__u32 session = tls_session_noting_probed();
+	if (!session)
+		return 0;
+	if (go)
+		return go_enter(ctx, func, session);
 	bool ex = func == FR_TLS_SSL_READ_EX || func == FR_TLS_SSL_WRITE_EX;
-	return tls_enter(ssl, buf, ex ? len_out : 0, func);
+	return c_enter(ssl, buf, ex ? len_out : 0, func, session);
 }

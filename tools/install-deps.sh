@@ -1,6 +1,8 @@
 #!/bin/bash
 # Installs what flightrec needs to build and test on Debian 12 (as root).
-# chromium renders `flightrec report` pages in the tests (headless).
+# chromium renders `flightrec report` pages in the tests (headless); golang-go
+# builds the Go TLS client and libnss3-tools brings tstclnt (NSS) for the TLS
+# capture tests.
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -q
@@ -8,9 +10,9 @@ apt-get install -y -q --no-install-recommends \
   cmake make g++ pkg-config ccache \
   clang llvm libbpf-dev bpftool \
   libsqlite3-dev libzstd-dev libssl-dev libboost-program-options-dev nlohmann-json3-dev doctest-dev \
-  libseccomp-dev libyaml-cpp-dev \
+  libseccomp-dev libyaml-cpp-dev libcapstone-dev \
   util-linux coreutils procps systemd \
-  python3 python3-cryptography python3-pip python3-h2 git openssl curl wget prometheus \
+  python3 python3-cryptography python3-pip python3-h2 git openssl curl wget prometheus libnss3-tools golang-go \
   qemu-system-x86 busybox-static cpio kmod xz-utils zstd \
   chromium
 

@@ -120,13 +120,16 @@ TEST_CASE("tls chunks name the library's function and its direction; an unknown 
   for (Want w : {Want{FR_TLS_SSL_READ, "SSL_read", "recv"}, Want{FR_TLS_SSL_WRITE, "SSL_write", "send"},
                  Want{FR_TLS_SSL_READ_EX, "SSL_read_ex", "recv"}, Want{FR_TLS_SSL_WRITE_EX, "SSL_write_ex", "send"},
                  Want{FR_TLS_GNUTLS_RECV, "gnutls_record_recv", "recv"},
-                 Want{FR_TLS_GNUTLS_SEND, "gnutls_record_send", "send"}}) {
+                 Want{FR_TLS_GNUTLS_SEND, "gnutls_record_send", "send"}, Want{FR_TLS_NSPR_READ, "PR_Read", "recv"},
+                 Want{FR_TLS_NSPR_WRITE, "PR_Write", "send"}, Want{FR_TLS_GO_READ, "crypto/tls.(*Conn).Read", "recv"},
+                 Want{FR_TLS_GO_WRITE, "crypto/tls.(*Conn).Write", "send"}}) {
     json j = chunk(w.func);
     CHECK(j["type"] == "tls");
     CHECK(j["func"] == w.name);
     CHECK(j["direction"] == w.direction);
   }
   CHECK(chunk(FR_TLS_FUNC_LAST + 1)["type"] == "malformed");
+  CHECK(chunk(FR_TLS_HANDSHAKE)["type"] == "malformed");  // noted by the kernel, never recorded
 }
 
 namespace {

@@ -12,7 +12,8 @@ counted there; the start-up is measured on its own. Also measures the
 collector's ingest rate. Writes the tables to docs/BENCHMARKS.md.
 
 usage: tools/bench/run.py [--build build] [--reps 5] [--out docs/BENCHMARKS.md]
-Needs root, a built tree, strace, curl and wget (apt-get install strace curl wget).
+Needs root, a built tree (tests too: the Go TLS client), strace, curl, wget
+and NSS's tools (apt-get install strace curl wget libnss3-tools).
 """
 import argparse
 import datetime
@@ -171,11 +172,22 @@ def start_https_server(directory):
         return proc, int(f.read())
 
 
-def tls_benchmarks(runners, reps):
+def tls_benchmarks(runners, reps, go_client):
     """HTTPS GET latency and a 100 MiB download: bare, captured, capture off;
-    curl (OpenSSL) and wget (GnuTLS). wget prints no timing, so a python
-    loop times each run of it, start-up included."""
+    curl (OpenSSL), wget (GnuTLS), tstclnt (NSS) and a Go client (Go's
+    crypto/tls, tests/programs/go_tls_client.go). wget, tstclnt and the Go
+    client print no timing, so a python loop times each run, start-up
+    included."""
     www = tempfile.mkdtemp(prefix="flightrec-https-")
+    token = os.path.join(www, "token")
+    with open(token, "w") as f:
+        f.write("t")
+    request = os.path.join(www, "request")
+    with open(request, "w") as f:
+        f.write("GET /big HTTP/1.0\r\nHost: localhost\r\n\r\n")
+    nssdb = os.path.join(www, "nssdb")
+    os.mkdir(nssdb)
+    sh(["certutil", "-N", "-d", f"sql:{nssdb}", "--empty-password"])
     with open(os.path.join(www, "x"), "w") as f:
         f.write("x" * 1024)
     with open(os.path.join(www, "big"), "wb") as f:
@@ -192,6 +204,11 @@ def tls_benchmarks(runners, reps):
         ("wget (GnuTLS): run with a 1 KiB HTTPS GET (median of 30)", "ms", timed_runs(30, wget + [f"{base}/x"]),
          median_of_lines),
         ("wget (GnuTLS): 100 MiB HTTPS download", "ms", timed_runs(1, wget + [f"{base}/big"]), median_of_lines),
+        ("tstclnt (NSS): 100 MiB HTTPS download", "ms",
+         timed_runs(1, ["sh", "-c", f"tstclnt -h 127.0.0.1 -p {port} -d sql:{nssdb} -o < {request} >/dev/null 2>&1"]),
+         median_of_lines),
+        ("Go crypto/tls (net/http): 100 MiB HTTPS download", "ms",
+         timed_runs(1, ["sh", "-c", f"{go_client} http {base}/big {token} >/dev/null"]), median_of_lines),
     ]
     names = ["bare", "flightrec", "flightrec --tls off"]
     results = {w[0]: {r: [] for r in names} for w in workloads}
@@ -301,13 +318,15 @@ def main():
 
     if os.geteuid() != 0:
         sys.exit("run.py: needs root (flightrec loads BPF programs)")
-    for tool in ("strace", "curl", "wget"):
+    for tool, package in (("strace", "strace"), ("curl", "curl"), ("wget", "wget"), ("tstclnt", "libnss3-tools"),
+                          ("certutil", "libnss3-tools")):
         if not shutil.which(tool):
-            sys.exit(f"run.py: {tool} is missing: apt-get install -y {tool}")
+            sys.exit(f"run.py: {tool} is missing: apt-get install -y {package}")
     flightrec = os.path.abspath(os.path.join(args.build, "flightrec"))
     bench_syscalls = os.path.abspath(os.path.join(args.build, "tools/bench/bench_syscalls"))
     bench_ingest = os.path.abspath(os.path.join(args.build, "tools/bench/bench_ingest"))
-    for f in (flightrec, bench_syscalls, bench_ingest):
+    go_client = os.path.abspath(os.path.join(args.build, "tests/go_tls_client"))
+    for f in (flightrec, bench_syscalls, bench_ingest, go_client):
         if not os.access(f, os.X_OK):
             sys.exit(f"run.py: {f} is missing: build first (cmake --build {args.build})")
 
@@ -317,9 +336,11 @@ def main():
     os.chdir(tmp)
     shutil.copy(bench_syscalls, os.path.join(tmp, "bench_syscalls"))
     bench_syscalls = os.path.join(tmp, "bench_syscalls")
+    shutil.copy(go_client, os.path.join(tmp, "go_tls_client"))
+    go_client = os.path.join(tmp, "go_tls_client")
     runners = Runners(flightrec, tmp)
     if args.only == "tls":
-        print(tls_benchmarks(runners, max(3, args.reps // 2)))
+        print(tls_benchmarks(runners, max(3, args.reps // 2), go_client))
         runners.cleanup()
         return
     www = tempfile.mkdtemp(prefix="flightrec-www-")
@@ -382,7 +403,7 @@ def main():
 
     print("syscall capture: entry + return, and return alone", flush=True)
     capture_table = syscall_capture_costs(flightrec, bench_syscalls, tmp, args.reps)
-    tls_table = tls_benchmarks(runners, max(3, args.reps // 2))
+    tls_table = tls_benchmarks(runners, max(3, args.reps // 2), go_client)
     rss = {r: idle_rss(runners, r) for r in ("bare", "flightrec", "strace")}
     runners.cleanup()
     print("ingest pipeline (synthetic records, one core):", flush=True)

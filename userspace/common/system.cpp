@@ -36,6 +36,19 @@ std::optional<std::string> cwd_of(int pid) {
   return std::string(cwd, size_t(n));
 }
 
+bool pread_full(int fd, void* buf, size_t len, uint64_t off) {
+  auto* p = static_cast<char*>(buf);
+  while (len > 0) {
+    ssize_t n = pread(fd, p, len, off_t(off));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    p += n;
+    len -= size_t(n);
+    off += uint64_t(n);
+  }
+  return true;
+}
+
 int open_as_seen_by(int pid, const std::string& path) {
   std::string proc = "/proc/" + std::to_string(pid), abs = path;
   if (!path.empty() && path[0] != '/') {

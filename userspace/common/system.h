@@ -36,6 +36,10 @@ std::optional<std::string> cwd_of(int pid);
 // Returns the fd, or -1 with errno set.
 int open_as_seen_by(int pid, const std::string& path);
 
+// Reads exactly len bytes at off, across short reads (9p and FUSE files
+// return them for large reads); false on an error or end of file first.
+bool pread_full(int fd, void* buf, size_t len, uint64_t off);
+
 // Mount point of the first filesystem of this type in /proc/self/mountinfo.
 std::optional<std::string> find_mount(const std::string& fstype);
 

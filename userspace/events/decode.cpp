@@ -276,7 +276,8 @@ Entry decode_tls(const uint8_t* p, size_t size, const DecodeContext& ctx) {
   if (size < sizeof(fr_tls)) return malformed("short tls record", size);
   fr_tls r;
   std::memcpy(&r, p, sizeof(r));
-  if (r.len > FR_TLS_CHUNK_MAX || size < sizeof(fr_tls) + size_t(r.len) || r.func > FR_TLS_FUNC_LAST)
+  if (r.len > FR_TLS_CHUNK_MAX || size < sizeof(fr_tls) + size_t(r.len) || r.func > FR_TLS_FUNC_LAST ||
+      r.func == FR_TLS_HANDSHAKE)
     return malformed("tls record lengths out of bounds", size);
   Entry e;
   e.set("type", "tls");

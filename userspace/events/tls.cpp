@@ -30,6 +30,10 @@ const char* func_name(uint32_t f) {
     case FR_TLS_SSL_WRITE_EX: return "SSL_write_ex";
     case FR_TLS_GNUTLS_RECV: return "gnutls_record_recv";
     case FR_TLS_GNUTLS_SEND: return "gnutls_record_send";
+    case FR_TLS_NSPR_READ: return "PR_Read";
+    case FR_TLS_NSPR_WRITE: return "PR_Write";
+    case FR_TLS_GO_READ: return "crypto/tls.(*Conn).Read";
+    case FR_TLS_GO_WRITE: return "crypto/tls.(*Conn).Write";
   }
   return "unknown";
 }
@@ -65,7 +69,10 @@ void summarize(Entry& e, const std::vector<Http2Headers>& blocks) {
   e.set("http2_headers", std::move(all));
 }
 
-bool is_send(uint32_t f) { return f == FR_TLS_SSL_WRITE || f == FR_TLS_SSL_WRITE_EX || f == FR_TLS_GNUTLS_SEND; }
+bool is_send(uint32_t f) {
+  return f == FR_TLS_SSL_WRITE || f == FR_TLS_SSL_WRITE_EX || f == FR_TLS_GNUTLS_SEND || f == FR_TLS_NSPR_WRITE ||
+         f == FR_TLS_GO_WRITE;
+}
 
 // "0100007F:20FB" (little-endian IPv4 or 4x32-bit IPv6 words) -> text, port.
 std::pair<std::string, int> proc_net_address(const std::string& field) {

@@ -25,6 +25,7 @@
 #include "common/system.h"
 #include "events/syscall_table.h"
 #include "probe/elf_symbols.h"
+#include "probe/go_tls.h"
 #include "probe/features.h"
 #include "probe/lite_calls.h"
 #include "probe/tracefs.h"
@@ -757,19 +758,33 @@ const std::vector<TlsStack>& tls_stacks() {
         {"gnutls_record_send", FR_TLS_GNUTLS_SEND},
         {"gnutls_record_send2", FR_TLS_GNUTLS_SEND},
         {"gnutls_handshake", FR_TLS_HANDSHAKE, true}}},
+      // NSS: the plaintext calls are NSPR's, dispatched to the SSL layer
+      // pushed on the socket (bpf/tls.bpf.c keeps only layered fds); the
+      // handshake is NSS's own, in libssl3.
+      {"NSPR",
+       {{"PR_Read", FR_TLS_NSPR_READ},
+        {"PR_Recv", FR_TLS_NSPR_READ},
+        {"PR_Write", FR_TLS_NSPR_WRITE},
+        {"PR_Send", FR_TLS_NSPR_WRITE}}},
+      {"NSS",
+       {{"SSL_ForceHandshake", FR_TLS_HANDSHAKE},
+        {"SSL_ForceHandshakeWithTimeout", FR_TLS_HANDSHAKE, true}}},
   };
   return stacks;
 }
 
-std::string Capture::attach_tls(const std::string& path) {
+std::string Capture::attach_tls(const std::string& path, bool* tls_file) {
   int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (fd < 0) return errno_message(path, errno);
-  std::string err = attach_tls(fd, path);
+  std::string err = attach_tls(fd, path, tls_file);
   close(fd);
   return err;
 }
 
-std::string Capture::attach_tls(int fd, const std::string& path) {
+std::string Capture::attach_tls(int fd, const std::string& path, bool* tls_file) {
+  bool ignored;
+  if (!tls_file) tls_file = &ignored;
+  *tls_file = false;
   // Files come from what traced processes open: a FIFO named libssl.so
   // must not block us, and the number of files probed is bounded.
   struct stat st {};
@@ -779,7 +794,10 @@ std::string Capture::attach_tls(int fd, const std::string& path) {
   if (tls_refused_.size() >= 4096) tls_refused_.clear();
   std::pair<uint64_t, uint64_t> id{st.st_dev, st.st_ino};
   for (const auto& f : tls_files_)
-    if (f == id) return "";  // already: probes are per file, not per path
+    if (f == id) {
+      *tls_file = true;
+      return "";  // already: probes are per file, not per path
+    }
   for (const auto& f : tls_refused_)
     if (f == id) return path + " exports no TLS library's functions";
   // The first stack whose functions the file exports, all of them (one
@@ -795,52 +813,78 @@ std::string Capture::attach_tls(int fd, const std::string& path) {
       stack = &s;
       break;
     }
-  if (!stack) {  // remember, so the file is read once
-    tls_refused_.push_back(id);
-    return path + " exports no TLS library's functions";
-  }
-  std::vector<uint64_t> offsets, cookies;
-  std::vector<std::string> probed;
-  for (const auto& f : stack->functions)
-    if (found.count(f.name)) {
-      offsets.push_back(found[f.name]);
-      cookies.push_back(f.func);
-      probed.push_back(f.name);
+  Uprobes entries, rets;
+  bool go = false;
+  if (stack) {
+    for (const auto& f : stack->functions)
+      if (found.count(f.name)) entries.add(found[f.name], f.func, f.name);
+    rets = entries;  // uretprobes on the same functions
+  } else {
+    std::string why;
+    auto go_functions = go_tls_functions(fd, &why);
+    if (!go_functions || go_functions->empty()) {  // remember, so the file is read once
+      tls_refused_.push_back(id);
+      return path + (go_functions ? ": " + why : " exports no TLS library's functions");
     }
+    go = true;
+    for (const auto& f : *go_functions) {
+      entries.add(f.entry, f.func | FR_TLS_COOKIE_GO, f.name);
+      for (uint64_t at : f.rets) rets.add(at, f.func | FR_TLS_COOKIE_GO, f.name + " (a RET)");
+    }
+  }
+  *tls_file = true;
+  if (std::string err = attach_uprobes(fd, path, entries, rets, !go); !err.empty()) return err;
+  std::vector<std::string> probed = entries.names;
+  tls_files_.push_back(id);
+  std::string line = "uprobe:" + path + ":";
+  for (const auto& name : probed) line += (name == probed[0] ? "" : ",") + name;
+  tls_probed_.push_back(line);
+  return "";
+}
+
+bool Capture::probes_file(const std::string& path) const {
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0) return false;
+  return std::find(tls_files_.begin(), tls_files_.end(), std::pair<uint64_t, uint64_t>{st.st_dev, st.st_ino}) !=
+         tls_files_.end();
+}
+
+std::string Capture::attach_uprobes(int fd, const std::string& path, const Uprobes& entries, const Uprobes& rets,
+                                    bool uretprobes) {
+  bpf_program* enter_prog = skel_->progs.fr_ssl_enter;
+  bpf_program* ret_prog = skel_->progs.fr_ssl_ret;
   // The kernel finds the file through our descriptor, not by its name again.
   std::string by_fd = "/proc/self/fd/" + std::to_string(fd);
   if (tls_multi_) {
     // Two links for the whole file: the entries (the cookie names the
     // function) and the returns.
-    int enter = attach_uprobe_multi(bpf_program__fd(skel_->progs.fr_ssl_enter), by_fd, offsets, cookies, false);
+    int enter = attach_uprobe_multi(bpf_program__fd(enter_prog), by_fd, entries.offsets, entries.cookies, false);
     if (enter < 0) return errno_message("cannot attach uprobes to " + path, -enter);
-    int ret = attach_uprobe_multi(bpf_program__fd(skel_->progs.fr_ssl_ret), by_fd, offsets, cookies, true);
+    int ret = attach_uprobe_multi(bpf_program__fd(ret_prog), by_fd, rets.offsets, rets.cookies, uretprobes);
     if (ret < 0) {
       close(enter);
       return errno_message("cannot attach return uprobes to " + path, -ret);
     }
     tls_link_fds_.push_back(enter);
     tls_link_fds_.push_back(ret);
-  } else {
-    std::vector<bpf_link*> links;
-    for (size_t f = 0; f < offsets.size(); ++f)
-      for (bool ret : {false, true}) {
-        LIBBPF_OPTS(bpf_uprobe_opts, uo, .bpf_cookie = cookies[f], .retprobe = ret);
-        bpf_program* prog = ret ? skel_->progs.fr_ssl_ret : skel_->progs.fr_ssl_enter;
-        bpf_link* link = bpf_program__attach_uprobe_opts(prog, -1, by_fd.c_str(), offsets[f], &uo);
-        if (!link) {
-          int err = errno;
-          for (auto* l : links) bpf_link__destroy(l);
-          return errno_message("cannot attach a uprobe to " + probed[f] + " in " + path, err);
-        }
-        links.push_back(link);
-      }
-    tls_links_.insert(tls_links_.end(), links.begin(), links.end());
+    return "";
   }
-  tls_files_.push_back(id);
-  std::string line = "uprobe:" + path + ":";
-  for (const auto& name : probed) line += (name == probed[0] ? "" : ",") + name;
-  tls_probed_.push_back(line);
+  std::vector<bpf_link*> links;
+  for (bool ret : {false, true}) {
+    const Uprobes& probes = ret ? rets : entries;
+    for (size_t i = 0; i < probes.offsets.size(); ++i) {
+      LIBBPF_OPTS(bpf_uprobe_opts, uo, .bpf_cookie = probes.cookies[i], .retprobe = ret && uretprobes);
+      bpf_link* link =
+          bpf_program__attach_uprobe_opts(ret ? ret_prog : enter_prog, -1, by_fd.c_str(), probes.offsets[i], &uo);
+      if (!link) {
+        int err = errno;
+        for (auto* l : links) bpf_link__destroy(l);
+        return errno_message("cannot attach a uprobe to " + probes.names[i] + " in " + path, err);
+      }
+      links.push_back(link);
+    }
+  }
+  tls_links_.insert(tls_links_.end(), links.begin(), links.end());
   return "";
 }
 

@@ -130,13 +130,18 @@ class Capture {
   // Unread bytes in the ring buffer as a fraction of its size (0..1).
   double ring_fill() const;
   // Attaches the plaintext probes to one TLS library file (tls_stacks():
-  // libssl, libgnutls, or a program that links one in), once per file,
+  // libssl, libgnutls, NSS's libnspr4 and libssl3, a program that links
+  // one in, or a Go program: go_tls_functions), once per file,
   // however many paths name it. Returns "" or why not.
   // library_path is flightrec's own choice, resolved on the host.
-  std::string attach_tls(const std::string& library_path);
+  // *tls_file (if given) is set when the file is a TLS stack the probes
+  // know: an error then is a failure to probe it, not a file without TLS.
+  std::string attach_tls(const std::string& library_path, bool* tls_file = nullptr);
   // fd: the file, already opened as its user sees it (a path a recorded
   // process named is never resolved on the host); name: for messages.
-  std::string attach_tls(int fd, const std::string& name);
+  std::string attach_tls(int fd, const std::string& name, bool* tls_file = nullptr);
+  // Whether the file at path (on the host) has the plaintext probes.
+  bool probes_file(const std::string& path) const;
 
   // Calls of lite sessions since the last take, per (session, cgroup,
   // syscall): the kernel's per-CPU counts, summed, and removed from its
@@ -182,6 +187,21 @@ class Capture {
   std::vector<std::string> lite_attached_;  // "tracepoint/syscalls/sys_exit_openat", ...
   std::vector<std::string> lite_absent_;
   bool lite_on_ = false, raw_attached_ = false;
+  // Probes of one TLS file: where, the cookie (enum fr_tls_func), and the
+  // function's name for messages.
+  struct Uprobes {
+    std::vector<uint64_t> offsets, cookies;
+    std::vector<std::string> names;
+    void add(uint64_t offset, uint32_t func, const std::string& name) {
+      offsets.push_back(offset);
+      cookies.push_back(func);
+      names.push_back(name);
+    }
+  };
+  // Entry probes, and return probes: uretprobes on the same functions (C
+  // libraries), or plain uprobes at the given offsets (Go's RETs). All or none.
+  std::string attach_uprobes(int fd, const std::string& path, const Uprobes& entries, const Uprobes& rets,
+                             bool uretprobes);
   void attach_lite();  // at the first session of each kind
   void attach_raw();
   std::vector<std::string> refused_, refused_names_;

@@ -7,12 +7,12 @@
 
 #include <cstring>
 
+#include "common/system.h"
+
 namespace flightrec::probe {
 namespace {
 
-bool read_at(int fd, void* buf, size_t len, uint64_t off) {
-  return pread(fd, buf, len, off_t(off)) == ssize_t(len);
-}
+bool read_at(int fd, void* buf, size_t len, uint64_t off) { return pread_full(fd, buf, len, off); }
 
 }  // namespace
 

@@ -204,7 +204,7 @@ int run(Plan plan, const RunTarget& target) {
   std::vector<std::string> tls_errors;
   if (copts.tls) {
     tls_errors = attach_system_tls(capture);
-    attach_program_tls(capture, *program);
+    if (std::string err = attach_program_tls(capture, *program); !err.empty()) tls_errors.push_back(err);
   }
   recorder::SessionMeta meta = plan.meta;
   meta.mode = "run";

@@ -1,5 +1,6 @@
 #include "session/tls_attach.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -16,13 +17,22 @@ namespace {
 // Attaches to `path` as process `pid` names it, resolved in its own view.
 // A process gone before its event is read takes its view along; when its
 // view is the host's (run without a sandbox), the host's is used instead.
-std::string attach_as_seen_by(probe::Capture& capture, uint32_t pid, const std::string& path, bool host_view) {
+std::string attach_as_seen_by(probe::Capture& capture, uint32_t pid, const std::string& path, bool host_view,
+                              bool* tls_file = nullptr) {
   int fd = open_as_seen_by(int(pid), path);
-  if (fd < 0 && errno == ENOENT && host_view && path.rfind('/', 0) == 0 &&
-      access(("/proc/" + std::to_string(pid)).c_str(), F_OK) != 0)
-    return capture.attach_tls(path);
+  // Exited (a zombie too): its root cannot be read any more.
+  char root[8];
+  bool gone = fd < 0 && errno == ENOENT &&
+              readlink(("/proc/" + std::to_string(pid) + "/root").c_str(), root, sizeof(root)) < 0;
+  if (gone && host_view && path.rfind('/', 0) == 0) return capture.attach_tls(path, tls_file);
+  // Gone with its view (a sandbox): nothing left to probe. Said only where
+  // the host's file of that name is not probed already (the system's TLS
+  // libraries are, from the start); a ClientHello it sent unprobed is a
+  // tls_uncaptured entry all the same.
+  if (gone && path.rfind('/', 0) == 0 && capture.probes_file(path)) return "";
+  if (gone) return path + " as process " + std::to_string(pid) + " saw it: the process exited before it was probed";
   if (fd < 0) return errno_message(path + " as process " + std::to_string(pid) + " sees it", errno);
-  std::string err = capture.attach_tls(fd, path);
+  std::string err = capture.attach_tls(fd, path, tls_file);
   close(fd);
   return err;
 }
@@ -30,19 +40,23 @@ std::string attach_as_seen_by(probe::Capture& capture, uint32_t pid, const std::
 // Whether a file name is a TLS library's the probes know (tls_stacks()).
 bool tls_library_name(const std::string& path) {
   std::string name = path.substr(path.rfind('/') + 1);
-  return name.rfind("libssl.so", 0) == 0 || name.rfind("libgnutls.so", 0) == 0;
+  for (const char* known : {"libssl.so", "libgnutls.so", "libnspr4.so", "libssl3.so"})
+    if (name.rfind(known, 0) == 0) return true;
+  return false;
 }
 
 }  // namespace
 
 std::vector<std::string> attach_system_tls(probe::Capture& capture) {
   std::vector<std::string> errors;
-  for (const char* path : {"/usr/lib/x86_64-linux-gnu/libssl.so.3", "/usr/lib64/libssl.so.3", "/usr/lib/libssl.so.3",
-                           "/usr/lib/x86_64-linux-gnu/libgnutls.so.30", "/usr/lib64/libgnutls.so.30",
-                           "/usr/lib/libgnutls.so.30"}) {
-    if (access(path, R_OK) != 0) continue;
-    if (std::string err = capture.attach_tls(path); !err.empty()) errors.push_back(err);
-  }
+  // Where Debian and Fedora keep each (NSS is two files: NSPR's I/O
+  // calls and NSS's handshake).
+  for (const char* name : {"libssl.so.3", "libgnutls.so.30", "libnspr4.so", "libssl3.so"})
+    for (const char* dir : {"/usr/lib/x86_64-linux-gnu/", "/usr/lib64/", "/usr/lib/"}) {
+      std::string path = std::string(dir) + name;
+      if (access(path.c_str(), R_OK) != 0) continue;
+      if (std::string err = capture.attach_tls(path); !err.empty()) errors.push_back(err);
+    }
   return errors;
 }
 
@@ -62,6 +76,16 @@ std::vector<std::string> attach_mapped_tls(probe::Capture& capture, const std::v
     }
   }
   for (uint32_t pid : pids) {
+    // The program itself, where it carries its TLS (node, a Go program);
+    // most do not, and each file is read once.
+    std::string exe = "/proc/" + std::to_string(pid) + "/exe";
+    if (int fd = open(exe.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY); fd >= 0) {
+      std::error_code ec;
+      bool tls_file = false;
+      std::string err = capture.attach_tls(fd, std::filesystem::read_symlink(exe, ec).string(), &tls_file);
+      if (tls_file && !err.empty()) errors.push_back(err);
+      close(fd);
+    }
     std::ifstream maps("/proc/" + std::to_string(pid) + "/maps");
     std::string line;
     std::set<std::string> seen;
@@ -90,7 +114,11 @@ void TlsFollower::observe(const events::Entry& e, Emitted& out) {
   if (type == "exec") {
     // Programs that link a TLS library in (node exports SSL_write from its
     // binary); most executables do not, so failing here is the normal case.
-    if (const std::string* file = text("filename")) attach_as_seen_by(capture_, pid, *file, host_view_);
+    if (const std::string* file = text("filename")) {
+      bool tls_file = false;
+      std::string err = attach_as_seen_by(capture_, pid, *file, host_view_, &tls_file);
+      if (tls_file && !err.empty()) out.add("error").set_bytes("detail", "TLS capture: " + err);
+    }
     return;
   }
   if (type != "file_open" || e.int_or("ret") < 0) return;
@@ -141,8 +169,10 @@ void TlsFollower::uncaptured(const events::Entry& hello, uint32_t pid, Emitted& 
   e.set_bytes("library", library);
 }
 
-void attach_program_tls(probe::Capture& capture, const std::string& program) {
-  capture.attach_tls(program);  // fine to fail: most programs do not link a TLS library in
+std::string attach_program_tls(probe::Capture& capture, const std::string& program) {
+  bool tls_file = false;
+  std::string err = capture.attach_tls(program, &tls_file);
+  return tls_file ? err : "";  // most programs carry no TLS stack
 }
 
 }  // namespace flightrec::session

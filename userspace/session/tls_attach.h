@@ -19,7 +19,9 @@ std::vector<std::string> attach_system_tls(probe::Capture& capture);
 // Attaches to every TLS library mapped by the processes in these cgroups and below.
 std::vector<std::string> attach_mapped_tls(probe::Capture& capture, const std::vector<std::string>& cgroups);
 // The command itself, when it links a TLS library in (e.g. node, OpenSSL).
-void attach_program_tls(probe::Capture& capture, const std::string& program);
+// "" when it was probed or carries no TLS stack the probes know; else why
+// it could not be probed.
+std::string attach_program_tls(probe::Capture& capture, const std::string& program);
 // Attaches probes to the TLS library files the session's processes open
 // later, and to executables that carry one, as they exec. And where a
 // process starts a TLS handshake (a tls_hello entry) while no probed file

@@ -152,8 +152,8 @@ struct fr_exit {
 };
 FR_STATIC_ASSERT(sizeof(struct fr_exit) == 72, "fr_exit layout");
 
-/* TLS plaintext from uprobes on OpenSSL and GnuTLS: one record per chunk of
- * one SSL_read/SSL_write(_ex) or gnutls_record_recv/send call; the chunk's
+/* TLS plaintext from uprobes on OpenSSL, GnuTLS, NSS and Go's crypto/tls:
+ * one record per chunk of one plaintext read or write call; the chunk's
  * bytes follow. */
 #define FR_TLS_CHUNK_MAX 16384   /* bytes per record at most */
 #define FR_TLS_CHUNKS_MAX 16     /* chunks per call at most (the verifier walks each) */
@@ -164,13 +164,21 @@ enum fr_tls_func {
 	FR_TLS_SSL_WRITE_EX = 3,
 	FR_TLS_GNUTLS_RECV = 4,  /* gnutls_record_recv, also _recv_seq */
 	FR_TLS_GNUTLS_SEND = 5,  /* gnutls_record_send, also _send2 */
-	FR_TLS_FUNC_LAST = FR_TLS_GNUTLS_SEND,  /* the last that records plaintext */
-	FR_TLS_HANDSHAKE = 6,    /* SSL_connect, SSL_do_handshake, gnutls_handshake: noted, never recorded */
+	FR_TLS_HANDSHAKE = 6,    /* SSL_connect, SSL_do_handshake, gnutls_handshake, SSL_ForceHandshake,
+				  * Go's handshakeContext: noted, never recorded */
+	FR_TLS_NSPR_READ = 7,    /* NSS: PR_Read, PR_Recv on an SSL layer */
+	FR_TLS_NSPR_WRITE = 8,   /* NSS: PR_Write, PR_Send on an SSL layer */
+	FR_TLS_GO_READ = 9,      /* Go: crypto/tls.(*Conn).Read */
+	FR_TLS_GO_WRITE = 10,    /* Go: crypto/tls.(*Conn).Write */
+	FR_TLS_FUNC_LAST = FR_TLS_GO_WRITE,
 };
+/* In a TLS probe's attach cookie beside the enum fr_tls_func: a Go
+ * program's probe (its register ABI; returns probed at RET instructions). */
+#define FR_TLS_COOKIE_GO (1u << 8)
 #define FR_TLS_FAULT (1u << 0)   /* the buffer could not be read */
 struct fr_tls {
 	struct fr_header h;
-	__u64 ssl;               /* the SSL* or gnutls_session_t (the connection in the process) */
+	__u64 ssl;               /* the SSL*, gnutls_session_t, PRFileDesc* or *tls.Conn (the connection in the process) */
 	__u64 enter_ns;
 	__s32 fd;                /* socket fd the call used, -1 if it made no syscall */
 	__u32 func;              /* enum fr_tls_func */
