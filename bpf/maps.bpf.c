@@ -16,4 +16,23 @@ const volatile __u64 fr_wakeup_bytes = 256 * 1024;
 const volatile __u64 fr_highwater_bytes = 0;
 volatile __u32 fr_session_gen = 0;
 
+/* The loads of current->group_leader (see lib/common.bpf.h). */
+__noinline __u32 fr_leader_session(void)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct fr_task_state *st = bpf_task_storage_get(&fr_tasks, task->group_leader, 0, 0);
+	return st && fr_session_open(st->session) ? st->session : 0;
+}
+
+__noinline __u32 fr_leader_tls_probed(__u32 mark)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct fr_task_state *st = bpf_task_storage_get(&fr_tasks, task->group_leader, 0, 0);
+	if (!st)
+		return 0;
+	if (mark && !st->tls_probed)
+		st->tls_probed = 1;
+	return st->tls_probed;
+}
+
 char LICENSE[] SEC("license") = "GPL";

@@ -327,11 +327,19 @@ struct {
 	__type(value, __u8);
 } fresh_conns SEC(".maps");
 
+/* A hello record, and room past it: the read's length is masked to a
+ * power of two that the verifier of every kernel can follow, so up to
+ * twice the kept bytes must be in bounds (only FR_TLS_HELLO_MAX are read). */
+struct hello_scratch {
+	struct fr_tls_hello r;
+	__u8 spare[FR_TLS_HELLO_MAX];
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, struct fr_tls_hello);
+	__type(value, struct hello_scratch);
 } hello_scratch SEC(".maps");
 
 /* With TLS capture on: a TCP connect is remembered; the first send on it
@@ -381,15 +389,14 @@ static __noinline void note_tls_hello(struct fr_task_state *st, __s64 ret)
 	if (head[0] != 22 || head[1] != 3 || head[2] > 4 || head[5] != 1)
 		return;
 	__u32 zero = 0;
-	struct fr_tls_hello *r = bpf_map_lookup_elem(&hello_scratch, &zero);
-	if (!r)
+	struct hello_scratch *hs = bpf_map_lookup_elem(&hello_scratch, &zero);
+	if (!hs)
 		return;
+	struct fr_tls_hello *r = &hs->r;
 	__builtin_memset(r->data, 0, sizeof(r->data));  /* no earlier hello's bytes after this one's */
 	__u32 n = len < FR_TLS_HELLO_MAX ? (__u32)len : FR_TLS_HELLO_MAX;
 	barrier_var(n);
-	if (n > FR_TLS_HELLO_MAX)  /* for the verifier */
-		n = FR_TLS_HELLO_MAX;
-	if (bpf_probe_read_user(r->data, n, (void *)buf) != 0)
+	if (bpf_probe_read_user(r->data, n & (2 * FR_TLS_HELLO_MAX - 1), (void *)buf) != 0)
 		n = 0;
 	fr_fill_header(&r->h, FR_REC_TLS_HELLO, sizeof(*r), st->session);
 	r->fd = fd;
@@ -398,9 +405,8 @@ static __noinline void note_tls_hello(struct fr_task_state *st, __s64 ret)
 	/* Inside a probed call (a handshake, or a write that starts one), or
 	 * from a process that made one: a library whose plaintext is captured. */
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
-	struct fr_task_state *lead = bpf_task_storage_get(&fr_tasks, task->group_leader, 0, 0);
 	r->flags = (bpf_map_lookup_elem(&fr_tls_calls, &tid) ? FR_HELLO_IN_PROBED_CALL : 0) |
-		   (lead && lead->tls_probed ? FR_HELLO_PROBED_PROGRAM : 0);
+		   (fr_leader_tls_probed(0) ? FR_HELLO_PROBED_PROGRAM : 0);
 	fr_output(r, sizeof(*r));
 }
 
@@ -409,13 +415,16 @@ static __always_inline bool is_open(__u32 nr)
 	return nr == NR_OPEN || nr == NR_CREAT || nr == NR_OPENAT || nr == NR_OPENAT2;
 }
 
-static __always_inline void emit_with_data(struct fr_task_state *st, struct fr_syscall_spec *spec,
-					   __s64 ret, __u32 blocked)
+/* A global function: the verifier checks it once per program, on its
+ * own, instead of once for every state the caller reaches it in (its
+ * optional pieces multiplied the caller's paths: most of sys_exit's load
+ * time). Its pointers arrive as plain memory of their types' sizes. */
+__noinline int emit_with_data(struct fr_task_state *st, struct fr_syscall_spec *spec, __s64 ret, __u32 blocked)
 {
 	__u32 zero = 0;
 	struct sys_scratch *s = bpf_map_lookup_elem(&sys_scratch_map, &zero);
-	if (!s)
-		return;
+	if (!s || !st || !spec)  /* the callers' are never NULL; the verifier checks it here */
+		return 0;
 	struct fr_syscall *r = (struct fr_syscall *)s->buf;
 	struct fr_syscall_data *d = (struct fr_syscall_data *)(s->buf + sizeof(*r));
 	char *strings = (char *)s->buf + sizeof(*r) + sizeof(*d);
@@ -469,8 +478,9 @@ static __always_inline void emit_with_data(struct fr_task_state *st, struct fr_s
 	r->sockaddr_len = salen;
 	r->kpath_len = klen;
 	if (size > sizeof(s->buf))
-		return;
+		return 0;
 	fr_output(r, size);
+	return 0;
 }
 
 /* The call's number, arguments (still in the registers) and start time

@@ -39,9 +39,7 @@ static __always_inline __u32 tls_session_noting_probed(void)
 	__u32 session = fr_task_session(task);
 	if (!session)
 		return 0;
-	struct fr_task_state *lead = bpf_task_storage_get(&fr_tasks, task->group_leader, 0, 0);
-	if (lead && !lead->tls_probed)
-		lead->tls_probed = 1;
+	fr_leader_tls_probed(1);
 	return session;
 }
 

@@ -365,9 +365,19 @@ static __always_inline __u64 fr_wakeup_flag(__u64 size)
 	return fr_wakeup_flag_after(bpf_ringbuf_query(&fr_events, BPF_RB_AVAIL_DATA), size);
 }
 
-/* The session a task is recorded in; 0 for none. Tasks get state on their
- * first syscall inside a session and stay in it wherever they go; the
- * cgroup walk is for the others. */
+/* The session of the current task's group leader, 0 for none. One global
+ * function (maps.bpf.c), which the verifier checks once per program: it
+ * is the one place that loads task->group_leader, a trusted pointer whose
+ * every load makes the verifier search the kernel's BTF by name (~1 ms on
+ * 6.18), which each inlined copy paid on every path. */
+extern __u32 fr_leader_session(void);
+/* Whether the current program has made a probed TLS call since its exec
+ * (kept on its group leader); with mark, notes that it has. */
+extern __u32 fr_leader_tls_probed(__u32 mark);
+
+/* The session the current task is recorded in; 0 for none. Tasks get state
+ * on their first syscall inside a session and stay in it wherever they go;
+ * the cgroup walk is for the others. `task` is the current task. */
 static __always_inline __u32 fr_task_session(struct task_struct *task)
 {
 	struct fr_task_state *st = bpf_task_storage_get(&fr_tasks, task, 0, 0);
@@ -375,9 +385,9 @@ static __always_inline __u32 fr_task_session(struct task_struct *task)
 		return st->session;
 	/* The group leader too: io_uring's workers are made without a fork
 	 * event, and a process that left the session's cgroup keeps them. */
-	st = bpf_task_storage_get(&fr_tasks, task->group_leader, 0, 0);
-	if (st && fr_session_open(st->session))
-		return st->session;
+	__u32 session = fr_leader_session();
+	if (session)
+		return session;
 	return fr_current_session();
 }
 

@@ -4,6 +4,8 @@
 //	                         GET URL with net/http, with "Authorization: Bearer"
 //	                         and the token read from TOKEN_FILE (so it is not
 //	                         in argv); the body goes to stdout.
+//	go_tls_client h2 URL TOKEN_FILE
+//	                         the same over HTTP/2 (Go's own HPACK encoder).
 //	go_tls_client raw ADDR PATH
 //	                         GET PATH from ADDR over tls.Client; each Read
 //	                         into a buffer on a fresh goroutine's stack, which
@@ -24,12 +26,13 @@ import (
 	"unsafe"
 )
 
-func httpGet(url, tokenFile string) error {
+func httpGet(url, tokenFile string, h2 bool) error {
 	token, err := os.ReadFile(tokenFile)
 	if err != nil {
 		return err
 	}
-	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true},
+		ForceAttemptHTTP2: h2}}
 	req, err := http.NewRequest("GET", url, nil)
 	if err != nil {
 		return err
@@ -106,12 +109,12 @@ func rawGet(addr, path string) error {
 func main() {
 	var err error
 	switch {
-	case len(os.Args) == 4 && os.Args[1] == "http":
-		err = httpGet(os.Args[2], os.Args[3])
+	case len(os.Args) == 4 && (os.Args[1] == "http" || os.Args[1] == "h2"):
+		err = httpGet(os.Args[2], os.Args[3], os.Args[1] == "h2")
 	case len(os.Args) == 4 && os.Args[1] == "raw":
 		err = rawGet(os.Args[2], os.Args[3])
 	default:
-		fmt.Fprintln(os.Stderr, "usage: go_tls_client http URL TOKEN_FILE | raw ADDR PATH")
+		fmt.Fprintln(os.Stderr, "usage: go_tls_client http|h2 URL TOKEN_FILE | raw ADDR PATH")
 		os.Exit(2)
 	}
 	if err != nil {

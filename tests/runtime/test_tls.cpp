@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <fstream>
 #include <map>
 #include <set>
@@ -134,6 +135,44 @@ void check_captured_get(const std::string& db, const HttpsServer& srv, const std
   CHECK(response.rfind("HTTP/1.0 200 OK\r\n", 0) == 0);
   CHECK(response.substr(response.find("\r\n\r\n") + 4) == srv.big);
   CHECK(rt::flightrec({"verify", "--db", db}).code == 0);
+}
+
+// tests/programs/h2_server.py on a local port, with HttpsServer's certificate.
+struct H2Server {
+  HttpsServer certs;
+  TempDir dir;
+  Proc proc;
+  int port = 0;
+  H2Server() {
+    proc = start({"/usr/bin/python3", H2_SERVER, certs.dir.file("cert.pem"), certs.dir.file("key.pem"),
+                  dir.file("port")});
+    port = port_when_listening(dir.file("port"), "the HTTP/2 server");
+  }
+  ~H2Server() { stop(); }
+  void stop() {
+    if (proc.pid <= 0) return;
+    kill(proc.pid, SIGKILL);
+    wait(proc);
+    proc.pid = -1;
+  }
+  std::string url(const std::string& path) const { return "https://127.0.0.1:" + std::to_string(port) + path; }
+};
+
+// Every header name a session's tls entries say they redacted.
+std::set<std::string> redacted_names(const std::string& db) {
+  std::set<std::string> out;
+  for (const auto& e : of_type(entries(db), "tls"))
+    for (const auto& n : e.value("redacted", json::array())) out.insert(n);
+  return out;
+}
+
+// The entries where HTTP/2 header blocks end: [0] sent, [1] received.
+std::array<std::vector<json>, 2> summarized_h2(const std::string& db) {
+  std::array<std::vector<json>, 2> out;
+  for (int d = 0; d < 2; ++d)
+    for (const auto& e : tls_entries(db, d ? "recv" : "send"))
+      if (e.contains("http2_headers")) out[d].push_back(e);
+  return out;
 }
 
 // An empty NSS database in dir, for tstclnt (-o takes any certificate).
@@ -485,12 +524,9 @@ TEST_CASE("credentials are redacted on the reassembled stream: split headers, he
 
 TEST_CASE("HTTP/2 (curl --http2): credentials redacted inside HPACK, both ways; another decoder still reads it") {
   REQUIRE(is_root());
-  HttpsServer certs;  // for its certificate
   TempDir dir;
-  Proc server = start({"/usr/bin/python3", H2_SERVER, certs.dir.file("cert.pem"), certs.dir.file("key.pem"),
-                       dir.file("port")});
-  std::string url =
-      "https://127.0.0.1:" + std::to_string(port_when_listening(dir.file("port"), "the HTTP/2 server")) + "/h2path";
+  H2Server server;
+  std::string url = server.url("/h2path");
   std::string db = dir.file("s.db"), headers = dir.file("headers");
   std::ofstream(headers) << "Authorization: Bearer client-s3cret\nx-api-key: key-s3cret\n";  // argv is recorded
   Result r = rt::flightrec({"run", "--policy", "observe", "--db", db, "--", "curl", "-sk", "--http2", "-H",
@@ -500,17 +536,13 @@ TEST_CASE("HTTP/2 (curl --http2): credentials redacted inside HPACK, both ways; 
   std::string git_db = dir.file("git.db");
   rt::flightrec({"run", "--policy", "observe", "--tls-redact", "off", "--db", git_db, "--", "env", "GIT_SSL_NO_VERIFY=1",
                  "git", "-c", "http.version=HTTP/2", "ls-remote", url.substr(0, url.rfind('/')) + "/repo.git"});
-  kill(server.pid, SIGKILL);
-  wait(server);
+  server.stop();
   INFO(r.err);
   REQUIRE(r.code == 0);
   CHECK(r.out == "hello h2\n");
   // Each direction's header block, summarized in the entry where it ends.
   std::string authority = url.substr(8, url.rfind('/') - 8);
-  std::vector<json> summarized[2];
-  for (int d = 0; d < 2; ++d)
-    for (const auto& e : tls_entries(db, d ? "recv" : "send"))
-      if (e.contains("http2_headers")) summarized[d].push_back(e);
+  auto summarized = summarized_h2(db);
   REQUIRE(summarized[0].size() == 1);
   CHECK(summarized[0][0]["http2_headers"] ==
         json::array({"stream=1 :method=GET :scheme=https :authority=" + authority + " :path=/h2path"}));
@@ -559,11 +591,45 @@ TEST_CASE("HTTP/2 (curl --http2): credentials redacted inside HPACK, both ways; 
   CHECK(resp["x-served-by"] == "h2_server");
   REQUIRE(resp.count("set-cookie"));
   CHECK(resp["set-cookie"].find("s3cret") == std::string::npos);
-  std::set<std::string> redacted;
-  for (const auto& e : of_type(entries(db), "tls"))
-    for (const auto& n : e.value("redacted", json::array())) redacted.insert(n);
+  std::set<std::string> redacted = redacted_names(db);
   CHECK(redacted == std::set<std::string>{"authorization", "x-api-key", "set-cookie"});
   CHECK(everything_in(db).find("s3cret") == std::string::npos);
+}
+
+TEST_CASE("HTTP/2 from Go's crypto/tls and HPACK: request summarized, Authorization redacted") {
+  REQUIRE(is_root());
+  TempDir dir;
+  H2Server server;
+  std::string url = server.url("/h2path");
+  std::string db = dir.file("s.db"), token = dir.file("token");
+  std::ofstream(token) << "go-h2-s3cret";
+  Result r = rt::flightrec({"run", "--policy", "observe", "--db", db, "--", GO_TLS_CLIENT_BIN, "h2", url, token});
+  server.stop();
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  CHECK(r.out == "hello h2\n");
+  std::string authority = url.substr(8, url.rfind('/') - 8);
+  auto summarized = summarized_h2(db);
+  REQUIRE(summarized[0].size() == 1);
+  CHECK(summarized[0][0]["func"] == "crypto/tls.(*Conn).Write");
+  CHECK(summarized[0][0]["http2_headers"] ==
+        json::array({"stream=1 :method=GET :scheme=https :authority=" + authority + " :path=/h2path"}));
+  CHECK(summarized[0][0]["http_method"] == "GET");
+  CHECK(summarized[0][0]["http_version"] == "HTTP/2");
+  REQUIRE(summarized[1].size() == 1);
+  CHECK(summarized[1][0]["http_status"] == 200);
+  std::set<std::string> redacted = redacted_names(db);
+  CHECK(redacted.count("authorization") == 1);
+  CHECK(everything_in(db).find("go-h2-s3cret") == std::string::npos);
+  // Python's HPACK decoder still reads the redacted request.
+  std::string file = dir.file("send");
+  std::ofstream(file, std::ios::binary) << stream(tls_entries(db, "send"));
+  Result d = run({"/usr/bin/python3", H2_DECODE, file});
+  INFO(d.err);
+  REQUIRE(d.code == 0);
+  CHECK(d.out.find(":path") != std::string::npos);
+  CHECK(d.out.find("authorization") != std::string::npos);
+  CHECK(d.out.find("s3cret") == std::string::npos);
 }
 
 TEST_CASE("a client outside the session is not captured; --tls off attaches nothing") {
