@@ -187,46 +187,6 @@ int BPF_PROG(fr_exit, struct task_struct *p)
 	return 0;
 }
 
-struct cgroup_walk {
-	void *ancestors;  /* the cgroup's ancestors[] array */
-	int own;          /* its level */
-	__u32 session;
-};
-
-/* One level up from a cgroup, for bpf_loop (verified once, not once per
- * level); 1 ends the walk. */
-static long cgroup_walk_step(__u32 up, void *ctx)
-{
-	struct cgroup_walk *w = ctx;
-	int level = w->own - (int)up;
-	if (level < 0)
-		return 1;
-	struct cgroup *a = 0;
-	if (bpf_probe_read_kernel(&a, sizeof(a), w->ancestors + (__u32)level * sizeof(a)) || !a)
-		return 1;
-	__u64 id = BPF_CORE_READ(a, kn, id);
-	__u32 *session = bpf_map_lookup_elem(&fr_sessions, &id);
-	if (session && fr_session_open(*session)) {
-		w->session = *session;
-		return 1;
-	}
-	return 0;
-}
-
-/* The session of a cgroup v2 directory (or its nearest listed ancestor);
- * 0 for none, or a cgroup of another hierarchy (its ids are its own). */
-static __always_inline __u32 cgroup_session(struct cgroup *cgrp)
-{
-	if (BPF_CORE_READ(cgrp, root, hierarchy_id) != 0)
-		return 0;
-	struct cgroup_walk w = {
-		.ancestors = (void *)cgrp + bpf_core_field_offset(struct cgroup, ancestors),
-		.own = BPF_CORE_READ(cgrp, level),
-	};
-	bpf_loop(FR_CGROUP_DEPTH, cgroup_walk_step, &w, 0);
-	return w.session;
-}
-
 SEC("tp_btf/cgroup_attach_task")
 int BPF_PROG(fr_cgroup_move, struct cgroup *dst_cgrp, const char *path, struct task_struct *task, bool threadgroup)
 {
@@ -240,7 +200,7 @@ int BPF_PROG(fr_cgroup_move, struct cgroup *dst_cgrp, const char *path, struct t
 		if (st && fr_session_open(st->session))
 			session = st->session;
 	}
-	if (!session && (session = cgroup_session(dst_cgrp))) {
+	if (!session && (session = fr_cgroup_session(dst_cgrp))) {
 		/* Put there by someone else (a task outside, another session):
 		 * the record says how it came, and it is the session's now. */
 		flags = FR_MOVE_INTO_SESSION;

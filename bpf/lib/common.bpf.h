@@ -264,28 +264,47 @@ static __always_inline void fr_count_task(__u32 session, bool joined)
 		__sync_fetch_and_add(&t->left, 1);
 }
 
-struct fr_session_walk {
-	int own;       /* the task's cgroup level */
+struct fr_cgroup_walk {
+	void *ancestors;  /* the cgroup's ancestors[] array */
+	int own;          /* its level */
 	__u32 session;
 };
 
-/* One level of the walk up from the task's cgroup, for bpf_loop: the
- * verifier walks a callback once, where an unrolled walk of
- * FR_CGROUP_DEPTH levels costs every program that inlines it tens of
- * milliseconds of load time. 1 ends the walk. */
-static long fr_session_walk_step(__u32 up, void *ctx)
+/* One level up from a cgroup, for bpf_loop: the verifier walks a callback
+ * once, where an unrolled walk of FR_CGROUP_DEPTH levels costs every
+ * program that inlines it milliseconds of load time. 1 ends the walk. */
+static long fr_cgroup_walk_step(__u32 up, void *ctx)
 {
-	struct fr_session_walk *w = ctx;
+	struct fr_cgroup_walk *w = ctx;
 	int level = w->own - (int)up;
 	if (level < 0)
 		return 1;
-	__u64 id = bpf_get_current_ancestor_cgroup_id(level);
-	__u32 *session = id ? bpf_map_lookup_elem(&fr_sessions, &id) : 0;
+	struct cgroup *a = 0;
+	if (bpf_probe_read_kernel(&a, sizeof(a), w->ancestors + (__u32)level * sizeof(a)) || !a)
+		return 1;
+	__u64 id = BPF_CORE_READ(a, kn, id);
+	__u32 *session = bpf_map_lookup_elem(&fr_sessions, &id);
 	if (session && fr_session_open(*session)) {
 		w->session = *session;
 		return 1;
 	}
 	return 0;
+}
+
+/* The session of a cgroup v2 directory or of its nearest listed ancestor,
+ * the innermost winning (a tree of any depth is searched in its last
+ * FR_CGROUP_DEPTH levels); 0 for none, or a cgroup of another hierarchy
+ * (its ids are its own). */
+static __always_inline __u32 fr_cgroup_session(struct cgroup *cgrp)
+{
+	if (BPF_CORE_READ(cgrp, root, hierarchy_id) != 0)
+		return 0;
+	struct fr_cgroup_walk w = {
+		.ancestors = (void *)cgrp + bpf_core_field_offset(struct cgroup, ancestors),
+		.own = BPF_CORE_READ(cgrp, level),
+	};
+	bpf_loop(FR_CGROUP_DEPTH, fr_cgroup_walk_step, &w, 0);
+	return w.session;
 }
 
 /* The session whose cgroup holds the current task (or one of its
@@ -304,13 +323,11 @@ static __always_inline __u32 fr_current_session(void)
 	struct fr_cgroup_verdict *known = bpf_map_lookup_elem(&fr_verdicts, &cgroup);
 	if (known && known->generation == generation)
 		return known->session;
-	struct fr_cgroup_verdict v = { .generation = generation, .session = 0 };
-	/* From the task's own cgroup up: the innermost session wins, and a
-	 * tree of any depth is searched in its last FR_CGROUP_DEPTH levels. */
 	struct task_struct *task = (struct task_struct *)bpf_get_current_task_btf();
-	struct fr_session_walk w = { .own = BPF_CORE_READ(task, cgroups, dfl_cgrp, level) };
-	bpf_loop(FR_CGROUP_DEPTH, fr_session_walk_step, &w, 0);
-	v.session = w.session;
+	struct fr_cgroup_verdict v = {
+		.generation = generation,
+		.session = fr_cgroup_session(BPF_CORE_READ(task, cgroups, dfl_cgrp)),
+	};
 	bpf_map_update_elem(&fr_verdicts, &cgroup, &v, BPF_ANY);
 	return v.session;
 }

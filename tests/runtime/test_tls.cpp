@@ -84,6 +84,16 @@ std::string stream(const std::vector<json>& es) {
   return out;
 }
 
+// Each entry continues its direction's stream where the one before ended:
+// no gap.
+void check_contiguous(const std::vector<json>& es) {
+  uint64_t expect = 0;
+  for (const auto& e : es) {
+    CHECK(e["stream_offset"].get<uint64_t>() == expect);
+    expect += e["len"].get<uint64_t>();
+  }
+}
+
 // Everything a reader of the record can be shown: every entry as JSON, and
 // the captured bytes decoded (the file itself holds compressed blocks, where
 // a search for a secret would prove nothing).
@@ -124,12 +134,8 @@ void check_captured_get(const std::string& db, const HttpsServer& srv, const std
   CHECK(everything_in(db).find(secret) == std::string::npos);
   auto received = tls_entries(db, "recv");
   REQUIRE(received.size() > 10);
-  uint64_t expect = 0;
-  for (const auto& e : received) {  // contiguous: no gap in the stream
-    CHECK(e["func"] == recv_func);
-    CHECK(e["stream_offset"].get<uint64_t>() == expect);
-    expect += e["len"].get<uint64_t>();
-  }
+  check_contiguous(received);
+  for (const auto& e : received) CHECK(e["func"] == recv_func);
   for (const auto& e : of_type(all, "tls")) CHECK(e["fd"] == hellos[0]["fd"]);
   std::string response = stream(received);
   CHECK(response.rfind("HTTP/1.0 200 OK\r\n", 0) == 0);
@@ -184,7 +190,6 @@ std::string nss_db(const TempDir& dir) {
   return "sql:" + path;
 }
 
-
 }  // namespace
 
 TEST_CASE("curl: request line, headers, response and body; Authorization redacted") {
@@ -230,12 +235,8 @@ TEST_CASE("a 1 MiB response arrives as chunks whose concatenation is the body, b
   REQUIRE(rt::flightrec({"run", "--policy", "observe", "--db", db, "--", "curl", "-sk", "-o", "/dev/null", srv.url("/big")}).code == 0);
   auto received = tls_entries(db, "recv");
   REQUIRE(received.size() > 60);
-  uint64_t expect = 0;
-  for (const auto& e : received) {  // contiguous: no gap in the stream
-    CHECK(e["stream_offset"].get<uint64_t>() == expect);
-    CHECK_FALSE(e.contains("truncated_bytes"));
-    expect += e["len"].get<uint64_t>();
-  }
+  check_contiguous(received);
+  for (const auto& e : received) CHECK_FALSE(e.contains("truncated_bytes"));
   std::string response = stream(received);
   CHECK(response.substr(response.find("\r\n\r\n") + 4) == srv.big);
 }
@@ -304,12 +305,10 @@ TEST_CASE("Go crypto/tls, stripped, reading into stack buffers Go moves mid-call
   REQUIRE(std::stoi(r.err.substr(at + 19)) > 0);
   auto received = tls_entries(db, "recv");
   REQUIRE(!received.empty());
-  uint64_t expect = 0;
+  check_contiguous(received);
   for (const auto& e : received) {
     CHECK(e["func"] == "crypto/tls.(*Conn).Read");
-    CHECK(e["stream_offset"].get<uint64_t>() == expect);
     CHECK_FALSE(e.contains("data_error"));
-    expect += e["len"].get<uint64_t>();
   }
   CHECK(stream(received) == r.out);  // what the program read, byte for byte
   CHECK(r.out.substr(r.out.find("\r\n\r\n") + 4) == srv.big);

@@ -834,10 +834,9 @@ std::string Capture::attach_tls(int fd, const std::string& path, bool* tls_file)
   }
   *tls_file = true;
   if (std::string err = attach_uprobes(fd, path, entries, rets, !go); !err.empty()) return err;
-  std::vector<std::string> probed = entries.names;
   tls_files_.push_back(id);
   std::string line = "uprobe:" + path + ":";
-  for (const auto& name : probed) line += (name == probed[0] ? "" : ",") + name;
+  for (size_t i = 0; i < entries.names.size(); ++i) line += (i ? "," : "") + entries.names[i];
   tls_probed_.push_back(line);
   return "";
 }
