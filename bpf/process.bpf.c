@@ -57,11 +57,10 @@ int BPF_PROG(fr_fork, struct task_struct *parent, struct task_struct *child)
 	/* The child is watched from its first syscall on (one seccomp stops
 	 * before sys_enter too); its first sys_exit is fork returning in it. */
 	struct fr_task_state *st = bpf_task_storage_get(&fr_tasks, child, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-	if (st) {
+	if (st && !st->session) {  /* else seeded meanwhile: the child is in the cgroup before this runs */
 		st->active = 0;
 		st->fork_return = 1;
-		st->session = session;
-		fr_count_task(session, true);
+		fr_join_session(st, session);
 	}
 	struct fr_fork *r = bpf_ringbuf_reserve(&fr_events, sizeof(*r), 0);
 	if (!r) {
@@ -208,8 +207,7 @@ int BPF_PROG(fr_cgroup_move, struct cgroup *dst_cgrp, const char *path, struct t
 		if (st && !st->session) {
 			st->fork_return = 1;  /* it may be inside a syscall we did not see begin */
 			st->active = 0;
-			st->session = session;
-			fr_count_task(session, true);
+			fr_join_session(st, session);
 		}
 	}
 	if (!session && task == bpf_get_current_task_btf())

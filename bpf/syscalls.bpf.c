@@ -536,8 +536,7 @@ static __always_inline struct fr_task_state *session_task(struct task_struct *ta
 		fr_count_drop();
 		return NULL;
 	}
-	st->session = session;
-	fr_count_task(session, true);
+	fr_join_session(st, session);
 	return st;
 }
 

@@ -264,6 +264,18 @@ static __always_inline void fr_count_task(__u32 session, bool joined)
 		__sync_fetch_and_add(&t->left, 1);
 }
 
+/* Fresh task state joins `session` and is counted there. State the
+ * recorder seeded meanwhile (Capture::track_existing gives the tasks
+ * already in a cgroup state, and counts them itself) has its session
+ * already: counted twice, it would keep its session open forever. */
+static __always_inline void fr_join_session(struct fr_task_state *st, __u32 session)
+{
+	if (st->session)
+		return;
+	st->session = session;
+	fr_count_task(session, true);
+}
+
 struct fr_cgroup_walk {
 	void *ancestors;  /* the cgroup's ancestors[] array */
 	int own;          /* its level */

@@ -160,6 +160,28 @@ TEST_CASE("a task moved out of the watched cgroup stays recorded, and the move i
   CHECK(opened_after);
 }
 
+// Every task of a fork storm is counted into the session once and out
+// once, however the watch's start falls among its forks and exits: else
+// the session outlives its cgroup (a process and exit program attached
+// after the session opened missed the first forks and exits).
+TEST_CASE("a watched cgroup of a fork storm that disappears ends the session: every task counted out") {
+  REQUIRE(is_root());
+  for (int round = 0; round < 5; ++round) {
+    CAPTURE(round);
+    TempDir dir;
+    std::string db = dir.file("w.db");
+    Workload w("flightrec-test-storm-" + std::to_string(getpid()), dir.file("m"), "(:)");
+    Proc watch = start({FLIGHTREC_BIN, "watch", "--cgroup", w.path, "--db", db, "--duration", "30"});
+    std::this_thread::sleep_for(std::chrono::milliseconds(400));
+    w.stop();
+    Result r = wait(watch);
+    CHECK(r.code == 0);
+    auto all = entries(db);
+    REQUIRE(!all.empty());
+    CHECK(all.back()["reason"] == "every watched cgroup is gone");
+  }
+}
+
 TEST_CASE("a watched cgroup that disappears ends the session with an entry") {
   REQUIRE(is_root());
   TempDir dir;

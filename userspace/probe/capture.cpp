@@ -212,7 +212,6 @@ Capture::Capture(const CaptureOptions& opts, Handler handler) : handler_(std::mo
     }
     fill_path_rules(bpf_map__fd(skel_->maps.fr_hidden_paths), opts.hidden);
     fill_path_rules(bpf_map__fd(skel_->maps.fr_exec_paths), opts.exec);
-    if (!opts.session_cgroups.empty()) first_session_ = open_session(opts.session_cgroups, opts.session_lite);
     ring_ = ring_buffer__new(bpf_map__fd(skel_->maps.fr_events), on_record, this, nullptr);
     if (!ring_) throw Error(errno_message("cannot map the ring buffer", errno));
     long page = sysconf(_SC_PAGESIZE);
@@ -226,6 +225,9 @@ Capture::Capture(const CaptureOptions& opts, Handler handler) : handler_(std::mo
     ring_bytes_ = opts.ring_bytes;
     if (int err = flightrec_bpf__attach(skel_))
       throw Error(errno_message("cannot attach flightrec's BPF programs", -err));
+    // After the process programs: a task that forked or exited in between
+    // would join the session unseen by them and never be counted out.
+    if (!opts.session_cgroups.empty()) first_session_ = open_session(opts.session_cgroups, opts.session_lite);
     if (egress) {
       int rules = bpf_map__fd(skel_->maps.fr_egress);
       for (uint32_t i = 0; i < opts.egress.size(); ++i)
@@ -471,27 +473,31 @@ uint32_t Capture::open_session(const std::vector<uint64_t>& cgroup_ids, bool lit
   int map = bpf_map__fd(skel_->maps.fr_sessions);
   int live = bpf_map__fd(skel_->maps.fr_session_live);
   uint32_t slot = session % FR_MAX_SESSIONS;
+  // The slot is made ready (task counts from zero: a closed session may
+  // have left some) and the session open before any cgroup leads to it: a
+  // task that joined earlier would find its session closed, be let go and
+  // join again, counted twice and keeping the session open forever.
+  std::vector<fr_session_tasks> zeros(size_t(std::max(1, libbpf_num_possible_cpus())));
+  std::vector<uint64_t> no_calls(zeros.size(), 0);
+  uint32_t flags = lite ? FR_SESSION_LITE : 0, closed = 0;
   auto undo = [&](size_t added) {
     for (size_t i = 0; i < added; ++i) bpf_map_delete_elem(map, &cgroup_ids[i]);
+    bpf_map_update_elem(live, &slot, &closed, BPF_ANY);
   };
+  if (bpf_map_update_elem(bpf_map__fd(skel_->maps.fr_session_tasks), &slot, zeros.data(), BPF_ANY) != 0 ||
+      bpf_map_update_elem(bpf_map__fd(skel_->maps.fr_lite_uncounted), &slot, no_calls.data(), BPF_ANY) != 0 ||
+      bpf_map_update_elem(bpf_map__fd(skel_->maps.fr_session_flags), &slot, &flags, BPF_ANY) != 0 ||
+      bpf_map_update_elem(live, &slot, &session, BPF_ANY) != 0) {
+    int err = errno;
+    undo(0);
+    throw Error(errno_message("cannot open the session", err));
+  }
   for (size_t i = 0; i < cgroup_ids.size(); ++i)
     if (bpf_map_update_elem(map, &cgroup_ids[i], &session, BPF_NOEXIST) != 0) {
       int err = errno;
       undo(i);
       throw Error(errno_message("cannot register the session's cgroup", err));
     }
-  // The slot's task counts start from zero (a closed session may have left some).
-  std::vector<fr_session_tasks> zeros(size_t(std::max(1, libbpf_num_possible_cpus())));
-  std::vector<uint64_t> no_calls(zeros.size(), 0);
-  uint32_t flags = lite ? FR_SESSION_LITE : 0;
-  if (bpf_map_update_elem(bpf_map__fd(skel_->maps.fr_session_tasks), &slot, zeros.data(), BPF_ANY) != 0 ||
-      bpf_map_update_elem(bpf_map__fd(skel_->maps.fr_lite_uncounted), &slot, no_calls.data(), BPF_ANY) != 0 ||
-      bpf_map_update_elem(bpf_map__fd(skel_->maps.fr_session_flags), &slot, &flags, BPF_ANY) != 0 ||
-      bpf_map_update_elem(live, &slot, &session, BPF_ANY) != 0) {
-    int err = errno;
-    undo(cgroup_ids.size());
-    throw Error(errno_message("cannot open the session", err));
-  }
   // Verdicts worked out before now may have missed this session.
   __atomic_add_fetch(&skel_->bss->fr_session_gen, 1, __ATOMIC_SEQ_CST);
   sessions_.emplace_back(session, cgroup_ids);
