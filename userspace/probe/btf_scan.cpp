@@ -64,9 +64,16 @@ class RangeReader {
   size_t pos_ = 0, len_ = 0;
 };
 
-// Bytes that follow a type's 12-byte header, by kind (linux/btf.h);
-// nullopt for a kind this reader does not know.
-std::optional<uint64_t> trailing_bytes(uint32_t kind, uint32_t vlen) {
+class Fd {
+ public:
+  explicit Fd(const std::string& path) : fd(open(path.c_str(), O_RDONLY | O_CLOEXEC)) {}
+  ~Fd() { if (fd >= 0) close(fd); }
+  int fd;
+};
+
+}  // namespace
+
+std::optional<uint64_t> btf_trailing_bytes(uint32_t kind, uint32_t vlen) {
   switch (kind) {
     case BTF_KIND_PTR: case BTF_KIND_FWD: case BTF_KIND_TYPEDEF: case BTF_KIND_VOLATILE:
     case BTF_KIND_CONST: case BTF_KIND_RESTRICT: case BTF_KIND_FUNC: case BTF_KIND_FLOAT:
@@ -84,15 +91,6 @@ std::optional<uint64_t> trailing_bytes(uint32_t kind, uint32_t vlen) {
       return std::nullopt;
   }
 }
-
-class Fd {
- public:
-  explicit Fd(const std::string& path) : fd(open(path.c_str(), O_RDONLY | O_CLOEXEC)) {}
-  ~Fd() { if (fd >= 0) close(fd); }
-  int fd;
-};
-
-}  // namespace
 
 std::optional<int> scan_btf_func_id(const std::string& name, const std::string& path) {
   if (name.empty() || name.size() > 256 || name.find('\0') != std::string::npos) return std::nullopt;
@@ -128,7 +126,7 @@ std::optional<int> scan_btf_func_id(const std::string& name, const std::string& 
     if (!types_in.read(&t, sizeof(t))) return std::nullopt;
     uint32_t kind = BTF_INFO_KIND(t.info);
     if (kind == BTF_KIND_FUNC && t.name_off == *name_off) return id;
-    auto extra = trailing_bytes(kind, BTF_INFO_VLEN(t.info));
+    auto extra = btf_trailing_bytes(kind, BTF_INFO_VLEN(t.info));
     if (!extra || !types_in.skip(*extra)) return std::nullopt;
   }
   return std::nullopt;

@@ -24,6 +24,7 @@
 #include "common/huge_heap.h"
 #include "common/system.h"
 #include "events/syscall_table.h"
+#include "probe/core_btf.h"
 #include "probe/elf_symbols.h"
 #include "probe/go_tls.h"
 #include "probe/features.h"
@@ -40,12 +41,20 @@ std::string* g_log = nullptr;  // while loading: libbpf's messages, to find a re
 
 int print_libbpf(enum libbpf_print_level level, const char* fmt, va_list args) {
   if (g_log && level != LIBBPF_DEBUG) {
-    char line[1024];
+    // Whole: a verifier log ends with the reason (e.g. an unresolved
+    // CO-RE relocation) after thousands of lines of instructions.
     va_list copy;
     va_copy(copy, args);
-    vsnprintf(line, sizeof(line), fmt, copy);
+    int n = vsnprintf(nullptr, 0, fmt, copy);
     va_end(copy);
-    *g_log += line;
+    if (n > 0) {
+      std::string line(size_t(n) + 1, '\0');
+      va_copy(copy, args);
+      vsnprintf(line.data(), line.size(), fmt, copy);
+      va_end(copy);
+      line.pop_back();
+      *g_log += line;
+    }
   }
   if (!g_verbose) return 0;
   return vfprintf(stderr, fmt, args);
@@ -131,11 +140,30 @@ Capture::Capture(const CaptureOptions& opts, Handler handler) : handler_(std::mo
   if (opts.egress.size() > FR_EGRESS_MAX)
     throw Error("at most " + std::to_string(FR_EGRESS_MAX) + " egress allowlist addresses");
 
+  // libbpf relocates against a cut of the kernel's BTF (probe/core_btf.h),
+  // or against the whole of it where the cut cannot be made.
+  size_t object_size = 0;
+  const void* object = flightrec_bpf__elf_bytes(&object_size);
+  std::string cut_why;
+  struct CutFd {
+    int fd;
+    ~CutFd() { if (fd >= 0) close(fd); }
+  } cut{kernel_btf_cut_fd(static_cast<const uint8_t*>(object), object_size, &cut_why)};
+  std::string cut_path = cut.fd >= 0 ? "/proc/self/fd/" + std::to_string(cut.fd) : "";
+  if (cut.fd >= 0 && access(cut_path.c_str(), R_OK) != 0) {  // no /proc here: libbpf could not open it
+    cut_why = errno_message("cannot open " + cut_path, errno);
+    close(cut.fd);
+    cut.fd = -1;
+  }
+  if (cut.fd < 0 && opts.verbose)
+    fprintf(stderr, "flightrec: relocating against the whole kernel BTF: %s\n", cut_why.c_str());
+  LIBBPF_OPTS(bpf_object_open_opts, open_opts, .btf_custom_path = cut.fd >= 0 ? cut_path.c_str() : nullptr);
+
   // Load; where the kernel refuses one LSM program (a helper that hook may
   // not call on this kernel, a hook it does not have), load again without
   // it: that hook falls back to the tracepoints alone, and refused() says so.
   for (int attempt = 0;; ++attempt) {
-    skel_ = flightrec_bpf__open();
+    skel_ = flightrec_bpf__open_opts(&open_opts);
     if (!skel_) throw Error(errno_message("cannot open the BPF object", errno));
     skel_->rodata->fr_self_tgid = uint32_t(getpid());
     skel_->rodata->fr_tls_enabled = opts.tls ? 1 : 0;
@@ -184,6 +212,16 @@ Capture::Capture(const CaptureOptions& opts, Handler handler) : handler_(std::mo
     std::string section = prog ? bpf_program__section_name(prog) : "";
     flightrec_bpf__destroy(skel_);
     skel_ = nullptr;
+    // The cut of the kernel's BTF is never why a program is lost: where
+    // libbpf could not use it, or left a relocation unresolved (libbpf's
+    // poison, 0xbad2310, names it in the verifier log), load once more
+    // against the whole BTF.
+    if (open_opts.btf_custom_path &&
+        (name.empty() || log.find("CO-RE relocation") != std::string::npos || log.find("195896080") != std::string::npos)) {
+      if (opts.verbose) fprintf(stderr, "flightrec: loading again, relocated against the whole kernel BTF\n");
+      open_opts.btf_custom_path = nullptr;
+      continue;
+    }
     // Where BPF-LSM alone enforces the path rules (or exec grants), the
     // hooks that keep a session from changing its view of the paths (a
     // user namespace, a mount, a chroot) must hold as well as file_open.
