@@ -341,6 +341,34 @@ TEST_CASE("a ring buffer too small for a syscall storm yields explicit lost entr
   CHECK(flightrec({"verify", "--db", db}).code == 0);
 }
 
+// The reader maps the ring's data once; a record that wraps around its
+// end is put back together. 3000 opens of paths of every length through
+// a 256 KiB ring wrap it a dozen times: each path must arrive exact.
+TEST_CASE("records that wrap around the ring's end arrive whole: 3000 paths through a 256 KiB ring") {
+  REQUIRE(is_root());
+  TempDir dir;
+  std::string db = dir.file("w.db");
+  Result r = flightrec({"run", "--policy", "observe", "--db", db, "--ring-size", "256K", "--", "python3", "-c",
+                        "for i in range(3000):\n"
+                        "    try: open('/nonexistent-flightrec-wrap/%d-%s' % (i, 'a' * (i % 97)))\n"
+                        "    except OSError: pass\n"});
+  INFO(r.err);
+  CHECK(r.code == 0);
+  auto all = entries(db);
+  std::map<std::string, int> seen;
+  for (const auto& e : all)
+    if (e.value("path", "").rfind("/nonexistent-flightrec-wrap/", 0) == 0)
+      ++seen[e["path"].get<std::string>()];
+  CHECK(seen.size() == 3000);
+  for (int i = 0; i < 3000; ++i) {
+    std::string path = "/nonexistent-flightrec-wrap/" + std::to_string(i) + "-" + std::string(size_t(i % 97), 'a');
+    CAPTURE(path);
+    CHECK(seen[path] == 1);
+  }
+  CHECK(of_type(all, "lost").empty());
+  CHECK(flightrec({"verify", "--db", db}).code == 0);
+}
+
 TEST_CASE("a shell pipeline: both sides, the pipe, and the redirect are recorded") {
   REQUIRE(is_root());
   TempDir dir;

@@ -250,17 +250,7 @@ Capture::Capture(const CaptureOptions& opts, Handler handler) : handler_(std::mo
     }
     fill_path_rules(bpf_map__fd(skel_->maps.fr_hidden_paths), opts.hidden);
     fill_path_rules(bpf_map__fd(skel_->maps.fr_exec_paths), opts.exec);
-    ring_ = ring_buffer__new(bpf_map__fd(skel_->maps.fr_events), on_record, this, nullptr);
-    if (!ring_) throw Error(errno_message("cannot map the ring buffer", errno));
-    long page = sysconf(_SC_PAGESIZE);
-    int ring_fd = bpf_map__fd(skel_->maps.fr_events);
-    void* cons = mmap(nullptr, size_t(page), PROT_READ, MAP_SHARED, ring_fd, 0);
-    void* prod = mmap(nullptr, size_t(page), PROT_READ, MAP_SHARED, ring_fd, page);
-    if (cons == MAP_FAILED || prod == MAP_FAILED)
-      throw Error(errno_message("cannot map the ring buffer positions", errno));
-    consumer_pos_ = static_cast<const volatile unsigned long*>(cons);
-    producer_pos_ = static_cast<const volatile unsigned long*>(prod);
-    ring_bytes_ = opts.ring_bytes;
+    ring_ = std::make_unique<RingReader>(bpf_map__fd(skel_->maps.fr_events), opts.ring_bytes);
     if (int err = flightrec_bpf__attach(skel_))
       throw Error(errno_message("cannot attach flightrec's BPF programs", -err));
     // After the process programs: a task that forked or exited in between
@@ -285,7 +275,7 @@ Capture::Capture(const CaptureOptions& opts, Handler handler) : handler_(std::mo
     for (auto* link : egress_links_) bpf_link__destroy(link);
     for (auto* link : lite_links_) bpf_link__destroy(link);
     for (auto* link : raw_links_) bpf_link__destroy(link);
-    ring_buffer__free(ring_);
+    ring_.reset();
     flightrec_bpf__destroy(skel_);
     throw;
   }
@@ -348,21 +338,8 @@ Capture::~Capture() {
   hand_uprobes_to_background(tls_links_, tls_link_fds_);
   for (auto* link : tls_links_) bpf_link__destroy(link);
   for (int fd : tls_link_fds_) close(fd);
-  long page = sysconf(_SC_PAGESIZE);
-  if (consumer_pos_) munmap(const_cast<unsigned long*>(consumer_pos_), size_t(page));
-  if (producer_pos_) munmap(const_cast<unsigned long*>(producer_pos_), size_t(page));
-  ring_buffer__free(ring_);
+  ring_.reset();
   flightrec_bpf__destroy(skel_);
-}
-
-// libbpf's sentinel for "this record is handled; stop here": a negative
-// return ends ring_buffer__consume after the record, which it has consumed.
-constexpr int kBudgetSpent = -EAGAIN;
-
-int Capture::on_record(void* ctx, void* data, size_t size) {
-  auto* self = static_cast<Capture*>(ctx);
-  self->handler_(data, size);
-  return ++self->handled_ >= self->budget_ ? kBudgetSpent : 0;
 }
 
 void Capture::attach_raw() {
@@ -578,25 +555,18 @@ void Capture::close_session(uint32_t session) {
   task_adjust_.erase(session);
 }
 
-int Capture::poll_fd() const { return ring_buffer__epoll_fd(ring_); }
+int Capture::poll_fd() const { return ring_->epoll_fd(); }
 
 int Capture::ring_fd() const { return bpf_map__fd(skel_->maps.fr_events); }
 
-int Capture::consume(int budget) {
-  handled_ = 0;
-  budget_ = budget > 0 ? budget : 1;
-  int n = ring_buffer__consume(ring_);
-  if (n < 0 && !(n == kBudgetSpent && handled_ >= budget_))
-    throw Error(errno_message("reading the ring buffer failed", -n));
-  return handled_;
-}
+int Capture::consume(int budget) { return ring_->consume(budget > 0 ? budget : 1, handler_); }
 
 void Capture::drain_to_now() {
   // What the kernel committed up to now, not what it adds meanwhile: a
   // busy session must not keep the caller here. A record still being
   // written (reserved, not yet submitted) stops consume() early.
-  unsigned long target = __atomic_load_n(producer_pos_, __ATOMIC_ACQUIRE);
-  while (long(target - __atomic_load_n(consumer_pos_, __ATOMIC_ACQUIRE)) > 0)
+  uint64_t target = ring_->producer_pos();
+  while (int64_t(target - ring_->consumer_pos()) > 0)
     if (consume() == 0) break;
 }
 
@@ -762,10 +732,9 @@ void Capture::detach() {
 }
 
 double Capture::ring_fill() const {
-  if (!consumer_pos_ || !producer_pos_ || !ring_bytes_) return 0;
-  unsigned long prod = __atomic_load_n(producer_pos_, __ATOMIC_ACQUIRE);
-  unsigned long cons = __atomic_load_n(consumer_pos_, __ATOMIC_ACQUIRE);
-  return prod > cons ? double(prod - cons) / double(ring_bytes_) : 0.0;
+  if (!ring_) return 0;
+  uint64_t prod = ring_->producer_pos(), cons = ring_->consumer_pos();
+  return prod > cons ? double(prod - cons) / double(ring_->size()) : 0.0;
 }
 
 std::vector<std::string> Capture::attached(bool lite) const {

@@ -10,12 +10,12 @@
 #include <vector>
 
 struct flightrec_bpf;
-struct ring_buffer;
 struct bpf_link;
 struct bpf_object;
 extern "C" {
 #include "flightrec/abi/events.h"
 }
+#include "probe/ring_reader.h"
 
 namespace flightrec::probe {
 
@@ -172,13 +172,8 @@ class Capture {
   bool entry_times() const { return entry_times_; }
 
  private:
-  static int on_record(void* ctx, void* data, size_t size);
   flightrec_bpf* skel_ = nullptr;
-  ring_buffer* ring_ = nullptr;
-  // Read-only views of the ring's consumer and producer positions.
-  const volatile unsigned long* consumer_pos_ = nullptr;
-  const volatile unsigned long* producer_pos_ = nullptr;
-  size_t ring_bytes_ = 0;
+  std::unique_ptr<RingReader> ring_;
   bool tls_multi_ = false;          // TLS probes as uprobe_multi links (tls_link_fds_)
   std::vector<bpf_link*> tls_links_;
   std::vector<int> tls_link_fds_;
@@ -209,7 +204,6 @@ class Capture {
   std::vector<std::pair<uint64_t, uint64_t>> tls_refused_;  // files without the symbols
   std::vector<std::string> tls_probed_;  // "uprobe:PATH:FUNCTIONS", for attached()
   Handler handler_;
-  int handled_ = 0, budget_ = kConsumeBudget;
   uint32_t next_session_ = 1, first_session_ = 0;
   std::vector<std::pair<uint32_t, std::vector<uint64_t>>> sessions_;  // open: number, cgroup ids
   uint32_t owner_of(uint64_t cgroup_id) const;                       // the open session listing it, or 0
