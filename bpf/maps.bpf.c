@@ -14,6 +14,7 @@ const volatile __u64 fr_tls_chunk = 16384;
 const volatile __u64 fr_tls_cap = 262144;
 const volatile __u64 fr_wakeup_bytes = 256 * 1024;
 const volatile __u64 fr_highwater_bytes = 0;
+const volatile __u32 fr_view_gen_on = 0;
 volatile __u32 fr_session_gen = 0;
 
 /* The loads of current->group_leader (see lib/common.bpf.h). */

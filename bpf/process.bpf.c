@@ -171,6 +171,8 @@ SEC("tp_btf/sched_process_exit")
 int BPF_PROG(fr_exit, struct task_struct *p)
 {
 	struct fr_task_state *own = bpf_task_storage_get(&fr_tasks, p, 0, 0);
+	if (fr_view_gen_on && own)
+		fr_bump_view_gen();  /* its id may be another thread's from now on */
 	if (own && fr_session_open(own->session))
 		fr_count_task(own->session, false);
 	record_exit(p);

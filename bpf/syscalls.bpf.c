@@ -623,7 +623,13 @@ int BPF_PROG(fr_sys_exit, struct pt_regs *regs, long ret)
 	struct task_struct *task = bpf_get_current_task_btf();
 	struct fr_task_state *st = fr_exit_only ? session_task(task) : bpf_task_storage_get(&fr_tasks, task, 0, 0);
 
-	if (!st || fr_session_lite(st->session))
+	if (!st)
+		return 0;
+	/* A recorded task's only: the supervisor's own set*id calls would
+	 * otherwise undo what it just read. */
+	if (fr_view_gen_on && fr_changes_view(syscall_nr(regs)))
+		fr_bump_view_gen();
+	if (fr_session_lite(st->session))
 		return 0;
 	__u32 blocked = 0;
 	if (!st->active && st->fork_return) {

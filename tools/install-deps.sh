@@ -13,7 +13,7 @@ apt-get install -y -q --no-install-recommends \
   libseccomp-dev libyaml-cpp-dev libcapstone-dev \
   util-linux coreutils procps systemd \
   python3 python3-cryptography python3-pip python3-h2 git openssl curl wget prometheus libnss3-tools golang-go \
-  qemu-system-x86 busybox-static cpio kmod xz-utils zstd \
+  qemu-system-x86 busybox-static cpio kmod xz-utils zstd e2fsprogs \
   chromium
 
 # Docker's own seccomp profile, used as is by the sandbox tests (the package

@@ -34,7 +34,8 @@ extern const volatile __u32 fr_egress_lsm;    /* lsm/socket_connect enforces the
 extern const volatile __u64 fr_tls_chunk;  /* bytes per TLS record */
 extern const volatile __u64 fr_tls_cap;    /* bytes per SSL call */
 extern const volatile __u64 fr_wakeup_bytes;
-extern const volatile __u64 fr_highwater_bytes;  /* backpressure pauses the session here; 0: none */
+extern const volatile __u64 fr_highwater_bytes;
+extern const volatile __u32 fr_view_gen_on;  /* a grant supervisor reads fr_view_gen: keep it */  /* backpressure pauses the session here; 0: none */
 /* Bumped by userspace whenever fr_sessions changes: fr_verdicts worked
  * out before then are stale. */
 extern volatile __u32 fr_session_gen;
@@ -151,6 +152,43 @@ FR_SHARED struct {
 	__type(key, struct fr_egress_ticket);
 	__type(value, __u64);
 } fr_egress_tickets SEC(".maps");
+
+/* The grant supervisor keeps what it read of a thread in /proc (its
+ * file-system ids, groups, umask and root) while fr_view_gen[0] stays the
+ * same (grants/agent_view.h). So it is bumped at the return of every call
+ * that may change those for the caller or for the threads sharing its
+ * fs_struct, and at their exit (a thread id may then be reused): of every
+ * task with state (fr_tasks), as every task of a session has from its
+ * fork or its move into the session's cgroup.
+ * Array of one: mmapped by the supervisor, read without a system call. */
+FR_SHARED struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} fr_view_gen SEC(".maps");
+
+/* x86-64 numbers (x32's bit masked off): umask, setuid, setgid, setreuid,
+ * setregid, setgroups, setresuid, setresgid, setfsuid, setfsgid, capset,
+ * pivot_root, chroot, unshare, setns, execve, execveat. */
+static __always_inline bool fr_changes_view(long nr)
+{
+	switch (nr & ~0x40000000L) {
+	case 95: case 105: case 106: case 113: case 114: case 116: case 117: case 119:
+	case 122: case 123: case 126: case 155: case 161: case 272: case 308: case 59: case 322:
+		return true;
+	}
+	return false;
+}
+
+static __always_inline void fr_bump_view_gen(void)
+{
+	__u32 zero = 0;
+	__u64 *gen = bpf_map_lookup_elem(&fr_view_gen, &zero);
+	if (gen)
+		__sync_fetch_and_add(gen, 1);
+}
 
 /* family/addr/port as the grant maps key them: IPv4-mapped IPv6 as IPv4. */
 static __always_inline void fr_endpoint(struct fr_egress_endpoint *e, __u32 family, const __u8 *addr, __u16 port)

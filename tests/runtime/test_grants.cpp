@@ -295,6 +295,25 @@ TEST_CASE("grants: under a grant the supervisor acts with the thread's own ids a
   CHECK(uses[2]["result"] == -EACCES);
 }
 
+TEST_CASE("grants: a umask another thread set is the one the supervisor creates with, as the kernel would") {
+  REQUIRE_MESSAGE(is_root(), "runtime tests need root");
+  HostDir target;
+  // The first write makes the supervisor read the thread's umask; the
+  // second thread's umask() must make it read again (fr_view_gen).
+  AskSession s("  write: true\n  timeout: 1s\n", "step granted; ./umask_thread " + target.path + "\n", {},
+               {UMASK_THREAD_BIN});
+  REQUIRE(s.reached("granted"));
+  json g = s.request({{"op", "grant"}, {"kind", "write"}, {"path", target.path}, {"reason", "umask"}});
+  REQUIRE(g["ok"] == true);
+  s.go();
+  Result r = s.finish();
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  CHECK(r.out == "644 600 600\n");
+  CHECK(flightrec({"verify", "--db", s.db}).code == 0);
+  CHECK(with(entries(s.db), "grant_use", "grant_id", g["id"]).size() == 3);
+}
+
 TEST_CASE("grants: a system call granted for one use goes through once; before and after it waits and fails") {
   REQUIRE_MESSAGE(is_root(), "runtime tests need root");
   AskSession s("  syscalls: [uname]\n  timeout: 1s\n",

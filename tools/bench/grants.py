@@ -16,7 +16,7 @@ Rows, each a median over --reps sessions (spread = min..max):
   between sessions).
 The "added" column is against the same call in the session without `ask:`.
 Every session is recorded in full, as `run` does by default.
-usage: tools/bench/grants.py [--build build] [--reps 5] [--out FILE]
+usage: tools/bench/grants.py [--build build] [--reps 5] [--out FILE] [--only TEXT]
 Needs root and a built tree.
 """
 import argparse
@@ -82,6 +82,7 @@ def main():
     ap.add_argument("--build", default="build")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--out")
+    ap.add_argument("--only", help="run only the rows whose name holds this text")
     args = ap.parse_args()
     flightrec = os.path.abspath(os.path.join(args.build, "flightrec"))
     bench = os.path.abspath(os.path.join(args.build, "tools", "bench", "bench_syscalls"))
@@ -127,6 +128,8 @@ def main():
     ]
     rows = ["| workload | unit | without `ask:` | with `ask:` | added |", "|---|---|---|---|---|"]
     for name, unit, base, asked in cases:
+        if args.only and args.only not in name:
+            continue
         without, with_ask = [], []
         for _ in range(args.reps):  # alternating, so drift hits both alike
             without.append(session(flightrec, bench, *base))

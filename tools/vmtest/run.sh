@@ -6,26 +6,31 @@
 # a tmpfs on /tmp; the command's exit code comes back through a writable
 # 9p share (qemu's own exit status says nothing about the guest).
 #
-#   tools/vmtest/run.sh [--kernel 6.1|6.12|all] [--timeout SECONDS] -- COMMAND [ARGS...]
+#   tools/vmtest/run.sh [--kernel 6.1|6.12|all] [--timeout SECONDS] [--tmp tmpfs|ext4] -- COMMAND [ARGS...]
 #
-# Needs qemu-system-x86 and busybox-static; kernels are fetched with
+# --tmp ext4: the guest's /tmp is an ext4 disk instead of a tmpfs (a file
+# system that Linux before 6.3 can idmap, as the sandbox's work directory needs).
+# Needs qemu-system-x86, busybox-static and e2fsprogs; kernels are fetched with
 # apt-get download and cached in $VMTEST_CACHE (default /var/cache/flightrec-vmtest).
 set -euo pipefail
 
 kernels=all
 timeout=900
+tmpfs=tmpfs
 while [ $# -gt 0 ]; do
   case "$1" in
     --kernel) kernels=$2; shift 2 ;;
     --timeout) timeout=$2; shift 2 ;;
+    --tmp) tmpfs=$2; shift 2
+      case "$tmpfs" in tmpfs|ext4) ;; *) echo "vmtest: --tmp takes tmpfs or ext4" >&2; exit 2 ;; esac ;;
     --) shift; break ;;
-    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
     *) echo "vmtest: unknown option $1" >&2; exit 2 ;;
   esac
 done
 [ $# -gt 0 ] || { echo "vmtest: missing command (see --help)" >&2; exit 2; }
-for tool in qemu-system-x86_64 busybox dpkg-deb cpio depmod; do
-  command -v "$tool" >/dev/null || { echo "vmtest: $tool is missing (apt-get install qemu-system-x86 busybox-static cpio kmod xz-utils)" >&2; exit 2; }
+for tool in qemu-system-x86_64 busybox dpkg-deb cpio depmod mkfs.ext4; do
+  command -v "$tool" >/dev/null || { echo "vmtest: $tool is missing (apt-get install qemu-system-x86 busybox-static cpio kmod xz-utils e2fsprogs)" >&2; exit 2; }
 done
 cache=${VMTEST_CACHE:-/var/cache/flightrec-vmtest}
 mkdir -p "$cache"
@@ -44,7 +49,7 @@ prepare() {
   pkg=$(package_for "$series")
   [ -n "$pkg" ] || { echo "vmtest: no Debian package for kernel $series" >&2; return 1; }
   dir="$cache/$pkg"
-  if [ ! -f "$dir/initrd.gz" ] || [ "$(dirname "$0")/init" -nt "$dir/initrd.gz" ]; then
+  if [ ! -f "$dir/initrd.gz" ] || [ "$(dirname "$0")/init" -nt "$dir/initrd.gz" ] || [ "$0" -nt "$dir/initrd.gz" ]; then
     rm -rf "$dir" && mkdir -p "$dir/pkg" "$dir/initrd/bin" "$dir/initrd/modules"
     (cd "$dir" && apt-get download -q "$pkg" >/dev/null && dpkg-deb -x ./*.deb pkg && rm -f ./*.deb)
     cp "$dir"/pkg/boot/vmlinuz-* "$dir/vmlinuz"
@@ -63,7 +68,8 @@ prepare() {
       for m in "${order[@]:-}"; do [ "$m" = "$path" ] && return 0; done
       order+=("$path")
     }
-    for m in virtio_pci 9pnet_virtio 9p overlay; do add_module "$m"; done
+    # (ext4 loads its checksum driver by name, not as a module dependency.)
+    for m in virtio_pci 9pnet_virtio 9p overlay virtio_blk crc32c_generic ext4; do add_module "$m"; done
     local n=0
     for path in "${order[@]}"; do
       n=$((n + 1))
@@ -97,8 +103,16 @@ run_one() {
   # The guest gets a fresh /tmp; a command that lives under the host's /tmp
   # (a CI clone, say) keeps its top directory there, read-only.
   case "$1" in /tmp/?*) echo "$1" | cut -d/ -f3 > "$out/keep-tmp" ;; esac
-  echo "vmtest: kernel $series ($(basename "$dir")): $*"
-  timeout "$timeout" qemu-system-x86_64 -accel tcg,thread=single -cpu max -smp 2 -m 3072 -nographic -no-reboot \
+  local disk=()
+  if [ "$tmpfs" = ext4 ]; then
+    # Sparse: only what the guest writes takes space.
+    truncate -s 8G "$out.ext4"
+    mkfs.ext4 -q -F "$out.ext4"
+    disk=(-drive "file=$out.ext4,if=virtio,format=raw,cache=unsafe")
+    touch "$out/tmp-ext4"
+  fi
+  echo "vmtest: kernel $series ($(basename "$dir")), /tmp on $tmpfs: $*"
+  timeout "$timeout" qemu-system-x86_64 "${disk[@]}" -accel tcg,thread=single -cpu max -smp 2 -m 3072 -nographic -no-reboot \
     -kernel "$dir/vmlinuz" -initrd "$dir/initrd.gz" \
     -append "console=ttyS0 quiet loglevel=5 panic=-1 softlockup_panic=1 lsm=lockdown,capability,landlock,yama,apparmor,bpf" \
     -virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
@@ -106,7 +120,7 @@ run_one() {
     </dev/null | sed -u "s/^/[$series] /" || true
   local code=124
   [ -f "$out/exit-code" ] && code=$(cat "$out/exit-code")
-  rm -rf "$out"
+  rm -rf "$out" "$out.ext4"
   echo "vmtest: kernel $series: exit $code"
   return "$code"
 }

@@ -36,6 +36,18 @@ std::optional<std::string> cwd_of(int pid) {
   return std::string(cwd, size_t(n));
 }
 
+bool write_full(int fd, const void* buf, size_t len) {
+  const auto* p = static_cast<const char*>(buf);
+  while (len > 0) {
+    ssize_t n = write(fd, p, len);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    p += n;
+    len -= size_t(n);
+  }
+  return true;
+}
+
 bool pread_full(int fd, void* buf, size_t len, uint64_t off) {
   auto* p = static_cast<char*>(buf);
   while (len > 0) {

@@ -39,6 +39,8 @@ int open_as_seen_by(int pid, const std::string& path);
 // Reads exactly len bytes at off, across short reads (9p and FUSE files
 // return them for large reads); false on an error or end of file first.
 bool pread_full(int fd, void* buf, size_t len, uint64_t off);
+// Writes all len bytes (again after EINTR and short writes); false on an error.
+bool write_full(int fd, const void* buf, size_t len);
 
 // Mount point of the first filesystem of this type in /proc/self/mountinfo.
 std::optional<std::string> find_mount(const std::string& fstype);

@@ -4,6 +4,7 @@
 #include <grp.h>
 #include <linux/openat2.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -46,7 +47,7 @@ std::optional<FileId> file_id(int fd) {
   return FileId{st.st_dev, st.st_ino};
 }
 
-AgentView::AgentView() {
+AgentView::AgentView(const volatile uint64_t* view_gen) : view_gen_(view_gen) {
   proc_ = open("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC);
   if (proc_ < 0) throw Error(errno_message("opening /proc", errno));
   saved_umask_ = umask(022);
@@ -60,10 +61,19 @@ AgentView::~AgentView() {
     if (fd >= 0) close(fd);
 }
 
+std::optional<uint64_t> AgentView::gen() const {
+  if (!view_gen_) return std::nullopt;
+  return __atomic_load_n(view_gen_, __ATOMIC_ACQUIRE);
+}
+
 int AgentView::enter(pid_t tid) {
   if (cwd_ >= 0) close(cwd_);
   cwd_ = -1;
   tid_ = tid;
+  // Read before /proc is: a change after this moves it for the next decision.
+  auto now_gen = gen();
+  if (root_ >= 0 && still(root_known_, now_gen)) return 0;
+  root_known_.reset();
   // Its root, by mount and inode: the same as the last thread's, nearly always.
   std::string root = std::to_string(tid) + "/root";
   struct statx now {};
@@ -72,7 +82,10 @@ int AgentView::enter(pid_t tid) {
     return a.stx_ino == b.stx_ino && a.stx_dev_major == b.stx_dev_major && a.stx_dev_minor == b.stx_dev_minor &&
            (a.stx_mask & b.stx_mask & STATX_MNT_ID ? a.stx_mnt_id == b.stx_mnt_id : true);
   };
-  if (root_ >= 0 && same(now, root_id_)) return 0;
+  if (root_ >= 0 && same(now, root_id_)) {
+    if (now_gen) root_known_ = Known{tid, *now_gen};
+    return 0;
+  }
   int fd = openat(proc_, root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return errno;
   // Its root for every lookup: absolute paths, "..", absolute symlinks.
@@ -85,11 +98,38 @@ int AgentView::enter(pid_t tid) {
   }
   if (root_ >= 0) close(root_);
   root_ = fd;
+  if (now_gen) root_known_ = Known{tid, *now_gen};
   return 0;
 }
 
 int AgentView::become(bool* switched) {
   *switched = false;
+  auto now_gen = gen();
+  Ids ids;
+  if (still(ids_known_, now_gen)) {
+    ids = ids_read_;
+  } else {
+    ids_known_.reset();
+    if (int e = read_ids(&ids)) return e;
+    ids_read_ = ids;
+    if (now_gen) ids_known_ = Known{tid_, *now_gen};
+  }
+  if (held_ && !held_unsure_ && *held_ == ids) return 0;
+  // Its ids for every permission check; changing the fs ids from 0 also
+  // drops CAP_DAC_OVERRIDE and the other file capabilities.
+  *switched = true;
+  held_ = ids;
+  held_unsure_ = true;
+  if (setgroups(ids.groups.size(), ids.groups.data()) != 0) return errno;
+  syscall(SYS_setfsgid, gid_t(ids.fsgid));
+  syscall(SYS_setfsuid, uid_t(ids.fsuid));
+  if (syscall(SYS_setfsuid, -1) != long(ids.fsuid) || syscall(SYS_setfsgid, -1) != long(ids.fsgid)) return EPERM;
+  umask(ids.umask);
+  held_unsure_ = false;
+  return 0;
+}
+
+int AgentView::read_ids(Ids* out) {
   char buf[8192];
   ssize_t n = -1;
   for (int tries = 0; tries < 2 && n < 0; ++tries) {
@@ -111,7 +151,7 @@ int AgentView::become(bool* switched) {
   }
   if (n <= 0) return ESRCH;
   std::string status(buf, size_t(n));
-  Ids ids;
+  Ids& ids = *out;
   if (!status_ids(status, "Uid:", &ids.fsuid) || !status_ids(status, "Gid:", &ids.fsgid)) return ESRCH;
   // Host ids 0 are never a sandboxed thread's (they map from 1000000000).
   if (ids.fsuid == 0 || ids.fsgid == 0) return EPERM;
@@ -122,18 +162,6 @@ int AgentView::become(bool* switched) {
   }
   if (auto at = status.find("\nUmask:"); at != std::string::npos)
     ids.umask = mode_t(strtoul(status.c_str() + at + 7, nullptr, 8)) & 0777;
-  if (held_ && !held_unsure_ && *held_ == ids) return 0;
-  // Its ids for every permission check; changing the fs ids from 0 also
-  // drops CAP_DAC_OVERRIDE and the other file capabilities.
-  *switched = true;
-  held_ = ids;
-  held_unsure_ = true;
-  if (setgroups(ids.groups.size(), ids.groups.data()) != 0) return errno;
-  syscall(SYS_setfsgid, gid_t(ids.fsgid));
-  syscall(SYS_setfsuid, uid_t(ids.fsuid));
-  if (syscall(SYS_setfsuid, -1) != long(ids.fsuid) || syscall(SYS_setfsgid, -1) != long(ids.fsgid)) return EPERM;
-  umask(ids.umask);
-  held_unsure_ = false;
   return 0;
 }
 
@@ -255,7 +283,8 @@ AgentView::Beneath AgentView::beneath(int dir, const std::vector<FileId>& trees,
   int base = dir, held = -1;
   std::string up = ".";
   int steps = 0;  // ".." in up
-  std::optional<FileId> last;
+  std::optional<FileId> last, root;
+  if (root_ >= 0) root = FileId{makedev(root_id_.stx_dev_major, root_id_.stx_dev_minor), ino_t(root_id_.stx_ino)};
   for (int depth = 0; depth < 100'000; ++depth) {
     struct stat st;
     if (fstatat(base, up.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) break;
@@ -267,6 +296,7 @@ AgentView::Beneath AgentView::beneath(int dir, const std::vector<FileId>& trees,
     }
     if (auto o = std::find(others.begin(), others.end(), here); o != others.end() && out.other < 0)
       out.other = int(o - others.begin());
+    if (root && *root == here) break;  // where ".." leads nowhere higher
     last = here;
     if (steps == 256) {
       int next = openat(base, up.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);

@@ -8,11 +8,18 @@
 //
 // Every asked write stops here, so the common case is kept to a dozen
 // system calls: the supervisor stays chrooted in the last thread's root
-// (checked by mount and inode each time, changed only when it differs),
-// keeps the ids of the last thread it acted for (read again each time it
-// acts, from a /proc status file it keeps open; switched only when they
-// differ), reads memory with process_vm_readv, opens the working directory
-// only for relative paths, and walks up to the trees with fstatat("..").
+// (changed only when it differs), keeps the ids of the last thread it acted
+// for (switched only when the next one's differ), reads memory with
+// process_vm_readv, opens the working directory only for relative paths,
+// and walks up to the trees with fstatat("..").
+//
+// What it read of a thread in /proc (its root's mount and inode; its ids,
+// groups and umask) is read again only when the thread differs or the
+// kernel's counter fr_view_gen moved: the BPF programs bump it at the
+// return of every call that can change those (set*id, setgroups, capset,
+// umask, chroot, pivot_root, unshare, setns, exec), whoever made it, and
+// at every task's exit, so a thread id cannot be reused unseen. Without
+// the counter, each decision reads /proc again.
 // Single-threaded: the supervisor process is.
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -40,7 +47,8 @@ std::optional<FileId> file_id(int fd);
 
 class AgentView {
  public:
-  AgentView();  // holds the host's /proc
+  // Holds the host's /proc; view_gen: the mapped fr_view_gen, or null.
+  explicit AgentView(const volatile uint64_t* view_gen = nullptr);
   ~AgentView();
   AgentView(const AgentView&) = delete;
   AgentView& operator=(const AgentView&) = delete;
@@ -85,6 +93,7 @@ class AgentView {
 
  private:
   int proc_ = -1;
+  const volatile uint64_t* view_gen_ = nullptr;
   int root_ = -1;                 // the root the supervisor is chrooted in (-1: the host's)
   struct statx root_id_ {};       // its mount and inode
   int cwd_ = -1;                  // the entered thread's working directory, once asked for
@@ -99,11 +108,25 @@ class AgentView {
   };
   std::optional<Ids> held_;
   bool held_unsure_ = false;      // a switch failed half way
+  // What was read of thread `tid` while fr_view_gen was `gen`.
+  struct Known {
+    pid_t tid = 0;
+    uint64_t gen = 0;
+  };
+  std::optional<Known> root_known_;     // root_ is that thread's root
+  std::optional<Known> ids_known_;      // ids_read_ are its ids
+  Ids ids_read_;
+  std::optional<uint64_t> gen() const;  // fr_view_gen now, if mapped
+  bool still(const std::optional<Known>& k, const std::optional<uint64_t>& gen) const {
+    return k && gen && k->tid == tid_ && k->gen == *gen;
+  }
   // /proc/TID/status of recent threads, open: a descriptor stays bound to
   // its thread, so a read fails once that thread is gone, even if another
   // reuses its number. Read again at each decision (ids and umask change).
   std::unordered_map<pid_t, int> status_fds_;
 
+  // The entered thread's ids, groups and umask, from /proc; 0 or an errno.
+  int read_ids(Ids* out);
   // The thread's descriptor n, reopened (O_PATH | flags); -1 with errno set.
   int thread_fd(int n, int flags) const;
   // Where a lookup relative to dirfd (AT_FDCWD or the thread's) starts:

@@ -9,6 +9,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -44,6 +45,10 @@ constexpr size_t kMaxClients = 8;
 constexpr size_t kMaxLine = 64 * 1024;
 constexpr size_t kMaxWaiting = 1024;
 constexpr uint64_t kMaxRefusalsRecorded = 100;
+constexpr uint64_t kUseDelayNs = 1'000'000;
+constexpr size_t kUseBatch = 16 * 1024;
+// SIGTERM (the session ends): what is pending is written first.
+volatile sig_atomic_t g_terminate = 0;
 constexpr uint64_t kWriteBits = O_WRONLY | O_RDWR | O_CREAT | O_TRUNC | 020000000 /* __O_TMPFILE */;
 // How long a connect or exec ticket waits for the kernel to take it: the
 // call goes on at once, so only a thread that changed its argument
@@ -164,9 +169,17 @@ void describe(const Grant& g, json* j) {
   }
 }
 
+// fr_view_gen, mapped read-only; null where it cannot be (then /proc is read each time).
+const volatile uint64_t* map_view_gen(int fd) {
+  if (fd < 0) return nullptr;
+  void* p = mmap(nullptr, size_t(sysconf(_SC_PAGESIZE)), PROT_READ, MAP_SHARED, fd, 0);
+  return p == MAP_FAILED ? nullptr : static_cast<const volatile uint64_t*>(p);
+}
+
 class Supervisor {
  public:
-  explicit Supervisor(const SupervisorSpec& s) : spec_(s) {}
+  explicit Supervisor(const SupervisorSpec& s) : spec_(s), view_(map_view_gen(s.view_gen_map)) {}
+  ~Supervisor() { flush(); }
   [[noreturn]] void run();
 
  private:
@@ -183,7 +196,12 @@ class Supervisor {
   };
   enum class Verdict { Answered, Wait, Gone };
 
-  void emit(const json& j);
+  // A line for the recorder. A use waits up to kUseDelayNs (or until any
+  // other line, or kUseBatch bytes) so that a burst of granted calls is one
+  // write and one wake-up of the recorder, not one per call.
+  void emit(const json& j, bool wait = false);
+  void flush();
+  [[noreturn]] void stop(const std::string& why);
   seccomp_notif& notif(std::vector<char>& buf) { return *reinterpret_cast<seccomp_notif*>(buf.data()); }
   bool valid(uint64_t id) { return ioctl(listener_, SECCOMP_IOCTL_NOTIF_ID_VALID, &id) == 0; }
   bool respond(uint64_t id, int64_t val, int err, bool go_on);  // false: the call is gone
@@ -240,12 +258,26 @@ class Supervisor {
   std::vector<Waiting> waiting_;
   std::deque<Ticket> tickets_;
   uint64_t asks_ = 0, refusals_ = 0;
+  std::string pending_;       // lines not yet written to events_fd
+  uint64_t flush_by_ns_ = 0;  // when they must be
 };
 
-void Supervisor::emit(const json& j) {
-  std::string line = text(j) + "\n";
+void Supervisor::emit(const json& j, bool wait) {
+  if (pending_.empty()) flush_by_ns_ = mono_ns() + kUseDelayNs;
+  pending_ += text(j);
+  pending_ += '\n';
+  if (!wait || pending_.size() >= kUseBatch) flush();
+}
+
+void Supervisor::flush() {
   // The recorder is gone: nothing may go on unrecorded.
-  if (write(spec_.events_fd, line.data(), line.size()) != ssize_t(line.size())) _exit(0);
+  if (!pending_.empty() && !write_full(spec_.events_fd, pending_.data(), pending_.size())) _exit(0);
+  pending_.clear();
+}
+
+void Supervisor::stop(const std::string& why) {
+  emit({{"event", "stopped"}, {"why", why}});
+  _exit(0);
 }
 
 bool Supervisor::put_ticket(int map, const void* key, size_t size, uint64_t grant) {
@@ -290,8 +322,7 @@ void Supervisor::receive_listener() {
   close(spec_.notify_sock);
   spec_.notify_sock = -1;
   if (listener_ < 0) {
-    emit({{"event", "stopped"}, {"why", "the sandbox sent no seccomp listener"}});
-    _exit(0);
+    stop("the sandbox sent no seccomp listener");
   }
 }
 
@@ -338,7 +369,7 @@ void Supervisor::used(Grant& g, const seccomp_notif& n, uint64_t ask, json about
   about["syscall"] = syscall_name(n.data.nr);
   if (result) about["result"] = *result;
   if (ask) about["ask"] = ask;
-  emit(about);
+  emit(about, true);
   uint64_t id = g.id;
   if (table_.use(g)) {
     drop_grant_dir(id);
@@ -810,11 +841,17 @@ void Supervisor::serve(Client& c) {
 
 void Supervisor::run() {
   if (syscall(SYS_seccomp, SECCOMP_GET_NOTIF_SIZES, 0, &sizes_) != 0) {
-    emit({{"event", "stopped"}, {"why", "this kernel has no seccomp user notification"}});
-    _exit(0);
+    stop("this kernel has no seccomp user notification");
   }
+  sigset_t none;
+  sigemptyset(&none);
   for (;;) {
+    if (g_terminate) {
+      flush();
+      _exit(0);
+    }
     uint64_t now = mono_ns();
+    if (!pending_.empty() && now >= flush_by_ns_) flush();
     expire_grants(now);
     expire_waiting(now);
     std::erase_if(clients_, [](const Client& c) { return c.fd < 0; });
@@ -835,7 +872,20 @@ void Supervisor::run() {
       uint64_t ms = next > now ? (next - now + 999'999) / 1'000'000 : 0;
       if (timeout < 0 || ms < uint64_t(timeout)) timeout = int(ms);
     }
-    if (poll(fds.data(), fds.size(), timeout) < 0) {
+    timespec wait{}, *until = nullptr;
+    if (timeout >= 0) {
+      wait = {timeout / 1000, (timeout % 1000) * 1'000'000L};
+      until = &wait;
+    }
+    if (!pending_.empty()) {
+      uint64_t left = flush_by_ns_ > now ? flush_by_ns_ - now : 0;
+      if (!until || uint64_t(wait.tv_sec) * 1'000'000'000ull + uint64_t(wait.tv_nsec) > left) {
+        wait = {time_t(left / 1'000'000'000ull), long(left % 1'000'000'000ull)};
+        until = &wait;
+      }
+    }
+    // SIGTERM is let in only here, so it never cuts a decision short.
+    if (ppoll(fds.data(), fds.size(), until, &none) < 0) {
       if (errno == EINTR) continue;
       _exit(125);
     }
@@ -847,8 +897,7 @@ void Supervisor::run() {
     }
     if (fds[2].revents & (POLLHUP | POLLERR)) {
       if (listener_ < 0) {
-        emit({{"event", "stopped"}, {"why", "the sandbox sent no seccomp listener"}});
-        _exit(0);
+        stop("the sandbox sent no seccomp listener");
       }
       listener_done_ = true;  // no process uses the filter any more
     }
@@ -866,20 +915,24 @@ pid_t start_supervisor(const SupervisorSpec& spec) {
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   prctl(PR_SET_NAME, "flightrec-grant");
   signal(SIGPIPE, SIG_IGN);
-  sigset_t none;
-  sigemptyset(&none);
-  sigprocmask(SIG_SETMASK, &none, nullptr);
+  struct sigaction term {};
+  term.sa_handler = [](int) { g_terminate = 1; };
+  sigaction(SIGTERM, &term, nullptr);
+  sigset_t blocked;
+  sigemptyset(&blocked);
+  sigaddset(&blocked, SIGTERM);
+  sigprocmask(SIG_SETMASK, &blocked, nullptr);
   // Nothing of flightrec's but what it needs: not the record, not the key.
   for (int fd = 3; fd < 4096; ++fd)
     if (fd != spec.notify_sock && fd != spec.listen_fd && fd != spec.events_fd && fd != spec.granted_map &&
-        fd != spec.tickets_map && fd != spec.exec_tickets_map)
+        fd != spec.tickets_map && fd != spec.exec_tickets_map && fd != spec.view_gen_map)
       close(fd);
   syscall(SYS_close_range, 4096, ~0u, 0);
   try {
     Supervisor(spec).run();
   } catch (...) {
   }
-  _exit(125);
+  _exit(125);  // (~Supervisor wrote what was pending)
 }
 
 }  // namespace flightrec::grants

@@ -44,6 +44,7 @@ struct SupervisorSpec {
   // trie has them) and fr_exec_tickets.
   std::vector<std::string> exec_rules;
   int exec_tickets_map = -1;
+  int view_gen_map = -1;  // fr_view_gen: what is read of a thread holds while it does (-1: read each time)
   uint64_t timeout_ms = 10'000;
 };
 

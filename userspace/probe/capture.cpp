@@ -176,10 +176,12 @@ Capture::Capture(const CaptureOptions& opts, Handler handler) : handler_(std::mo
     skel_->rodata->fr_exec_rules = opts.exec.empty() ? 0 : 1;
     skel_->rodata->fr_egress_count = uint32_t(opts.egress.size());
     skel_->rodata->fr_egress_lsm = egress && lsm ? 1 : 0;
+    skel_->rodata->fr_view_gen_on = opts.view_gen_fd >= 0 ? 1 : 0;
     bpf_map__set_max_entries(skel_->maps.fr_events, uint32_t(opts.ring_bytes));
     if ((opts.egress_granted_fd >= 0 && bpf_map__reuse_fd(skel_->maps.fr_egress_granted, opts.egress_granted_fd)) ||
         (opts.egress_tickets_fd >= 0 && bpf_map__reuse_fd(skel_->maps.fr_egress_tickets, opts.egress_tickets_fd)) ||
-        (opts.exec_tickets_fd >= 0 && bpf_map__reuse_fd(skel_->maps.fr_exec_tickets, opts.exec_tickets_fd))) {
+        (opts.exec_tickets_fd >= 0 && bpf_map__reuse_fd(skel_->maps.fr_exec_tickets, opts.exec_tickets_fd)) ||
+        (opts.view_gen_fd >= 0 && bpf_map__reuse_fd(skel_->maps.fr_view_gen, opts.view_gen_fd))) {
       int e = errno;
       flightrec_bpf__destroy(skel_);
       skel_ = nullptr;

@@ -65,6 +65,9 @@ struct CaptureOptions {
   // programs get empty maps of their own.
   int egress_granted_fd = -1, egress_tickets_fd = -1;
   int exec_tickets_fd = -1;  // the runtime exec grants' map (fr_exec_tickets), likewise
+  // fr_view_gen, likewise: the programs bump it when a thread's ids, umask
+  // or root may change and at every exit (while it is given; -1: never).
+  int view_gen_fd = -1;
   bool verbose = false;                   // libbpf's own messages to stderr
 };
 

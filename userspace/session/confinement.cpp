@@ -233,6 +233,14 @@ void Confinement::start_grants(const std::string& path) {
   spec.writable = landlock_.write;
   spec.writable.insert(spec.writable.end(), landlock_.write_files.begin(), landlock_.write_files.end());
   spec.timeout_ms = policy_.ask.timeout_ms;
+  // What the supervisor reads of a thread in /proc holds while this counter
+  // does. The programs bump it from the session's first attach, before the
+  // command runs; the supervisor decides nothing before then (the listener
+  // comes from the command's side of go).
+  LIBBPF_OPTS(bpf_map_create_opts, mmapable, .map_flags = BPF_F_MMAPABLE);
+  view_gen_fd_ = bpf_map_create(BPF_MAP_TYPE_ARRAY, "fr_view_gen", sizeof(uint32_t), sizeof(uint64_t), 1, &mmapable);
+  if (view_gen_fd_ < 0) throw Error(errno_message("cannot make the grant supervisor's BPF map", errno));
+  spec.view_gen_map = view_gen_fd_;
   if (policy_.ask.connect) {
     // Made here, before the programs load (they reuse them), so that the
     // supervisor, forked now, holds them too (bpf/lib/common.bpf.h).
@@ -316,7 +324,7 @@ Confinement::~Confinement() {
     waitpid(supervisor_, nullptr, 0);
   }
   if (!grant_socket_.empty()) unlink(grant_socket_.c_str());
-  for (int fd : {notify_sock_[0], notify_sock_[1], egress_granted_fd_, egress_tickets_fd_, exec_tickets_fd_})
+  for (int fd : {notify_sock_[0], notify_sock_[1], egress_granted_fd_, egress_tickets_fd_, exec_tickets_fd_, view_gen_fd_})
     if (fd >= 0) close(fd);
   if (child_.go_fd >= 0) close(child_.go_fd);
   if (child_.report_fd >= 0) close(child_.report_fd);
@@ -343,6 +351,7 @@ void Confinement::fill(probe::CaptureOptions& copts) const {
   if (policy_.network == policy::Network::Allowlist) copts.egress_cgroup_fd = cgroup_.fd();
   copts.egress_granted_fd = egress_granted_fd_;
   copts.egress_tickets_fd = egress_tickets_fd_;
+  copts.view_gen_fd = view_gen_fd_;
 }
 
 void Confinement::fill(recorder::SessionMeta& meta) const {

@@ -150,6 +150,7 @@ class Confinement : public Observer {
   int notify_sock_[2] = {-1, -1};
   int egress_granted_fd_ = -1, egress_tickets_fd_ = -1;  // ask.connect: shared by the supervisor and the programs
   int exec_tickets_fd_ = -1;                              // ask.exec: the same
+  int view_gen_fd_ = -1;                                  // any ask: fr_view_gen, the same
   probe::PathRules exec_rules_;  // ask.exec: the policy's exec list as BPF-LSM enforces it (Landlock does not then)
   uint64_t closes_left_to_end_ = 0;
   uint64_t packet_drops_seen_[FR_NET_DROP_KINDS] = {};
