@@ -54,6 +54,8 @@ int BPF_PROG(fr_fork, struct task_struct *parent, struct task_struct *child)
 	__u32 session = fr_task_session(parent);
 	if (!session)
 		return 0;
+	if (fr_view_gen_on)
+		fr_bump_view_gen();  /* a new thread id in the session, state or not */
 	/* The child is watched from its first syscall on (one seccomp stops
 	 * before sys_enter too); its first sys_exit is fork returning in it. */
 	struct fr_task_state *st = bpf_task_storage_get(&fr_tasks, child, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
@@ -171,7 +173,7 @@ SEC("tp_btf/sched_process_exit")
 int BPF_PROG(fr_exit, struct task_struct *p)
 {
 	struct fr_task_state *own = bpf_task_storage_get(&fr_tasks, p, 0, 0);
-	if (fr_view_gen_on && own)
+	if (fr_view_gen_on && (own || fr_task_session(p)))
 		fr_bump_view_gen();  /* its id may be another thread's from now on */
 	if (own && fr_session_open(own->session))
 		fr_count_task(own->session, false);

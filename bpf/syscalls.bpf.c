@@ -554,6 +554,10 @@ int BPF_PROG(fr_sys_enter, struct pt_regs *regs, long id)
 
 	if (!st || fr_session_lite(st->session))
 		return 0;
+	/* Also at the call's entry: threads sharing its fs_struct see a new
+	 * umask or root before it returns. */
+	if (fr_view_gen_on && fr_changes_view(id))
+		fr_bump_view_gen();
 	save_call(st, regs, id, bpf_ktime_get_ns());
 	forget_exec(st);
 	if (fr_tls_enabled)
@@ -623,12 +627,12 @@ int BPF_PROG(fr_sys_exit, struct pt_regs *regs, long ret)
 	struct task_struct *task = bpf_get_current_task_btf();
 	struct fr_task_state *st = fr_exit_only ? session_task(task) : bpf_task_storage_get(&fr_tasks, task, 0, 0);
 
+	/* A recorded task's only (the supervisor's own set*id calls would undo
+	 * what it just read), also one whose state could not be made. */
+	if (fr_view_gen_on && fr_changes_view(syscall_nr(regs)) && (st || fr_task_session(task)))
+		fr_bump_view_gen();
 	if (!st)
 		return 0;
-	/* A recorded task's only: the supervisor's own set*id calls would
-	 * otherwise undo what it just read. */
-	if (fr_view_gen_on && fr_changes_view(syscall_nr(regs)))
-		fr_bump_view_gen();
 	if (fr_session_lite(st->session))
 		return 0;
 	__u32 blocked = 0;

@@ -155,11 +155,10 @@ FR_SHARED struct {
 
 /* The grant supervisor keeps what it read of a thread in /proc (its
  * file-system ids, groups, umask and root) while fr_view_gen[0] stays the
- * same (grants/agent_view.h). So it is bumped at the return of every call
- * that may change those for the caller or for the threads sharing its
- * fs_struct, and at their exit (a thread id may then be reused): of every
- * task with state (fr_tasks), as every task of a session has from its
- * fork or its move into the session's cgroup.
+ * same (grants/agent_view.h). So it is bumped at the entry and the return
+ * of every call that may change those for the caller or for the threads
+ * sharing its fs_struct, at every fork in a session (a new thread id) and
+ * at every exit (an id may then be reused) of a session's task.
  * Array of one: mmapped by the supervisor, read without a system call. */
 FR_SHARED struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);

@@ -16,10 +16,11 @@
 // What it read of a thread in /proc (its root's mount and inode; its ids,
 // groups and umask) is read again only when the thread differs or the
 // kernel's counter fr_view_gen moved: the BPF programs bump it at the
-// return of every call that can change those (set*id, setgroups, capset,
-// umask, chroot, pivot_root, unshare, setns, exec), whoever made it, and
-// at every task's exit, so a thread id cannot be reused unseen. Without
-// the counter, each decision reads /proc again.
+// entry and the return of every call of a session's task that can change
+// those (set*id, setgroups, capset, umask, chroot, pivot_root, unshare,
+// setns, exec), and at every fork and exit in a session, so a thread id
+// cannot be reused unseen. Without the counter, each decision reads /proc
+// again.
 // Single-threaded: the supervisor process is.
 #include <sys/stat.h>
 #include <sys/types.h>

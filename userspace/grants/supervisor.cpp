@@ -47,8 +47,10 @@ constexpr size_t kMaxWaiting = 1024;
 constexpr uint64_t kMaxRefusalsRecorded = 100;
 constexpr uint64_t kUseDelayNs = 1'000'000;
 constexpr size_t kUseBatch = 16 * 1024;
-// SIGTERM (the session ends): what is pending is written first.
+// SIGTERM (the session ends), or SIGINT, SIGHUP, SIGQUIT from the
+// terminal flightrec runs in: what is pending is written first.
 volatile sig_atomic_t g_terminate = 0;
+constexpr int kStopSignals[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT};
 constexpr uint64_t kWriteBits = O_WRONLY | O_RDWR | O_CREAT | O_TRUNC | 020000000 /* __O_TMPFILE */;
 // How long a connect or exec ticket waits for the kernel to take it: the
 // call goes on at once, so only a thread that changed its argument
@@ -617,12 +619,20 @@ Supervisor::Verdict Supervisor::decide_file(const seccomp_notif& n, uint64_t ask
   switch (call.op) {
     case FileCall::Op::Open: {
       open_how how{};
-      how.flags = call.flags | O_CLOEXEC;
+      // Never blocking: a FIFO without a reader or a leased file would
+      // hold the supervisor, and every asked call, as long as the agent
+      // likes (such an open fails with ENXIO or EWOULDBLOCK instead).
+      how.flags = call.flags | O_CLOEXEC | O_NONBLOCK;
       how.mode = call.mode & 07777;
       how.resolve = call.resolve | RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
       int fd = int(syscall(SYS_openat2, p.dir_fd, p.leaf.c_str(), &how, sizeof(how)));
       if (fd < 0) {
         err = errno;
+        break;
+      }
+      if (!(call.flags & O_NONBLOCK) && fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0) {
+        err = errno;
+        close(fd);
         break;
       }
       seccomp_notif_addfd add{};
@@ -884,7 +894,7 @@ void Supervisor::run() {
         until = &wait;
       }
     }
-    // SIGTERM is let in only here, so it never cuts a decision short.
+    // The stop signals are let in only here, so none cuts a decision short.
     if (ppoll(fds.data(), fds.size(), until, &none) < 0) {
       if (errno == EINTR) continue;
       _exit(125);
@@ -917,10 +927,12 @@ pid_t start_supervisor(const SupervisorSpec& spec) {
   signal(SIGPIPE, SIG_IGN);
   struct sigaction term {};
   term.sa_handler = [](int) { g_terminate = 1; };
-  sigaction(SIGTERM, &term, nullptr);
   sigset_t blocked;
   sigemptyset(&blocked);
-  sigaddset(&blocked, SIGTERM);
+  for (int sig : kStopSignals) {
+    sigaction(sig, &term, nullptr);
+    sigaddset(&blocked, sig);
+  }
   sigprocmask(SIG_SETMASK, &blocked, nullptr);
   // Nothing of flightrec's but what it needs: not the record, not the key.
   for (int fd = 3; fd < 4096; ++fd)

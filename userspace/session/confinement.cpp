@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <bpf/bpf.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <dirent.h>
 #include <sys/stat.h>
 #include <sys/socket.h>
@@ -311,8 +312,24 @@ void Confinement::stop_grants() {
   if (!grant_log_) return;
   stopping_grants_ = true;
   if (supervisor_ > 0) kill(supervisor_, SIGTERM);
-  if (grant_log_->fd() >= 0) fcntl(grant_log_->fd(), F_SETFL, 0);  // what it wrote is read to the end
-  while (grant_log_->fd() >= 0) record_grants();
+  // What it wrote is read to the end: it writes what is pending and exits
+  // at SIGTERM, or is killed after 5 s stuck in a call (its file calls
+  // never block; a stuck file system still could).
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (grant_log_->fd() >= 0) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    pollfd p{grant_log_->fd(), POLLIN, 0};
+    if (left.count() <= 0 || poll(&p, 1, int(left.count())) == 0) {
+      if (supervisor_ > 0) kill(supervisor_, SIGKILL);
+      Emitted out = pipeline_->emitted();
+      out.add("grants_stopped").set("why", "the grant supervisor did not stop within 5 s of the session's end; "
+                                           "killed (the uses of its last millisecond may be missing)");
+      pipeline_->write(out);
+      deadline = std::chrono::steady_clock::now() + std::chrono::hours(1);  // its pipe closes now
+      continue;
+    }
+    record_grants();
+  }
   if (supervisor_ > 0) waitpid(supervisor_, nullptr, 0);
   supervisor_ = -1;
   if (!grant_socket_.empty()) unlink(grant_socket_.c_str());
