@@ -31,10 +31,13 @@ def cgroup2_root():
 
 class Daemon:
     def __init__(self, flightrecd, config):
-        self.p = subprocess.Popen([flightrecd, "--config", config], stderr=subprocess.PIPE, text=True, bufsize=1)
+        self.p = subprocess.Popen([flightrecd, "--config", config], stderr=subprocess.PIPE)
         self.lines = []
+        self.partial = b""
 
     def await_line(self, text, count=1, timeout=30):
+        # Raw reads: a buffered readline() after select() would hide a
+        # second line that came in the same read until the next one.
         deadline = time.monotonic() + timeout
         while sum(text in l for l in self.lines) < count:
             left = deadline - time.monotonic()
@@ -42,7 +45,9 @@ class Daemon:
                 sys.exit("daemon.py: flightrecd did not say %r:\n%s" % (text, "".join(self.lines)))
             r, _, _ = select.select([self.p.stderr], [], [], left)
             if r:
-                self.lines.append(self.p.stderr.readline())
+                chunk = os.read(self.p.stderr.fileno(), 65536)
+                *done, self.partial = (self.partial + chunk).split(b"\n")
+                self.lines += [l.decode(errors="replace") + "\n" for l in done]
         return time.monotonic()
 
     def stop(self):

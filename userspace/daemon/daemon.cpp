@@ -69,7 +69,7 @@ class RecordedCgroup {
 namespace {
 
 constexpr int kTickMs = 50;
-constexpr int kCacheKib = 1024;  // SQLite's page cache per record: RSS grows by this per session at most
+constexpr int kCacheKib = 256;  // SQLite's page cache per record: a busy session's RSS grows by this at most (a quiet one keeps none)
 constexpr uint64_t kRescanNs = 10'000'000'000;  // the whole tree walked again this often
 constexpr uint64_t kRetryNs = 2'000'000'000;  // a cgroup that could not be recorded is tried again this often
 

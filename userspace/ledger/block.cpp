@@ -48,12 +48,23 @@ uint64_t index_bit(int64_t pid) {
   return 1ull << (fnv1a(&p, sizeof(p)) % 64);
 }
 
-BlockBuilder::BlockBuilder() : cctx_(ZSTD_createCCtx()) {
-  if (!cctx_ || ZSTD_isError(ZSTD_CCtx_setParameter(cctx_, ZSTD_c_compressionLevel, kLevel)) ||
-      ZSTD_isError(ZSTD_CCtx_setParameter(cctx_, ZSTD_c_checksumFlag, 1)))
+namespace {
+
+constexpr size_t kSmallBlockBytes = 64 * 1024;
+
+ZSTD_CCtx* new_cctx() {
+  ZSTD_CCtx* c = ZSTD_createCCtx();
+  if (!c || ZSTD_isError(ZSTD_CCtx_setParameter(c, ZSTD_c_compressionLevel, kLevel)) ||
+      ZSTD_isError(ZSTD_CCtx_setParameter(c, ZSTD_c_checksumFlag, 1))) {
+    ZSTD_freeCCtx(c);
     throw std::bad_alloc();
-  bodies_.reserve(kBlockTargetBytes + 4096);
+  }
+  return c;
 }
+
+}  // namespace
+
+BlockBuilder::BlockBuilder() : cctx_(new_cctx()) {}
 
 BlockBuilder::~BlockBuilder() { ZSTD_freeCCtx(cctx_); }
 
@@ -93,8 +104,20 @@ BlockRow BlockBuilder::seal(int64_t session, int64_t first_seq, const Hash& chai
   size_t n = ZSTD_compress2(cctx_, row.data.data(), row.data.size(), heads_.data(), heads_.size());
   if (ZSTD_isError(n)) throw Error(std::string("compressing a block failed: ") + ZSTD_getErrorName(n));
   row.data.resize(n);
+  size_t n_raw = heads_.size();
+  if (n_raw < kSmallBlockBytes) {
+    // A quiet session's block: what compressing it took (zstd's tables, the
+    // two halves' room) is given back; a daemon keeps hundreds of these.
+    // A busy session's full blocks keep theirs for the next one.
+    ZSTD_freeCCtx(cctx_);
+    cctx_ = new_cctx();
+  }
   heads_.clear();
   bodies_.clear();
+  if (n_raw < kSmallBlockBytes) {
+    heads_.shrink_to_fit();  // (assigning an empty string would keep the room)
+    bodies_.shrink_to_fit();
+  }
   count_ = 0;
   types_.clear();
   pid_bits_ = 0;

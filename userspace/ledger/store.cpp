@@ -84,6 +84,10 @@ std::string file_uri(const std::string& path) {
 }  // namespace
 
 void Store::open(const std::string& name, int flags) {
+  // Page caches start empty instead of with 20 pages each (before SQLite
+  // initializes; later it is refused, harmlessly): a daemon holds hundreds.
+  static const int lean_caches = sqlite3_config(SQLITE_CONFIG_PAGECACHE, nullptr, 0, 0);
+  (void)lean_caches;
   if (sqlite3_open_v2(name.c_str(), &db_, flags | SQLITE_OPEN_NOMUTEX, nullptr) != SQLITE_OK) {
     std::string msg = db_ ? sqlite3_errmsg(db_) : "out of memory";
     sqlite3_close(db_);
@@ -91,6 +95,9 @@ void Store::open(const std::string& name, int flags) {
     throw Error("cannot open database " + path_ + ": " + msg);
   }
   sqlite3_busy_timeout(db_, 5000);
+  // No lookaside slab (~18 KB resident per connection): a daemon holds a
+  // connection per session, and the recorder's statements are few.
+  if (flags & SQLITE_OPEN_READWRITE) sqlite3_db_config(db_, SQLITE_DBCONFIG_LOOKASIDE, nullptr, 0, 0);
 }
 
 Store::Store(const std::string& path, Mode mode) : path_(path), mode_(mode) {
@@ -220,6 +227,8 @@ void Store::check_or_create_schema() {
     throw Error(path_ + " has record format version " + *version + " (an older flightrec); this flightrec reads it "
                 "but appends only to version " + std::to_string(kFormatVersion) + ": record into a new file");
 }
+
+void Store::release_memory() { sqlite3_db_release_memory(db_); }
 
 void Store::limit_cache(int kib) { exec(("PRAGMA cache_size=-" + std::to_string(kib > 64 ? kib : 64)).c_str()); }
 

@@ -73,6 +73,8 @@ class Store {
   // Caps SQLite's page cache of this connection (write mode keeps 8 MiB
   // hot for one fast session; a daemon with thousands of files cannot).
   void limit_cache(int kib);
+  // Gives back the page cache's unused pages (the OS keeps the file's).
+  void release_memory();
 
   int64_t begin_session(const SessionRow& s);
   void end_session(int64_t id, int64_t end_real_ns, int64_t exit_status, int64_t entry_count,

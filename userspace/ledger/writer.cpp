@@ -1,12 +1,11 @@
 #include "ledger/writer.h"
 
+#include <algorithm>
+
 namespace flightrec::ledger {
 
 SessionWriter::SessionWriter(Store& store, int64_t session)
-    : store_(store), session_(session), thread_([this] { run(); }) {
-  batch_.entries.reserve(kBatch);
-  batch_.bodies.reserve(kBatchBytes);
-}
+    : store_(store), session_(session), thread_([this] { run(); }) {}
 
 SessionWriter::~SessionWriter() {
   try {
@@ -43,10 +42,16 @@ void SessionWriter::submit() {
   std::unique_lock lock(mu_);
   cv_.wait(lock, [&] { return queue_.size() < kMaxQueued || failure_; });
   rethrow_failure();
+  // A busy session's next batch gets the room this one took, so it
+  // appends without regrowing; a quiet one (of a daemon's hundreds) holds
+  // no room between its few entries.
+  size_t entries = batch_.entries.size(), bytes = batch_.bodies.size();
   queue_.push_back(std::move(batch_));
   batch_ = {};
-  batch_.entries.reserve(kBatch);
-  batch_.bodies.reserve(kBatchBytes);
+  if (entries >= kBatch / 4) {
+    batch_.entries.reserve(entries);
+    batch_.bodies.reserve(std::min(bytes + bytes / 8, kBatchBytes));
+  }
   cv_.notify_all();
 }
 
@@ -113,6 +118,9 @@ void SessionWriter::run() {
       for (const BlockRow& b : blocks) store_.insert_block(b);
       for (const CheckpointRow& c : checkpoints) store_.insert_checkpoint(session_, uint64_t(c.tree_size), c.note);
       store_.commit();
+      // A quiet session keeps no pages between its commits (a daemon
+      // records hundreds); a busy one keeps its B-tree hot.
+      if (batch.entries.size() < kBatch / 4) store_.release_memory();
     } catch (...) {
       failure = std::current_exception();
       store_.rollback();  // leave no transaction open behind the failure

@@ -32,7 +32,7 @@ class SessionWriter {
   // ring buffer then fills, and backpressure or the drop counters act).
   static constexpr size_t kBatch = 4096;
   static constexpr size_t kMaxQueued = 8;
-  static constexpr size_t kBatchBytes = kBatch * 384;  // room for a batch of typical bodies
+  static constexpr size_t kBatchBytes = kBatch * 384;  // at most this much room kept for the next batch
 
   SessionWriter(Store& store, int64_t session);
   ~SessionWriter();

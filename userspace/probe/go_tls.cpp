@@ -1,6 +1,7 @@
 #include "probe/go_tls.h"
 
 #include <capstone/capstone.h>
+#include <dlfcn.h>
 #include <elf.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -39,21 +40,53 @@ constexpr Wanted kWanted[] = {
     {"crypto/tls.(*Conn).handshakeContext", FR_TLS_HANDSHAKE, false},
 };
 
+// capstone, loaded the first time a Go program is probed: its tables are
+// ~3 MB of data relocated at load, which every flightrec process (the
+// daemon, each run) would carry otherwise, Go programs or not.
+struct Capstone {
+  decltype(&cs_open) open;
+  decltype(&cs_malloc) malloc;
+  decltype(&cs_disasm_iter) disasm_iter;
+  decltype(&cs_free) free;
+  decltype(&cs_close) close;
+};
+
+const Capstone* capstone(std::string* why) {
+  static std::string error;
+  static const Capstone* loaded = []() -> const Capstone* {
+    void* lib = dlopen(FLIGHTREC_CAPSTONE_LIBRARY, RTLD_NOW | RTLD_LOCAL);
+    static Capstone c{};
+    if (lib) {
+      c.open = reinterpret_cast<decltype(&cs_open)>(dlsym(lib, "cs_open"));
+      c.malloc = reinterpret_cast<decltype(&cs_malloc)>(dlsym(lib, "cs_malloc"));
+      c.disasm_iter = reinterpret_cast<decltype(&cs_disasm_iter)>(dlsym(lib, "cs_disasm_iter"));
+      c.free = reinterpret_cast<decltype(&cs_free)>(dlsym(lib, "cs_free"));
+      c.close = reinterpret_cast<decltype(&cs_close)>(dlsym(lib, "cs_close"));
+      if (c.open && c.malloc && c.disasm_iter && c.free && c.close) return &c;
+    }
+    const char* e = dlerror();
+    error = std::string("the disassembler Go probes need cannot be loaded: ") + (e ? e : FLIGHTREC_CAPSTONE_LIBRARY);
+    return nullptr;
+  }();
+  if (!loaded) *why = error;
+  return loaded;
+}
+
 // Offsets (from `start`) of the RET instructions in code.
-std::vector<uint64_t> ret_offsets(const std::string& code, uint64_t address) {
+std::vector<uint64_t> ret_offsets(const Capstone& cap, const std::string& code, uint64_t address) {
   std::vector<uint64_t> out;
   csh cs;
-  if (cs_open(CS_ARCH_X86, CS_MODE_64, &cs) != CS_ERR_OK) return out;
-  cs_insn* insn = cs_malloc(cs);
+  if (cap.open(CS_ARCH_X86, CS_MODE_64, &cs) != CS_ERR_OK) return out;
+  cs_insn* insn = cap.malloc(cs);
   const uint8_t* p = reinterpret_cast<const uint8_t*>(code.data());
   size_t left = code.size();
   uint64_t at = address;
   // Stops at the first byte that is no instruction: Go pads between
   // functions with INT3, and the function's end comes from the table.
-  while (insn && cs_disasm_iter(cs, &p, &left, &at, insn))
+  while (insn && cap.disasm_iter(cs, &p, &left, &at, insn))
     if (insn->id == X86_INS_RET) out.push_back(insn->address - address);
-  if (insn) cs_free(insn, 1);
-  cs_close(&cs);
+  if (insn) cap.free(insn, 1);
+  cap.close(&cs);
   return out;
 }
 
@@ -141,9 +174,11 @@ std::optional<std::vector<GoTlsFunction>> go_tls_functions(int fd, std::string* 
     if (!in || size > kFunctionMax || size > in->sh_size - (vaddr - in->sh_addr)) continue;
     GoTlsFunction f{want->name, want->func, vaddr - in->sh_addr + in->sh_offset, {}};
     if (want->needs_rets) {
+      const Capstone* cap = capstone(why);
+      if (!cap) return std::vector<GoTlsFunction>{};  // a Go program that cannot be probed, and why
       std::string code(size, '\0');
       if (!read_at(fd, code.data(), code.size(), f.entry)) continue;
-      for (uint64_t r : ret_offsets(code, vaddr)) f.rets.push_back(f.entry + r);
+      for (uint64_t r : ret_offsets(*cap, code, vaddr)) f.rets.push_back(f.entry + r);
       if (f.rets.empty()) continue;
     }
     out.push_back(std::move(f));
