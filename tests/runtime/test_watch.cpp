@@ -303,8 +303,13 @@ TEST_CASE("watch --mode lite: writes and file changes recorded, stats and reads 
     if (path == marker && e["type"] == "file_open") ++reads;
     if (name == "newfstatat" || name == "stat" || name == "statx") ++stats;
   }
-  CHECK(writes > 5);
-  CHECK(renames > 5);
+  // Every round writes, then renames once or twice (mv tries
+  // RENAME_NOREPLACE first): at least as many renames as writes, but for
+  // the round the window cut, however many rounds the machine managed (5
+  // in 2.5 s once under emulation, ~100 here).
+  CHECK(writes >= 2);
+  CHECK(renames >= 2);
+  CHECK(renames >= writes - 1);
   CHECK(reads == 0);  // cat's opens of marker read it: counted only
   CHECK(stats == 0);  // no hook at all
   int64_t opens = 0;
