@@ -38,9 +38,12 @@ package_of() {
   echo "build-deb: no Debian package has $1" >&2
   return 1
 }
+# And those they load when needed (dlopen): capstone, for Go programs' probes.
+loaded=$(ldconfig -p | awk '/libcapstone\.so\.[0-9]+ .*x86-64/ {print $NF; exit}')
+[ -n "$loaded" ] || { echo "build-deb: libcapstone is not installed" >&2; exit 1; }
 depends=$(for bin in "$stage/usr/bin/flightrec" "$stage/usr/sbin/flightrecd"; do
             ldd "$bin" | awk '/=> \//{print $3}'
-          done | sort -u | while read -r lib; do package_of "$lib"; done |
+          done | { cat; echo "$loaded"; } | sort -u | while read -r lib; do package_of "$lib"; done |
           sort -u | grep -v '^libc6$' | paste -sd, | sed 's/,/, /g')
 cat > "$stage/DEBIAN/control" <<CONTROL
 Package: flightrec

@@ -404,6 +404,7 @@ TEST_CASE("the .deb installs flightrec, flightrecd, its unit, config and policie
   Result info = run({"dpkg-deb", "--field", deb, "Depends"});
   CHECK(info.out.find("libbpf1") != std::string::npos);
   CHECK(info.out.find("libsqlite3-0") != std::string::npos);
+  CHECK(info.out.find("libcapstone") != std::string::npos);  // loaded when needed, not linked
   const std::vector<std::string> files = {"/usr/bin/flightrec", "/usr/sbin/flightrecd", "/lib/systemd/system/flightrecd.service",
                                           "/etc/flightrec/flightrecd.yaml", "/usr/share/flightrec/policies/agent.yaml"};
   Result in = run({"dpkg", "-i", deb});
