@@ -631,9 +631,7 @@ int BPF_PROG(fr_sys_exit, struct pt_regs *regs, long ret)
 	 * what it just read), also one whose state could not be made. */
 	if (fr_view_gen_on && fr_changes_view(syscall_nr(regs)) && (st || fr_task_session(task)))
 		fr_bump_view_gen();
-	if (!st)
-		return 0;
-	if (fr_session_lite(st->session))
+	if (!st || fr_session_lite(st->session))
 		return 0;
 	__u32 blocked = 0;
 	if (!st->active && st->fork_return) {

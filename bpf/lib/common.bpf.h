@@ -34,8 +34,8 @@ extern const volatile __u32 fr_egress_lsm;    /* lsm/socket_connect enforces the
 extern const volatile __u64 fr_tls_chunk;  /* bytes per TLS record */
 extern const volatile __u64 fr_tls_cap;    /* bytes per SSL call */
 extern const volatile __u64 fr_wakeup_bytes;
-extern const volatile __u64 fr_highwater_bytes;
-extern const volatile __u32 fr_view_gen_on;  /* a grant supervisor reads fr_view_gen: keep it */  /* backpressure pauses the session here; 0: none */
+extern const volatile __u64 fr_highwater_bytes;  /* backpressure pauses the session here; 0: none */
+extern const volatile __u32 fr_view_gen_on;  /* a grant supervisor reads fr_view_gen: keep it */
 /* Bumped by userspace whenever fr_sessions changes: fr_verdicts worked
  * out before then are stale. */
 extern volatile __u32 fr_session_gen;

@@ -71,16 +71,11 @@ int cmd_report(const Args& args) {
   std::string tmp = out + ".tmp." + std::to_string(getpid());
   int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0) throw Error(errno_message("cannot create " + tmp, errno));
-  size_t at = 0;
-  while (at < page.size()) {
-    ssize_t n = write(fd, page.data() + at, page.size() - at);
-    if (n <= 0) {
-      int err = errno;
-      close(fd);
-      unlink(tmp.c_str());
-      throw Error(errno_message("cannot write " + tmp, err));
-    }
-    at += size_t(n);
+  if (!write_full(fd, page.data(), page.size())) {
+    int err = errno;
+    close(fd);
+    unlink(tmp.c_str());
+    throw Error(errno_message("cannot write " + tmp, err));
   }
   if (fsync(fd) != 0 || close(fd) != 0) {
     unlink(tmp.c_str());

@@ -123,7 +123,7 @@ class AgentView {
   }
   // /proc/TID/status of recent threads, open: a descriptor stays bound to
   // its thread, so a read fails once that thread is gone, even if another
-  // reuses its number. Read again at each decision (ids and umask change).
+  // reuses its number. Read again whenever the ids read are not known to hold.
   std::unordered_map<pid_t, int> status_fds_;
 
   // The entered thread's ids, groups and umask, from /proc; 0 or an errno.

@@ -876,23 +876,14 @@ void Supervisor::run() {
     if (!tickets_.empty() && (!next || tickets_.front().deadline_ns < next)) next = tickets_.front().deadline_ns;
     for (const auto& w : waiting_)
       if (!next || w.deadline_ns < next) next = w.deadline_ns;
+    if (!pending_.empty() && (!next || flush_by_ns_ < next)) next = flush_by_ns_;
     // Waiting calls are also checked now and then: one may have been interrupted.
-    int timeout = waiting_.empty() ? -1 : 200;
-    if (next) {
-      uint64_t ms = next > now ? (next - now + 999'999) / 1'000'000 : 0;
-      if (timeout < 0 || ms < uint64_t(timeout)) timeout = int(ms);
-    }
+    if (!waiting_.empty() && (!next || now + 200'000'000 < next)) next = now + 200'000'000;
     timespec wait{}, *until = nullptr;
-    if (timeout >= 0) {
-      wait = {timeout / 1000, (timeout % 1000) * 1'000'000L};
+    if (next) {
+      uint64_t left = next > now ? next - now : 0;
+      wait = {time_t(left / 1'000'000'000), long(left % 1'000'000'000)};
       until = &wait;
-    }
-    if (!pending_.empty()) {
-      uint64_t left = flush_by_ns_ > now ? flush_by_ns_ - now : 0;
-      if (!until || uint64_t(wait.tv_sec) * 1'000'000'000ull + uint64_t(wait.tv_nsec) > left) {
-        wait = {time_t(left / 1'000'000'000ull), long(left % 1'000'000'000ull)};
-        until = &wait;
-      }
     }
     // The stop signals are let in only here, so none cuts a decision short.
     if (ppoll(fds.data(), fds.size(), until, &none) < 0) {

@@ -104,17 +104,15 @@ BlockRow BlockBuilder::seal(int64_t session, int64_t first_seq, const Hash& chai
   size_t n = ZSTD_compress2(cctx_, row.data.data(), row.data.size(), heads_.data(), heads_.size());
   if (ZSTD_isError(n)) throw Error(std::string("compressing a block failed: ") + ZSTD_getErrorName(n));
   row.data.resize(n);
-  size_t n_raw = heads_.size();
-  if (n_raw < kSmallBlockBytes) {
+  bool small = heads_.size() < kSmallBlockBytes;
+  heads_.clear();
+  bodies_.clear();
+  if (small) {
     // A quiet session's block: what compressing it took (zstd's tables, the
     // two halves' room) is given back; a daemon keeps hundreds of these.
     // A busy session's full blocks keep theirs for the next one.
     ZSTD_freeCCtx(cctx_);
     cctx_ = new_cctx();
-  }
-  heads_.clear();
-  bodies_.clear();
-  if (n_raw < kSmallBlockBytes) {
     heads_.shrink_to_fit();  // (assigning an empty string would keep the room)
     bodies_.shrink_to_fit();
   }

@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -316,16 +317,17 @@ void Confinement::stop_grants() {
   // at SIGTERM, or is killed after 5 s stuck in a call (its file calls
   // never block; a stuck file system still could).
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  bool killed = false;
   while (grant_log_->fd() >= 0) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     pollfd p{grant_log_->fd(), POLLIN, 0};
-    if (left.count() <= 0 || poll(&p, 1, int(left.count())) == 0) {
-      if (supervisor_ > 0) kill(supervisor_, SIGKILL);
+    if (poll(&p, 1, killed ? -1 : int(std::max<int64_t>(left.count(), 0))) == 0) {
+      if (supervisor_ > 0) kill(supervisor_, SIGKILL);  // its pipe closes now
+      killed = true;
       Emitted out = pipeline_->emitted();
       out.add("grants_stopped").set("why", "the grant supervisor did not stop within 5 s of the session's end; "
                                            "killed (the uses of its last millisecond may be missing)");
       pipeline_->write(out);
-      deadline = std::chrono::steady_clock::now() + std::chrono::hours(1);  // its pipe closes now
       continue;
     }
     record_grants();
