@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -95,13 +96,19 @@ struct CgroupTree {
     return path;
   }
   // Runs argv inside the cgroup at rel; returns its pid.
-  pid_t spawn(const std::string& rel, std::vector<std::string> argv) {
+  // stdout_file: where its standard output goes (else ours).
+  pid_t spawn(const std::string& rel, std::vector<std::string> argv, const std::string& stdout_file = "") {
     std::string path = base + "/" + rel;
     int ready[2];
     REQUIRE(pipe(ready) == 0);
     pid_t pid = fork();
     if (pid == 0) {
       close(ready[0]);
+      // Opened outside the cgroup: not one of the acts it records.
+      if (!stdout_file.empty()) {
+        int out = open(stdout_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        if (out < 0 || dup2(out, 1) < 0) _exit(126);
+      }
       std::ofstream(path + "/cgroup.procs") << getpid() << std::endl;
       close(ready[1]);
       std::vector<char*> args;
@@ -981,8 +988,9 @@ TEST_CASE("flightrecd lite mode: every call docs/LITE.md lists is recorded, read
   std::string work_lite = dir.file("lite-work"), work_full = dir.file("full-work");
   mkdir(work_lite.c_str(), 0700);
   mkdir(work_full.c_str(), 0700);
-  pid_t lite_pid = tree.spawn("agent", {LITE_ACTS_BIN, work_lite, std::to_string(refusing.port)});
-  pid_t full_pid = tree.spawn("other", {LITE_ACTS_BIN, work_full, std::to_string(refusing.port)});
+  // What each act returned, for a failure's context (too long for every run's log).
+  pid_t lite_pid = tree.spawn("agent", {LITE_ACTS_BIN, work_lite, std::to_string(refusing.port)}, dir.file("lite.out"));
+  pid_t full_pid = tree.spawn("other", {LITE_ACTS_BIN, work_full, std::to_string(refusing.port)}, dir.file("full.out"));
   CHECK(tree.reap(lite_pid) == 0);
   CHECK(tree.reap(full_pid) == 0);
   // Counts are sealed each second: wait for one that has the acts' reads.
@@ -1000,6 +1008,8 @@ TEST_CASE("flightrecd lite mode: every call docs/LITE.md lists is recorded, read
   CHECK(flightrec({"verify", "--db", lite_db}).code == 0);
   CHECK(flightrec({"verify", "--db", full_db}).code == 0);
   auto lite = entries(lite_db), full = entries(full_db);
+  INFO("lite_acts in the lite session:\n" << slurp(dir.file("lite.out")));
+  INFO("lite_acts in the full session:\n" << slurp(dir.file("full.out")));
 
   // The lite session is served by the syscall tracepoints alone, the full
   // one by the raw syscall program, and neither records the other's way.
