@@ -1,6 +1,7 @@
 #include "daemon/daemon.h"
 
 #include <grp.h>
+#include <malloc.h>
 #include <sys/epoll.h>
 #include <sys/resource.h>
 #include <sys/statvfs.h>
@@ -874,6 +875,11 @@ int Daemon::run() {
       }
       if (now >= next_disk_check) {
         next_disk_check = now + 1'000'000'000ull;
+        // What the sessions freed inside the heap goes back to the system:
+        // free() returns only its top, and 100 quiet sessions left ~4 MB
+        // of freed batches and blocks resident between live ones. One
+        // walk of the free lists, ~40 us with 100 sessions.
+        malloc_trim(0);
         check_disk();
       }
       if (now >= next_counts) {
