@@ -22,6 +22,10 @@ HugeHeap::HugeHeap() {
   // MiB of free space, so the reserve below stays mapped for them.
   mallopt(M_MMAP_THRESHOLD, 64 << 20);
   mallopt(M_TRIM_THRESHOLD, 64 << 20);
+  advise_arena();
+}
+
+void HugeHeap::advise_arena() {
   // Grows the heap (brk reserves, touches nothing) and gives it back to
   // malloc's free top; the advice stays on the range.
   void* block = malloc(kReserve);

@@ -13,6 +13,10 @@ class HugeHeap {
  public:
   HugeHeap();
   ~HugeHeap();
+  // The same advice for the calling thread's own malloc arena (a thread
+  // other than the main one allocates from another heap), while a
+  // HugeHeap lives.
+  static void advise_arena();
   HugeHeap(const HugeHeap&) = delete;
   HugeHeap& operator=(const HugeHeap&) = delete;
 };

@@ -19,6 +19,8 @@
 #include <set>
 #include <optional>
 #include <sstream>
+#include <system_error>
+#include <thread>
 
 #include "common/error.h"
 #include "common/huge_heap.h"
@@ -37,7 +39,7 @@ namespace flightrec::probe {
 namespace {
 
 bool g_verbose = false;
-std::string* g_log = nullptr;  // while loading: libbpf's messages, to find a refused program
+thread_local std::string* g_log = nullptr;  // while loading: libbpf's messages, to find a refused program
 
 int print_libbpf(enum libbpf_print_level level, const char* fmt, va_list args) {
   if (g_log && level != LIBBPF_DEBUG) {
@@ -159,59 +161,127 @@ Capture::Capture(const CaptureOptions& opts, Handler handler) : handler_(std::mo
     fprintf(stderr, "flightrec: relocating against the whole kernel BTF: %s\n", cut_why.c_str());
   LIBBPF_OPTS(bpf_object_open_opts, open_opts, .btf_custom_path = cut.fd >= 0 ? cut_path.c_str() : nullptr);
 
+  // fr_sys_exit, the largest program to verify by far, is loaded on a
+  // second thread as an object of its own while the rest loads here: the
+  // kernel's verification is most of a session's start-up, and the two
+  // halves take about as long. Both objects share every map, made first by
+  // a third object without programs.
+  bool split = opts.raw_syscalls;
+  enum class Role { Maps, Main, Side };
+  auto open_one = [&](Role role) {
+    flightrec_bpf* s = flightrec_bpf__open_opts(&open_opts);
+    if (!s) throw Error(errno_message("cannot open the BPF object", errno));
+    s->rodata->fr_self_tgid = uint32_t(getpid());
+    s->rodata->fr_tls_enabled = opts.tls ? 1 : 0;
+    s->rodata->fr_exit_only = opts.entry_times ? 0 : 1;
+    s->rodata->fr_tls_chunk = opts.tls_chunk;
+    s->rodata->fr_tls_cap = opts.tls_cap;
+    s->rodata->fr_wakeup_bytes = opts.wakeup_bytes ? opts.wakeup_bytes : opts.ring_bytes / 8;
+    s->rodata->fr_highwater_bytes = opts.highwater_bytes;
+    s->rodata->fr_hidden_rules = opts.hidden.empty() ? 0 : 1;
+    s->rodata->fr_exec_rules = opts.exec.empty() ? 0 : 1;
+    s->rodata->fr_egress_count = uint32_t(opts.egress.size());
+    s->rodata->fr_egress_lsm = egress && lsm ? 1 : 0;
+    s->rodata->fr_view_gen_on = opts.view_gen_fd >= 0 ? 1 : 0;
+    bpf_map__set_max_entries(s->maps.fr_events, uint32_t(opts.ring_bytes));
+    bool makes_maps = role == Role::Maps || (role == Role::Main && !split);
+    if (makes_maps &&
+        ((opts.egress_granted_fd >= 0 && bpf_map__reuse_fd(s->maps.fr_egress_granted, opts.egress_granted_fd)) ||
+         (opts.egress_tickets_fd >= 0 && bpf_map__reuse_fd(s->maps.fr_egress_tickets, opts.egress_tickets_fd)) ||
+         (opts.exec_tickets_fd >= 0 && bpf_map__reuse_fd(s->maps.fr_exec_tickets, opts.exec_tickets_fd)) ||
+         (opts.view_gen_fd >= 0 && bpf_map__reuse_fd(s->maps.fr_view_gen, opts.view_gen_fd)))) {
+      int e = errno;
+      flightrec_bpf__destroy(s);
+      throw Error(errno_message("cannot share the runtime grants' maps with the BPF programs", e));
+    }
+    bpf_program* prog;
+    if (role != Role::Main) {
+      bpf_object__for_each_program(prog, s->obj) bpf_program__set_autoload(prog, role == Role::Side && prog == s->progs.fr_sys_exit);
+      bpf_program__set_autoattach(s->progs.fr_sys_exit, false);
+      return s;
+    }
+    select_programs(s->obj, lsm, opts.tls, egress);
+    if (!opts.entry_times || !opts.raw_syscalls) bpf_program__set_autoload(s->progs.fr_sys_enter, false);
+    if (!opts.raw_syscalls || split) bpf_program__set_autoload(s->progs.fr_sys_exit, false);
+    if (!opts.lite) bpf_program__set_autoload(s->progs.fr_lite_exit, false);
+    // Attached by the first session that needs them (open_session): a
+    // daemon with no full session makes no task on the host pay for them.
+    bpf_program__set_autoattach(s->progs.fr_sys_enter, false);
+    bpf_program__set_autoattach(s->progs.fr_sys_exit, false);
+    if (tls_multi_)
+      for (auto* p : {s->progs.fr_ssl_enter, s->progs.fr_ssl_ret})
+        bpf_program__set_expected_attach_type(p, bpf_attach_type(kTraceUprobeMulti));
+    for (const auto& name : refused_names_)
+      if (auto* p = bpf_object__find_program_by_name(s->obj, name.c_str())) bpf_program__set_autoload(p, false);
+    return s;
+  };
+  // Every map of `to` is the one `from` (loaded) made in its place: both
+  // are the same ELF, so their maps come in the same order (not always
+  // under the same names: a shared grants' map takes its maker's).
+  auto share_maps = [](flightrec_bpf* from, flightrec_bpf* to) {
+    bpf_map* made = bpf_object__next_map(from->obj, nullptr);
+    for (bpf_map* map = bpf_object__next_map(to->obj, nullptr); map; map = bpf_object__next_map(to->obj, map)) {
+      if (!made || bpf_map__reuse_fd(map, bpf_map__fd(made)) != 0) return -(errno ? errno : ENOENT);
+      made = bpf_object__next_map(from->obj, made);
+    }
+    return 0;
+  };
+
   // Load; where the kernel refuses one LSM program (a helper that hook may
   // not call on this kernel, a hook it does not have), load again without
   // it: that hook falls back to the tracepoints alone, and refused() says so.
   for (int attempt = 0;; ++attempt) {
-    skel_ = flightrec_bpf__open_opts(&open_opts);
-    if (!skel_) throw Error(errno_message("cannot open the BPF object", errno));
-    skel_->rodata->fr_self_tgid = uint32_t(getpid());
-    skel_->rodata->fr_tls_enabled = opts.tls ? 1 : 0;
-    skel_->rodata->fr_exit_only = opts.entry_times ? 0 : 1;
-    skel_->rodata->fr_tls_chunk = opts.tls_chunk;
-    skel_->rodata->fr_tls_cap = opts.tls_cap;
-    skel_->rodata->fr_wakeup_bytes = opts.wakeup_bytes ? opts.wakeup_bytes : opts.ring_bytes / 8;
-    skel_->rodata->fr_highwater_bytes = opts.highwater_bytes;
-    skel_->rodata->fr_hidden_rules = opts.hidden.empty() ? 0 : 1;
-    skel_->rodata->fr_exec_rules = opts.exec.empty() ? 0 : 1;
-    skel_->rodata->fr_egress_count = uint32_t(opts.egress.size());
-    skel_->rodata->fr_egress_lsm = egress && lsm ? 1 : 0;
-    skel_->rodata->fr_view_gen_on = opts.view_gen_fd >= 0 ? 1 : 0;
-    bpf_map__set_max_entries(skel_->maps.fr_events, uint32_t(opts.ring_bytes));
-    if ((opts.egress_granted_fd >= 0 && bpf_map__reuse_fd(skel_->maps.fr_egress_granted, opts.egress_granted_fd)) ||
-        (opts.egress_tickets_fd >= 0 && bpf_map__reuse_fd(skel_->maps.fr_egress_tickets, opts.egress_tickets_fd)) ||
-        (opts.exec_tickets_fd >= 0 && bpf_map__reuse_fd(skel_->maps.fr_exec_tickets, opts.exec_tickets_fd)) ||
-        (opts.view_gen_fd >= 0 && bpf_map__reuse_fd(skel_->maps.fr_view_gen, opts.view_gen_fd))) {
-      int e = errno;
+    flightrec_bpf* maps = nullptr;
+    try {
+      maps = split ? open_one(Role::Maps) : nullptr;
+      skel_ = open_one(Role::Main);
+      side_ = split ? open_one(Role::Side) : nullptr;
+    } catch (...) {
+      flightrec_bpf__destroy(maps);
       flightrec_bpf__destroy(skel_);
       skel_ = nullptr;
-      throw Error(errno_message("cannot share the runtime grants' maps with the BPF programs", e));
+      throw;
     }
-    select_programs(skel_->obj, lsm, opts.tls, egress);
-    if (!opts.entry_times || !opts.raw_syscalls) bpf_program__set_autoload(skel_->progs.fr_sys_enter, false);
-    if (!opts.raw_syscalls) bpf_program__set_autoload(skel_->progs.fr_sys_exit, false);
-    if (!opts.lite) bpf_program__set_autoload(skel_->progs.fr_lite_exit, false);
-    // Attached by the first session that needs them (open_session): a
-    // daemon with no full session makes no task on the host pay for them.
-    bpf_program__set_autoattach(skel_->progs.fr_sys_enter, false);
-    bpf_program__set_autoattach(skel_->progs.fr_sys_exit, false);
-    if (tls_multi_)
-      for (auto* prog : {skel_->progs.fr_ssl_enter, skel_->progs.fr_ssl_ret})
-        bpf_program__set_expected_attach_type(prog, bpf_attach_type(kTraceUprobeMulti));
-    for (const auto& name : refused_names_)
-      if (auto* prog = bpf_object__find_program_by_name(skel_->obj, name.c_str())) bpf_program__set_autoload(prog, false);
-    std::string log;
-    g_log = &log;
-    int err;
+    std::string log, side_log;
+    int err = 0, side_err = 0;
     {
-      HugeHeap heap;  // for libbpf's copy of the kernel's BTF
-      err = flightrec_bpf__load(skel_);
+      HugeHeap heap;  // for libbpf's copies of the kernel's BTF
+      g_log = &log;
+      if (split) {
+        err = flightrec_bpf__load(maps);
+        if (!err) err = share_maps(maps, skel_);
+        if (!err) err = share_maps(maps, side_);
+        if (!err) {
+          auto load_side = [&] {
+            HugeHeap::advise_arena();
+            g_log = &side_log;
+            side_err = flightrec_bpf__load(side_);
+            g_log = nullptr;
+          };
+          std::thread side;
+          try {
+            side = std::thread(load_side);
+          } catch (const std::system_error&) {
+            load_side();  // no thread to be had: one after the other
+            g_log = &log;
+          }
+          err = flightrec_bpf__load(skel_);
+          if (side.joinable()) side.join();
+        }
+      } else {
+        err = flightrec_bpf__load(skel_);
+      }
+      g_log = nullptr;
     }
-    g_log = nullptr;
+    flightrec_bpf__destroy(maps);  // the loaded objects hold its maps
+    log += side_log;
+    if (!err) err = side_err;
     if (!err) break;
     std::string name = refused_program(log);
     auto* prog = name.empty() ? nullptr : bpf_object__find_program_by_name(skel_->obj, name.c_str());
     std::string section = prog ? bpf_program__section_name(prog) : "";
+    flightrec_bpf__destroy(side_);
+    side_ = nullptr;
     flightrec_bpf__destroy(skel_);
     skel_ = nullptr;
     // The cut of the kernel's BTF is never why a program is lost: where
@@ -278,6 +348,7 @@ Capture::Capture(const CaptureOptions& opts, Handler handler) : handler_(std::mo
     for (auto* link : lite_links_) bpf_link__destroy(link);
     for (auto* link : raw_links_) bpf_link__destroy(link);
     ring_.reset();
+    flightrec_bpf__destroy(side_);
     flightrec_bpf__destroy(skel_);
     throw;
   }
@@ -341,12 +412,13 @@ Capture::~Capture() {
   for (auto* link : tls_links_) bpf_link__destroy(link);
   for (int fd : tls_link_fds_) close(fd);
   ring_.reset();
+  flightrec_bpf__destroy(side_);
   flightrec_bpf__destroy(skel_);
 }
 
 void Capture::attach_raw() {
   std::vector<bpf_link*> links;  // all or none: a retry must not attach twice
-  for (auto* prog : {skel_->progs.fr_sys_enter, skel_->progs.fr_sys_exit}) {
+  for (auto* prog : {skel_->progs.fr_sys_enter, sys_exit_program()}) {
     if (!bpf_program__autoload(prog)) continue;
     bpf_link* link = bpf_program__attach(prog);
     if (!link) {
@@ -467,7 +539,7 @@ uint32_t Capture::open_session(const std::vector<uint64_t>& cgroup_ids, bool lit
   if (cgroup_ids.empty()) throw Error("a session observes at least one cgroup");
   if (lite && !bpf_program__autoload(skel_->progs.fr_lite_exit))
     throw Error("lite sessions need the lite programs loaded (CaptureOptions::lite)");
-  if (!lite && !bpf_program__autoload(skel_->progs.fr_sys_exit))
+  if (!lite && !bpf_program__autoload(sys_exit_program()))
     throw Error("full sessions need the raw syscall programs loaded (CaptureOptions::raw_syscalls)");
   if (lite && !lite_on_) attach_lite();
   if (!lite && !raw_attached_) attach_raw();
@@ -697,10 +769,21 @@ std::vector<NetDrops> Capture::net_drops() const {
   return out;
 }
 
+bpf_program* Capture::sys_exit_program() const {
+  return side_ ? side_->progs.fr_sys_exit : skel_->progs.fr_sys_exit;
+}
+
+std::vector<bpf_program*> Capture::programs() const {
+  std::vector<bpf_program*> out;
+  bpf_program* prog;
+  bpf_object__for_each_program(prog, skel_->obj) out.push_back(prog);
+  if (side_) out.push_back(side_->progs.fr_sys_exit);
+  return out;
+}
+
 std::vector<Capture::ProgramStats> Capture::program_stats() const {
   std::vector<ProgramStats> out;
-  bpf_program* prog;
-  bpf_object__for_each_program(prog, skel_->obj) {
+  for (bpf_program* prog : programs()) {
     int fd = bpf_program__fd(prog);
     bpf_prog_info info{};
     uint32_t len = sizeof(info);
@@ -715,8 +798,7 @@ uint64_t Capture::program_misses() const {
   // preempted inside sys_exit, another entering it): those events are lost
   // too, and counted only here.
   uint64_t total = 0;
-  bpf_program* prog;
-  bpf_object__for_each_program(prog, skel_->obj) {
+  for (bpf_program* prog : programs()) {
     bpf_prog_info info{};
     uint32_t len = sizeof(info);
     if (bpf_obj_get_info_by_fd(bpf_program__fd(prog), &info, &len) == 0)
@@ -741,8 +823,7 @@ double Capture::ring_fill() const {
 
 std::vector<std::string> Capture::attached(bool lite) const {
   std::vector<std::string> out;
-  bpf_program* prog;
-  bpf_object__for_each_program(prog, skel_->obj) {
+  for (bpf_program* prog : programs()) {
     std::string sec = bpf_program__section_name(prog);
     if (!bpf_program__autoload(prog)) continue;
     bool raw = sec == "tp_btf/sys_enter" || sec == "tp_btf/sys_exit";

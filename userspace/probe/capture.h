@@ -12,6 +12,7 @@
 struct flightrec_bpf;
 struct bpf_link;
 struct bpf_object;
+struct bpf_program;
 extern "C" {
 #include "flightrec/abi/events.h"
 }
@@ -176,6 +177,9 @@ class Capture {
 
  private:
   flightrec_bpf* skel_ = nullptr;
+  flightrec_bpf* side_ = nullptr;  // fr_sys_exit alone, loaded beside skel_ on its maps (nullptr: in skel_)
+  bpf_program* sys_exit_program() const;
+  std::vector<bpf_program*> programs() const;  // both objects' (loaded or not)
   std::unique_ptr<RingReader> ring_;
   bool tls_multi_ = false;          // TLS probes as uprobe_multi links (tls_link_fds_)
   std::vector<bpf_link*> tls_links_;
