@@ -27,7 +27,10 @@ class FailureDigest : public doctest::IReporter {
     std::lock_guard<std::mutex> lock(mutex_);
     failures_.push_back(test_ + ": threw " + e.error_string.c_str());
   }
-  void test_case_start(const doctest::TestCaseData& t) override { test_ = t.m_name; }
+  void test_case_start(const doctest::TestCaseData& t) override {
+    std::lock_guard<std::mutex> lock(mutex_);  // a test's threads may be checking still
+    test_ = t.m_name;
+  }
   void test_run_end(const doctest::TestRunStats&) override {
     if (failures_.empty()) return;
     std::fprintf(stdout, "\n[failure digest] %zu failed checks:\n", failures_.size());
