@@ -12,8 +12,8 @@ const volatile __u32 fr_egress_count = 0;
 const volatile __u32 fr_egress_lsm = 0;
 const volatile __u64 fr_tls_chunk = 16384;
 const volatile __u64 fr_tls_cap = 262144;
-const volatile __u64 fr_wakeup_bytes = 256 * 1024;
-const volatile __u64 fr_highwater_bytes = 0;
+const volatile __u32 fr_wakeup_shift = 3;     /* an eighth full */
+const volatile __u32 fr_highwater_shift = 0;
 const volatile __u32 fr_view_gen_on = 0;
 volatile __u32 fr_session_gen = 0;
 

@@ -64,11 +64,10 @@ int BPF_PROG(fr_fork, struct task_struct *parent, struct task_struct *child)
 		st->fork_return = 1;
 		fr_join_session(st, session);
 	}
-	struct fr_fork *r = bpf_ringbuf_reserve(&fr_events, sizeof(*r), 0);
-	if (!r) {
-		fr_count_drop();
+	void *ring;
+	struct fr_fork *r = fr_reserve(session, sizeof(*r), &ring);
+	if (!r)
 		return 0;
-	}
 	fr_fill_header(&r->h, FR_REC_FORK, sizeof(*r), session);
 	r->child_pid = BPF_CORE_READ(child, tgid);
 	r->child_tid = BPF_CORE_READ(child, pid);
@@ -79,7 +78,7 @@ int BPF_PROG(fr_fork, struct task_struct *parent, struct task_struct *child)
 	    BPF_CORE_READ(child, real_cred, user_ns) != BPF_CORE_READ(parent, real_cred, user_ns))
 		r->flags |= FR_FORK_NEW_NS;
 	r->pad = 0;
-	bpf_ringbuf_submit(r, fr_wakeup_flag(sizeof(*r)));
+	bpf_ringbuf_submit(r, fr_wakeup_flag(ring, sizeof(*r)));
 	return 0;
 }
 
@@ -130,10 +129,11 @@ int BPF_PROG(fr_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 	/* With TLS capture on, the collector is woken for each exec: a
 	 * program that carries its own TLS (Go, node) is probed as it starts,
 	 * not a tick later, when its first connection may be made already. */
+	void *ring = fr_ring(session);
 	if (size <= sizeof(s->buf) &&
-	    bpf_ringbuf_output(&fr_events, r, size, fr_tls_enabled ? BPF_RB_FORCE_WAKEUP : fr_wakeup_flag_after(
-				       bpf_ringbuf_query(&fr_events, BPF_RB_AVAIL_DATA) + size, size)) != 0)
-		fr_count_drop();
+	    (!ring || bpf_ringbuf_output(ring, r, size, fr_tls_enabled ? BPF_RB_FORCE_WAKEUP : fr_wakeup_flag_after(
+				ring, bpf_ringbuf_query(ring, BPF_RB_AVAIL_DATA) + size, size)) != 0))
+		fr_count_drop(session);
 	/* The rest of a long command line, in pieces (an argument past the
 	 * first 4 KiB must not go unrecorded). */
 	if ((flags & FR_EXEC_ARGV_TRUNC) && !(flags & FR_EXEC_ARGV_FAULT)) {
@@ -158,15 +158,14 @@ static __always_inline void record_exit(struct task_struct *p)
 	__u32 session = fr_task_session(p);
 	if (!session)
 		return;
-	struct fr_exit *r = bpf_ringbuf_reserve(&fr_events, sizeof(*r), 0);
-	if (!r) {
-		fr_count_drop();
+	void *ring;
+	struct fr_exit *r = fr_reserve(session, sizeof(*r), &ring);
+	if (!r)
 		return;
-	}
 	fr_fill_header(&r->h, FR_REC_EXIT, sizeof(*r), session);
 	r->exit_code = BPF_CORE_READ(p, exit_code);
 	r->flags = BPF_CORE_READ(p, signal, live.counter) == 0 ? FR_EXIT_GROUP_DEAD : 0;
-	bpf_ringbuf_submit(r, fr_wakeup_flag(sizeof(*r)));
+	bpf_ringbuf_submit(r, fr_wakeup_flag(ring, sizeof(*r)));
 }
 
 SEC("tp_btf/sched_process_exit")
@@ -218,11 +217,10 @@ int BPF_PROG(fr_cgroup_move, struct cgroup *dst_cgrp, const char *path, struct t
 		session = fr_current_session();  /* moving itself out of a session's cgroup */
 	if (!session)
 		return 0;
-	struct fr_cgroup_move *r = bpf_ringbuf_reserve(&fr_events, sizeof(*r), 0);
-	if (!r) {
-		fr_count_drop();
+	void *ring;
+	struct fr_cgroup_move *r = fr_reserve(session, sizeof(*r), &ring);
+	if (!r)
 		return 0;
-	}
 	fr_fill_header(&r->h, FR_REC_CGROUP_MOVE, sizeof(*r), session);
 	r->dst_cgroup_id = BPF_CORE_READ(dst_cgrp, kn, id);
 	r->pid = BPF_CORE_READ(task, tgid);
@@ -235,6 +233,6 @@ int BPF_PROG(fr_cgroup_move, struct cgroup *dst_cgrp, const char *path, struct t
 	if (n == sizeof(r->path))
 		r->flags |= FR_MOVE_PATH_TRUNC;
 	r->path_len = (__u16)(n - 1);
-	bpf_ringbuf_submit(r, fr_wakeup_flag(sizeof(*r)));
+	bpf_ringbuf_submit(r, fr_wakeup_flag(ring, sizeof(*r)));
 	return 0;
 }

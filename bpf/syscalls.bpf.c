@@ -73,13 +73,12 @@ static __always_inline void fill_syscall(struct fr_syscall *r, struct fr_task_st
 
 static __always_inline void emit_plain(struct fr_task_state *st, __s64 ret, __u32 flags)
 {
-	struct fr_syscall *r = bpf_ringbuf_reserve(&fr_events, sizeof(*r), 0);
-	if (!r) {
-		fr_count_drop();
+	void *ring;
+	struct fr_syscall *r = fr_reserve(st->session, sizeof(*r), &ring);
+	if (!r)
 		return;
-	}
 	fill_syscall(r, st, sizeof(*r), ret, flags);
-	bpf_ringbuf_submit(r, fr_wakeup_flag(sizeof(*r)));
+	bpf_ringbuf_submit(r, fr_wakeup_flag(ring, sizeof(*r)));
 }
 
 /* Reads one user string into dst; returns its length without the NUL. */
@@ -533,7 +532,7 @@ static __always_inline struct fr_task_state *session_task(struct task_struct *ta
 		return NULL;
 	st = bpf_task_storage_get(&fr_tasks, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!st) {
-		fr_count_drop();
+		fr_count_drop(session);
 		return NULL;
 	}
 	fr_join_session(st, session);

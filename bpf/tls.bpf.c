@@ -120,7 +120,7 @@ static __always_inline int go_enter(struct pt_regs *ctx, __u32 func, __u32 sessi
 	if (v.call.buf >= st.lo && v.call.buf < st.hi)
 		v.below_stack_top = st.hi - v.call.buf;
 	if (bpf_map_update_elem(&go_tls_calls, &key, &v, BPF_ANY) != 0)
-		fr_count_drop();
+		fr_count_drop(session);
 	return 0;
 }
 
@@ -170,7 +170,7 @@ static __always_inline int c_enter(void *ssl, const void *buf, __u64 *len_ptr, _
 		.session = session,
 	};
 	if (bpf_map_update_elem(&fr_tls_calls, &tid, &call, BPF_ANY) != 0)
-		fr_count_drop();
+		fr_count_drop(session);
 	return 0;
 }
 

@@ -33,8 +33,10 @@ extern const volatile __u32 fr_egress_count;  /* allowlist entries in fr_egress 
 extern const volatile __u32 fr_egress_lsm;    /* lsm/socket_connect enforces the allowlist too, lsm/unix_* keep the host out */
 extern const volatile __u64 fr_tls_chunk;  /* bytes per TLS record */
 extern const volatile __u64 fr_tls_cap;    /* bytes per SSL call */
-extern const volatile __u64 fr_wakeup_bytes;
-extern const volatile __u64 fr_highwater_bytes;  /* backpressure pauses the session here; 0: none */
+/* A ring's reader is woken when its unread data crosses size >> shift
+ * (its size: each session's ring may have its own). */
+extern const volatile __u32 fr_wakeup_shift;
+extern const volatile __u32 fr_highwater_shift;  /* backpressure pauses the session here; 0: none */
 extern const volatile __u32 fr_view_gen_on;  /* a grant supervisor reads fr_view_gen: keep it */
 /* Bumped by userspace whenever fr_sessions changes: fr_verdicts worked
  * out before then are stale. */
@@ -45,6 +47,24 @@ FR_SHARED struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 16 * 1024 * 1024);  /* resized by userspace */
 } fr_events SEC(".maps");
+
+/* The ring buffer each session's records go to, at fr_session_rings[n %
+ * FR_MAX_SESSIONS], put there by userspace before the session opens:
+ * fr_events, or a ring of the session's own (FR_SESSION_OWN_RING) that
+ * its reader holds, e.g. a `flightrec run` that flightrecd records. Inner
+ * rings may differ in size. A record of a session with no ring is lost,
+ * counted. */
+struct fr_ring {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 64 * 1024);  /* the template's; each ring has its own size */
+};
+
+FR_SHARED struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, FR_MAX_SESSIONS);
+	__type(key, __u32);
+	__array(values, struct fr_ring);
+} fr_session_rings SEC(".maps");
 
 /* The sessions: cgroup id -> session number (see fr_cgroup_verdict). */
 FR_SHARED struct {
@@ -86,12 +106,23 @@ FR_SHARED struct {
 	__type(value, struct fr_cgroup_verdict);
 } fr_verdicts SEC(".maps");
 
+/* Records lost: per CPU those of the sessions that write to fr_events,
+ * and per session (and CPU) those of every session. A session with a ring
+ * of its own is left out of fr_drops: its reader counts its losses, the
+ * shared ring's reader would take them for its own. */
 FR_SHARED struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
 	__type(value, __u64);
 } fr_drops SEC(".maps");
+
+FR_SHARED struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, FR_MAX_SESSIONS);
+	__type(key, __u32);
+	__type(value, __u64);
+} fr_session_drops SEC(".maps");
 
 FR_SHARED struct {
 	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
@@ -381,12 +412,26 @@ static __always_inline __u32 fr_current_session(void)
 	return v.session;
 }
 
-static __always_inline void fr_count_drop(void)
+static __always_inline void fr_count_drop(__u32 session)
 {
-	__u32 zero = 0;
-	__u64 *n = bpf_map_lookup_elem(&fr_drops, &zero);
+	__u32 key = session % FR_MAX_SESSIONS;
+	__u64 *n = bpf_map_lookup_elem(&fr_session_drops, &key);
 	if (n)
 		*n += 1;  /* per-CPU slot: no other writer */
+	__u32 *flags = bpf_map_lookup_elem(&fr_session_flags, &key);
+	if (flags && (*flags & FR_SESSION_OWN_RING))
+		return;
+	key = 0;
+	n = bpf_map_lookup_elem(&fr_drops, &key);
+	if (n)
+		*n += 1;
+}
+
+/* The session's ring buffer (a map), or NULL. */
+static __always_inline void *fr_ring(__u32 session)
+{
+	__u32 key = session % FR_MAX_SESSIONS;
+	return bpf_map_lookup_elem(&fr_session_rings, &key);
 }
 
 static __always_inline void fr_fill_header(struct fr_header *h, __u32 type, __u32 size, __u32 session)
@@ -416,19 +461,33 @@ static __always_inline void fr_fill_header(struct fr_header *h, __u32 type, __u3
  * high-water mark wakes the watchdog too, which then pauses the session
  * at once instead of at its next tick (a storm fills megabytes in one).
  * Both also poll on a short timer, so a missed crossing only delays a tick. */
-static __always_inline __u64 fr_wakeup_flag_after(__u64 avail_after, __u64 size)
+static __always_inline __u64 fr_wakeup_flag_after(void *ring, __u64 avail_after, __u64 size)
 {
-	if (avail_after >= fr_wakeup_bytes && avail_after < fr_wakeup_bytes + size)
+	__u64 ring_size = bpf_ringbuf_query(ring, BPF_RB_RING_SIZE);
+	__u64 wakeup = ring_size >> (fr_wakeup_shift & 63);
+	if (avail_after >= wakeup && avail_after < wakeup + size)
 		return BPF_RB_FORCE_WAKEUP;
-	if (fr_highwater_bytes && avail_after >= fr_highwater_bytes && avail_after < fr_highwater_bytes + size)
+	__u64 high = ring_size >> (fr_highwater_shift & 63);
+	if (fr_highwater_shift && avail_after >= high && avail_after < high + size)
 		return BPF_RB_FORCE_WAKEUP;
 	return BPF_RB_NO_WAKEUP;
 }
 
 /* For bpf_ringbuf_submit: the reserved record already counts as unread. */
-static __always_inline __u64 fr_wakeup_flag(__u64 size)
+static __always_inline __u64 fr_wakeup_flag(void *ring, __u64 size)
 {
-	return fr_wakeup_flag_after(bpf_ringbuf_query(&fr_events, BPF_RB_AVAIL_DATA), size);
+	return fr_wakeup_flag_after(ring, bpf_ringbuf_query(ring, BPF_RB_AVAIL_DATA), size);
+}
+
+/* A record of `size` bytes reserved in the session's ring; NULL (a loss,
+ * counted) when there is no room or no ring. *ring is set for the submit. */
+static __always_inline void *fr_reserve(__u32 session, __u64 size, void **ring)
+{
+	*ring = fr_ring(session);
+	void *r = *ring ? bpf_ringbuf_reserve(*ring, size, 0) : 0;
+	if (!r)
+		fr_count_drop(session);
+	return r;
 }
 
 /* The session of the current task's group leader, 0 for none. One global
@@ -462,9 +521,12 @@ static __always_inline __u32 fr_task_session(struct task_struct *task)
  * on the same CPU, so no one else writes it meanwhile. */
 static __always_inline void fr_output(void *rec, __u64 size)
 {
-	if (bpf_ringbuf_output(&fr_events, rec, size,
-			       fr_wakeup_flag_after(bpf_ringbuf_query(&fr_events, BPF_RB_AVAIL_DATA) + size, size)) != 0)
-		fr_count_drop();
+	__u32 session = ((struct fr_header *)rec)->session;
+	void *ring = fr_ring(session);
+	if (!ring ||
+	    bpf_ringbuf_output(ring, rec, size,
+			       fr_wakeup_flag_after(ring, bpf_ringbuf_query(ring, BPF_RB_AVAIL_DATA) + size, size)) != 0)
+		fr_count_drop(session);
 }
 
 /* The name a UNIX socket is bound to, as the kernel holds it (struct

@@ -321,9 +321,10 @@ void Daemon::open(const std::string& rel) {
   } catch (const std::exception& e) {
     return failed(e.what());
   }
-  // Read before the session opens: a drop from here on may be this session's.
-  auto drops = capture_->drops_per_cpu();
+  // Read before the session opens: a program run skipped from here on may
+  // be this session's. (Its drops are its own, counted from zero.)
   uint64_t misses = capture_->program_misses();
+  std::vector<uint64_t> drops(capture_->drops_per_cpu().size(), 0);
   try {
     s->number = capture_->open_session({s->cgroup.id()}, rule->mode == WatchRule::Mode::Lite);
     if (rule->mode == WatchRule::Mode::Lite)
@@ -383,7 +384,7 @@ void Daemon::seal(std::unique_ptr<RecordedCgroup> s, const std::string& reason) 
       s->rec->record_own(e);
     }
     record_counts(*s);
-    s->rec->note_drops(capture_->drops_per_cpu(), capture_->program_misses());
+    s->rec->note_drops(capture_->session_drops(s->number), capture_->program_misses());
     s->rec->finish(0, reason);
   });
   if (s->sealed) return;
@@ -438,7 +439,7 @@ void Daemon::rotate(RecordedCgroup& s, const std::string& why) {
   // The kernel session goes on; only its record file changes, between two
   // records on this thread, so every entry is in this file or the next, and
   // the next one's genesis names this one and its last chain value.
-  auto drops = capture_->drops_per_cpu();
+  auto drops = capture_->session_drops(s.number);
   uint64_t misses = capture_->program_misses();
   collect_counts();
   guarded(s, [&] {
@@ -846,7 +847,6 @@ int Daemon::run() {
     uint64_t now = mono_ns();
     if (now >= next_tick) {
       next_tick = now + kTickMs * 1'000'000ull;
-      auto drops = capture_->drops_per_cpu();
       uint64_t misses = capture_->program_misses();
       std::vector<std::string> gone;
       control_->poll();  // drops clients that took too long
@@ -854,7 +854,7 @@ int Daemon::run() {
       auto tick = [&](RecordedCgroup& s) {
         if (s.sealed || s.suspended) return;
         guarded(s, [&] {
-          s.rec->note_drops(drops, misses);
+          s.rec->note_drops(capture_->session_drops(s.number), misses);
           s.rec->checkpoint_if_due();
         });
         if (now - s.rate_ns >= 1'000'000'000ull) {

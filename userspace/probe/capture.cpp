@@ -167,6 +167,10 @@ Capture::Capture(const CaptureOptions& opts, Handler handler) : handler_(std::mo
   // halves take about as long. Both objects share every map, made first by
   // a third object without programs.
   bool split = opts.raw_syscalls;
+  // The high-water mark as a fraction of a ring, 1/2^shift (0: none).
+  uint32_t highwater_shift = opts.highwater_bytes ? 1 : 0;
+  while (highwater_shift && highwater_shift < 30 && (opts.ring_bytes >> (highwater_shift + 1)) >= opts.highwater_bytes)
+    ++highwater_shift;
   enum class Role { Maps, Main, Side };
   auto open_one = [&](Role role) {
     flightrec_bpf* s = flightrec_bpf__open_opts(&open_opts);
@@ -176,8 +180,7 @@ Capture::Capture(const CaptureOptions& opts, Handler handler) : handler_(std::mo
     s->rodata->fr_exit_only = opts.entry_times ? 0 : 1;
     s->rodata->fr_tls_chunk = opts.tls_chunk;
     s->rodata->fr_tls_cap = opts.tls_cap;
-    s->rodata->fr_wakeup_bytes = opts.wakeup_bytes ? opts.wakeup_bytes : opts.ring_bytes / 8;
-    s->rodata->fr_highwater_bytes = opts.highwater_bytes;
+    s->rodata->fr_highwater_shift = highwater_shift;
     s->rodata->fr_hidden_rules = opts.hidden.empty() ? 0 : 1;
     s->rodata->fr_exec_rules = opts.exec.empty() ? 0 : 1;
     s->rodata->fr_egress_count = uint32_t(opts.egress.size());
@@ -412,6 +415,7 @@ Capture::~Capture() {
   for (auto* link : tls_links_) bpf_link__destroy(link);
   for (int fd : tls_link_fds_) close(fd);
   ring_.reset();
+  for (const auto& [session, fd] : own_rings_) close(fd);
   flightrec_bpf__destroy(side_);
   flightrec_bpf__destroy(skel_);
 }
@@ -535,8 +539,11 @@ uint64_t Capture::lite_uncounted(uint32_t session) const {
   return n;
 }
 
-uint32_t Capture::open_session(const std::vector<uint64_t>& cgroup_ids, bool lite) {
+uint32_t Capture::open_session(const std::vector<uint64_t>& cgroup_ids, bool lite, size_t own_ring_bytes) {
   if (cgroup_ids.empty()) throw Error("a session observes at least one cgroup");
+  if (own_ring_bytes && (own_ring_bytes < (64u << 10) || (own_ring_bytes & (own_ring_bytes - 1)) ||
+                         own_ring_bytes > (1u << 30)))
+    throw Error("a session's ring buffer is a power of two from 64 KiB to 1 GiB");
   if (lite && !bpf_program__autoload(skel_->progs.fr_lite_exit))
     throw Error("lite sessions need the lite programs loaded (CaptureOptions::lite)");
   if (!lite && !bpf_program__autoload(sys_exit_program()))
@@ -568,12 +575,25 @@ uint32_t Capture::open_session(const std::vector<uint64_t>& cgroup_ids, bool lit
   // join again, counted twice and keeping the session open forever.
   std::vector<fr_session_tasks> zeros(size_t(std::max(1, libbpf_num_possible_cpus())));
   std::vector<uint64_t> no_calls(zeros.size(), 0);
-  uint32_t flags = lite ? FR_SESSION_LITE : 0, closed = 0;
+  uint32_t flags = (lite ? FR_SESSION_LITE : 0) | (own_ring_bytes ? FR_SESSION_OWN_RING : 0), closed = 0;
+  int ring = bpf_map__fd(skel_->maps.fr_events);
+  if (own_ring_bytes) {
+    ring = bpf_map_create(BPF_MAP_TYPE_RINGBUF, "fr_session_ring", 0, 0, uint32_t(own_ring_bytes), nullptr);
+    if (ring < 0) throw Error(errno_message("cannot make the session's ring buffer", errno));
+  }
   auto undo = [&](size_t added) {
     for (size_t i = 0; i < added; ++i) bpf_map_delete_elem(map, &cgroup_ids[i]);
     bpf_map_update_elem(live, &slot, &closed, BPF_ANY);
+    if (own_ring_bytes) {
+      int shared = bpf_map__fd(skel_->maps.fr_events);
+      bpf_map_update_elem(bpf_map__fd(skel_->maps.fr_session_rings), &slot, &shared, BPF_ANY);
+      close(ring);
+    }
   };
-  if (bpf_map_update_elem(bpf_map__fd(skel_->maps.fr_session_tasks), &slot, zeros.data(), BPF_ANY) != 0 ||
+  // Its ring first: a record of the session never finds none.
+  if (bpf_map_update_elem(bpf_map__fd(skel_->maps.fr_session_rings), &slot, &ring, BPF_ANY) != 0 ||
+      bpf_map_update_elem(bpf_map__fd(skel_->maps.fr_session_drops), &slot, no_calls.data(), BPF_ANY) != 0 ||
+      bpf_map_update_elem(bpf_map__fd(skel_->maps.fr_session_tasks), &slot, zeros.data(), BPF_ANY) != 0 ||
       bpf_map_update_elem(bpf_map__fd(skel_->maps.fr_lite_uncounted), &slot, no_calls.data(), BPF_ANY) != 0 ||
       bpf_map_update_elem(bpf_map__fd(skel_->maps.fr_session_flags), &slot, &flags, BPF_ANY) != 0 ||
       bpf_map_update_elem(live, &slot, &session, BPF_ANY) != 0) {
@@ -590,7 +610,21 @@ uint32_t Capture::open_session(const std::vector<uint64_t>& cgroup_ids, bool lit
   // Verdicts worked out before now may have missed this session.
   __atomic_add_fetch(&skel_->bss->fr_session_gen, 1, __ATOMIC_SEQ_CST);
   sessions_.emplace_back(session, cgroup_ids);
+  if (own_ring_bytes) own_rings_[session] = ring;
   return session;
+}
+
+int Capture::session_ring(uint32_t session) const {
+  auto it = own_rings_.find(session);
+  return it == own_rings_.end() ? -1 : it->second;
+}
+
+std::vector<uint64_t> Capture::session_drops(uint32_t session) const {
+  std::vector<uint64_t> per_cpu;
+  if (!read_per_cpu(bpf_map__fd(skel_->maps.fr_session_drops), session % FR_MAX_SESSIONS, per_cpu) &&
+      !per_cpu.empty())
+    throw Error(errno_message("cannot read the session's drop counters", errno));
+  return per_cpu;
 }
 
 uint32_t Capture::owner_of(uint64_t cgroup_id) const {
@@ -627,6 +661,16 @@ void Capture::close_session(uint32_t session) {
   __atomic_add_fetch(&skel_->bss->fr_session_gen, 1, __ATOMIC_SEQ_CST);
   sessions_.erase(it);
   task_adjust_.erase(session);
+  if (auto own = own_rings_.find(session); own != own_rings_.end()) {
+    // A record still on its way goes to the capture's ring, with the
+    // number of a closed session; the map goes once no program holds it.
+    int shared = bpf_map__fd(skel_->maps.fr_events);
+    uint32_t no_flags = 0;
+    bpf_map_update_elem(bpf_map__fd(skel_->maps.fr_session_rings), &slot, &shared, BPF_ANY);
+    bpf_map_update_elem(bpf_map__fd(skel_->maps.fr_session_flags), &slot, &no_flags, BPF_ANY);
+    close(own->second);
+    own_rings_.erase(own);
+  }
 }
 
 int Capture::poll_fd() const { return ring_->epoll_fd(); }

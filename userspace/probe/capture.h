@@ -37,8 +37,10 @@ struct CaptureOptions {
   std::vector<uint64_t> session_cgroups;
   bool session_lite = false;              // ...as a lite session
   size_t ring_bytes = 16u << 20;          // power of two, >= 64 KiB
-  size_t wakeup_bytes = 0;                // 0: ring_bytes / 8
-  size_t highwater_bytes = 0;             // a wake-up when the unread data crosses it too (0: none)
+  // Readers are woken when the unread data crosses an eighth of a ring,
+  // and this much of ring_bytes too (0: no such wake-up; a session's own
+  // ring at the same fraction of its size; rounded down to 1/2^k).
+  size_t highwater_bytes = 0;
   // Attach sys_enter too: entry times, calls seccomp stopped marked as
   // such, exit/exit_group recorded; off, calls are read at sys_exit alone,
   // at about a third less cost to every task on the host.
@@ -93,9 +95,21 @@ class Capture {
   // start at 1 and are never given twice by one Capture. Throws Error.
   // A lite session (CaptureOptions::lite) sees only lite_calls() of its
   // syscalls; a full one sees every syscall (CaptureOptions::raw_syscalls).
-  uint32_t open_session(const std::vector<uint64_t>& cgroup_ids, bool lite = false);
-  // Its tasks are let go; records already in the ring still say its number.
+  // own_ring_bytes (a power of two, >= 64 KiB): its records go to a ring
+  // buffer of its own of that size instead of the capture's, read by
+  // whoever holds session_ring(), which counts its losses apart.
+  uint32_t open_session(const std::vector<uint64_t>& cgroup_ids, bool lite = false, size_t own_ring_bytes = 0);
+  // Its tasks are let go; records already in the ring still say its number
+  // (one that still comes goes to the capture's ring).
   void close_session(uint32_t session);
+  // The session's own ring buffer map (open_session's own_ring_bytes), -1
+  // for one that writes to the capture's; valid until the session closes.
+  int session_ring(uint32_t session) const;
+  // Records of a session the kernel could not put in its ring, per CPU:
+  // counted from its opening until its number's slot is given to a later
+  // session (so still readable once it is closed). Those of sessions on
+  // the capture's ring are in drops_per_cpu() too.
+  std::vector<uint64_t> session_drops(uint32_t session) const;
   // Tasks the session holds now, wherever they are (a task moved out of
   // its cgroups keeps its session): what outlives a removed cgroup.
   int64_t session_tasks(uint32_t session) const;
@@ -216,6 +230,7 @@ class Capture {
   uint32_t owner_of(uint64_t cgroup_id) const;                       // the open session listing it, or 0
   const std::vector<uint64_t>* cgroups_of(uint32_t session) const;  // nullptr: not open
   std::map<uint32_t, int64_t> task_adjust_;  // tasks track_existing gave (or took from) a session
+  std::map<uint32_t, int> own_rings_;         // session -> its ring buffer map
   bool path_rules_ = false;
   bool unix_inbound_ = false;
   bool entry_times_ = false;

@@ -395,6 +395,11 @@ struct fr_session_tasks {
 };
 FR_STATIC_ASSERT(sizeof(struct fr_session_tasks) == 16, "fr_session_tasks layout");
 
+/* Sessions with a ring buffer of their own (fr_session_flags[n %
+ * FR_MAX_SESSIONS] & FR_SESSION_OWN_RING; the ring is in fr_session_rings):
+ * their losses are counted in fr_session_drops, not fr_drops. */
+#define FR_SESSION_OWN_RING (1u << 1)
+
 /* Lite sessions (fr_session_flags[n % FR_MAX_SESSIONS] & FR_SESSION_LITE):
  * no BPF program runs on a syscall outside the ones fr_lite_calls names,
  * each caught at its own syscalls:sys_exit_* tracepoint; the raw syscall
