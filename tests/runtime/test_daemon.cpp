@@ -592,11 +592,7 @@ TEST_CASE("flightrecd: events lost in one session are a gap in that session's re
   tree.make("loud");
   tree.make("quiet");
   std::string config = daemon_config(dir, name, {"*"});
-  {  // a ring far smaller than a storm
-    std::string text = slurp(config);
-    text.replace(text.find("ring: 8M"), 8, "ring: 64K");
-    std::ofstream(config) << text;
-  }
+  edit_config(config, "ring: 8M\n", "ring: 64K\n");  // a ring far smaller than a storm
   Daemon d(config);
   REQUIRE_MESSAGE(d.await("flightrecd: running"), d.err);
   REQUIRE_MESSAGE(d.await("flightrecd: recording", 2), d.err);

@@ -61,6 +61,7 @@ class RecordedCgroup {
   bool sealed = false;  // its record cannot go on (a rotation or a write failed): to be closed
   bool suspended = false;   // storage is full: events are left out, counted
   uint64_t left_out = 0;
+  std::vector<uint64_t> drops;  // its drop counters per CPU, as last read (Daemon::run's tick)
   // entries per second over the last second, for status
   int64_t rate_entries = 0;
   uint64_t rate_ns = 0;
@@ -848,13 +849,19 @@ int Daemon::run() {
     if (now >= next_tick) {
       next_tick = now + kTickMs * 1'000'000ull;
       uint64_t misses = capture_->program_misses();
+      // Every drop of a session is in the capture's counters too: only
+      // when those moved are the sessions' own worth a read each.
+      auto drops = capture_->drops_per_cpu();
+      bool dropped = drops != tick_drops_;
+      tick_drops_ = std::move(drops);
       std::vector<std::string> gone;
       control_->poll();  // drops clients that took too long
       if (metrics_) metrics_->poll();
       auto tick = [&](RecordedCgroup& s) {
         if (s.sealed || s.suspended) return;
         guarded(s, [&] {
-          s.rec->note_drops(capture_->session_drops(s.number), misses);
+          if (dropped || s.drops.empty()) s.drops = capture_->session_drops(s.number);
+          s.rec->note_drops(s.drops, misses);
           s.rec->checkpoint_if_due();
         });
         if (now - s.rate_ns >= 1'000'000'000ull) {

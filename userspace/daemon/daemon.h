@@ -92,6 +92,7 @@ class Daemon {
   std::map<uint32_t, RecordedCgroup*> by_number_;                    // capture session -> session
   std::map<std::string, uint64_t> pending_;  // rel -> when to try again (mono ns)
   std::vector<std::string> tls_errors_;
+  std::vector<uint64_t> tick_drops_;  // the capture's drop counters at the last tick
   uint64_t unrouted_ = 0;         // records of sessions already sealed (their tail after close)
   bool disk_low_ = false;         // below storage.min_free: suspended or stopped
   std::set<std::string> kept_records_;  // records whose writes failed: never removed by retention
