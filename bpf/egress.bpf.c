@@ -14,7 +14,7 @@
  *   fr_net_drops and turned into violations by userspace.
  * Refused syscalls carry their addresses in the record and the policy judge
  * names the rule. */
-#include "lib/common.bpf.h"
+#include "lib/egress.bpf.h"
 #include <bpf/bpf_endian.h>
 
 /* include/linux/socket.h, include/uapi/linux/if_ether.h, include/linux/net.h */

@@ -11,9 +11,12 @@
 
 #include <doctest/doctest.h>
 
+#include <chrono>
+#include <csignal>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
 
 namespace rt {
 
@@ -173,6 +176,75 @@ std::string cgroup2_root() {
     return mountpoint;
   }
   return "";
+}
+
+int occurrences(const std::string& text, const std::string& needle) {
+  int n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+  return n;
+}
+
+Daemon::Daemon(const std::string& config) { proc = start({FLIGHTRECD_BIN, "--config", config}); }
+
+bool Daemon::await(const std::string& text, int times, int timeout_ms) {
+  // In whole lines only: a line may arrive in pieces.
+  auto count = [&] { return occurrences(err.substr(0, err.rfind('\n') + 1), text); };
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (count() < times) {
+    int left = int(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count());
+    if (left <= 0) return false;
+    pollfd p{proc.err_fd, POLLIN, 0};
+    if (poll(&p, 1, left) <= 0) continue;
+    char buf[4096];
+    ssize_t n = read(proc.err_fd, buf, sizeof(buf));
+    if (n <= 0) return count() >= times;
+    err.append(buf, size_t(n));
+  }
+  return true;
+}
+
+Result Daemon::stop(int sig) {
+  kill(proc.pid, sig);
+  Result r = wait(proc);
+  r.err = err + r.err;
+  proc.pid = -1;
+  return r;
+}
+
+Daemon::~Daemon() {
+  if (proc.pid > 0) stop(SIGKILL);
+}
+
+int port_when_listening(const std::string& port_file, const std::string& what) {
+  for (int i = 0; i < 1200 && !std::filesystem::exists(port_file); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  REQUIRE_MESSAGE(std::filesystem::exists(port_file), std::string(what + " did not start"));
+  return std::stoi(slurp(port_file));
+}
+
+HttpsServer::HttpsServer() {
+  std::string www = dir.file("www");
+  std::filesystem::create_directory(www);
+  std::ofstream(www + "/x") << "hello tls body\n";
+  big.resize(1 << 20);
+  uint32_t v = 2463534242u;
+  for (char& c : big) {  // xorshift: bytes that do not compress or repeat
+    v ^= v << 13;
+    v ^= v >> 17;
+    v ^= v << 5;
+    c = char(v);
+  }
+  std::ofstream(www + "/big", std::ios::binary) << big;
+  Result r = run({"openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", dir.file("key.pem"), "-out",
+                  dir.file("cert.pem"), "-days", "1", "-subj", "/CN=localhost"});
+  REQUIRE_MESSAGE(r.code == 0, r.err);
+  proc = start({"/usr/bin/python3", TLS_SERVER, www, dir.file("cert.pem"), dir.file("key.pem"), dir.file("port")});
+  port = port_when_listening(dir.file("port"), "the HTTPS server");
+}
+
+HttpsServer::~HttpsServer() {
+  kill(proc.pid, SIGKILL);
+  wait(proc);
 }
 
 }  // namespace rt

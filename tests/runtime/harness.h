@@ -51,6 +51,38 @@ struct Listener {
   ~Listener();
 };
 
+// How many times `needle` stands in `text`.
+int occurrences(const std::string& text, const std::string& needle);
+
+// flightrecd running with a config file; its stderr read as it comes.
+struct Daemon {
+  Proc proc;
+  std::string err;
+  explicit Daemon(const std::string& config);
+  // Waits until stderr holds `text` `times` times (or the daemon exits).
+  // A wait, not a timing check: under tools/vmtest's emulation loading the
+  // programs alone has taken over 10 s.
+  bool await(const std::string& text, int times = 1, int timeout_ms = 60000);
+  Result stop(int sig = 15 /* SIGTERM */);
+  ~Daemon();
+};
+
+// The port a test server wrote to port_file once it listens; up to a
+// minute: python's start-up is slow under emulation (tools/vmtest).
+int port_when_listening(const std::string& port_file, const std::string& what);
+
+// tests/programs/https_server.py on a local port with a self-signed
+// certificate made here: /x is a short body, /big 1 MiB.
+struct HttpsServer {
+  TempDir dir;
+  Proc proc;
+  int port = 0;
+  std::string big;  // 1 MiB served as /big
+  HttpsServer();
+  ~HttpsServer();
+  std::string url(const std::string& path) const { return "https://127.0.0.1:" + std::to_string(port) + path; }
+};
+
 bool is_root();
 std::string cgroup2_root();  // where cgroup v2 is mounted ("" if nowhere)
 std::string sqlite(const std::string& db, const std::string& sql);  // via the sqlite3 API

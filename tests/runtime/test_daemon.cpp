@@ -28,13 +28,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// How many times `needle` stands in `text`.
-int occurrences(const std::string& text, const std::string& needle) {
-  int n = 0;
-  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
-  return n;
-}
-
 // A shell loop that stats `marker` `calls` times (`test -e`: one stat
 // each), sleeping 10 ms every `pace` calls so that it is not the daemon's
 // top speed that is measured; then runs `after` (sh syntax).
@@ -42,42 +35,6 @@ std::string paced_stats(const std::string& marker, int calls, int pace, const st
   return "i=0; while [ $i -lt " + std::to_string(calls) + " ]; do test -e " + marker + "; i=$((i+1)); [ $((i % " +
          std::to_string(pace) + ")) -eq 0 ] && sleep 0.01; done; " + after;
 }
-
-// flightrecd running with a config file; its stderr read as it comes.
-struct Daemon {
-  Proc proc;
-  std::string err;
-  explicit Daemon(const std::string& config) { proc = start({FLIGHTRECD_BIN, "--config", config}); }
-  // Waits until stderr holds `text` `times` times (or the daemon exits).
-  // A wait, not a timing check: under tools/vmtest's emulation loading the
-  // programs alone has taken over 10 s.
-  bool await(const std::string& text, int times = 1, int timeout_ms = 60000) {
-    // In whole lines only: a line may arrive in pieces.
-    auto count = [&] { return occurrences(err.substr(0, err.rfind('\n') + 1), text); };
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-    while (count() < times) {
-      int left = int(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count());
-      if (left <= 0) return false;
-      pollfd p{proc.err_fd, POLLIN, 0};
-      if (poll(&p, 1, left) <= 0) continue;
-      char buf[4096];
-      ssize_t n = read(proc.err_fd, buf, sizeof(buf));
-      if (n <= 0) return count() >= times;
-      err.append(buf, size_t(n));
-    }
-    return true;
-  }
-  Result stop(int sig = SIGTERM) {
-    kill(proc.pid, sig);
-    Result r = wait(proc);
-    r.err = err + r.err;
-    proc.pid = -1;
-    return r;
-  }
-  ~Daemon() {
-    if (proc.pid > 0) stop(SIGKILL);
-  }
-};
 
 // A cgroup directory (made with its parents), removed with them at the end.
 struct CgroupTree {

@@ -24,48 +24,6 @@ using namespace rt;
 
 namespace {
 
-// The port a test server wrote to port_file once it listens; up to a
-// minute: python's start-up is slow under emulation (tools/vmtest).
-int port_when_listening(const std::string& port_file, const std::string& what) {
-  for (int i = 0; i < 1200 && !std::filesystem::exists(port_file); ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  REQUIRE_MESSAGE(std::filesystem::exists(port_file), std::string(what + " did not start"));
-  return std::stoi(slurp(port_file));
-}
-
-struct HttpsServer {
-  TempDir dir;
-  Proc proc;
-  int port = 0;
-  std::string big;  // 1 MiB served as /big
-
-  HttpsServer() {
-    std::string www = dir.file("www");
-    std::filesystem::create_directory(www);
-    std::ofstream(www + "/x") << "hello tls body\n";
-    big.resize(1 << 20);
-    uint32_t v = 2463534242u;
-    for (char& c : big) {  // xorshift: bytes that do not compress or repeat
-      v ^= v << 13;
-      v ^= v >> 17;
-      v ^= v << 5;
-      c = char(v);
-    }
-    std::ofstream(www + "/big", std::ios::binary) << big;
-    Result r = run({"openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", dir.file("key.pem"),
-                    "-out", dir.file("cert.pem"), "-days", "1", "-subj", "/CN=localhost"});
-    REQUIRE_MESSAGE(r.code == 0, r.err);
-    proc = start({"/usr/bin/python3", TLS_SERVER, www, dir.file("cert.pem"), dir.file("key.pem"),
-                  dir.file("port")});
-    port = port_when_listening(dir.file("port"), "the HTTPS server");
-  }
-  ~HttpsServer() {
-    kill(proc.pid, SIGKILL);
-    wait(proc);
-  }
-  std::string url(const std::string& path) const { return "https://127.0.0.1:" + std::to_string(port) + path; }
-};
-
 std::string data_of(const json& e) { return *flightrec::base64_decode(e["data_b64"].get<std::string>()); }
 
 std::vector<json> tls_entries(const std::string& db, const std::string& direction) {

@@ -199,7 +199,7 @@ TEST_CASE("daemon config: a full file, field by field") {
 
 TEST_CASE("daemon config: errors name the file, the line and the key") {
   CHECK(error_of(kBase + "rings: 64M\n") ==
-        "t.yaml:4: rings: unknown key (known: key, lite, metrics, on_loss, ring, socket, storage, version, watch)");
+        "t.yaml:4: rings: unknown key (known: key, lite, metrics, on_loss, ring, runs, socket, storage, version, watch)");
   CHECK(error_of("version: 1\nstorage:\n  dir: /r\n  rotate:\n    size: 1G\n    agee: 1d\n") ==
         "t.yaml:6: storage.rotate.agee: unknown key (known: age, size)");
   CHECK(error_of(kBase + "watch:\n  - name: a\n    cgroup: x\n    polcy: observe\n") ==
@@ -710,4 +710,17 @@ TEST_CASE("daemon config: lite.counts_interval, and settings refused rather than
   CHECK(unsupported_setting(policed).rfind("t.yaml:5: watch rule a: policy is not supported", 0) == 0);
   Config killing = parse_config(kBase + "on_loss: kill\n", "t.yaml");
   CHECK(unsupported_setting(killing).rfind("t.yaml: on_loss: kill is not supported", 0) == 0);
+}
+
+TEST_CASE("daemon config: runs (flightrec run handed over): taken by default, with TLS and entry times") {
+  Config c = parse_config(kBase, "t.yaml");
+  CHECK(c.runs_accept);
+  CHECK(c.runs_tls);
+  CHECK(c.runs_entry_times);
+  Config off = parse_config(kBase + "runs:\n  accept: false\n  tls: false\n  entry_times: false\n", "t.yaml");
+  CHECK(!off.runs_accept);
+  CHECK(!off.runs_tls);
+  CHECK(!off.runs_entry_times);
+  CHECK(error_of(kBase + "runs:\n  accept: yes\n") == "t.yaml:5: runs.accept: must be true or false, not 'yes'");
+  CHECK(error_of(kBase + "runs:\n  group: x\n") == "t.yaml:5: runs.group: unknown key (known: accept, entry_times, tls)");
 }

@@ -23,7 +23,12 @@ const char* kRunUsage =
     "ended the session (circuit breaker or on_violation: kill); 125 if flightrec\n"
     "itself or the sandbox failed, 126 if COMMAND cannot be executed, 127 if it is\n"
     "not found, 2 for usage errors. Processes COMMAND leaves behind are killed when\n"
-    "it exits. Needs root.";
+    "it exits. Needs root.\n\n"
+    "When flightrecd runs (its socket answers), the session is handed to it: its\n"
+    "programs are loaded already, so the command starts without the load. The record\n"
+    "is this process's, the same as without the daemon. Sessions that need programs\n"
+    "of their own (an egress allowlist, runtime grants, BPF-LSM path rules, entry\n"
+    "times or TLS sizes the daemon lacks) load them here; --daemon require says why.";
 
 }  // namespace
 
@@ -40,7 +45,7 @@ int cmd_run(const Args& all) {
   SessionOptions so;
   std::string policy_name = "agent";
   std::vector<std::string> allow, limit;
-  std::string grant_socket;
+  std::string grant_socket, daemon_mode = "auto", daemon_socket = "/run/flightrec/flightrecd.sock";
   desc.add_options()("help,h", "show this help")
       ("policy", po::value(&policy_name)->value_name("NAME|FILE"),
        "confinement policy: agent (default), strict, observe, or a YAML file")
@@ -53,12 +58,21 @@ int cmd_run(const Args& all) {
       ("grants", po::value(&grant_socket)->value_name("SOCKET"),
        "where the grant socket listens when the policy asks (ask:): calls it asks about wait "
        "there for a grant from the session's owner (default: /run/flightrec/grants/SESSION.sock; "
-       "see README, Runtime grants)");
+       "see README, Runtime grants)")
+      ("daemon", po::value(&daemon_mode)->value_name("MODE"),
+       "auto (default): hand the session to flightrecd when it answers and serves what the "
+       "session needs, else load the programs here; off: always here; require: fail, saying "
+       "why, if flightrecd cannot take it")
+      ("daemon-socket", po::value(&daemon_socket)->value_name("PATH"),
+       "flightrecd's control socket (default: /run/flightrec/flightrecd.sock)");
   so.add_to(desc);
   po::variables_map vm;
   if (!parse_options(args, desc, kRunUsage, vm)) return 0;
   if (command.empty())
     throw UsageError("missing command: flightrec run --db FILE -- COMMAND [ARGS...]");
+  if (daemon_mode != "auto" && daemon_mode != "off" && daemon_mode != "require")
+    throw UsageError("--daemon must be auto, off or require");
+  if (daemon_socket.empty() || daemon_socket[0] != '/') throw UsageError("--daemon-socket needs an absolute path");
   session::PolicyChoice choice{policy_name, allow, limit, vm["shadow"].as<bool>()};
   session::Plan plan;
   try {
@@ -66,7 +80,14 @@ int cmd_run(const Args& all) {
   } catch (const session::PlanError& e) {
     throw UsageError(e.what());
   }
-  return session::run(std::move(plan), {so.db, so.key_dir, command, grant_socket});
+  session::RunTarget target;
+  target.db = so.db;
+  target.key_dir = so.key_dir;
+  target.command = command;
+  target.grant_socket = grant_socket;
+  if (daemon_mode != "off") target.daemon_socket = daemon_socket;
+  target.require_daemon = daemon_mode == "require";
+  return session::run(std::move(plan), target);
 }
 
 }  // namespace flightrec::cli

@@ -154,6 +154,51 @@ int send_fd(int sock, int fd) {
   return sendmsg(sock, &msg, MSG_NOSIGNAL) == 1 ? 0 : errno;
 }
 
+long send_with_fds(int sock, const std::string& bytes, const std::vector<int>& fds, int flags) {
+  if (fds.size() > kMaxPassedFds || bytes.empty()) {
+    errno = EINVAL;
+    return -1;
+  }
+  iovec iov{const_cast<char*>(bytes.data()), bytes.size()};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxPassedFds)] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  if (!fds.empty()) {
+    msg.msg_control = control;
+    msg.msg_controllen = CMSG_SPACE(sizeof(int) * fds.size());
+    cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+    std::memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * fds.size());
+  }
+  return sendmsg(sock, &msg, flags | MSG_NOSIGNAL);
+}
+
+long receive_with_fds(int sock, char* buf, size_t max, std::vector<int>& fds, int flags) {
+  iovec iov{buf, max};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxPassedFds)] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof(control);
+  ssize_t n = recvmsg(sock, &msg, flags | MSG_CMSG_CLOEXEC);
+  if (n < 0) return n;
+  // Descriptors beyond the room above were closed by the kernel (MSG_CTRUNC).
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < count; ++i) {
+      int fd;
+      std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+      fds.push_back(fd);
+    }
+  }
+  return n;
+}
+
 int receive_fd(int sock) {
   char byte;
   iovec iov{&byte, 1};

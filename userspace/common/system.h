@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "common/error.h"
 
@@ -19,6 +20,13 @@ std::string boot_id();
 // One descriptor over a Unix socket (SCM_RIGHTS), with one byte of data.
 int send_fd(int sock, int fd);  // 0 or an errno; async-signal-safe (used after fork)
 int receive_fd(int sock);       // the descriptor (close-on-exec), or -1
+// Bytes with up to kMaxPassedFds descriptors beside them (SCM_RIGHTS), on a
+// Unix stream socket: returns what send() would (MSG_NOSIGNAL is added).
+constexpr size_t kMaxPassedFds = 4;
+long send_with_fds(int sock, const std::string& bytes, const std::vector<int>& fds, int flags = 0);
+// Reads up to `max` bytes into buf, as recv() would; the descriptors that
+// came with them are appended to `fds` (close-on-exec), the caller's to close.
+long receive_with_fds(int sock, char* buf, size_t max, std::vector<int>& fds, int flags = 0);
 
 uint64_t mono_ns();   // CLOCK_MONOTONIC, the clock bpf_ktime_get_ns() reads
 uint64_t real_ns();   // CLOCK_REALTIME

@@ -160,7 +160,7 @@ Config parse_yaml(const std::string& text, const std::string& source) {
   YAML::Node doc = r.load(text);
   const YAML::Node& root = doc;  // const: lookups never add keys
   if (root.IsNull()) throw ConfigError(source + ": empty (needs at least version: 1 and storage.dir)");
-  r.only_keys(root, "", {"version", "storage", "socket", "metrics", "ring", "on_loss", "key", "lite", "watch"});
+  r.only_keys(root, "", {"version", "storage", "socket", "metrics", "ring", "on_loss", "key", "lite", "runs", "watch"});
   Config c;
   c.source = source;
   if (!root["version"]) r.fail(root, "version", "missing (this flightrec reads version 1)");
@@ -233,6 +233,12 @@ Config parse_yaml(const std::string& text, const std::string& source) {
       if (c.lite_counts_ms < 1000 || c.lite_counts_ms > 24ull * 3600 * 1000)
         r.fail(li["counts_interval"], "lite.counts_interval", "must be from 1s to 24h");
     }
+  }
+  if (const YAML::Node& ru = root["runs"]) {
+    r.only_keys(ru, "runs", {"accept", "tls", "entry_times"});
+    if (ru["entry_times"]) c.runs_entry_times = r.boolean(ru["entry_times"], "runs.entry_times");
+    if (ru["accept"]) c.runs_accept = r.boolean(ru["accept"], "runs.accept");
+    if (ru["tls"]) c.runs_tls = r.boolean(ru["tls"], "runs.tls");
   }
   if (root["on_loss"]) c.on_loss = r.choice(root["on_loss"], "on_loss", kOnLoss);
   if (root["key"]) c.key_dir = r.abs_path(root["key"], "key");

@@ -47,6 +47,13 @@ struct Config {
   std::string on_loss = "continue";  // continue | kill | backpressure
   uint64_t lite_counts_ms = 60000;    // lite sessions' syscall counts are sealed this often
   std::string key_dir;
+  // `flightrec run` hands its command to this daemon (root peers only),
+  // and the TLS probes are loaded and attached for such runs (the
+  // system's libraries, for as long as the daemon runs).
+  // entry_times: sys_enter is attached too (as `run` has it by default),
+  // for every full session; false: only runs with --entry-times off are
+  // handed over.
+  bool runs_accept = true, runs_tls = true, runs_entry_times = true;
   std::vector<WatchRule> watch;
 
   // The first rule whose glob matches the cgroup (relative to the cgroup

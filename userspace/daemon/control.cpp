@@ -52,7 +52,12 @@ OneShotServer::OneShotServer(int listener, Answer answer, Admit admit, size_t ma
 }
 
 OneShotServer::~OneShotServer() {
-  for (auto& [fd, c] : clients_) close(fd);
+  for (auto& [fd, c] : clients_) {
+    if (c.out)
+      for (int passed : c.out->fds) close(passed);
+    close(fd);
+    if (c.out && c.out->hold) c.out->hold(-1);
+  }
   close(listener_);
   close(epoll_);
 }
@@ -60,7 +65,15 @@ OneShotServer::~OneShotServer() {
 void OneShotServer::drop(int fd) {
   epoll_ctl(epoll_, EPOLL_CTL_DEL, fd, nullptr);
   close(fd);
-  clients_.erase(fd);
+  auto it = clients_.find(fd);
+  if (it == clients_.end()) return;
+  std::function<void(int)> hold;
+  if (it->second.out) {
+    for (int passed : it->second.out->fds) close(passed);
+    hold = std::move(it->second.out->hold);
+  }
+  clients_.erase(it);
+  if (hold) hold(-1);  // the answer never got there
 }
 
 void OneShotServer::accept_clients() {
@@ -84,7 +97,7 @@ void OneShotServer::accept_clients() {
 }
 
 void OneShotServer::serve(int fd, Client& c, uint32_t events) {
-  if (c.out.empty() && (events & (EPOLLIN | EPOLLHUP | EPOLLERR))) {
+  if (!c.out && (events & (EPOLLIN | EPOLLHUP | EPOLLERR))) {
     char buf[1024];
     bool closed = false;
     for (;;) {
@@ -97,24 +110,39 @@ void OneShotServer::serve(int fd, Client& c, uint32_t events) {
       closed = !(n < 0 && errno == EAGAIN);
       break;
     }
-    std::optional<std::string> out = answer_(c.in);
+    std::optional<Reply> out = answer_(c.in, fd);
     if (!out) {
       if (closed) drop(fd);  // closed before a whole request
       return;
     }
-    c.out = std::move(*out);
+    c.out = std::move(out);
     epoll_event ev{};
     ev.events = EPOLLOUT;
     ev.data.fd = fd;
     epoll_ctl(epoll_, EPOLL_CTL_MOD, fd, &ev);
   }
-  while (!c.out.empty() && c.sent < c.out.size()) {
-    ssize_t n = write(fd, c.out.data() + c.sent, c.out.size() - c.sent);
+  if (!c.out) return;
+  Reply& out = *c.out;
+  while (c.sent < out.bytes.size()) {
+    // The descriptors go with the first byte sent, and are closed here.
+    std::string rest = out.bytes.substr(c.sent);
+    ssize_t n = c.sent == 0 && !out.fds.empty() ? send_with_fds(fd, rest, out.fds, MSG_DONTWAIT)
+                                                : send(fd, rest.data(), rest.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
     if (n < 0 && errno == EAGAIN) return;  // the rest when it is writable
     if (n <= 0) return drop(fd);
+    if (c.sent == 0)
+      for (int passed : out.fds) close(passed);
+    out.fds.clear();
     c.sent += size_t(n);
   }
-  if (!c.out.empty()) drop(fd);  // answered
+  if (out.hold) {  // answered, and the connection goes on elsewhere
+    auto hold = std::move(out.hold);
+    epoll_ctl(epoll_, EPOLL_CTL_DEL, fd, nullptr);
+    clients_.erase(fd);
+    hold(fd);
+    return;
+  }
+  drop(fd);  // answered
 }
 
 void OneShotServer::poll() {
@@ -164,18 +192,27 @@ int listen_unix(const std::string& path) {
 }
 
 // The line before the first newline, parsed as a JSON request.
-std::optional<std::string> control_answer(const std::string& in, const ControlServer::Handler& handler) {
+std::optional<OneShotServer::Reply> control_answer(const std::string& in, int fd, const ControlServer::Handler& handler) {
   size_t nl = in.find('\n');
   if (nl == std::string::npos) return std::nullopt;
+  Exchange ex;
+  ex.fd = fd;
+  ucred peer{};
+  socklen_t len = sizeof(peer);
+  ex.peer_uid = getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &len) == 0 ? peer.uid : uid_t(-1);
   nlohmann::json answer;
   try {
-    answer = handler(nlohmann::json::parse(in.substr(0, nl)));
+    answer = handler(nlohmann::json::parse(in.substr(0, nl)), ex);
   } catch (const nlohmann::json::exception&) {
     answer = {{"error", "the request is not a JSON object"}};
   } catch (const std::exception& e) {
     answer = {{"error", e.what()}};
   }
-  return dump(answer);
+  if (answer.contains("error")) {  // nothing goes with a refusal
+    for (int passed : ex.fds) close(passed);
+    return OneShotServer::Reply{dump(answer), {}, nullptr};
+  }
+  return OneShotServer::Reply{dump(answer), std::move(ex.fds), std::move(ex.hold)};
 }
 
 // Root, or a member of `group` (>= 0): the peer's primary or any of its
@@ -257,7 +294,7 @@ int listen_tcp(const std::string& address) {
 
 ControlServer::ControlServer(const std::string& path, Handler handler, int group)
     : OneShotServer(
-          listen_unix(path), [handler](const std::string& in) { return control_answer(in, handler); },
+          listen_unix(path), [handler](const std::string& in, int fd) { return control_answer(in, fd, handler); },
           [group](int fd, std::string& refusal) { return root_or_group(fd, group, refusal); }, kMaxRequest,
           dump({{"error", "busy: too many clients at once"}})),
       path_(path) {
@@ -272,12 +309,19 @@ ControlServer::~ControlServer() { unlink(path_.c_str()); }
 
 MetricsServer::MetricsServer(const std::string& listen, std::function<std::string()> render)
     : OneShotServer(
-          listen_tcp(listen), [render](const std::string& in) { return metrics_answer(in, render); },
+          listen_tcp(listen),
+          [render](const std::string& in, int) -> std::optional<Reply> {
+            auto out = metrics_answer(in, render);
+            if (!out) return std::nullopt;
+            return Reply{std::move(*out), {}, nullptr};
+          },
           [](int, std::string&) { return true; }, 8192,
           http("503 Service Unavailable", "text/plain", "busy: too many clients at once\n")),
       port_(port_of(listen)) {}
 
-nlohmann::json control_request(const std::string& path, const nlohmann::json& request, int timeout_ms) {
+namespace {
+
+int connect_control(const std::string& path) {
   sockaddr_un addr = address_of(path);
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) throw Error(errno_message("socket", errno));
@@ -286,31 +330,84 @@ nlohmann::json control_request(const std::string& path, const nlohmann::json& re
     close(fd);
     throw Error(errno_message("no flightrecd answers on " + path + " (is it running?)", err));
   }
+  return fd;
+}
+
+// Sends `request` (with pass_fd beside it) and reads the answer: up to its
+// first newline (whole_stream: to the end of the stream). Descriptors that
+// came with it are appended to fds. Throws Error; closes nothing.
+nlohmann::json exchange(int fd, const nlohmann::json& request, int pass_fd, int timeout_ms, bool whole_stream,
+                        std::vector<int>& fds) {
   std::string line = dump(request), answer;
-  bool ok = write(fd, line.data(), line.size()) == ssize_t(line.size());
+  std::vector<int> passed;
+  if (pass_fd >= 0) passed.push_back(pass_fd);
+  if (send_with_fds(fd, line, passed) != ssize_t(line.size()))
+    throw Error(errno_message("cannot write to flightrecd", errno));
   uint64_t deadline = mono_ns() + uint64_t(timeout_ms) * 1'000'000ull;
-  while (ok) {
+  for (;;) {
     int left = int((deadline - std::min(deadline, mono_ns())) / 1'000'000);
     pollfd p{fd, POLLIN, 0};
-    if (left <= 0 || ::poll(&p, 1, left) <= 0) {
-      close(fd);
-      throw Error("flightrecd on " + path + " did not answer within " + std::to_string(timeout_ms) + " ms");
-    }
+    if (left <= 0 || ::poll(&p, 1, left) <= 0)
+      throw Error("flightrecd did not answer within " + std::to_string(timeout_ms) + " ms");
     char buf[65536];
-    ssize_t n = read(fd, buf, sizeof(buf));
+    long n = receive_with_fds(fd, buf, sizeof(buf), fds);
     if (n <= 0) break;
     answer.append(buf, size_t(n));
+    if (!whole_stream && answer.find('\n') != std::string::npos) break;
+    if (answer.size() > (16u << 20)) throw Error("flightrecd's answer is too long");
   }
-  close(fd);
+  nlohmann::json j;
   try {
-    auto j = nlohmann::json::parse(answer);
-    if (!j.is_object()) throw Error("flightrecd's answer is not a JSON object");
-    if (j.contains("error"))
-      throw Error("flightrecd: " + (j["error"].is_string() ? j["error"].get<std::string>() : j["error"].dump()));
-    return j;
+    j = nlohmann::json::parse(answer);
   } catch (const nlohmann::json::exception&) {
-    throw Error("flightrecd's answer on " + path + " is not JSON" + (answer.empty() ? " (it closed the connection)" : ""));
+    throw Error(std::string("flightrecd's answer is not JSON") + (answer.empty() ? " (it closed the connection)" : ""));
   }
+  if (!j.is_object()) throw Error("flightrecd's answer is not a JSON object");
+  if (j.contains("error"))
+    throw Error("flightrecd: " + (j["error"].is_string() ? j["error"].get<std::string>() : j["error"].dump()));
+  return j;
+}
+
+void close_all(std::vector<int>& fds) {
+  for (int fd : fds) close(fd);
+  fds.clear();
+}
+
+}  // namespace
+
+nlohmann::json control_request(const std::string& path, const nlohmann::json& request, int timeout_ms) {
+  int fd = connect_control(path);
+  std::vector<int> fds;
+  try {
+    auto j = exchange(fd, request, -1, timeout_ms, true, fds);
+    close_all(fds);
+    close(fd);
+    return j;
+  } catch (...) {
+    close_all(fds);
+    close(fd);
+    throw;
+  }
+}
+
+HeldConnection control_request_held(const std::string& path, const nlohmann::json& request, int timeout_ms) {
+  HeldConnection held;
+  held.fd = connect_control(path);
+  try {
+    held.answer = exchange(held.fd, request, -1, timeout_ms, false, held.fds);
+  } catch (...) {
+    close_all(held.fds);
+    close(held.fd);
+    throw;
+  }
+  return held;
+}
+
+nlohmann::json held_request(int fd, const nlohmann::json& request, int pass_fd, int timeout_ms) {
+  std::vector<int> fds;
+  auto j = exchange(fd, request, pass_fd, timeout_ms, false, fds);
+  close_all(fds);  // none is expected
+  return j;
 }
 
 }  // namespace flightrec::daemon

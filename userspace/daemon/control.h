@@ -6,22 +6,36 @@
 //
 // - the control socket (a UNIX stream socket, root only): one JSON line,
 //   {"request": "status"}, answered with one JSON object; `flightrec
-//   status` is its client;
+//   status` is its client. One request, "session" (`flightrec run` handing
+//   its command over), keeps its connection: the answer carries file
+//   descriptors and the connection is held by the daemon (Exchange::hold)
+//   for the session's life;
 // - the metrics endpoint (TCP): HTTP GET /metrics, Prometheus's text format.
+#include <sys/types.h>
+
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace flightrec::daemon {
 
 class OneShotServer {
  public:
-  // What a request (all bytes so far) is answered with; nullopt: not
-  // complete yet.
-  using Answer = std::function<std::optional<std::string>(const std::string& request)>;
+  // An answer: its bytes, the descriptors sent with them (then closed
+  // here), and, if set, who takes the connection once it is sent (instead
+  // of closing it): called with it then, or with -1 if it could not be.
+  struct Reply {
+    std::string bytes;
+    std::vector<int> fds;
+    std::function<void(int fd)> hold;
+  };
+  // What a request (all bytes so far) on connection fd is answered with;
+  // nullopt: not complete yet.
+  using Answer = std::function<std::optional<Reply>(const std::string& request, int fd)>;
   // Whether to serve a new connection; else `refusal` is written to it.
   using Admit = std::function<bool(int fd, std::string& refusal)>;
   // busy: written to a connection past the client limit.
@@ -35,7 +49,8 @@ class OneShotServer {
 
  private:
   struct Client {
-    std::string in, out;
+    std::string in;
+    std::optional<Reply> out;
     size_t sent = 0;
     uint64_t deadline_ns = 0;
   };
@@ -50,9 +65,17 @@ class OneShotServer {
   std::map<int, Client> clients_;
 };
 
+// A control request's connection, as its handler sees it.
+struct Exchange {
+  int fd = -1;             // the connection
+  uid_t peer_uid = 0;      // the peer's, as the kernel recorded it at connect
+  std::vector<int> fds;    // sent with the answer (SCM_RIGHTS), then closed
+  std::function<void(int fd)> hold;  // takes the connection after the answer (-1: it could not be sent)
+};
+
 class ControlServer : public OneShotServer {
  public:
-  using Handler = std::function<nlohmann::json(const nlohmann::json& request)>;
+  using Handler = std::function<nlohmann::json(const nlohmann::json& request, Exchange& exchange)>;
   // Binds `path` (0600, or 0660 and group `group` when it is a gid >= 0:
   // root and that group's members are answered; a stale socket file is
   // replaced, a live one means another flightrecd runs: Error). Throws Error.
@@ -77,5 +100,19 @@ class MetricsServer : public OneShotServer {
 // Sends one request to the daemon at `path` and returns its answer.
 // Throws Error (no daemon, refused, no answer within timeout_ms).
 nlohmann::json control_request(const std::string& path, const nlohmann::json& request, int timeout_ms = 5000);
+
+// The connection of a request the daemon holds on to ("session"), and the
+// descriptors its answer carried; the caller owns both.
+struct HeldConnection {
+  int fd = -1;
+  nlohmann::json answer;
+  std::vector<int> fds;
+};
+// Throws Error as control_request does (the connection is closed then).
+HeldConnection control_request_held(const std::string& path, const nlohmann::json& request, int timeout_ms = 5000);
+// One more request on a held connection, with an optional descriptor
+// beside it; its one-line answer. Throws Error (an "error" answer, none
+// within timeout_ms, the connection gone).
+nlohmann::json held_request(int fd, const nlohmann::json& request, int pass_fd = -1, int timeout_ms = 5000);
 
 }  // namespace flightrec::daemon

@@ -137,6 +137,7 @@ Discovery::Rules rules_of(const Config& config) {
 }
 
 bool wants_tls(const Config& config) {
+  if (config.runs_accept && config.runs_tls) return true;
   for (const auto& rule : config.watch)
     if (rule.tls) return true;
   return false;
@@ -169,12 +170,16 @@ Daemon::Daemon(Config config, std::string config_path) : config_(std::move(confi
       throw Error("socket.group: no group named " + config_.socket_group);
     group_id = int(found->gr_gid);
   }
-  control_ = std::make_unique<ControlServer>(config_.socket_path, [this](const nlohmann::json& r) { return answer(r); },
-                                             group_id);
+  control_ = std::make_unique<ControlServer>(
+      config_.socket_path, [this](const nlohmann::json& r, Exchange& ex) { return answer(r, ex); }, group_id);
   for (const auto& rule : config_.watch) key_for(rule.key_dir.empty() ? config_.key_dir : rule.key_dir);
   probe::CaptureOptions copts;
   copts.ring_bytes = config_.ring_bytes;
-  copts.entry_times = false;  // every task on the host pays for sys_enter: calls are read at their return
+  // Every task on the host pays for sys_enter once a full session is open;
+  // without it calls are read at their return. Runs have it by default.
+  copts.entry_times = config_.runs_accept && config_.runs_entry_times;
+  // Runs' backpressure freezes at half of their ring (session::kFreezeAbove).
+  if (config_.runs_accept) copts.highwater_bytes = config_.ring_bytes / 2;
   // Both kinds of session loaded (a reload may add either); each kind's
   // syscall hooks are attached by its first session.
   copts.raw_syscalls = true;
@@ -182,6 +187,15 @@ Daemon::Daemon(Config config, std::string config_path) : config_(std::move(confi
   copts.tls = wants_tls(config_);
   capture_ = std::make_unique<probe::Capture>(copts, [this](const void* data, size_t size) { on_record(data, size); });
   if (copts.tls) tls_errors_ = session::attach_system_tls(*capture_);
+  tls_loaded_ = copts.tls;
+  epoll_ = epoll_create1(EPOLL_CLOEXEC);
+  if (epoll_ < 0) throw Error(errno_message("epoll_create1", errno));
+  runs_ = std::make_unique<RunSessions>(*capture_, cgroup_root_, copts.tls_chunk, copts.tls_cap, [this](int fd) {
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLRDHUP;
+    ev.data.fd = fd;
+    if (epoll_ctl(epoll_, EPOLL_CTL_ADD, fd, &ev) != 0) throw Error(errno_message("epoll_ctl", errno));
+  });
   discovery_ = std::make_unique<Discovery>(cgroup_root_, rules_of(config_));
   if (!config_.metrics_listen.empty()) {
     metrics_ = std::make_unique<MetricsServer>(config_.metrics_listen, [this] { return metrics(); });
@@ -193,11 +207,14 @@ Daemon::Daemon(Config config, std::string config_path) : config_(std::move(confi
 }
 
 Daemon::~Daemon() {
+  control_.reset();  // its held answers call back into runs_
+  runs_.reset();
   by_number_.clear();
   by_path_.clear();
   lingering_.clear();
   if (stats_fd_ >= 0) ::close(stats_fd_);
   if (sigfd_ >= 0) ::close(sigfd_);
+  if (epoll_ >= 0) ::close(epoll_);
 }
 
 const ledger::SigningKey* Daemon::key_for(const std::string& dir) {
@@ -309,6 +326,7 @@ void Daemon::open(const std::string& rel) {
   const WatchRule* rule = config_.match(rel);
   if (!rule || by_path_.count(rel)) return;
   std::string path = rel.empty() ? cgroup_root_ : cgroup_root_ + "/" + rel;
+  if (runs_->holds(path)) return;  // a run's, recorded by its own client
   // Whatever fails here fails this cgroup alone, not the daemon: it is
   // tried again (retry()), and said once.
   auto failed = [&](const std::string& why) {
@@ -700,10 +718,17 @@ void Daemon::reload() {
   std::cerr << "flightrecd: config reloaded; recording " << by_path_.size() << " cgroup(s)\n";
 }
 
-nlohmann::json Daemon::answer(const nlohmann::json& request) {
-  if (!request.is_object() || !request.contains("request") || request["request"] != "status")
-    return {{"error", "unknown request (known: status)"}};
-  return status();
+nlohmann::json Daemon::answer(const nlohmann::json& request, Exchange& ex) {
+  if (request.is_object() && request.contains("request") && request["request"] == "status") return status();
+  if (request.is_object() && request.contains("request") && request["request"] == "session") {
+    if (!config_.runs_accept) return {{"error", "this flightrecd takes no runs (runs.accept: false)"}};
+    // A run's cgroup that a watch rule records already stays that rule's.
+    std::string path = request.contains("cgroup") && request["cgroup"].is_string() ? request["cgroup"].get<std::string>() : "";
+    std::string rel = path.starts_with(cgroup_root_ + "/") ? path.substr(cgroup_root_.size() + 1) : "";
+    auto it = rel.empty() ? by_path_.end() : by_path_.find(rel);
+    return runs_->open(request, ex, tls_loaded_, tls_errors_, it == by_path_.end() ? "" : it->second->rule.name);
+  }
+  return {{"error", "unknown request (known: status, session)"}};
 }
 
 nlohmann::json Daemon::status() const {
@@ -740,7 +765,8 @@ nlohmann::json Daemon::status() const {
           {"storage_full", disk_low_},
           {"storage_dir", config_.storage_dir},
           {"storage_bytes", storage},
-          {"sessions", sessions}};
+          {"sessions", sessions},
+          {"runs", runs_->status()}};
 }
 
 namespace {
@@ -790,6 +816,8 @@ std::string Daemon::metrics() const {
   sample("flightrecd_program_misses_total", "", double(capture_->program_misses()));
   family("flightrecd_ring_fill_ratio", "gauge", "Unread bytes in the ring buffer over its size.");
   sample("flightrecd_ring_fill_ratio", "", capture_->ring_fill());
+  family("flightrecd_runs", "gauge", "`flightrec run` sessions handed to this daemon, open now.");
+  sample("flightrecd_runs", "", double(runs_->size()));
   family("flightrecd_records_after_seal_total", "counter", "Kernel records of sessions already sealed (left out).");
   sample("flightrecd_records_after_seal_total", "", double(unrouted_));
   family("flightrecd_storage_full", "gauge", "1 while storage.dir has less than storage.min_free free (disk_full_action acts).");
@@ -808,8 +836,7 @@ std::string Daemon::metrics() const {
 }
 
 int Daemon::run() {
-  int ep = epoll_create1(EPOLL_CLOEXEC);
-  if (ep < 0) throw Error(errno_message("epoll_create1", errno));
+  int ep = epoll_;
   std::vector<int> fds = {capture_->poll_fd(), discovery_->fd(), sigfd_, control_->fd()};
   if (metrics_) fds.push_back(metrics_->fd());
   for (int fd : fds) {
@@ -837,6 +864,7 @@ int Daemon::run() {
       if (events[i].data.fd == discovery_->fd()) apply(discovery_->read());
       if (events[i].data.fd == control_->fd()) control_->poll();
       if (metrics_ && events[i].data.fd == metrics_->fd()) metrics_->poll();
+      if (runs_->owns(events[i].data.fd)) runs_->serve(events[i].data.fd);
       if (events[i].data.fd != sigfd_) continue;
       while (int sig = session::read_signal(sigfd_)) {
         if (sig == SIGHUP)
@@ -875,6 +903,9 @@ int Daemon::run() {
         if (!s->cgroup.exists()) gone.push_back(rel);  // in case its event was missed
       }
       for (const auto& rel : gone) cgroup_gone(rel);
+      // Off the runs' path: the kernel waits ~10 ms at each (Capture::prepare_ring).
+      capture_->release_closed_rings(4);
+      if (config_.runs_accept) capture_->prepare_ring(runs_->likely_ring_bytes());
       if (now >= next_rescan) {  // what inotify could not tell (no watch left, a lost event)
         next_rescan = now + kRescanNs;
         apply(discovery_->rescan());
@@ -918,7 +949,6 @@ int Daemon::run() {
     }
     for (RecordedCgroup* s : recording()) guarded(*s, [&] { s->rec->flush_if_due(); });
   }
-  ::close(ep);
   capture_->drain_to_now();
   seal_all(reason);
   std::cerr << "flightrecd: stopped (" << reason << ")\n";

@@ -19,6 +19,7 @@
 #include "daemon/config.h"
 #include "daemon/control.h"
 #include "daemon/discovery.h"
+#include "daemon/runs.h"
 #include "ledger/keys.h"
 #include "probe/capture.h"
 #include "recorder/recorder.h"
@@ -73,7 +74,7 @@ class Daemon {
   void on_record(const void* data, size_t size);
   nlohmann::json status() const;
   std::string metrics() const;  // Prometheus's text exposition format
-  nlohmann::json answer(const nlohmann::json& request);
+  nlohmann::json answer(const nlohmann::json& request, Exchange& ex);
   const ledger::SigningKey* key_for(const std::string& dir);
 
   Config config_;
@@ -82,7 +83,10 @@ class Daemon {
   int sigfd_ = -1;
   std::unique_ptr<probe::Capture> capture_;
   std::unique_ptr<Discovery> discovery_;
+  std::unique_ptr<RunSessions> runs_;        // before control_: its held answers call back into runs_
   std::unique_ptr<ControlServer> control_;
+  int epoll_ = -1;                           // run()'s
+  bool tls_loaded_ = false;                  // the TLS programs are (the config at start asked)
   std::unique_ptr<MetricsServer> metrics_;
   int stats_fd_ = -1;  // BPF run-time statistics stay on while it is open
   uint64_t started_real_ns_ = 0;

@@ -98,14 +98,13 @@ bool read_per_cpu(int map, uint32_t key, std::vector<T>& out) {
 
 }  // namespace
 
-void select_programs(bpf_object* obj, bool lsm, bool tls, bool egress) {
+void select_programs(bpf_object* obj, bool lsm, bool tls) {
   bpf_program* prog;
   bpf_object__for_each_program(prog, obj) {
     std::string_view sec = bpf_program__section_name(prog);
     bool is_lsm = sec.rfind("lsm", 0) == 0;
     bool is_tls = sec.rfind("uprobe", 0) == 0 || sec.rfind("uretprobe", 0) == 0;
-    bool is_egress = sec.rfind("cgroup/", 0) == 0 || sec.rfind("cgroup_skb/", 0) == 0;
-    if ((is_lsm && !lsm) || (is_tls && !tls) || (is_egress && !egress)) bpf_program__set_autoload(prog, false);
+    if ((is_lsm && !lsm) || (is_tls && !tls)) bpf_program__set_autoload(prog, false);
   }
 }
 
@@ -113,9 +112,13 @@ bool valid_ring_size(size_t bytes) {
   return bytes >= (64u << 10) && bytes <= (1u << 30) && (bytes & (bytes - 1)) == 0;
 }
 
-Capture::Capture(const CaptureOptions& opts, Handler handler) : handler_(std::move(handler)) {
-  g_verbose = opts.verbose;
+void quiet_libbpf(bool verbose) {
+  g_verbose = verbose;
   libbpf_set_print(print_libbpf);
+}
+
+Capture::Capture(const CaptureOptions& opts, Handler handler) : handler_(std::move(handler)) {
+  quiet_libbpf(opts.verbose);
   if (!valid_ring_size(opts.ring_bytes))
     throw Error("ring buffer size must be a power of two from 64 KiB to 1 GiB");
 
@@ -137,7 +140,7 @@ Capture::Capture(const CaptureOptions& opts, Handler handler) : handler_(std::mo
                    opts.tls_cap / opts.tls_chunk > FR_TLS_CHUNKS_MAX))
     throw Error("TLS capture: at most " + std::to_string(FR_TLS_CHUNK_MAX) + " bytes per record and " +
                 std::to_string(FR_TLS_CHUNKS_MAX) + " records per call");
-  bool egress = opts.egress_cgroup_fd >= 0;
+  bool egress = opts.egress_allowlist;
   tls_multi_ = opts.tls && uprobe_multi_available();
   if (opts.egress.size() > FR_EGRESS_MAX)
     throw Error("at most " + std::to_string(FR_EGRESS_MAX) + " egress allowlist addresses");
@@ -203,7 +206,7 @@ Capture::Capture(const CaptureOptions& opts, Handler handler) : handler_(std::mo
       bpf_program__set_autoattach(s->progs.fr_sys_exit, false);
       return s;
     }
-    select_programs(s->obj, lsm, opts.tls, egress);
+    select_programs(s->obj, lsm, opts.tls);
     if (!opts.entry_times || !opts.raw_syscalls) bpf_program__set_autoload(s->progs.fr_sys_enter, false);
     if (!opts.raw_syscalls || split) bpf_program__set_autoload(s->progs.fr_sys_exit, false);
     if (!opts.lite) bpf_program__set_autoload(s->progs.fr_lite_exit, false);
@@ -331,23 +334,12 @@ Capture::Capture(const CaptureOptions& opts, Handler handler) : handler_(std::mo
     // After the process programs: a task that forked or exited in between
     // would join the session unseen by them and never be counted out.
     if (!opts.session_cgroups.empty()) first_session_ = open_session(opts.session_cgroups, opts.session_lite);
-    if (egress) {
-      int rules = bpf_map__fd(skel_->maps.fr_egress);
-      for (uint32_t i = 0; i < opts.egress.size(); ++i)
-        if (bpf_map_update_elem(rules, &i, &opts.egress[i], BPF_ANY) != 0)
-          throw Error(errno_message("cannot load the egress allowlist", errno));
-      for (auto* prog : {skel_->progs.fr_egress_connect4, skel_->progs.fr_egress_connect6,
-                         skel_->progs.fr_egress_sendmsg4, skel_->progs.fr_egress_sendmsg6,
-                         skel_->progs.fr_egress_bind4, skel_->progs.fr_egress_bind6,
-                         skel_->progs.fr_egress_sock_create, skel_->progs.fr_egress_skb_out,
-                         skel_->progs.fr_egress_skb_in}) {
-        bpf_link* link = bpf_program__attach_cgroup(prog, opts.egress_cgroup_fd);
-        if (!link) throw Error(errno_message("cannot attach the egress allowlist to the session's cgroup", errno));
-        egress_links_.push_back(link);
-      }
-    }
+    // For lsm/socket_connect (the cgroup programs have their own: EgressFilter).
+    int rules = bpf_map__fd(skel_->maps.fr_egress);
+    for (uint32_t i = 0; egress && i < opts.egress.size(); ++i)
+      if (bpf_map_update_elem(rules, &i, &opts.egress[i], BPF_ANY) != 0)
+        throw Error(errno_message("cannot load the egress allowlist", errno));
   } catch (...) {
-    for (auto* link : egress_links_) bpf_link__destroy(link);
     for (auto* link : lite_links_) bpf_link__destroy(link);
     for (auto* link : raw_links_) bpf_link__destroy(link);
     ring_.reset();
@@ -408,7 +400,6 @@ static void hand_uprobes_to_background(std::vector<bpf_link*>& links, std::vecto
 }
 
 Capture::~Capture() {
-  for (auto* link : egress_links_) bpf_link__destroy(link);
   for (auto* link : lite_links_) bpf_link__destroy(link);
   for (auto* link : raw_links_) bpf_link__destroy(link);
   hand_uprobes_to_background(tls_links_, tls_link_fds_);
@@ -416,6 +407,8 @@ Capture::~Capture() {
   for (int fd : tls_link_fds_) close(fd);
   ring_.reset();
   for (const auto& [session, fd] : own_rings_) close(fd);
+  for (const auto& [slot, fd] : closed_rings_) close(fd);
+  if (spare_.fd >= 0) close(spare_.fd);
   flightrec_bpf__destroy(side_);
   flightrec_bpf__destroy(skel_);
 }
@@ -559,13 +552,8 @@ uint32_t Capture::open_session(const std::vector<uint64_t>& cgroup_ids, bool lit
     if (owner_of(id)) throw Error("cgroup " + std::to_string(id) + " is already recorded by another session");
   // A number whose slot an open session holds is skipped (slots are the
   // number modulo FR_MAX_SESSIONS); 0 means "none" and is never given.
-  auto slot_taken = [&](uint32_t n) {
-    for (const auto& [number, ids] : sessions_)
-      if (number % FR_MAX_SESSIONS == n % FR_MAX_SESSIONS) return true;
-    return false;
-  };
-  while (next_session_ == 0 || slot_taken(next_session_)) ++next_session_;
-  uint32_t session = next_session_++;
+  uint32_t session = next_number();
+  ++next_session_;
   int map = bpf_map__fd(skel_->maps.fr_sessions);
   int live = bpf_map__fd(skel_->maps.fr_session_live);
   uint32_t slot = session % FR_MAX_SESSIONS;
@@ -576,22 +564,25 @@ uint32_t Capture::open_session(const std::vector<uint64_t>& cgroup_ids, bool lit
   std::vector<fr_session_tasks> zeros(size_t(std::max(1, libbpf_num_possible_cpus())));
   std::vector<uint64_t> no_calls(zeros.size(), 0);
   uint32_t flags = (lite ? FR_SESSION_LITE : 0) | (own_ring_bytes ? FR_SESSION_OWN_RING : 0), closed = 0;
-  int ring = bpf_map__fd(skel_->maps.fr_events);
-  if (own_ring_bytes) {
+  int shared = bpf_map__fd(skel_->maps.fr_events);
+  int ring = shared;
+  if (own_ring_bytes && spare_.fd >= 0 && spare_.number == session && spare_.bytes == own_ring_bytes) {
+    ring = spare_.fd;  // in its slot already: no wait
+    spare_ = {};
+  } else if (own_ring_bytes) {
     ring = bpf_map_create(BPF_MAP_TYPE_RINGBUF, "fr_session_ring", 0, 0, uint32_t(own_ring_bytes), nullptr);
     if (ring < 0) throw Error(errno_message("cannot make the session's ring buffer", errno));
   }
   auto undo = [&](size_t added) {
     for (size_t i = 0; i < added; ++i) bpf_map_delete_elem(map, &cgroup_ids[i]);
     bpf_map_update_elem(live, &slot, &closed, BPF_ANY);
-    if (own_ring_bytes) {
-      int shared = bpf_map__fd(skel_->maps.fr_events);
-      bpf_map_update_elem(bpf_map__fd(skel_->maps.fr_session_rings), &slot, &shared, BPF_ANY);
+    if (ring != shared) {
+      point_slot(slot, shared);
       close(ring);
     }
   };
   // Its ring first: a record of the session never finds none.
-  if (bpf_map_update_elem(bpf_map__fd(skel_->maps.fr_session_rings), &slot, &ring, BPF_ANY) != 0 ||
+  if (!point_slot(slot, ring) ||
       bpf_map_update_elem(bpf_map__fd(skel_->maps.fr_session_drops), &slot, no_calls.data(), BPF_ANY) != 0 ||
       bpf_map_update_elem(bpf_map__fd(skel_->maps.fr_session_tasks), &slot, zeros.data(), BPF_ANY) != 0 ||
       bpf_map_update_elem(bpf_map__fd(skel_->maps.fr_lite_uncounted), &slot, no_calls.data(), BPF_ANY) != 0 ||
@@ -625,6 +616,14 @@ std::vector<uint64_t> Capture::session_drops(uint32_t session) const {
       !per_cpu.empty())
     throw Error(errno_message("cannot read the session's drop counters", errno));
   return per_cpu;
+}
+
+int Capture::session_drops_map_readonly() const {
+  bpf_map_info info{};
+  uint32_t len = sizeof(info);
+  if (bpf_obj_get_info_by_fd(bpf_map__fd(skel_->maps.fr_session_drops), &info, &len) != 0) return -1;
+  LIBBPF_OPTS(bpf_get_fd_by_id_opts, opts, .open_flags = BPF_F_RDONLY);
+  return bpf_map_get_fd_by_id_opts(info.id, &opts);
 }
 
 uint32_t Capture::owner_of(uint64_t cgroup_id) const {
@@ -662,15 +661,82 @@ void Capture::close_session(uint32_t session) {
   sessions_.erase(it);
   task_adjust_.erase(session);
   if (auto own = own_rings_.find(session); own != own_rings_.end()) {
-    // A record still on its way goes to the capture's ring, with the
-    // number of a closed session; the map goes once no program holds it.
-    int shared = bpf_map__fd(skel_->maps.fr_events);
-    uint32_t no_flags = 0;
-    bpf_map_update_elem(bpf_map__fd(skel_->maps.fr_session_rings), &slot, &shared, BPF_ANY);
-    bpf_map_update_elem(bpf_map__fd(skel_->maps.fr_session_flags), &slot, &no_flags, BPF_ANY);
-    close(own->second);
+    // Its ring stays in the slot until release_closed_rings() (taking it
+    // out waits for an RCU grace period): a record still on its way goes
+    // there, with the number of a closed session, unread.
+    closed_rings_.emplace_back(slot, own->second);
     own_rings_.erase(own);
   }
+}
+
+uint32_t Capture::next_number() {
+  // A number whose slot an open session holds is skipped (slots are the
+  // number modulo FR_MAX_SESSIONS); 0 means "none" and is never given.
+  auto slot_taken = [&](uint32_t n) {
+    for (const auto& [number, ids] : sessions_)
+      if (number % FR_MAX_SESSIONS == n % FR_MAX_SESSIONS) return true;
+    return false;
+  };
+  while (next_session_ == 0 || slot_taken(next_session_)) ++next_session_;
+  return next_session_;
+}
+
+namespace {
+
+uint32_t map_id(int fd) {
+  bpf_map_info info{};
+  uint32_t len = sizeof(info);
+  return bpf_obj_get_info_by_fd(fd, &info, &len) == 0 ? info.id : 0;
+}
+
+}  // namespace
+
+bool Capture::point_slot(uint32_t slot, int ring) {
+  // By map id: a descriptor number may be reused once closed.
+  if (slot_ring_.empty()) slot_ring_.assign(FR_MAX_SESSIONS, 0);
+  uint32_t id = map_id(ring);
+  if (!id || slot_ring_[slot] != id) {  // (the same again: the kernel's update would only wait)
+    if (bpf_map_update_elem(bpf_map__fd(skel_->maps.fr_session_rings), &slot, &ring, BPF_ANY) != 0) return false;
+    slot_ring_[slot] = id;
+  }
+  // A spare or a closed session's ring that was there: nobody reads it through us any more.
+  if (spare_.fd >= 0 && spare_.number % FR_MAX_SESSIONS == slot && spare_.fd != ring) {
+    close(spare_.fd);
+    spare_ = {};
+  }
+  for (auto it = closed_rings_.begin(); it != closed_rings_.end();)
+    if (it->first == slot && it->second != ring) {
+      close(it->second);
+      it = closed_rings_.erase(it);
+    } else {
+      ++it;
+    }
+  return true;
+}
+
+void Capture::release_closed_rings(size_t at_most) {
+  int shared = bpf_map__fd(skel_->maps.fr_events);
+  // point_slot closes the slot's closed ring; one it cannot replace now stays for the next call.
+  for (size_t tries = std::min(at_most, closed_rings_.size()); tries > 0 && !closed_rings_.empty(); --tries) {
+    uint32_t slot = closed_rings_.front().first;
+    if (!point_slot(slot, shared)) {
+      std::rotate(closed_rings_.begin(), closed_rings_.begin() + 1, closed_rings_.end());
+      continue;
+    }
+  }
+}
+
+void Capture::prepare_ring(size_t bytes) {
+  if (!valid_ring_size(bytes)) return;
+  uint32_t number = next_number();
+  if (spare_.fd >= 0 && spare_.number == number && spare_.bytes == bytes) return;
+  int ring = bpf_map_create(BPF_MAP_TYPE_RINGBUF, "fr_session_ring", 0, 0, uint32_t(bytes), nullptr);
+  if (ring < 0) return;  // open_session makes one then
+  if (!point_slot(number % FR_MAX_SESSIONS, ring)) {  // (a spare of another number or size there is closed)
+    close(ring);
+    return;
+  }
+  spare_ = {number, ring, bytes};
 }
 
 int Capture::poll_fd() const { return ring_->epoll_fd(); }
@@ -797,22 +863,6 @@ size_t Capture::track_existing(uint32_t session, const std::vector<std::string>&
   return tracked;
 }
 
-std::vector<NetDrops> Capture::net_drops() const {
-  std::vector<NetDrops> out(FR_NET_DROP_KINDS);
-  int ncpu = libbpf_num_possible_cpus();
-  if (egress_links_.empty() || ncpu <= 0) return out;
-  std::vector<fr_net_drop> values(static_cast<size_t>(ncpu));
-  for (uint32_t kind = 0; kind < FR_NET_DROP_KINDS; ++kind) {
-    if (bpf_map_lookup_elem(bpf_map__fd(skel_->maps.fr_net_drops), &kind, values.data()) != 0)
-      throw Error(errno_message("cannot read the packet drop counters", errno));
-    for (const auto& v : values) {
-      out[kind].count += v.count;
-      if (v.count) out[kind].last = v;  // one example of a far end
-    }
-  }
-  return out;
-}
-
 bpf_program* Capture::sys_exit_program() const {
   return side_ ? side_->progs.fr_sys_exit : skel_->progs.fr_sys_exit;
 }
@@ -863,6 +913,10 @@ double Capture::ring_fill() const {
   if (!ring_) return 0;
   uint64_t prod = ring_->producer_pos(), cons = ring_->consumer_pos();
   return prod > cons ? double(prod - cons) / double(ring_->size()) : 0.0;
+}
+
+CaptureTraits Capture::traits() const {
+  return CaptureTraits{attached(false), refused_, path_rules_, unix_inbound_, entry_times_};
 }
 
 std::vector<std::string> Capture::attached(bool lite) const {
@@ -981,9 +1035,17 @@ std::string Capture::attach_tls(int fd, const std::string& path, bool* tls_file)
   return "";
 }
 
-bool Capture::probes_file(const std::string& path) const {
+bool Capture::probes_file(const std::string& path) {
+  int fd = open(path.c_str(), O_PATH | O_CLOEXEC);
+  if (fd < 0) return false;
+  bool probed = probes_file(fd);
+  close(fd);
+  return probed;
+}
+
+bool Capture::probes_file(int fd) const {
   struct stat st {};
-  if (stat(path.c_str(), &st) != 0) return false;
+  if (fstat(fd, &st) != 0) return false;
   return std::find(tls_files_.begin(), tls_files_.end(), std::pair<uint64_t, uint64_t>{st.st_dev, st.st_ino}) !=
          tls_files_.end();
 }

@@ -13,10 +13,8 @@ struct flightrec_bpf;
 struct bpf_link;
 struct bpf_object;
 struct bpf_program;
-extern "C" {
-#include "flightrec/abi/events.h"
-}
 #include "probe/ring_reader.h"
+#include "probe/source.h"
 
 namespace flightrec::probe {
 
@@ -59,9 +57,11 @@ struct CaptureOptions {
   PathRules hidden;                       // the session may not open these (BPF-LSM only)
   PathRules exec;                         // the session may execute only these (empty: anything)
   bool require_lsm = false;               // the path rules are the only enforcement: no BPF-LSM, no run
-  // Egress allowlist enforced on egress_cgroup_fd (cgroup connect/sendmsg
-  // programs); -1: not loaded.
-  int egress_cgroup_fd = -1;
+  // The session's policy has an egress allowlist, `egress`: BPF-LSM
+  // enforces it too where it loads (lsm/socket_connect, and the session's
+  // UNIX sockets kept from the host). The cgroup programs that enforce it
+  // everywhere are the session's own (EgressFilter).
+  bool egress_allowlist = false;
   std::vector<fr_egress_rule> egress;
   // The runtime connect grants' maps (fr_egress_granted, fr_egress_tickets),
   // made by the session before its grant supervisor starts; -1: the
@@ -74,18 +74,13 @@ struct CaptureOptions {
   bool verbose = false;                   // libbpf's own messages to stderr
 };
 
-struct NetDrops {
-  uint64_t count = 0;
-  fr_net_drop last{};
-};
-
-class Capture {
+class Capture : public Source, public TlsProbes {
  public:
   // Called for every record, in ring-buffer order.
   using Handler = std::function<void(const void* data, size_t size)>;
 
   Capture(const CaptureOptions& opts, Handler handler);  // throws Error
-  ~Capture();
+  ~Capture() override;
   Capture(const Capture&) = delete;
   Capture& operator=(const Capture&) = delete;
 
@@ -110,21 +105,33 @@ class Capture {
   // session (so still readable once it is closed). Those of sessions on
   // the capture's ring are in drops_per_cpu() too.
   std::vector<uint64_t> session_drops(uint32_t session) const;
+  // A new read-only descriptor of the map those counters are in (an array
+  // of FR_MAX_SESSIONS per-CPU counters, at session % FR_MAX_SESSIONS), for
+  // whoever reads a session's own ring elsewhere; -1 and errno on failure.
+  int session_drops_map_readonly() const;
+  // flightrecd's, for sessions with rings of their own: putting a ring in
+  // the kernel's table of them (or taking one out) waits for an RCU grace
+  // period, ~10 ms, so it is done ahead of time. prepare_ring() puts a
+  // ring of `bytes` in the slot of the next session number (open_session
+  // with that size takes it there); release_closed_rings() takes out those
+  // of closed sessions (close_session leaves them: records still on their
+  // way there are lost, as they would be in the capture's ring).
+  void prepare_ring(size_t bytes);
+  void release_closed_rings(size_t at_most = SIZE_MAX);
   // Tasks the session holds now, wherever they are (a task moved out of
   // its cgroups keeps its session): what outlives a removed cgroup.
   int64_t session_tasks(uint32_t session) const;
   uint32_t first_session() const { return first_session_; }  // CaptureOptions::session_cgroups' (0: none)
 
-  int poll_fd() const;     // readable when the kernel forced a wake-up
-  int ring_fd() const;     // the ring buffer map: its waiters are woken at each forced wake-up
-  // Handles what is waiting, at most `budget` records (so a busy ring
-  // cannot keep the caller from its other work); returns how many.
-  static constexpr int kConsumeBudget = 65536;
-  int consume(int budget = kConsumeBudget);
-  // Handles everything the kernel had committed when called.
-  void drain_to_now();
-  // Records the kernel could not put in the ring buffer, per CPU, since load.
-  std::vector<uint64_t> drops_per_cpu() const;
+  // The capture's own ring buffer (Source): every session's records but
+  // those of sessions with a ring of their own.
+  int poll_fd() const override;
+  int ring_fd() const override;
+  using Source::consume;
+  int consume(int budget) override;
+  void drain_to_now() override;
+  // Records the kernel could not put in the capture's ring buffer, per CPU, since load.
+  std::vector<uint64_t> drops_per_cpu() const override;
   // Gives every task already in these cgroups (and below) its recorder
   // state in `session`, so one that is moved out before its first syscall
   // stays recorded. A task an enclosing session holds is taken over (the
@@ -132,11 +139,8 @@ class Capture {
   // so are other sessions' cgroups below. Returns how many tasks the
   // session holds now.
   size_t track_existing(uint32_t session, const std::vector<std::string>& cgroup_dirs);
-  // Packets the egress allowlist dropped, indexed by fr_net_drop_kind:
-  // totals since load, and the far end of one of them.
-  std::vector<NetDrops> net_drops() const;
   // Runs of our programs the kernel skipped to avoid nesting, since load.
-  uint64_t program_misses() const;
+  uint64_t program_misses() const override;
   // Each loaded program's runs and run time (the kernel counts the time
   // only while BPF stats are enabled: bpf_enable_stats).
   struct ProgramStats {
@@ -144,9 +148,8 @@ class Capture {
     uint64_t runs = 0, run_ns = 0;
   };
   std::vector<ProgramStats> program_stats() const;
-  void detach();           // stop producing; consume() still drains
-  // Unread bytes in the ring buffer as a fraction of its size (0..1).
-  double ring_fill() const;
+  void detach() override;  // stop producing; consume() still drains
+  double ring_fill() const override;
   // Attaches the plaintext probes to one TLS library file (tls_stacks():
   // libssl, libgnutls, NSS's libnspr4 and libssl3, a program that links
   // one in, or a Go program: go_tls_functions), once per file,
@@ -154,12 +157,11 @@ class Capture {
   // library_path is flightrec's own choice, resolved on the host.
   // *tls_file (if given) is set when the file is a TLS stack the probes
   // know: an error then is a failure to probe it, not a file without TLS.
-  std::string attach_tls(const std::string& library_path, bool* tls_file = nullptr);
-  // fd: the file, already opened as its user sees it (a path a recorded
-  // process named is never resolved on the host); name: for messages.
-  std::string attach_tls(int fd, const std::string& name, bool* tls_file = nullptr);
-  // Whether the file at path (on the host) has the plaintext probes.
-  bool probes_file(const std::string& path) const;
+  std::string attach_tls(const std::string& library_path, bool* tls_file = nullptr) override;
+  std::string attach_tls(int fd, const std::string& name, bool* tls_file = nullptr) override;
+  bool probes_file(const std::string& path) override;
+  bool probes_file(int fd) const;  // the file open there
+  size_t tls_files_probed() const { return tls_files_.size(); }
 
   // Calls of lite sessions since the last take, per (session, cgroup,
   // syscall): the kernel's per-CPU counts, summed, and removed from its
@@ -188,6 +190,8 @@ class Capture {
   bool refuses_unix_inbound() const { return unix_inbound_; }
   // sys_enter is attached: entry times, and calls seccomp stopped marked.
   bool entry_times() const { return entry_times_; }
+  // All of the above, for a full session.
+  CaptureTraits traits() const override;
 
  private:
   flightrec_bpf* skel_ = nullptr;
@@ -198,7 +202,6 @@ class Capture {
   bool tls_multi_ = false;          // TLS probes as uprobe_multi links (tls_link_fds_)
   std::vector<bpf_link*> tls_links_;
   std::vector<int> tls_link_fds_;
-  std::vector<bpf_link*> egress_links_;
   std::vector<bpf_link*> lite_links_, raw_links_;
   std::vector<std::string> lite_attached_;  // "tracepoint/syscalls/sys_exit_openat", ...
   std::vector<std::string> lite_absent_;
@@ -231,6 +234,15 @@ class Capture {
   const std::vector<uint64_t>* cgroups_of(uint32_t session) const;  // nullptr: not open
   std::map<uint32_t, int64_t> task_adjust_;  // tasks track_existing gave (or took from) a session
   std::map<uint32_t, int> own_rings_;         // session -> its ring buffer map
+  std::vector<std::pair<uint32_t, int>> closed_rings_;  // (slot, ring) of closed sessions, still in their slots
+  struct Spare {
+    uint32_t number = 0;
+    int fd = -1;
+    size_t bytes = 0;
+  } spare_;                                   // prepare_ring()'s, in its number's slot
+  std::vector<uint32_t> slot_ring_;           // the map id in each slot of fr_session_rings (0: none known)
+  uint32_t next_number();                     // the number open_session() gives next
+  bool point_slot(uint32_t slot, int ring);   // puts the ring in the slot (false, errno: it could not)
   bool path_rules_ = false;
   bool unix_inbound_ = false;
   bool entry_times_ = false;
@@ -253,8 +265,12 @@ const std::vector<TlsStack>& tls_stacks();
 
 // Loads BPF-LSM programs only if `lsm` (where the kernel allows them) and
 // the TLS uprobe programs only if `tls` (--tls off: not even verified, which
-// is most of the load time), the egress programs only if `egress`. Programs are told apart by their ELF sections.
-void select_programs(bpf_object* obj, bool lsm, bool tls, bool egress);
+// is most of the load time). Programs are told apart by their ELF sections.
+void select_programs(bpf_object* obj, bool lsm, bool tls);
+
+// libbpf's messages: to stderr if verbose, else kept quiet (a refused
+// program is reported by its loader).
+void quiet_libbpf(bool verbose);
 
 // Ring sizes the kernel accepts: a power of two, at least 64 KiB, at most 1 GiB.
 bool valid_ring_size(size_t bytes);

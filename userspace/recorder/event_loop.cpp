@@ -10,8 +10,8 @@
 
 namespace flightrec::recorder {
 
-EventLoop::EventLoop(probe::Capture& capture, Recorder& recorder)
-    : capture_(capture), recorder_(recorder) {
+EventLoop::EventLoop(probe::Source& source, Recorder& recorder)
+    : capture_(source), recorder_(recorder) {
   epoll_ = epoll_create1(EPOLL_CLOEXEC);
   if (epoll_ < 0) throw Error(errno_message("epoll_create1", errno));
   watch_fd(capture_.poll_fd(), [] {});
@@ -27,6 +27,8 @@ void EventLoop::watch_fd(int fd, std::function<void()> on_ready) {
     throw Error(errno_message("epoll_ctl", errno));
   handlers_.push_back(std::move(on_ready));
 }
+
+void EventLoop::forget_fd(int fd) { epoll_ctl(epoll_, EPOLL_CTL_DEL, fd, nullptr); }
 
 void EventLoop::drain() {
   capture_.drain_to_now();
@@ -44,7 +46,7 @@ void EventLoop::run(const std::function<void()>& tick, int tick_ms) {
     if (n < 0 && errno != EINTR) throw Error(errno_message("epoll_wait", errno));
     // The ring is read on every wake-up: the kernel wakes us only when
     // it is filling up, otherwise the tick is what collects records.
-    more = capture_.consume() >= probe::Capture::kConsumeBudget;
+    more = capture_.consume() >= probe::Source::kConsumeBudget;
     for (int i = 0; i < n; ++i) handlers_[events[i].data.u64]();
     uint64_t now = mono_ns();
     if (now >= next_tick) {

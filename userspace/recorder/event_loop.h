@@ -5,19 +5,20 @@
 #include <functional>
 #include <vector>
 
-#include "probe/capture.h"
+#include "probe/source.h"
 #include "recorder/recorder.h"
 
 namespace flightrec::recorder {
 
 class EventLoop {
  public:
-  EventLoop(probe::Capture& capture, Recorder& recorder);
+  EventLoop(probe::Source& source, Recorder& recorder);
   ~EventLoop();
   EventLoop(const EventLoop&) = delete;
   EventLoop& operator=(const EventLoop&) = delete;
 
   void watch_fd(int fd, std::function<void()> on_ready);
+  void forget_fd(int fd);  // no longer watched (its handler is not called again)
   // Runs until stop(); `tick` runs about every tick_ms.
   void run(const std::function<void()>& tick, int tick_ms = 50);
   void stop() { running_ = false; }
@@ -25,7 +26,7 @@ class EventLoop {
   void drain();
 
  private:
-  probe::Capture& capture_;
+  probe::Source& capture_;
   Recorder& recorder_;
   int epoll_ = -1;
   bool running_ = false;

@@ -366,14 +366,28 @@ void Confinement::fill(probe::CaptureOptions& copts) const {
   } else if (!add_path_rules(copts.exec, landlock_.exec, policy_.filesystem.root)) {
     copts.exec = {};
   }
-  // The allowlist's rules are in the plan (session/plan.h); here is where they apply.
-  if (policy_.network == policy::Network::Allowlist) copts.egress_cgroup_fd = cgroup_.fd();
+  // The allowlist's rules are in the plan (session/plan.h); BPF-LSM applies them too where it loads.
+  copts.egress_allowlist = policy_.network == policy::Network::Allowlist;
   copts.egress_granted_fd = egress_granted_fd_;
   copts.egress_tickets_fd = egress_tickets_fd_;
   copts.view_gen_fd = view_gen_fd_;
 }
 
+void Confinement::filter_egress(const probe::CaptureOptions& copts) {
+  if (!sandboxed_ || policy_.network != policy::Network::Allowlist) return;
+  probe::EgressFilter::Options o;
+  o.cgroup_fd = cgroup_.fd();
+  o.rules = copts.egress;
+  o.granted_fd = egress_granted_fd_;
+  o.tickets_fd = egress_tickets_fd_;
+  o.verbose = copts.verbose;
+  egress_ = std::make_unique<probe::EgressFilter>(o);
+}
+
 void Confinement::fill(recorder::SessionMeta& meta) const {
+  if (egress_)
+    for (const auto& section : egress_->attached())
+      if (std::find(meta.capture.begin(), meta.capture.end(), section) == meta.capture.end()) meta.capture.push_back(section);
   meta.policy_name = policy_.name;
   meta.policy_text = policy_.text;
   if (!policy_.confine) return;
@@ -419,10 +433,10 @@ void Confinement::fill(recorder::SessionMeta& meta) const {
   s.push_back("capabilities kept: " + std::to_string(policy_.keep_capabilities.size()) + ", no_new_privs");
 }
 
-void Confinement::start(Pipeline& pipeline, const probe::Capture& capture) {
+void Confinement::start(Pipeline& pipeline, const probe::CaptureTraits& capture) {
   pipeline_ = &pipeline;
   started_ns_ = mono_ns();
-  if (judge_) judge_->set_unix_inbound_refused(sandboxed_ && capture.refuses_unix_inbound());
+  if (judge_) judge_->set_unix_inbound_refused(sandboxed_ && capture.unix_inbound);
 }
 
 void Confinement::observe(const events::Entry& e, Emitted& out) {
@@ -537,8 +551,9 @@ void Confinement::record_change(const sandbox::FileChange& c, const char* when, 
   if (!c.link_target.empty()) e.set_bytes("link_target", c.link_target);
 }
 
-void Confinement::note_packet_drops(const std::vector<probe::NetDrops>& drops) {
-  if (!pipeline_ || !judge_) return;
+void Confinement::note_packet_drops() {
+  if (!pipeline_ || !judge_ || !egress_) return;
+  std::vector<probe::NetDrops> drops = egress_->net_drops();
   Emitted out = pipeline_->emitted();
   for (uint32_t kind = 0; kind < drops.size() && kind < FR_NET_DROP_KINDS; ++kind) {
     uint64_t fresh = drops[kind].count - packet_drops_seen_[kind];

@@ -18,6 +18,7 @@
 #include "policy/judge.h"
 #include "policy/policy.h"
 #include "probe/capture.h"
+#include "probe/egress_filter.h"
 #include "recorder/recorder.h"
 #include "session/grant_log.h"
 #include "session/pipeline.h"
@@ -56,9 +57,12 @@ class Confinement : public Observer {
   pid_t pid() const { return child_.pid; }
   void fill(probe::CaptureOptions& copts) const;
   void fill(recorder::SessionMeta& meta) const;
+  // Under an egress allowlist: its filter, with the plan's rules
+  // (copts.egress), on the session's cgroup, before go().
+  void filter_egress(const probe::CaptureOptions& copts);
   // From now on, what it writes goes through the pipeline, knowing what
   // this kernel's capture enforces itself.
-  void start(Pipeline& pipeline, const probe::Capture& capture);
+  void start(Pipeline& pipeline, const probe::CaptureTraits& capture);
   // Judges every kernel entry (violations, on_violation: kill) and tracks
   // the files opened for writing (their changes are diffed at close).
   void observe(const events::Entry& entry, Emitted& out) override;
@@ -74,9 +78,8 @@ class Confinement : public Observer {
   // Readable when the grant supervisor reported (policy ask:); -1 without one.
   int grants_fd() const { return grant_log_ ? grant_log_->fd() : -1; }
   void record_grants();
-  // Packets the egress allowlist's filters dropped since the last call,
-  // as violations (totals from probe::Capture::net_drops()).
-  void note_packet_drops(const std::vector<probe::NetDrops>& drops);
+  // Packets the egress allowlist's filter dropped since the last call, as violations.
+  void note_packet_drops();
   // The circuit breakers (wall clock, CPU time, growth of the record file)
   // check on the watchdog's thread and kill there; their entries are
   // posted to the recording thread.
@@ -140,6 +143,7 @@ class Confinement : public Observer {
   uint64_t not_shown_ = 0;                // distinct ones past kMaxPrinted
   std::map<std::pair<int64_t, int64_t>, std::string> written_;
   std::unique_ptr<sandbox::PathDiffer> differ_;
+  std::unique_ptr<probe::EgressFilter> egress_;
   // The grant supervisor (policy ask:) and its reports.
   void start_grants(const std::string& socket_path);
   void stop_grants();

@@ -2,14 +2,23 @@
 
 namespace flightrec::session {
 
-Engine::Engine(const probe::CaptureOptions& copts)
-    : capture_(copts, [this](const void* data, size_t size) {
-        // Only the first session is this engine's; a record of any other
-        // (there is none in one-session captures) is not. One too short to
-        // say is the pipeline's to report.
-        if (size < sizeof(fr_header) || static_cast<const fr_header*>(data)->session == capture_.first_session())
-          pipeline_->on_record(data, size);
-      }) {}
+Engine::Engine(const probe::CaptureOptions& copts) {
+  capture_ = std::make_unique<probe::Capture>(copts, [this](const void* data, size_t size) {
+    // Only the first session is this engine's; a record of any other
+    // (there is none in one-session captures) is not. One too short to
+    // say is the pipeline's to report.
+    if (size < sizeof(fr_header) || static_cast<const fr_header*>(data)->session == capture_->first_session())
+      pipeline_->on_record(data, size);
+  });
+  source_ = capture_.get();
+  tls_ = capture_.get();
+}
+
+Engine::Engine(std::unique_ptr<HandedSession> handed) : handed_(std::move(handed)) {
+  handed_->set_handler([this](const void* data, size_t size) { pipeline_->on_record(data, size); });
+  source_ = handed_.get();
+  tls_ = handed_.get();
+}
 
 Engine::~Engine() {
   if (watchdog_) watchdog_->stop();
@@ -20,14 +29,14 @@ void Engine::begin(ledger::Store& store, recorder::SessionMeta meta, const std::
   recorder_ = std::make_unique<recorder::Recorder>(store, meta);
   for (const auto& err : errors) recorder_->note("error", err);
   pipeline_ = std::make_unique<Pipeline>(*recorder_);
-  loop_ = std::make_unique<recorder::EventLoop>(capture_, *recorder_);
+  loop_ = std::make_unique<recorder::EventLoop>(*source_, *recorder_);
   // Loss and the circuit breakers act from the watchdog's thread, on time
   // whatever the recording thread is busy with.
   auto* rec = recorder_.get();
   watchdog_ = std::make_unique<recorder::Watchdog>(std::chrono::milliseconds(10),
                                                    [rec](const std::string& e) { rec->note("error", e); });
-  watchdog_->wake_on(capture_.ring_fd());  // the high-water mark's wake-up (CaptureOptions::highwater_bytes)
-  loss_ = std::make_unique<LossPolicy>(on_loss, capture_, *recorder_, std::move(paused), *watchdog_);
+  watchdog_->wake_on(source_->ring_fd());  // the high-water mark's wake-up (CaptureOptions::highwater_bytes)
+  loss_ = std::make_unique<LossPolicy>(on_loss, *source_, *recorder_, std::move(paused), *watchdog_);
   loop_->watch_fd(watchdog_->fd(), [this] { watchdog_->run_posted(); });
 }
 
@@ -43,13 +52,25 @@ void Engine::stop_watchdog() {
 
 void Engine::end() {
   loop_->drain();
-  capture_.detach();
+  source_->detach();
   loop_->drain();
   loss_->release();
 }
 
+void describe_capture(const probe::CaptureTraits& traits, const probe::CaptureOptions& copts,
+                      recorder::SessionMeta& meta) {
+  meta.capture = traits.attached;
+  meta.lite = false;
+  meta.capture_refused = traits.refused;
+  if (traits.path_rules) {
+    meta.lsm_hidden = copts.hidden.listed;
+    meta.lsm_exec = copts.exec.listed;
+  }
+}
+
 void describe_capture(const probe::Capture& capture, const probe::CaptureOptions& copts, recorder::SessionMeta& meta,
                       bool lite) {
+  if (!lite) return describe_capture(capture.traits(), copts, meta);
   meta.capture = capture.attached(lite);
   meta.lite = lite;
   if (lite) meta.capture_absent = capture.lite_absent();

@@ -5,7 +5,8 @@
 // add around it what their sessions need: a sandbox, observers, file
 // descriptors to watch, how the session ends.
 //
-//   Engine e(copts);              programs loaded and attached
+//   Engine e(copts);              programs loaded and attached (or Engine e(handed):
+//                                 flightrecd's, see session/handed.h)
 //   ... attach TLS probes ...     (the genesis entry lists them)
 //   e.begin(store, meta, ...);    genesis entry; pipeline, loop, watchdog ready
 //   e.pipeline().add(observer);   e.loop().watch_fd(fd, ...); e.watchdog().add(...)
@@ -23,6 +24,7 @@
 #include "recorder/recorder.h"
 #include "recorder/watchdog.h"
 #include "sandbox/cgroup.h"
+#include "session/handed.h"
 #include "session/loss_policy.h"
 #include "session/pipeline.h"
 
@@ -32,11 +34,17 @@ class Engine {
  public:
   // Loads and attaches the programs; records are read only once begin() has run.
   explicit Engine(const probe::CaptureOptions& copts);
+  // Records a session flightrecd's programs feed.
+  explicit Engine(std::unique_ptr<HandedSession> handed);
   ~Engine();  // stops the watchdog first: its checks use what goes away after
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
-  probe::Capture& capture() { return capture_; }
+  // The programs loaded here (nullptr for a handed session).
+  probe::Capture* capture() { return capture_.get(); }
+  HandedSession* handed() { return handed_.get(); }
+  probe::Source& source() { return *source_; }
+  probe::TlsProbes& tls_probes() { return *tls_; }
 
   // Starts the session in the record: its genesis entry says meta (plus
   // what the capture attached), then `notes` as error entries. `paused` are
@@ -60,7 +68,10 @@ class Engine {
   void end();
 
  private:
-  probe::Capture capture_;
+  std::unique_ptr<probe::Capture> capture_;
+  std::unique_ptr<HandedSession> handed_;
+  probe::Source* source_ = nullptr;
+  probe::TlsProbes* tls_ = nullptr;
   std::unique_ptr<recorder::Recorder> recorder_;
   std::unique_ptr<Pipeline> pipeline_;
   std::unique_ptr<recorder::EventLoop> loop_;
@@ -72,5 +83,8 @@ class Engine {
 // lsm/file_open enforces (if it does), for the genesis entry.
 void describe_capture(const probe::Capture& capture, const probe::CaptureOptions& copts, recorder::SessionMeta& meta,
                       bool lite = false);
+// The same for a full session, from what the programs are.
+void describe_capture(const probe::CaptureTraits& traits, const probe::CaptureOptions& copts,
+                      recorder::SessionMeta& meta);
 
 }  // namespace flightrec::session

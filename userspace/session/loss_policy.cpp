@@ -15,7 +15,7 @@ std::string percent(double fill) {
 }
 }  // namespace
 
-LossPolicy::LossPolicy(std::string mode, probe::Capture& capture, recorder::Recorder& recorder,
+LossPolicy::LossPolicy(std::string mode, probe::Source& capture, recorder::Recorder& recorder,
                        std::vector<sandbox::Cgroup*> cgroups, recorder::Watchdog& watchdog)
     : mode_(std::move(mode)), capture_(capture), recorder_(recorder), cgroups_(std::move(cgroups)), watchdog_(watchdog) {
   watchdog_.add([this] { check(); });

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "recorder/watchdog.h"
-#include "probe/capture.h"
+#include "probe/source.h"
 #include "recorder/recorder.h"
 #include "sandbox/cgroup.h"
 
@@ -27,7 +27,7 @@ class LossPolicy {
  public:
   // Adds its check to the watchdog; freeze and thaw entries are posted
   // there for the recording thread.
-  LossPolicy(std::string mode, probe::Capture& capture, recorder::Recorder& recorder,
+  LossPolicy(std::string mode, probe::Source& capture, recorder::Recorder& recorder,
              std::vector<sandbox::Cgroup*> cgroups, recorder::Watchdog& watchdog);
   ~LossPolicy();  // never leaves a cgroup frozen
   bool killed() const { return killed_; }
@@ -39,7 +39,7 @@ class LossPolicy {
   void check();  // on the watchdog's thread
   void set_frozen(bool frozen, const std::string& why);
   std::string mode_;
-  probe::Capture& capture_;
+  probe::Source& capture_;
   recorder::Recorder& recorder_;
   std::vector<sandbox::Cgroup*> cgroups_;
   recorder::Watchdog& watchdog_;

@@ -4,17 +4,21 @@
 
 #include <fcntl.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <climits>
 #include <cstring>
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <thread>
 
 #include "common/error.h"
 #include "common/system.h"
@@ -26,6 +30,7 @@
 #include "sandbox/cgroup.h"
 #include "session/confinement.h"
 #include "session/engine.h"
+#include "session/handed.h"
 #include "session/signals.h"
 #include "session/tls_attach.h"
 
@@ -71,6 +76,35 @@ Child spawn_waiting(const std::string& program, const std::vector<std::string>& 
   close(err[1]);
   return Child{pid, go[1], err[0]};
 }
+
+// The command's first process goes into the session's cgroup on a thread
+// of its own: the kernel's move waits for an RCU grace period (~10 ms on
+// these machines), which the record's set-up uses meanwhile. join() before
+// the command may start.
+class CgroupMove {
+ public:
+  CgroupMove(sandbox::Cgroup& cgroup, pid_t pid)
+      : thread_([this, &cgroup, pid] {
+          try {
+            cgroup.add_process(pid);
+          } catch (const std::exception& e) {
+            error_ = e.what();
+          }
+        }) {}
+  ~CgroupMove() {
+    if (thread_.joinable()) thread_.join();
+  }
+  CgroupMove(const CgroupMove&) = delete;
+  CgroupMove& operator=(const CgroupMove&) = delete;
+  void join() {
+    thread_.join();
+    if (!error_.empty()) throw Error(error_);
+  }
+
+ private:
+  std::string error_;
+  std::thread thread_;
+};
 
 // The terminal's settings as the command found them: it shares flightrec's
 // terminal and may leave it raw, without echo, or worse (stty); they are
@@ -140,6 +174,44 @@ std::optional<std::string> locate_command(const policy::Policy& policy, bool san
   return program;
 }
 
+// The session handed to flightrecd, when one answers on the target's socket
+// and its loaded programs serve everything this session needs of the
+// kernel; else nullptr, and why not in *why_not.
+std::unique_ptr<HandedSession> hand_to_daemon(const RunTarget& target, const probe::CaptureOptions& copts,
+                                              const sandbox::Cgroup& cgroup, std::string* why_not) {
+  auto no = [&](const std::string& why) {
+    *why_not = why;
+    return nullptr;
+  };
+  if (target.daemon_socket.empty()) return no("--daemon off");
+  // What only programs of the session's own do: filters on its cgroup,
+  // maps shared with its grant supervisor.
+  if (copts.egress_granted_fd >= 0 || copts.egress_tickets_fd >= 0 || copts.exec_tickets_fd >= 0 || copts.view_gen_fd >= 0)
+    return no("runtime grants (ask:) need programs of the session's own");
+  struct stat st {};
+  if (lstat(target.daemon_socket.c_str(), &st) != 0 || !S_ISSOCK(st.st_mode))
+    return no("no flightrecd socket at " + target.daemon_socket);
+  std::unique_ptr<HandedSession> handed;
+  try {
+    handed = std::make_unique<HandedSession>(target.daemon_socket, cgroup.path(), copts.ring_bytes, copts.tls);
+  } catch (const Error& e) {
+    return no(e.what());
+  }
+  probe::CaptureTraits t = handed->traits();
+  // Refused past here, the session closes with its connection.
+  if (copts.entry_times && !t.entry_times) return no("flightrecd reads calls at their return alone (runs.entry_times: false)");
+  // Where BPF-LSM loads, it enforces the session's path rules and
+  // allowlist (and keeps the host out of its UNIX sockets): with rules the
+  // daemon's programs lack.
+  bool lsm = std::any_of(t.attached.begin(), t.attached.end(), [](const std::string& s) { return s.rfind("lsm/", 0) == 0; });
+  if ((!copts.hidden.empty() || !copts.exec.empty()) && (lsm || copts.require_lsm))
+    return no("path rules enforced by BPF-LSM need programs of the session's own");
+  if (copts.egress_allowlist && lsm) return no("BPF-LSM enforces the egress allowlist here, with rules of the session's own");
+  if (copts.tls && (copts.tls_chunk != handed->tls_chunk() || copts.tls_cap != handed->tls_cap()))
+    return no("flightrecd keeps TLS data in other sizes (--tls-chunk, --tls-cap)");
+  return handed;
+}
+
 }  // namespace
 
 std::unique_ptr<ledger::SigningKey> load_key(const std::string& dir) {
@@ -187,7 +259,14 @@ int run(Plan plan, const RunTarget& target) {
                                                  target.grant_socket);
     key = load_key(target.key_dir);
     confinement->fill(copts);
-    engine = std::make_unique<Engine>(copts);  // loads the programs while the sandbox is built
+    confinement->filter_egress(copts);
+    std::string why_not;
+    if (auto handed = hand_to_daemon(target, copts, cgroup, &why_not)) {
+      engine = std::make_unique<Engine>(std::move(handed));
+    } else {
+      if (target.require_daemon) throw Error("--daemon require: the session cannot be handed to flightrecd: " + why_not);
+      engine = std::make_unique<Engine>(copts);  // loads the programs while the sandbox is built
+    }
     confinement->await_ready();
   } catch (...) {
     if (confinement && confinement->pid() > 0) {
@@ -198,40 +277,58 @@ int run(Plan plan, const RunTarget& target) {
     cgroup.remove_if_owned();
     throw;
   }
-  probe::Capture& capture = engine->capture();
+  probe::Source& source = engine->source();
+  probe::TlsProbes& tls_probes = engine->tls_probes();
+  HandedSession* handed = engine->handed();
+  // The command's first process, waiting for go, into the cgroup while the
+  // record is set up. Should anything below fail, it is killed.
+  Child child;
+  if (confinement->sandboxed()) child.pid = confinement->pid();
+  else child = spawn_waiting(*program, command);
+  struct KillOnUnwind {  // after the move's thread has ended (declared before it)
+    pid_t pid;
+    sandbox::Cgroup& cgroup;
+    bool armed = true;
+    ~KillOnUnwind() {
+      if (!armed) return;
+      kill(pid, SIGKILL);
+      cgroup.kill_all();
+      waitpid(pid, nullptr, 0);
+    }
+  } kill_on_unwind{child.pid, cgroup};
+  CgroupMove move(cgroup, child.pid);
 
   // TLS probes before the command starts: it cannot call SSL_write first.
+  // (flightrecd keeps the system's libraries probed.)
   std::vector<std::string> tls_errors;
   if (copts.tls) {
-    tls_errors = attach_system_tls(capture);
-    if (std::string err = attach_program_tls(capture, *program); !err.empty()) tls_errors.push_back(err);
+    tls_errors = handed ? handed->tls_errors() : attach_system_tls(tls_probes);
+    if (std::string err = attach_program_tls(tls_probes, *program); !err.empty()) tls_errors.push_back(err);
   }
   recorder::SessionMeta meta = plan.meta;
   meta.mode = "run";
   meta.command = command;
   meta.cgroups = {cgroup.path()};
-  describe_capture(capture, copts, meta);
+  describe_capture(source.traits(), copts, meta);
   confinement->fill(meta);
   meta.key = key.get();
   engine->begin(*store, meta, tls_errors, {&cgroup}, plan.on_loss);
   recorder::Recorder& rec = engine->recorder();
   // Each kernel entry, once recorded: TLS probes follow libssl opens and
   // execs, then the policy judges it and tracks written files.
-  TlsFollower tls_follower(capture, !confinement->sandboxed());
+  TlsFollower tls_follower(tls_probes, !confinement->sandboxed());
   if (copts.tls) engine->pipeline().add(tls_follower);
   engine->pipeline().add(*confinement);
-  confinement->start(engine->pipeline(), capture);
+  confinement->start(engine->pipeline(), source.traits());
   confinement->guard(engine->watchdog(), target.db);
   recorder::EventLoop& loop = engine->loop();
 
-  Child child;
-  if (confinement->sandboxed()) child.pid = confinement->pid();
-  else child = spawn_waiting(*program, command);
   int status = 0;
   std::string reason = "command exited";
+  bool daemon_lost = false;
   int pidfd = -1;
   try {
-    cgroup.add_process(child.pid);
+    move.join();
     if (confinement->sandboxed()) {
       confinement->go();
     } else {
@@ -251,7 +348,21 @@ int run(Plan plan, const RunTarget& target) {
       // Pass termination requests on; the session ends when the command does.
       if (int sig = read_signal(sigfd)) kill(child.pid, sig);
     });
-    engine->run([&] { confinement->note_packet_drops(capture.net_drops()); });
+    if (handed)
+      loop.watch_fd(handed->connection_fd(), [&] {
+        // Only an end of the connection comes unasked: flightrecd is gone,
+        // and its programs with it. Nothing the command did from here on
+        // would be recorded, so it does not go on.
+        if (!handed->connection_lost()) return;
+        loop.forget_fd(handed->connection_fd());
+        reason = "flightrecd went away; the session was ended";
+        rec.note("error", "flightrecd, whose programs recorded this session, went away: the session was ended");
+        std::cerr << "flightrec: flightrecd went away; the command was killed (nothing after this point would be recorded)\n";
+        daemon_lost = true;
+        kill(child.pid, SIGKILL);
+        cgroup.kill_all();
+      });
+    engine->run([&] { confinement->note_packet_drops(); });
     // The command has ended: nothing more for the breakers or --on-loss to do.
     engine->stop_watchdog();
   } catch (...) {
@@ -259,15 +370,17 @@ int run(Plan plan, const RunTarget& target) {
     kill(child.pid, SIGKILL);
     cgroup.kill_all();
     waitpid(child.pid, nullptr, 0);
+    kill_on_unwind.armed = false;  // reaped: its pid may be another's now
     throw;
   }
+  kill_on_unwind.armed = false;
 
   bool loss_killed = engine->killed_by_loss();
   if (loss_killed) reason = "events were lost and --on-loss kill ended the session";
   if (confinement->killed_by_policy()) reason = "the policy ended the session: " + confinement->kill_rule();
   // Leftovers (daemons, background jobs) die with the session.
   if (cgroup.populated()) {
-    if (!loss_killed && !confinement->killed_by_policy()) reason = "command exited; remaining processes killed";
+    if (!loss_killed && !confinement->killed_by_policy() && !daemon_lost) reason = "command exited; remaining processes killed";
     cgroup.kill_all();
     uint64_t deadline = mono_ns() + 5'000'000'000ull;
     loop.run([&] {
@@ -276,7 +389,12 @@ int run(Plan plan, const RunTarget& target) {
   }
   if (loss_killed && waitpid(child.pid, &status, 0) < 0 && errno != ECHILD) status = 0;
   engine->end();
-  confinement->note_packet_drops(capture.net_drops());
+  if (handed && handed->connection_lost() && !daemon_lost) {
+    // Gone at the very end: what it recorded up to then is in the ring.
+    rec.note("error", "flightrecd, whose programs recorded this session, went away before the session ended");
+    std::cerr << "flightrec: flightrecd went away before the session ended\n";
+  }
+  confinement->note_packet_drops();
   confinement->report_repeats();
   int exec_errno = 0;
   bool exec_failed = false;

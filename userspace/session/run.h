@@ -17,6 +17,10 @@ struct RunTarget {
   std::string key_dir;               // signing key directory; "" for unsigned checkpoints
   std::vector<std::string> command;  // argv; [0] found on the (sandbox's) PATH
   std::string grant_socket;          // policy ask: where grants are taken ("": the default)
+  // flightrecd's control socket: the session is handed to the daemon there
+  // when one answers and it serves what the session needs ("": never).
+  std::string daemon_socket;
+  bool require_daemon = false;       // ...and if it cannot be, `run` fails rather than load the programs
 };
 
 // Runs and records; returns what `flightrec run` exits with: the command's

@@ -17,7 +17,7 @@ namespace {
 // Attaches to `path` as process `pid` names it, resolved in its own view.
 // A process gone before its event is read takes its view along; when its
 // view is the host's (run without a sandbox), the host's is used instead.
-std::string attach_as_seen_by(probe::Capture& capture, uint32_t pid, const std::string& path, bool host_view,
+std::string attach_as_seen_by(probe::TlsProbes& capture, uint32_t pid, const std::string& path, bool host_view,
                               bool* tls_file = nullptr) {
   int fd = open_as_seen_by(int(pid), path);
   // Exited (a zombie too): its root cannot be read any more.
@@ -47,7 +47,7 @@ bool tls_library_name(const std::string& path) {
 
 }  // namespace
 
-std::vector<std::string> attach_system_tls(probe::Capture& capture) {
+std::vector<std::string> attach_system_tls(probe::TlsProbes& capture) {
   std::vector<std::string> errors;
   // Where Debian and Fedora keep each (NSS is two files: NSPR's I/O
   // calls and NSS's handshake).
@@ -60,7 +60,7 @@ std::vector<std::string> attach_system_tls(probe::Capture& capture) {
   return errors;
 }
 
-std::vector<std::string> attach_mapped_tls(probe::Capture& capture, const std::vector<std::string>& cgroups) {
+std::vector<std::string> attach_mapped_tls(probe::TlsProbes& capture, const std::vector<std::string>& cgroups) {
   std::vector<std::string> errors;
   std::set<uint32_t> pids;
   for (const auto& cg : cgroups) {
@@ -169,7 +169,7 @@ void TlsFollower::uncaptured(const events::Entry& hello, uint32_t pid, Emitted& 
   e.set_bytes("library", library);
 }
 
-std::string attach_program_tls(probe::Capture& capture, const std::string& program) {
+std::string attach_program_tls(probe::TlsProbes& capture, const std::string& program) {
   bool tls_file = false;
   std::string err = capture.attach_tls(program, &tls_file);
   return tls_file ? err : "";  // most programs carry no TLS stack

@@ -9,19 +9,19 @@
 #include <string>
 #include <vector>
 
-#include "probe/capture.h"
+#include "probe/source.h"
 #include "session/pipeline.h"
 
 namespace flightrec::session {
 
 // Attaches to the system's TLS libraries that exist; returns the errors.
-std::vector<std::string> attach_system_tls(probe::Capture& capture);
+std::vector<std::string> attach_system_tls(probe::TlsProbes& capture);
 // Attaches to every TLS library mapped by the processes in these cgroups and below.
-std::vector<std::string> attach_mapped_tls(probe::Capture& capture, const std::vector<std::string>& cgroups);
+std::vector<std::string> attach_mapped_tls(probe::TlsProbes& capture, const std::vector<std::string>& cgroups);
 // The command itself, when it links a TLS library in (e.g. node, OpenSSL).
 // "" when it was probed or carries no TLS stack the probes know; else why
 // it could not be probed.
-std::string attach_program_tls(probe::Capture& capture, const std::string& program);
+std::string attach_program_tls(probe::TlsProbes& capture, const std::string& program);
 // Attaches probes to the TLS library files the session's processes open
 // later, and to executables that carry one, as they exec. And where a
 // process starts a TLS handshake (a tls_hello entry) while no probed file
@@ -31,12 +31,12 @@ std::string attach_program_tls(probe::Capture& capture, const std::string& progr
 // no containers).
 class TlsFollower : public Observer {
  public:
-  TlsFollower(probe::Capture& capture, bool host_view) : capture_(capture), host_view_(host_view) {}
+  TlsFollower(probe::TlsProbes& capture, bool host_view) : capture_(capture), host_view_(host_view) {}
   void observe(const events::Entry& entry, Emitted& out) override;
 
  private:
   void uncaptured(const events::Entry& hello, uint32_t pid, Emitted& out);
-  probe::Capture& capture_;
+  probe::TlsProbes& capture_;
   bool host_view_;
 };
 

@@ -47,7 +47,7 @@ void watch(Plan plan, const WatchTarget& target) {
     copts.raw_syscalls = false;
   }
   Engine engine(copts);
-  probe::Capture& capture = engine.capture();
+  probe::Capture& capture = *engine.capture();
   // The tasks already there stay recorded wherever they are moved, even
   // before their first syscall.
   size_t tasks_at_start = capture.track_existing(capture.first_session(), paths);

@@ -1,0 +1,218 @@
+#include "daemon/runs.h"
+
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <iostream>
+
+#include "common/error.h"
+#include "common/system.h"
+#include "common/text.h"
+#include "sandbox/cgroup.h"
+
+namespace flightrec::daemon {
+namespace {
+
+constexpr size_t kMaxHeldRequest = 8192;
+
+nlohmann::json refusal(const std::string& why) { return {{"error", why}}; }
+
+std::string line_of(const nlohmann::json& j) {
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
+}  // namespace
+
+RunSessions::~RunSessions() {
+  for (auto& [fd, run] : held_) ::close(fd);
+}
+
+nlohmann::json RunSessions::open(const nlohmann::json& request, Exchange& ex, bool tls_loaded,
+                                 const std::vector<std::string>& tls_errors, const std::string& recorded_by) {
+  // The session's client reads the ring of every process in the cgroup it
+  // names, and the daemon attaches probes for it: root's to ask.
+  if (ex.peer_uid != 0) return refusal("permission denied: only root hands a run to flightrecd");
+  if (held_.size() + opening_ >= kMaxRuns) return refusal("busy: " + std::to_string(kMaxRuns) + " runs at once");
+  if (!request.contains("cgroup") || !request["cgroup"].is_string()) return refusal("session: no cgroup");
+  if (!request.contains("ring_bytes") || !request["ring_bytes"].is_number_unsigned())
+    return refusal("session: no ring_bytes");
+  std::string path = request["cgroup"].get<std::string>();
+  uint64_t ring = request["ring_bytes"].get<uint64_t>();
+  bool tls = request.contains("tls") && request["tls"].is_boolean() && request["tls"].get<bool>();
+  // Below the root, in plain components: the same cgroup always has the same path here.
+  bool plain = path.starts_with(cgroup_root_ + "/");
+  for (size_t at = cgroup_root_.size(); plain && at < path.size();) {
+    size_t next = path.find('/', at + 1);
+    std::string part = path.substr(at + 1, next == std::string::npos ? std::string::npos : next - at - 1);
+    plain = !part.empty() && part != "." && part != "..";
+    at = next == std::string::npos ? path.size() : next;
+  }
+  if (!plain) return refusal("session: not a cgroup below " + cgroup_root_ + ": " + printable(path));
+  if (!probe::valid_ring_size(ring) || ring > kMaxRingBytes)
+    return refusal("session: ring_bytes must be a power of two from 64 KiB to " + std::to_string(kMaxRingBytes >> 20) +
+                   " MiB");
+  if (tls && !tls_loaded) return refusal("session: TLS capture is not loaded in this flightrecd (runs.tls: false)");
+  if (!recorded_by.empty()) return refusal("session: watch rule " + recorded_by + " records that cgroup already");
+  if (holds(path)) return refusal("session: another run holds that cgroup");
+  uint64_t id = sandbox::Cgroup::open(path).id();  // throws Error: answered as the refusal
+  uint32_t session = capture_.open_session({id}, false, ring);
+  likely_ring_bytes_ = ring;
+  int ring_fd = fcntl(capture_.session_ring(session), F_DUPFD_CLOEXEC, 3);
+  int drops_fd = capture_.session_drops_map_readonly();
+  if (ring_fd < 0 || drops_fd < 0) {
+    int err = errno;
+    if (ring_fd >= 0) ::close(ring_fd);
+    if (drops_fd >= 0) ::close(drops_fd);
+    capture_.close_session(session);
+    return refusal(errno_message("session: cannot pass its ring buffer", err));
+  }
+  nlohmann::json answer;
+  try {
+    probe::CaptureTraits t = capture_.traits();
+    answer = {{"session", session},
+              {"ring_bytes", ring},
+              {"program_misses", capture_.program_misses()},
+              {"traits",
+               {{"attached", t.attached},
+                {"refused", t.refused},
+                {"path_rules", t.path_rules},
+                {"unix_inbound", t.unix_inbound},
+                {"entry_times", t.entry_times}}},
+              {"tls_chunk", tls_chunk_},
+              {"tls_cap", tls_cap_},
+              {"tls_errors", tls ? tls_errors : std::vector<std::string>{}}};
+  } catch (...) {
+    ::close(ring_fd);
+    ::close(drops_fd);
+    capture_.close_session(session);
+    throw;
+  }
+  // Nothing throws past here: the session is the hold's to end.
+  ex.fds = {ring_fd, drops_fd};
+  ucred peer{};
+  socklen_t len = sizeof(peer);
+  pid_t pid = getsockopt(ex.fd, SOL_SOCKET, SO_PEERCRED, &peer, &len) == 0 ? peer.pid : 0;
+  ++opening_;
+  ex.hold = [this, session, path, pid](int fd) {
+    --opening_;
+    if (fd < 0) capture_.close_session(session);  // the client is gone before its answer
+    else adopt(fd, session, path, pid);
+  };
+  return answer;
+}
+
+void RunSessions::adopt(int fd, uint32_t session, const std::string& cgroup, pid_t pid) {
+  held_[fd] = Run{session, cgroup, pid, real_ns(), "", 0};
+  try {
+    watch_(fd);
+  } catch (const std::exception& e) {
+    std::cerr << "flightrecd: a run could not be held: " << e.what() << "\n";
+    end(fd);
+  }
+}
+
+void RunSessions::end(int fd) {
+  auto it = held_.find(fd);
+  if (it == held_.end()) return;
+  if (it->second.session) capture_.close_session(it->second.session);
+  held_.erase(it);
+  ::close(fd);  // its epoll registration goes with it
+}
+
+bool RunSessions::holds(const std::string& cgroup_path) const {
+  for (const auto& [fd, run] : held_)
+    if (run.session && run.cgroup == cgroup_path) return true;
+  return false;
+}
+
+void RunSessions::serve(int fd) {
+  auto it = held_.find(fd);
+  if (it == held_.end()) return;
+  Run& run = it->second;
+  std::vector<int> passed;
+  bool closed = false;
+  for (;;) {
+    char buf[4096];
+    long n = receive_with_fds(fd, buf, sizeof(buf), passed, MSG_DONTWAIT);
+    // One descriptor goes with one request: any more are closed at once.
+    while (passed.size() > 1) {
+      ::close(passed.back());
+      passed.pop_back();
+    }
+    if (n > 0) {
+      run.in.append(buf, size_t(n));
+      if (run.in.size() <= kMaxHeldRequest) continue;
+    }
+    closed = n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR) || run.in.size() > kMaxHeldRequest;
+    break;
+  }
+  // The client waits for each answer before its next request: what came
+  // with this one is the one descriptor it may carry.
+  size_t nl;
+  while (!closed && (nl = run.in.find('\n')) != std::string::npos) {
+    nlohmann::json answer;
+    try {
+      answer = handle(run, nlohmann::json::parse(run.in.substr(0, nl)), passed.empty() ? -1 : passed.front());
+    } catch (const nlohmann::json::exception&) {
+      answer = refusal("the request is not a JSON object");
+    } catch (const std::exception& e) {
+      answer = refusal(e.what());
+    }
+    for (int p : passed) ::close(p);
+    passed.clear();
+    run.in.erase(0, nl + 1);
+    std::string line = line_of(answer);
+    // A client that does not read its answers is ended, not waited for.
+    if (send(fd, line.data(), line.size(), MSG_DONTWAIT | MSG_NOSIGNAL) != ssize_t(line.size())) closed = true;
+  }
+  for (int p : passed) ::close(p);
+  if (closed) end(fd);
+}
+
+nlohmann::json RunSessions::handle(Run& run, const nlohmann::json& request, int passed_fd) {
+  if (!request.is_object() || !request.contains("request") || !request["request"].is_string())
+    return refusal("no request");
+  std::string what = request["request"].get<std::string>();
+  if (what == "end") {
+    // Its tasks are let go: the client drains the ring, then closes. (Its
+    // ring leaves the kernel's table at the daemon's next tick.)
+    if (run.session) capture_.close_session(run.session);
+    run.session = 0;
+    return {{"program_misses", capture_.program_misses()}};
+  }
+  if (!run.session) return refusal("the session has ended");
+  // Files come as descriptors the client opened: never a path resolved here.
+  if (what == "attach_tls") {
+    if (passed_fd < 0) return refusal("attach_tls: no file");
+    // Probes stay for the daemon's life and it probes 64 files at most:
+    // one run may add a few.
+    if (run.tls_files_added >= kMaxTlsFilesPerRun)
+      return {{"result", "TLS capture: this run has had " + std::to_string(kMaxTlsFilesPerRun) +
+                             " files probed already"},
+              {"tls_file", false}};
+    std::string name = request.contains("name") && request["name"].is_string() ? request["name"].get<std::string>() : "";
+    bool tls_file = false;
+    size_t before = capture_.tls_files_probed();
+    std::string err = capture_.attach_tls(passed_fd, name, &tls_file);
+    run.tls_files_added += capture_.tls_files_probed() - before;
+    return {{"result", err}, {"tls_file", tls_file}};
+  }
+  if (what == "probes_file") {
+    if (passed_fd < 0) return refusal("probes_file: no file");
+    return {{"probes", capture_.probes_file(passed_fd)}};
+  }
+  return refusal("unknown request (known on a run's connection: attach_tls, probes_file, end)");
+}
+
+nlohmann::json RunSessions::status() const {
+  nlohmann::json runs = nlohmann::json::array();
+  for (const auto& [fd, run] : held_)
+    runs.push_back({{"cgroup", run.cgroup}, {"client_pid", run.pid}, {"started_real_ns", run.started_real_ns},
+                    {"ended", run.session == 0}});
+  return runs;
+}
+
+}  // namespace flightrec::daemon

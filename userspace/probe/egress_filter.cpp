@@ -1,0 +1,75 @@
+#include "probe/egress_filter.h"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include <cerrno>
+
+#include "common/error.h"
+#include "flightrec_egress.skel.h"
+#include "probe/capture.h"
+
+namespace flightrec::probe {
+
+EgressFilter::EgressFilter(const Options& opts) {
+  if (opts.rules.size() > FR_EGRESS_MAX)
+    throw Error("at most " + std::to_string(FR_EGRESS_MAX) + " egress allowlist addresses");
+  if (opts.cgroup_fd < 0) throw Error("the egress allowlist needs the session's cgroup");
+  quiet_libbpf(opts.verbose);
+  skel_ = flightrec_egress_bpf__open();
+  if (!skel_) throw Error(errno_message("cannot open the egress allowlist's BPF object", errno));
+  try {
+    skel_->rodata->fr_egress_count = uint32_t(opts.rules.size());
+    if ((opts.granted_fd >= 0 && bpf_map__reuse_fd(skel_->maps.fr_egress_granted, opts.granted_fd)) ||
+        (opts.tickets_fd >= 0 && bpf_map__reuse_fd(skel_->maps.fr_egress_tickets, opts.tickets_fd)))
+      throw Error(errno_message("cannot share the runtime grants' maps with the egress allowlist", errno));
+    if (int err = flightrec_egress_bpf__load(skel_))
+      throw Error(errno_message("the kernel refused the egress allowlist's BPF programs" +
+                                    std::string(opts.verbose ? "" : " (run with --verbose for the verifier log)"),
+                                -err));
+    int rules = bpf_map__fd(skel_->maps.fr_egress);
+    for (uint32_t i = 0; i < opts.rules.size(); ++i)
+      if (bpf_map_update_elem(rules, &i, &opts.rules[i], BPF_ANY) != 0)
+        throw Error(errno_message("cannot load the egress allowlist", errno));
+    bpf_program* prog;
+    bpf_object__for_each_program(prog, skel_->obj) {
+      bpf_link* link = bpf_program__attach_cgroup(prog, opts.cgroup_fd);
+      if (!link) throw Error(errno_message("cannot attach the egress allowlist to the session's cgroup", errno));
+      links_.push_back(link);
+    }
+  } catch (...) {
+    for (auto* link : links_) bpf_link__destroy(link);
+    flightrec_egress_bpf__destroy(skel_);
+    throw;
+  }
+}
+
+EgressFilter::~EgressFilter() {
+  for (auto* link : links_) bpf_link__destroy(link);
+  flightrec_egress_bpf__destroy(skel_);
+}
+
+std::vector<NetDrops> EgressFilter::net_drops() const {
+  std::vector<NetDrops> out(FR_NET_DROP_KINDS);
+  int ncpu = libbpf_num_possible_cpus();
+  if (ncpu <= 0) return out;
+  std::vector<fr_net_drop> values(static_cast<size_t>(ncpu));
+  for (uint32_t kind = 0; kind < FR_NET_DROP_KINDS; ++kind) {
+    if (bpf_map_lookup_elem(bpf_map__fd(skel_->maps.fr_net_drops), &kind, values.data()) != 0)
+      throw Error(errno_message("cannot read the packet drop counters", errno));
+    for (const auto& v : values) {
+      out[kind].count += v.count;
+      if (v.count) out[kind].last = v;  // one example of a far end
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> EgressFilter::attached() const {
+  std::vector<std::string> out;
+  bpf_program* prog;
+  bpf_object__for_each_program(prog, skel_->obj) out.push_back(bpf_program__section_name(prog));
+  return out;
+}
+
+}  // namespace flightrec::probe
