@@ -46,11 +46,15 @@ bool runs_listed(const TempDir& dir, size_t n) {
   return false;
 }
 
-// The programs executed, but sleep (how often the wait loop ran is timing).
+// The programs executed, by name (where they are differs between
+// systems), but sleep (how often the wait loop ran is timing).
 std::set<std::string> exec_files(const std::vector<json>& all) {
   std::set<std::string> out;
-  for (const auto& e : of_type(all, "exec"))
-    if (e.value("filename", "") != "/usr/bin/sleep") out.insert(e.value("filename", ""));
+  for (const auto& e : of_type(all, "exec")) {
+    std::string file = e.value("filename", "");
+    file = file.substr(file.rfind('/') + 1);
+    if (file != "sleep") out.insert(file);
+  }
   return out;
 }
 
@@ -112,7 +116,7 @@ TEST_CASE("run through flightrecd: the record it makes in-process, and the run l
   auto a = entries(handed), b = entries(here);
   REQUIRE(!a.empty());
   REQUIRE(!b.empty());
-  CHECK(exec_files(a) == std::set<std::string>{"/bin/sh", "/usr/bin/touch", "/usr/bin/cat"});
+  CHECK(exec_files(a) == std::set<std::string>{"sh", "touch", "cat"});
   CHECK(exec_files(b) == exec_files(a));
   CHECK(opened(a, "/etc/hostname"));
   CHECK(opened(b, "/etc/hostname"));
@@ -257,24 +261,38 @@ TEST_CASE("run through flightrecd under an egress allowlist: the filter is the r
                        "except OSError as e:\n"
                        "    print('icmp errno', e.errno)\n";
   auto run_once = [&](const std::string& daemon, const std::string& db) {
-    Result r = run_in(dir.path.string(), {FLIGHTREC_BIN, "run", "--daemon", daemon, "--daemon-socket",
-                                          dir.file("control.sock"), "--tls", "off", "--allow",
-                                          "127.0.0.1:" + std::to_string(allowed.port), "--db", db, "--", "python3",
-                                          "-c", script, std::to_string(allowed.port), std::to_string(other.port)});
-    INFO(r.err);
-    CHECK(r.code == 0);
-    return r.out;
+    return run_in(dir.path.string(), {FLIGHTREC_BIN, "run", "--daemon", daemon, "--daemon-socket",
+                                      dir.file("control.sock"), "--tls", "off", "--allow",
+                                      "127.0.0.1:" + std::to_string(allowed.port), "--db", db, "--", "python3", "-c",
+                                      script, std::to_string(allowed.port), std::to_string(other.port)});
   };
   std::string handed = dir.file("handed.db"), here = dir.file("here.db");
-  std::string out = run_once("require", handed);
+  Result r = run_once("require", handed);
+  if (r.code == 125 && r.err.find("need programs of the session's own") != std::string::npos) {
+    // Where the policy's path rules or allowlist are BPF-LSM's to enforce
+    // (a kernel without Landlock, or with BPF-LSM), they need rules the
+    // daemon's programs lack: such a run is recorded in-process.
+    MESSAGE("not handed over here: " << r.err);
+    CHECK(r.err.find("BPF-LSM") != std::string::npos);
+    Result here_run = run_once("auto", here);
+    CHECK(here_run.code == 0);
+    CHECK(runs_listed(dir, 0));
+    return;
+  }
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  std::string out = r.out;
   // EACCES where Landlock has TCP port rules (it checks first), else EPERM
   // from the cgroup connect program; an ICMP socket: EPERM from
   // sock_create, or EACCES where ping_group_range leaves the sandbox out.
   CHECK((out.rfind("connected\nerrno 1\n", 0) == 0 || out.rfind("connected\nerrno 13\n", 0) == 0));
   CHECK((out.ends_with("\nicmp errno 1\n") || out.ends_with("\nicmp errno 13\n")));
-  CHECK(run_once("off", here) == out);
+  Result local = run_once("off", here);
+  CHECK(local.code == 0);
+  CHECK(local.out == out);
   for (const std::string& db : {handed, here}) {
     auto all = entries(db);
+    REQUIRE(!all.empty());
     auto v = of_type(all, "violation");
     int allow = 0;
     for (const auto& x : v)
