@@ -3,11 +3,14 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include <unistd.h>
+
 #include <cerrno>
 
 #include "common/error.h"
 #include "flightrec_egress.skel.h"
 #include "probe/capture.h"
+#include "probe/core_btf.h"
 
 namespace flightrec::probe {
 
@@ -16,7 +19,25 @@ EgressFilter::EgressFilter(const Options& opts) {
     throw Error("at most " + std::to_string(FR_EGRESS_MAX) + " egress allowlist addresses");
   if (opts.cgroup_fd < 0) throw Error("the egress allowlist needs the session's cgroup");
   quiet_libbpf(opts.verbose);
-  skel_ = flightrec_egress_bpf__open();
+  // Its field accesses are CO-RE relocations (vmlinux.h's types): against
+  // a cut of the kernel's BTF, not the whole of it, which libbpf would
+  // parse for tens of milliseconds on the run's path (as Capture does).
+  size_t object_size = 0;
+  const void* object = flightrec_egress_bpf__elf_bytes(&object_size);
+  std::string why;
+  struct CutFd {  // libbpf reads it at load
+    int fd;
+    ~CutFd() {
+      if (fd >= 0) close(fd);
+    }
+  } cut{kernel_btf_cut_fd(static_cast<const uint8_t*>(object), object_size, &why)};
+  std::string cut_path = cut.fd >= 0 ? "/proc/self/fd/" + std::to_string(cut.fd) : "";
+  if (cut.fd >= 0 && access(cut_path.c_str(), R_OK) != 0) {
+    close(cut.fd);
+    cut.fd = -1;
+  }
+  LIBBPF_OPTS(bpf_object_open_opts, open_opts, .btf_custom_path = cut.fd >= 0 ? cut_path.c_str() : nullptr);
+  skel_ = flightrec_egress_bpf__open_opts(&open_opts);
   if (!skel_) throw Error(errno_message("cannot open the egress allowlist's BPF object", errno));
   try {
     skel_->rodata->fr_egress_count = uint32_t(opts.rules.size());
