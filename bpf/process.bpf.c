@@ -194,6 +194,8 @@ int BPF_PROG(fr_cgroup_move, struct cgroup *dst_cgrp, const char *path, struct t
 {
 	__u16 flags = 0;
 	__u32 session = 0;
+	/* Wherever it goes, its next syscall works out its session anew. */
+	bpf_task_storage_delete(&fr_outside, task);
 	struct fr_task_state *st = bpf_task_storage_get(&fr_tasks, task, 0, 0);
 	if (st && fr_session_open(st->session))
 		session = st->session;

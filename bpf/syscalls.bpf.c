@@ -1,10 +1,13 @@
 /* Every syscall of the session's tasks, entry and exit joined into one
  * record: sys_enter keeps the arguments in task storage, sys_exit adds the
  * return value, reads string and socket-address arguments (the kernel has
- * faulted those pages in by then) and emits one record. With fr_exit_only
- * there is no sys_enter program (its cost falls on every task on the
- * host): sys_exit reads the number and arguments from the registers, which
- * still hold them, and the record has no entry time. A successful open
+ * faulted those pages in by then) and emits one record. sys_enter serves
+ * only the sessions that ask for it (FR_SESSION_ENTRY; it is attached
+ * only while one is open, as its cost falls on every task on the host):
+ * for the others sys_exit reads the number and arguments from the
+ * registers, which still hold them, and the record has no entry time.
+ * A task outside every session costs each program one storage lookup
+ * (fr_outside). A successful open
  * also carries the path of the file the kernel opened, walked up from the
  * new fd's dentry: another thread can rewrite the path argument while the
  * kernel resolves it, but not the kernel's own objects.
@@ -127,9 +130,10 @@ static __always_inline __u32 read_sockaddr(__u8 *dst, struct fr_syscall_spec *sp
 		__u32 outlen = 0;
 		if (ret < 0 || !lenarg)
 			return 0;
-		if (fr_exit_only) {
-			/* The kernel may have cut the address to the caller's
-			 * buffer, whose size is gone: never read past it. */
+		if (!st->enter_ns) {
+			/* Read at the return alone (no entry time): the kernel may
+			 * have cut the address to the caller's buffer, whose size
+			 * is gone: never read past it. */
 			*flags |= FR_SC_SOCKADDR_UNREAD;
 			return 0;
 		}
@@ -515,10 +519,18 @@ static __always_inline void note_tls_fd(long id, __u64 fd)
 		call->fd = (__s32)fd;
 }
 
-/* The task's state, made on its first syscall in a session; NULL for a
- * task no session records. */
-static __always_inline struct fr_task_state *session_task(struct task_struct *task)
+/* The task's state, made on its first syscall in a session (*made says
+ * so); NULL for a task no session records. */
+static __always_inline struct fr_task_state *session_task(struct task_struct *task, bool *made)
 {
+	*made = false;
+	/* Read before the walk: a session opened during it bumps the
+	 * generation, so a verdict it missed is not kept as current. */
+	__u32 generation = fr_session_gen;
+	barrier();
+	__u32 *outside = bpf_task_storage_get(&fr_outside, task, 0, 0);
+	if (outside && *outside == generation)
+		return NULL;
 	struct fr_task_state *st = bpf_task_storage_get(&fr_tasks, task, 0, 0);
 
 	if (st) {
@@ -528,13 +540,18 @@ static __always_inline struct fr_task_state *session_task(struct task_struct *ta
 		bpf_task_storage_delete(&fr_tasks, task);
 	}
 	__u32 session = fr_task_session(task);
-	if (!session)
+	if (!session) {
+		outside = bpf_task_storage_get(&fr_outside, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+		if (outside)
+			*outside = generation;
 		return NULL;
+	}
 	st = bpf_task_storage_get(&fr_tasks, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!st) {
 		fr_count_drop(session);
 		return NULL;
 	}
+	*made = !st->session;
 	fr_join_session(st, session);
 	return st;
 }
@@ -549,9 +566,10 @@ static __always_inline bool returns_sockaddr(long id)
 SEC("tp_btf/sys_enter")
 int BPF_PROG(fr_sys_enter, struct pt_regs *regs, long id)
 {
-	struct fr_task_state *st = session_task(bpf_get_current_task_btf());
+	bool made;
+	struct fr_task_state *st = session_task(bpf_get_current_task_btf(), &made);
 
-	if (!st || fr_session_lite(st->session))
+	if (!st || !fr_session_entry(st->session))
 		return 0;
 	/* Also at the call's entry: threads sharing its fs_struct see a new
 	 * umask or root before it returns. */
@@ -624,7 +642,8 @@ SEC("tp_btf/sys_exit")
 int BPF_PROG(fr_sys_exit, struct pt_regs *regs, long ret)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
-	struct fr_task_state *st = fr_exit_only ? session_task(task) : bpf_task_storage_get(&fr_tasks, task, 0, 0);
+	bool made;
+	struct fr_task_state *st = session_task(task, &made);
 
 	/* A recorded task's only (the supervisor's own set*id calls would undo
 	 * what it just read), also one whose state could not be made. */
@@ -638,10 +657,13 @@ int BPF_PROG(fr_sys_exit, struct pt_regs *regs, long ret)
 		return 0;
 	}
 	st->fork_return = 0;
-	if (fr_exit_only) {
-		/* Every call is complete here; one that seccomp stopped cannot be
-		 * told from one that failed (so run refuses this mode for a
-		 * sandbox with a seccomp filter). */
+	if (made || !fr_session_entry(st->session)) {
+		/* Every call is complete here, read from the registers: in a
+		 * session without sys_enter, or the first call of a task whose
+		 * state this made (it began before anything saw the task). One
+		 * that seccomp stopped cannot be told from one that failed (so
+		 * run refuses reading at the return alone for a sandbox with a
+		 * seccomp filter). */
 		read_call_at_exit(st, regs, syscall_nr(regs) < 0 ? NR_RT_SIGRETURN : syscall_nr(regs));
 	} else if (!st->active) {
 		/* A syscall that reaches sys_exit without sys_enter was stopped
@@ -784,7 +806,8 @@ int fr_lite_exit(struct syscall_exit_args *ctx)
 	if (!kind || *kind == FR_LITE_NONE)
 		return 0;
 	struct task_struct *task = bpf_get_current_task_btf();
-	struct fr_task_state *st = session_task(task);
+	bool made;
+	struct fr_task_state *st = session_task(task, &made);
 	if (!st || !fr_session_lite(st->session))
 		return 0;
 	count_call(st->session, nr);

@@ -26,7 +26,7 @@
 /* Set by userspace before load (initial values in maps.bpf.c). */
 extern const volatile __u32 fr_self_tgid;  /* flightrec itself: never recorded */
 extern const volatile __u32 fr_tls_enabled;
-extern const volatile __u32 fr_exit_only;     /* no sys_enter program: calls are read at sys_exit alone */
+extern const volatile __u32 fr_exit_only;     /* no sys_enter program loaded: every call is read at sys_exit alone */
 extern const volatile __u32 fr_hidden_rules;  /* fr_hidden holds rules: file_open enforces them */
 extern const volatile __u32 fr_exec_rules;    /* fr_exec holds the exec allowlist: file_open enforces it */
 extern const volatile __u32 fr_egress_lsm;    /* lsm/socket_connect enforces the allowlist too, lsm/unix_* keep the host out */
@@ -130,6 +130,18 @@ FR_SHARED struct {
 	__type(value, struct fr_task_state);
 } fr_tasks SEC(".maps");
 
+/* Tasks known to be in no session: the fr_session_gen their verdict was
+ * worked out in. A process outside every session then pays one storage
+ * lookup per syscall, not the walk to its cgroup's verdict. A move to
+ * another cgroup takes it away (fr_cgroup_move); a new session makes it
+ * stale. */
+FR_SHARED struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, __u32);
+} fr_outside SEC(".maps");
+
 /* Path rules (see struct fr_path_key); the value is the rule's number. */
 FR_SHARED struct {
 	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
@@ -223,6 +235,15 @@ static __always_inline bool fr_session_lite(__u32 session)
 	__u32 key = session % FR_MAX_SESSIONS;
 	__u32 *flags = bpf_map_lookup_elem(&fr_session_flags, &key);
 	return flags && (*flags & FR_SESSION_LITE);
+}
+
+/* A full session whose calls sys_enter sees begin (the others' are read at
+ * sys_exit alone). */
+static __always_inline bool fr_session_entry(__u32 session)
+{
+	__u32 key = session % FR_MAX_SESSIONS;
+	__u32 *flags = bpf_map_lookup_elem(&fr_session_flags, &key);
+	return !fr_exit_only && flags && (*flags & FR_SESSION_ENTRY);
 }
 
 /* A task got state in `session` (joined) or exited in it (left). */

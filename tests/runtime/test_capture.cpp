@@ -1,12 +1,21 @@
 // The capture itself, on the real kernel: sessions whose records go to a
 // ring buffer of their own (what a `flightrec run` handed to flightrecd
-// reads) next to sessions on the capture's ring.
+// reads) next to sessions on the capture's ring; sys_enter attached only
+// while a session asks for it.
 #include <doctest/doctest.h>
+#include <bpf/bpf.h>
+#include <fcntl.h>
+#include <linux/sched.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstring>
+
 #include <fstream>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -22,15 +31,43 @@ struct Seen {
   std::set<uint32_t> pids;
   std::set<uint16_t> types;
   size_t count = 0;
+  // Syscall records per pid: with an entry time, and read at the return alone.
+  std::map<uint32_t, size_t> entered, at_exit, blocked;
   void add(const void* data, size_t size) {
     REQUIRE(size >= sizeof(fr_header));
     const auto* h = static_cast<const fr_header*>(data);
     sessions.insert(h->session);
     pids.insert(h->pid);
     types.insert(h->type);
+    if (h->type == FR_REC_SYSCALL && size >= sizeof(fr_syscall)) {
+      const auto* sc = static_cast<const fr_syscall*>(data);
+      ++(sc->enter_ns ? entered : at_exit)[h->pid];
+      if (sc->flags & FR_SC_BLOCKED) ++blocked[h->pid];
+    }
     ++count;
   }
 };
+
+// How many BPF links attach a program of this name to a raw tracepoint
+// (tp_btf programs' links are of that kind), host-wide.
+int links_of(const std::string& prog_name) {
+  int n = 0;
+  for (uint32_t id = 0; bpf_link_get_next_id(id, &id) == 0;) {
+    int fd = bpf_link_get_fd_by_id(id);
+    if (fd < 0) continue;
+    bpf_link_info link{};
+    uint32_t len = sizeof(link);
+    if (bpf_obj_get_info_by_fd(fd, &link, &len) == 0) {
+      int prog = bpf_prog_get_fd_by_id(link.prog_id);
+      bpf_prog_info info{};
+      uint32_t plen = sizeof(info);
+      if (prog >= 0 && bpf_obj_get_info_by_fd(prog, &info, &plen) == 0 && prog_name == info.name) ++n;
+      if (prog >= 0) close(prog);
+    }
+    close(fd);
+  }
+  return n;
+}
 
 // A cgroup v2 directory for one test, removed at the end.
 struct TestCgroup {
@@ -45,18 +82,35 @@ struct TestCgroup {
     REQUIRE(stat(path.c_str(), &st) == 0);
     return st.st_ino;
   }
-  // Runs argv in the cgroup to its end; returns its pid.
-  pid_t run(std::vector<std::string> argv) const {
-    pid_t pid = fork();
-    REQUIRE(pid >= 0);
-    if (pid == 0) {
-      std::ofstream(path + "/cgroup.procs") << getpid() << std::endl;
-      std::vector<char*> args;
-      for (auto& a : argv) args.push_back(a.data());
-      args.push_back(nullptr);
-      execv(args[0], args.data());
-      _exit(127);
+  // Runs argv in the cgroup to its end; returns its pid. cloned_into:
+  // the child starts there (clone3's CLONE_INTO_CGROUP), not moved there.
+  pid_t run(std::vector<std::string> argv, bool cloned_into = false) const {
+    std::vector<char*> args;
+    for (auto& a : argv) args.push_back(a.data());
+    args.push_back(nullptr);
+    pid_t pid;
+    if (cloned_into) {
+      int dir = open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+      REQUIRE(dir >= 0);
+      clone_args ca{};
+      ca.flags = CLONE_INTO_CGROUP;
+      ca.exit_signal = SIGCHLD;
+      ca.cgroup = uint64_t(dir);
+      pid = pid_t(syscall(SYS_clone3, &ca, sizeof(ca)));
+      if (pid == 0) {
+        execv(args[0], args.data());
+        _exit(127);
+      }
+      close(dir);
+    } else {
+      pid = fork();
+      if (pid == 0) {
+        std::ofstream(path + "/cgroup.procs") << getpid() << std::endl;
+        execv(args[0], args.data());
+        _exit(127);
+      }
     }
+    REQUIRE(pid >= 0);
     int status = 0;
     REQUIRE(waitpid(pid, &status, 0) == pid);
     CHECK(WIFEXITED(status));
@@ -88,7 +142,7 @@ TEST_CASE("capture: a session with a ring buffer of its own gets all its records
   Capture capture(opts, [&](const void* d, size_t n) { on_shared.add(d, n); });
   uint32_t shared = capture.open_session({shared_cg.id()});
   constexpr size_t kOwnBytes = 1u << 20;
-  uint32_t own = capture.open_session({own_cg.id()}, false, kOwnBytes);
+  uint32_t own = capture.open_session({own_cg.id()}, {.own_ring_bytes = kOwnBytes});
   CHECK(capture.session_ring(shared) == -1);
   int own_fd = capture.session_ring(own);
   REQUIRE(own_fd >= 0);
@@ -132,4 +186,64 @@ TEST_CASE("capture: a session with a ring buffer of its own gets all its records
   capture.close_session(own);
   CHECK(capture.session_ring(own) == -1);
   CHECK(sum(capture.session_drops(own)) == lost);  // until its slot is given again
+}
+
+TEST_CASE("capture: sys_enter serves the sessions that ask for it, and is attached only while one is open") {
+  if (!rt::is_root() || rt::cgroup2_root().empty()) {
+    MESSAGE("skipped: needs root and cgroup v2");
+    return;
+  }
+  using flightrec::probe::Capture;
+  using flightrec::probe::CaptureOptions;
+  TestCgroup at_exit_cg("at-exit"), entry_cg("entry");
+  CaptureOptions opts;
+  opts.ring_bytes = 4u << 20;
+  opts.entry_times = true;
+  Seen seen;
+  Capture capture(opts, [&](const void* d, size_t n) { seen.add(d, n); });
+  REQUIRE(links_of("fr_sys_enter") == 0);  // (another flightrec on this host would spoil what follows)
+
+  uint32_t at_exit = capture.open_session({at_exit_cg.id()}, {.entry_times = false});
+  CHECK(links_of("fr_sys_exit") == 1);
+  CHECK(links_of("fr_sys_enter") == 0);
+  // This process has run outside every session since: what it cached
+  // of that does not keep its child out, moved or cloned into the cgroup.
+  pid_t moved = at_exit_cg.run({"/bin/cat", "/etc/hostname"});
+  pid_t cloned = at_exit_cg.run({"/bin/cat", "/etc/hostname"}, true);
+  capture.drain_to_now();
+  CHECK(seen.at_exit[uint32_t(moved)] > 5);
+  CHECK(seen.at_exit[uint32_t(cloned)] > 5);
+  CHECK(seen.entered[uint32_t(moved)] == 0);
+  CHECK(seen.entered[uint32_t(cloned)] == 0);
+  CHECK(seen.pids.count(uint32_t(getpid())) == 0);
+
+  uint32_t entry = capture.open_session({entry_cg.id()});
+  CHECK(links_of("fr_sys_enter") == 1);
+  pid_t timed = entry_cg.run({"/bin/cat", "/etc/hostname"});
+  pid_t timed_clone = entry_cg.run({"/bin/cat", "/etc/hostname"}, true);
+  pid_t again = at_exit_cg.run({"/bin/cat", "/etc/hostname"});
+  capture.drain_to_now();
+  CHECK(seen.entered[uint32_t(timed)] > 5);
+  CHECK(seen.at_exit[uint32_t(timed)] == 0);  // from its first call: its state came with its move
+  // Its first call (clone3 returning in it) began unseen: read at its
+  // return, not taken for one seccomp stopped.
+  CHECK(seen.entered[uint32_t(timed_clone)] > 5);
+  CHECK(seen.at_exit[uint32_t(timed_clone)] == 1);
+  CHECK(seen.blocked[uint32_t(timed_clone)] == 0);
+  CHECK(seen.blocked[uint32_t(timed)] == 0);
+  CHECK(seen.at_exit[uint32_t(again)] > 5);
+  CHECK(seen.entered[uint32_t(again)] == 0);  // sys_enter leaves that session alone
+
+  capture.close_session(entry);
+  capture.release_idle_programs();
+  CHECK(links_of("fr_sys_enter") == 0);
+  CHECK(links_of("fr_sys_exit") == 1);
+  capture.close_session(at_exit);
+  capture.release_idle_programs();
+  CHECK(links_of("fr_sys_exit") == 0);
+  // The next full session attaches them again.
+  TestCgroup later_cg("later");
+  capture.open_session({later_cg.id()});
+  CHECK(links_of("fr_sys_enter") == 1);
+  CHECK(links_of("fr_sys_exit") == 1);
 }

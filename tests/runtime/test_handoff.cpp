@@ -306,3 +306,32 @@ TEST_CASE("run through flightrecd under an egress allowlist: the filter is the r
   }
   CHECK(runs_listed(dir, 0));
 }
+
+TEST_CASE("run through flightrecd: calls seen at their entry too, or at their return alone with --entry-times off") {
+  REQUIRE(is_root());
+  TempDir dir;
+  Daemon d(runs_config(dir));
+  REQUIRE_MESSAGE(d.await("flightrecd: running"), d.err);
+  for (bool entry : {true, false}) {
+    CAPTURE(entry);
+    std::string db = dir.file(entry ? "entry.db" : "at-exit.db");
+    Result r = rt::flightrec({"run", "--daemon", "require", "--daemon-socket", dir.file("control.sock"), "--policy",
+                              "observe", "--tls", "off", "--entry-times", entry ? "on" : "off", "--db", db, "--",
+                              "/bin/cat", "/etc/hostname"});
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    auto all = entries(db);
+    REQUIRE(!all.empty());
+    auto capture = all.front()["capture"];
+    CHECK((std::find(capture.begin(), capture.end(), "tp_btf/sys_enter") != capture.end()) == entry);
+    size_t calls = 0, timed = 0;
+    for (const auto& e : of_type(all, "syscall")) {
+      ++calls;
+      timed += e.contains("ts_enter_mono_ns");
+    }
+    CHECK(calls > 10);
+    // With entry times every call has one: the run's first process came
+    // into the session with state, not unseen.
+    CHECK(timed == (entry ? calls : 0));
+  }
+}

@@ -218,7 +218,7 @@ TEST_CASE("--entry-times off: each call read at its return alone, arguments and 
   // An address the kernel returned is not read: the caller's buffer size is gone.
   const json* small = find(all, [&](const json& e) { return e.value("name", "") == "getsockname" && e["pid"] == main_pid; });
   REQUIRE(small);
-  CHECK((*small)["sockaddr_error"] == "not read (--entry-times off)");
+  CHECK((*small)["sockaddr_error"] == "not read (no entry time)");
   CHECK_FALSE(small->contains("sockaddr_b64"));
   CHECK_FALSE(small->contains("family"));
   // An exec's path still comes from the kernel; exit_group is the exit entry alone.

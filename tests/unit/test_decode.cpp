@@ -310,7 +310,7 @@ TEST_CASE("an address the call returned that was not read says so") {
   std::memcpy(rec.data(), &r, sizeof(r));
   json j = decode(rec);
   CHECK(j["name"] == "getsockname");
-  CHECK(j["sockaddr_error"] == "not read (--entry-times off)");
+  CHECK(j["sockaddr_error"] == "not read (no entry time)");
   CHECK_FALSE(j.contains("family"));
   CHECK_FALSE(j.contains("sockaddr_b64"));
 }

@@ -5,15 +5,19 @@
   "recording" line (its session is open in the kernel by then);
 - daemon RSS with N watched cgroups, each with a process in it;
 - getppid() latency of a process outside every session while the daemon
-  records N cgroups, against bare (the full-mode tax on the rest of the host).
+  records N cgroups, against bare (the full-mode tax on the rest of the host),
+  then while a `flightrec run` handed to the daemon is recorded too (its
+  session has entry times: sys_enter is attached meanwhile), and after it.
 
 Prints the numbers and, with --out, writes them as a Markdown section.
 usage: tools/bench/daemon.py [--build build] [--cgroups 100] [--out FILE]
 Needs root and a built tree.
 """
 import argparse
+import json
 import os
 import select
+import signal
 import statistics
 import subprocess
 import sys
@@ -79,6 +83,35 @@ def getppid_ns(bench, reps=5):
     return statistics.median(out), min(out), max(out)
 
 
+def runs_listed(flightrec, socket):
+    out = subprocess.run([flightrec, "status", "--socket", socket, "--json"], capture_output=True, text=True)
+    return len(json.loads(out.stdout).get("runs", [])) if out.returncode == 0 else -1
+
+
+def run_costs(build, tmp, bench):
+    """getppid() outside every session while a handed run is recorded, and after it ended."""
+    flightrec = os.path.join(build, "flightrec")
+    socket = os.path.join(tmp, "control.sock")
+    run = subprocess.Popen([flightrec, "run", "--daemon", "require", "--daemon-socket", socket, "--policy", "observe",
+                            "--tls", "off", "--db", os.path.join(tmp, "run.db"), "--", "sleep", "3600"],
+                           stderr=subprocess.PIPE)
+    try:
+        for _ in range(300):
+            if runs_listed(flightrec, socket) == 1:
+                break
+            if run.poll() is not None:
+                sys.exit("daemon.py: the run ended: %s" % run.stderr.read().decode(errors="replace"))
+            time.sleep(0.1)
+        else:
+            sys.exit("daemon.py: flightrecd never listed the run")
+        during = getppid_ns(bench)
+    finally:
+        run.send_signal(signal.SIGTERM)
+        run.wait(timeout=60)
+    time.sleep(0.5)  # the daemon's next tick detaches sys_enter
+    return during, getppid_ns(bench)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default="build")
@@ -112,6 +145,7 @@ def main():
         time.sleep(1)
         rss = rss_kb(d.p.pid)
         loaded = getppid_ns(bench)
+        with_run, after_run = run_costs(args.build, tmp, bench)
     finally:
         for p in sleepers:
             p.kill()
@@ -132,9 +166,12 @@ def main():
         "| mkdir to recording (ms) | %.1f | %.1f | %.1f |" % (statistics.median(lat), lat[0], lat[-1]),
         "| getppid() outside every session, bare (ns) | %.1f | %.1f | %.1f |" % bare,
         "| ... while the daemon records them (ns) | %.1f | %.1f | %.1f |" % loaded,
+        "| ... and a run handed to it besides (ns) | %.1f | %.1f | %.1f |" % with_run,
+        "| ... once the run has ended (ns) | %.1f | %.1f | %.1f |" % after_run,
         "",
         "Daemon RSS with %d recorded cgroups: %.1f MB; the outside process pays +%.1f ns per syscall "
-        "(median), x%.2f." % (args.cgroups, rss / 1024, loaded[0] - bare[0], loaded[0] / bare[0]),
+        "(median), x%.2f; +%.1f ns while a run is recorded too." % (
+            args.cgroups, rss / 1024, loaded[0] - bare[0], loaded[0] / bare[0], with_run[0] - bare[0]),
     ]
     report(rows, args.out)
 

@@ -55,7 +55,7 @@ int cmd_probe(const Args& args) {
         probe::Capture capture(copts, [](const void*, size_t) {});
         std::vector<std::string> sections = capture.attached();
         try {  // and a lite session: its tracepoints attach (a failure here is lite's alone)
-          capture.open_session({lite_cgroup.id()}, true);
+          capture.open_session({lite_cgroup.id()}, {.lite = true});
           size_t lite_calls = 0;
           for (const auto& section : capture.attached(true))
             if (section.rfind("tracepoint/", 0) == 0) {

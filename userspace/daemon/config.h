@@ -50,9 +50,10 @@ struct Config {
   // `flightrec run` hands its command to this daemon (root peers only),
   // and the TLS probes are loaded and attached for such runs (the
   // system's libraries, for as long as the daemon runs).
-  // entry_times: sys_enter is attached too (as `run` has it by default),
-  // for every full session; false: only runs with --entry-times off are
-  // handed over.
+  // entry_times: runs' calls are seen at their entry too (as `run` has it
+  // by default): sys_enter is attached while a run is recorded (watch
+  // rules' calls are read at their return alone either way); false: only
+  // runs with --entry-times off are handed over.
   bool runs_accept = true, runs_tls = true, runs_entry_times = true;
   std::vector<WatchRule> watch;
 

@@ -175,8 +175,8 @@ Daemon::Daemon(Config config, std::string config_path) : config_(std::move(confi
   for (const auto& rule : config_.watch) key_for(rule.key_dir.empty() ? config_.key_dir : rule.key_dir);
   probe::CaptureOptions copts;
   copts.ring_bytes = config_.ring_bytes;
-  // Every task on the host pays for sys_enter once a full session is open;
-  // without it calls are read at their return. Runs have it by default.
+  // sys_enter, for runs (which have it by default): attached only while
+  // one is recorded, as every task on the host meets it.
   copts.entry_times = config_.runs_accept && config_.runs_entry_times;
   // Runs' backpressure freezes at half of their ring (session::kFreezeAbove).
   if (config_.runs_accept) copts.highwater_bytes = config_.ring_bytes / 2;
@@ -266,7 +266,7 @@ void Daemon::start_record(RecordedCgroup& s, size_t tasks, const std::vector<uin
   meta.ring_bytes = config_.ring_bytes;
   probe::CaptureOptions described;
   bool lite = rule.mode == WatchRule::Mode::Lite;
-  session::describe_capture(*capture_, described, meta, lite);
+  session::describe_capture(*capture_, described, meta, lite, false);
   if (lite) meta.counts_interval_ms = config_.lite_counts_ms;
   meta.on_loss = rule.on_loss.empty() ? config_.on_loss : rule.on_loss;
   meta.key = key_for(rule.key_dir.empty() ? config_.key_dir : rule.key_dir);
@@ -345,7 +345,10 @@ void Daemon::open(const std::string& rel) {
   uint64_t misses = capture_->program_misses();
   std::vector<uint64_t> drops(capture_->drops_per_cpu().size(), 0);
   try {
-    s->number = capture_->open_session({s->cgroup.id()}, rule->mode == WatchRule::Mode::Lite);
+    // Watched calls are read at their return: sys_enter, which every task
+    // on the host would meet, serves runs alone.
+    s->number = capture_->open_session({s->cgroup.id()},
+                                       {.lite = rule->mode == WatchRule::Mode::Lite, .entry_times = false});
     if (rule->mode == WatchRule::Mode::Lite)
       s->counts = std::make_unique<session::LiteCounter>(s->number, std::vector<std::string>{s->cgroup.path()});
   } catch (const std::exception& e) {
@@ -905,6 +908,7 @@ int Daemon::run() {
       for (const auto& rel : gone) cgroup_gone(rel);
       // Off the runs' path: the kernel waits ~10 ms at each (Capture::prepare_ring).
       capture_->release_closed_rings(4);
+      capture_->release_idle_programs();
       if (config_.runs_accept) capture_->prepare_ring(runs_->likely_ring_bytes());
       if (now >= next_rescan) {  // what inotify could not tell (no watch left, a lost event)
         next_rescan = now + kRescanNs;

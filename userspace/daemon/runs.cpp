@@ -42,6 +42,8 @@ nlohmann::json RunSessions::open(const nlohmann::json& request, Exchange& ex, bo
   std::string path = request["cgroup"].get<std::string>();
   uint64_t ring = request["ring_bytes"].get<uint64_t>();
   bool tls = request.contains("tls") && request["tls"].is_boolean() && request["tls"].get<bool>();
+  // Its calls seen at their entry too, unless it asks for their return alone.
+  bool entry_times = !(request.contains("entry_times") && request["entry_times"] == false);
   // Below the root, in plain components: the same cgroup always has the same path here.
   bool plain = path.starts_with(cgroup_root_ + "/");
   for (size_t at = cgroup_root_.size(); plain && at < path.size();) {
@@ -58,7 +60,7 @@ nlohmann::json RunSessions::open(const nlohmann::json& request, Exchange& ex, bo
   if (!recorded_by.empty()) return refusal("session: watch rule " + recorded_by + " records that cgroup already");
   if (holds(path)) return refusal("session: another run holds that cgroup");
   uint64_t id = sandbox::Cgroup::open(path).id();  // throws Error: answered as the refusal
-  uint32_t session = capture_.open_session({id}, false, ring);
+  uint32_t session = capture_.open_session({id}, {.entry_times = entry_times, .own_ring_bytes = ring});
   likely_ring_bytes_ = ring;
   int ring_fd = fcntl(capture_.session_ring(session), F_DUPFD_CLOEXEC, 3);
   int drops_fd = capture_.session_drops_map_readonly();
@@ -71,7 +73,7 @@ nlohmann::json RunSessions::open(const nlohmann::json& request, Exchange& ex, bo
   }
   nlohmann::json answer;
   try {
-    probe::CaptureTraits t = capture_.traits();
+    probe::CaptureTraits t = capture_.traits(entry_times);
     answer = {{"session", session},
               {"ring_bytes", ring},
               {"program_misses", capture_.program_misses()},

@@ -147,7 +147,7 @@ Entry decode_syscall(const uint8_t* p, size_t size, const DecodeContext& ctx) {
       if (r.flags & FR_SC_KPATH_TRUNC) e.set("kernel_path_truncated", 1);
     }
     if (r.flags & FR_SC_SOCKADDR_FAULT) e.set("sockaddr_error", "unreadable");
-    if (r.flags & FR_SC_SOCKADDR_UNREAD) e.set("sockaddr_error", "not read (--entry-times off)");
+    if (r.flags & FR_SC_SOCKADDR_UNREAD) e.set("sockaddr_error", "not read (no entry time)");
     add_sockaddr(e, sa, r.sockaddr_len);
     if (r.flags & FR_SC_KADDR) e.set("addr_from_kernel", 1);
   }

@@ -333,7 +333,7 @@ Capture::Capture(const CaptureOptions& opts, Handler handler) : handler_(std::mo
       throw Error(errno_message("cannot attach flightrec's BPF programs", -err));
     // After the process programs: a task that forked or exited in between
     // would join the session unseen by them and never be counted out.
-    if (!opts.session_cgroups.empty()) first_session_ = open_session(opts.session_cgroups, opts.session_lite);
+    if (!opts.session_cgroups.empty()) first_session_ = open_session(opts.session_cgroups, {.lite = opts.session_lite});
     // For lsm/socket_connect (the cgroup programs have their own: EgressFilter).
     int rules = bpf_map__fd(skel_->maps.fr_egress);
     for (uint32_t i = 0; egress && i < opts.egress.size(); ++i)
@@ -341,7 +341,8 @@ Capture::Capture(const CaptureOptions& opts, Handler handler) : handler_(std::mo
         throw Error(errno_message("cannot load the egress allowlist", errno));
   } catch (...) {
     for (auto* link : lite_links_) bpf_link__destroy(link);
-    for (auto* link : raw_links_) bpf_link__destroy(link);
+    bpf_link__destroy(enter_link_);
+    bpf_link__destroy(exit_link_);
     ring_.reset();
     flightrec_bpf__destroy(side_);
     flightrec_bpf__destroy(skel_);
@@ -401,7 +402,8 @@ static void hand_uprobes_to_background(std::vector<bpf_link*>& links, std::vecto
 
 Capture::~Capture() {
   for (auto* link : lite_links_) bpf_link__destroy(link);
-  for (auto* link : raw_links_) bpf_link__destroy(link);
+  bpf_link__destroy(enter_link_);
+  bpf_link__destroy(exit_link_);
   hand_uprobes_to_background(tls_links_, tls_link_fds_);
   for (auto* link : tls_links_) bpf_link__destroy(link);
   for (int fd : tls_link_fds_) close(fd);
@@ -413,20 +415,28 @@ Capture::~Capture() {
   flightrec_bpf__destroy(skel_);
 }
 
-void Capture::attach_raw() {
-  std::vector<bpf_link*> links;  // all or none: a retry must not attach twice
-  for (auto* prog : {skel_->progs.fr_sys_enter, sys_exit_program()}) {
-    if (!bpf_program__autoload(prog)) continue;
+void Capture::attach_raw(bool entry) {
+  auto attach = [](bpf_program* prog) {
     bpf_link* link = bpf_program__attach(prog);
-    if (!link) {
-      int err = errno;
-      for (auto* l : links) bpf_link__destroy(l);
-      throw Error(errno_message(std::string("cannot attach ") + bpf_program__section_name(prog), err));
-    }
-    links.push_back(link);
+    if (!link)
+      throw Error(errno_message(std::string("cannot attach ") + bpf_program__section_name(prog), errno));
+    return link;
+  };
+  // sys_exit first: a call sys_enter saw begins is always seen to end.
+  if (!exit_link_) exit_link_ = attach(sys_exit_program());
+  if (entry && !enter_link_) enter_link_ = attach(skel_->progs.fr_sys_enter);
+}
+
+void Capture::release_idle_programs() {
+  // sys_exit first, for the same reason.
+  if (entry_sessions_.empty() && enter_link_) {
+    bpf_link__destroy(enter_link_);
+    enter_link_ = nullptr;
   }
-  raw_links_ = std::move(links);
-  raw_attached_ = true;
+  if (full_sessions_.empty() && exit_link_) {
+    bpf_link__destroy(exit_link_);
+    exit_link_ = nullptr;
+  }
 }
 
 void Capture::attach_lite() {
@@ -532,7 +542,10 @@ uint64_t Capture::lite_uncounted(uint32_t session) const {
   return n;
 }
 
-uint32_t Capture::open_session(const std::vector<uint64_t>& cgroup_ids, bool lite, size_t own_ring_bytes) {
+uint32_t Capture::open_session(const std::vector<uint64_t>& cgroup_ids, const SessionSpec& spec) {
+  bool lite = spec.lite;
+  bool entry = !lite && spec.entry_times && entry_times_;
+  size_t own_ring_bytes = spec.own_ring_bytes;
   if (cgroup_ids.empty()) throw Error("a session observes at least one cgroup");
   if (own_ring_bytes && (own_ring_bytes < (64u << 10) || (own_ring_bytes & (own_ring_bytes - 1)) ||
                          own_ring_bytes > (1u << 30)))
@@ -542,7 +555,7 @@ uint32_t Capture::open_session(const std::vector<uint64_t>& cgroup_ids, bool lit
   if (!lite && !bpf_program__autoload(sys_exit_program()))
     throw Error("full sessions need the raw syscall programs loaded (CaptureOptions::raw_syscalls)");
   if (lite && !lite_on_) attach_lite();
-  if (!lite && !raw_attached_) attach_raw();
+  if (!lite) attach_raw(entry);
   size_t listed = 0;
   for (const auto& [number, ids] : sessions_) listed += ids.size();
   if (sessions_.size() >= FR_MAX_SESSIONS || listed + cgroup_ids.size() > FR_SESSION_CGROUPS)
@@ -563,7 +576,9 @@ uint32_t Capture::open_session(const std::vector<uint64_t>& cgroup_ids, bool lit
   // join again, counted twice and keeping the session open forever.
   std::vector<fr_session_tasks> zeros(size_t(std::max(1, libbpf_num_possible_cpus())));
   std::vector<uint64_t> no_calls(zeros.size(), 0);
-  uint32_t flags = (lite ? FR_SESSION_LITE : 0) | (own_ring_bytes ? FR_SESSION_OWN_RING : 0), closed = 0;
+  uint32_t flags = (lite ? FR_SESSION_LITE : 0) | (own_ring_bytes ? FR_SESSION_OWN_RING : 0) |
+                   (entry ? FR_SESSION_ENTRY : 0),
+           closed = 0;
   int shared = bpf_map__fd(skel_->maps.fr_events);
   int ring = shared;
   if (own_ring_bytes && spare_.fd >= 0 && spare_.number == session && spare_.bytes == own_ring_bytes) {
@@ -602,6 +617,8 @@ uint32_t Capture::open_session(const std::vector<uint64_t>& cgroup_ids, bool lit
   __atomic_add_fetch(&skel_->bss->fr_session_gen, 1, __ATOMIC_SEQ_CST);
   sessions_.emplace_back(session, cgroup_ids);
   if (own_ring_bytes) own_rings_[session] = ring;
+  if (!lite) full_sessions_.insert(session);
+  if (entry) entry_sessions_.insert(session);
   return session;
 }
 
@@ -660,6 +677,8 @@ void Capture::close_session(uint32_t session) {
   __atomic_add_fetch(&skel_->bss->fr_session_gen, 1, __ATOMIC_SEQ_CST);
   sessions_.erase(it);
   task_adjust_.erase(session);
+  full_sessions_.erase(session);
+  entry_sessions_.erase(session);
   if (auto own = own_rings_.find(session); own != own_rings_.end()) {
     // Its ring stays in the slot until release_closed_rings() (taking it
     // out waits for an RCU grace period): a record still on its way goes
@@ -860,6 +879,9 @@ size_t Capture::track_existing(uint32_t session, const std::vector<std::string>&
       close(fd);
     }
   }
+  // A task that was found outside every session before it was given state
+  // here (fr_outside) looks again.
+  __atomic_add_fetch(&skel_->bss->fr_session_gen, 1, __ATOMIC_SEQ_CST);
   return tracked;
 }
 
@@ -905,8 +927,9 @@ void Capture::detach() {
   flightrec_bpf__detach(skel_);
   for (auto* link : lite_links_) bpf_link__destroy(link);
   lite_links_.clear();
-  for (auto* link : raw_links_) bpf_link__destroy(link);
-  raw_links_.clear();
+  bpf_link__destroy(enter_link_);
+  bpf_link__destroy(exit_link_);
+  enter_link_ = exit_link_ = nullptr;
 }
 
 double Capture::ring_fill() const {
@@ -915,17 +938,20 @@ double Capture::ring_fill() const {
   return prod > cons ? double(prod - cons) / double(ring_->size()) : 0.0;
 }
 
-CaptureTraits Capture::traits() const {
-  return CaptureTraits{attached(false), refused_, path_rules_, unix_inbound_, entry_times_};
+CaptureTraits Capture::traits(bool entry_times) const {
+  return CaptureTraits{attached(false, entry_times), refused_, path_rules_, unix_inbound_,
+                       entry_times && entry_times_};
 }
 
-std::vector<std::string> Capture::attached(bool lite) const {
+std::vector<std::string> Capture::attached(bool lite, bool entry_times) const {
   std::vector<std::string> out;
   for (bpf_program* prog : programs()) {
     std::string sec = bpf_program__section_name(prog);
     if (!bpf_program__autoload(prog)) continue;
-    bool raw = sec == "tp_btf/sys_enter" || sec == "tp_btf/sys_exit";
-    if (raw && (lite || !raw_attached_)) continue;  // they leave lite sessions alone
+    // The raw programs leave lite sessions alone; sys_enter serves only
+    // the sessions that ask for it.
+    if (sec == "tp_btf/sys_exit" && lite) continue;
+    if (sec == "tp_btf/sys_enter" && (lite || !entry_times)) continue;
     bool listed = std::find(out.begin(), out.end(), sec) != out.end();  // one hook, two signatures
     if (!listed && (sec.rfind("tp_btf/", 0) == 0 || sec.rfind("lsm", 0) == 0 || sec.rfind("cgroup/", 0) == 0))
       out.push_back(sec);

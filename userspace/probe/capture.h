@@ -6,6 +6,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -74,6 +75,20 @@ struct CaptureOptions {
   bool verbose = false;                   // libbpf's own messages to stderr
 };
 
+// How open_session() records a session.
+struct SessionSpec {
+  bool lite = false;          // only lite_calls() of its syscalls (CaptureOptions::lite)
+  // A full session: sys_enter sees its calls begin (entry times, calls
+  // seccomp stopped marked), where CaptureOptions::entry_times loaded it;
+  // off, its calls are read at sys_exit alone. sys_enter is attached only
+  // while such a session is open: every task on the host meets it.
+  bool entry_times = true;
+  // A power of two, >= 64 KiB: its records go to a ring buffer of its own
+  // of that size instead of the capture's, read by whoever holds
+  // session_ring(), which counts its losses apart.
+  size_t own_ring_bytes = 0;
+};
+
 class Capture : public Source, public TlsProbes {
  public:
   // Called for every record, in ring-buffer order.
@@ -90,10 +105,7 @@ class Capture : public Source, public TlsProbes {
   // start at 1 and are never given twice by one Capture. Throws Error.
   // A lite session (CaptureOptions::lite) sees only lite_calls() of its
   // syscalls; a full one sees every syscall (CaptureOptions::raw_syscalls).
-  // own_ring_bytes (a power of two, >= 64 KiB): its records go to a ring
-  // buffer of its own of that size instead of the capture's, read by
-  // whoever holds session_ring(), which counts its losses apart.
-  uint32_t open_session(const std::vector<uint64_t>& cgroup_ids, bool lite = false, size_t own_ring_bytes = 0);
+  uint32_t open_session(const std::vector<uint64_t>& cgroup_ids, const SessionSpec& spec = {});
   // Its tasks are let go; records already in the ring still say its number
   // (one that still comes goes to the capture's ring).
   void close_session(uint32_t session);
@@ -118,6 +130,10 @@ class Capture : public Source, public TlsProbes {
   // way there are lost, as they would be in the capture's ring).
   void prepare_ring(size_t bytes);
   void release_closed_rings(size_t at_most = SIZE_MAX);
+  // Detaches sys_enter when no open session asks for it, and both raw
+  // syscall programs when no full session is open: they cost every task on
+  // the host. The next session that needs them attaches them again.
+  void release_idle_programs();
   // Tasks the session holds now, wherever they are (a task moved out of
   // its cgroups keeps its session): what outlives a removed cgroup.
   int64_t session_tasks(uint32_t session) const;
@@ -178,8 +194,8 @@ class Capture : public Source, public TlsProbes {
   // Lite calls this kernel has no tracepoint for (nor the call: ENOSYS).
   const std::vector<std::string>& lite_absent() const { return lite_absent_; }
   // "tp_btf/sys_enter", ...: what is attached that serves a full (or a
-  // lite) session, for the genesis entry.
-  std::vector<std::string> attached(bool lite = false) const;
+  // lite) session, with sys_enter or without, for the genesis entry.
+  std::vector<std::string> attached(bool lite = false, bool entry_times = true) const;
   // LSM programs this kernel refused one by one ("lsm/path_unlink"): those
   // hooks are seen by the syscall tracepoints only.
   const std::vector<std::string>& refused() const { return refused_; }
@@ -188,10 +204,13 @@ class Capture : public Source, public TlsProbes {
   // Whether BPF-LSM keeps tasks outside a confined session out of the
   // session's UNIX sockets (lsm/unix_stream_connect and unix_may_send).
   bool refuses_unix_inbound() const { return unix_inbound_; }
-  // sys_enter is attached: entry times, and calls seccomp stopped marked.
+  // sys_enter is loaded: entry times, and calls seccomp stopped marked,
+  // for the sessions that ask for them.
   bool entry_times() const { return entry_times_; }
-  // All of the above, for a full session.
-  CaptureTraits traits() const override;
+  // All of the above, for a full session (as first opened: with entry
+  // times where loaded), or for one opened with or without them.
+  CaptureTraits traits() const override { return traits(true); }
+  CaptureTraits traits(bool entry_times) const;
 
  private:
   flightrec_bpf* skel_ = nullptr;
@@ -202,10 +221,12 @@ class Capture : public Source, public TlsProbes {
   bool tls_multi_ = false;          // TLS probes as uprobe_multi links (tls_link_fds_)
   std::vector<bpf_link*> tls_links_;
   std::vector<int> tls_link_fds_;
-  std::vector<bpf_link*> lite_links_, raw_links_;
+  std::vector<bpf_link*> lite_links_;
+  bpf_link* enter_link_ = nullptr;  // sys_enter, while a session asks for it
+  bpf_link* exit_link_ = nullptr;   // sys_exit, while a full session is open
   std::vector<std::string> lite_attached_;  // "tracepoint/syscalls/sys_exit_openat", ...
   std::vector<std::string> lite_absent_;
-  bool lite_on_ = false, raw_attached_ = false;
+  bool lite_on_ = false;
   // Probes of one TLS file: where, the cookie (enum fr_tls_func), and the
   // function's name for messages.
   struct Uprobes {
@@ -222,7 +243,7 @@ class Capture : public Source, public TlsProbes {
   std::string attach_uprobes(int fd, const std::string& path, const Uprobes& entries, const Uprobes& rets,
                              bool uretprobes);
   void attach_lite();  // at the first session of each kind
-  void attach_raw();
+  void attach_raw(bool entry);  // sys_exit, and sys_enter for a session with entry times
   std::vector<std::string> refused_, refused_names_;
   std::vector<std::pair<uint64_t, uint64_t>> tls_files_;  // (dev, inode) attached
   std::vector<std::pair<uint64_t, uint64_t>> tls_refused_;  // files without the symbols
@@ -230,6 +251,7 @@ class Capture : public Source, public TlsProbes {
   Handler handler_;
   uint32_t next_session_ = 1, first_session_ = 0;
   std::vector<std::pair<uint32_t, std::vector<uint64_t>>> sessions_;  // open: number, cgroup ids
+  std::set<uint32_t> full_sessions_, entry_sessions_;                 // open ones of each kind
   uint32_t owner_of(uint64_t cgroup_id) const;                       // the open session listing it, or 0
   const std::vector<uint64_t>* cgroups_of(uint32_t session) const;  // nullptr: not open
   std::map<uint32_t, int64_t> task_adjust_;  // tasks track_existing gave (or took from) a session

@@ -69,8 +69,8 @@ void describe_capture(const probe::CaptureTraits& traits, const probe::CaptureOp
 }
 
 void describe_capture(const probe::Capture& capture, const probe::CaptureOptions& copts, recorder::SessionMeta& meta,
-                      bool lite) {
-  if (!lite) return describe_capture(capture.traits(), copts, meta);
+                      bool lite, bool entry_times) {
+  if (!lite) return describe_capture(capture.traits(entry_times), copts, meta);
   meta.capture = capture.attached(lite);
   meta.lite = lite;
   if (lite) meta.capture_absent = capture.lite_absent();

@@ -79,10 +79,11 @@ class Engine {
   std::unique_ptr<LossPolicy> loss_;
 };
 
-// What the capture attached, what the kernel refused, and the path rules
+// What the capture attached for a session of this kind (lite; full with
+// entry times or without), what the kernel refused, and the path rules
 // lsm/file_open enforces (if it does), for the genesis entry.
 void describe_capture(const probe::Capture& capture, const probe::CaptureOptions& copts, recorder::SessionMeta& meta,
-                      bool lite = false);
+                      bool lite = false, bool entry_times = true);
 // The same for a full session, from what the programs are.
 void describe_capture(const probe::CaptureTraits& traits, const probe::CaptureOptions& copts,
                       recorder::SessionMeta& meta);

@@ -35,10 +35,15 @@ std::vector<std::string> strings(const nlohmann::json& j) {
 
 }  // namespace
 
-HandedSession::HandedSession(const std::string& socket, const std::string& cgroup_path, size_t ring_bytes, bool tls)
+HandedSession::HandedSession(const std::string& socket, const std::string& cgroup_path, size_t ring_bytes, bool tls,
+                             bool entry_times)
     : tls_(tls) {
   daemon::HeldConnection held =
-      daemon::control_request_held(socket, {{"request", "session"}, {"cgroup", cgroup_path}, {"ring_bytes", ring_bytes}, {"tls", tls}});
+      daemon::control_request_held(socket, {{"request", "session"},
+                                                    {"cgroup", cgroup_path},
+                                                    {"ring_bytes", ring_bytes},
+                                                    {"tls", tls},
+                                                    {"entry_times", entry_times}});
   sock_ = held.fd;
   if (held.fds.size() == 2) {
     ring_map_ = held.fds[0];

@@ -23,9 +23,11 @@ class HandedSession : public probe::Source, public probe::TlsProbes {
  public:
   using Handler = std::function<void(const void* data, size_t size)>;
   // Asks flightrecd on `socket` for a session of the cgroup at cgroup_path
-  // (and below) with a ring of ring_bytes, TLS probes if `tls`. Throws Error
-  // when no daemon answers or it refuses; the caller records in-process then.
-  HandedSession(const std::string& socket, const std::string& cgroup_path, size_t ring_bytes, bool tls);
+  // (and below) with a ring of ring_bytes, TLS probes if `tls`, its calls
+  // seen at their entry too if entry_times. Throws Error when no daemon
+  // answers or it refuses; the caller records in-process then.
+  HandedSession(const std::string& socket, const std::string& cgroup_path, size_t ring_bytes, bool tls,
+                bool entry_times);
   ~HandedSession() override;  // closing the connection ends the session in the daemon
   HandedSession(const HandedSession&) = delete;
   HandedSession& operator=(const HandedSession&) = delete;

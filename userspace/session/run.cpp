@@ -193,7 +193,8 @@ std::unique_ptr<HandedSession> hand_to_daemon(const RunTarget& target, const pro
     return no("no flightrecd socket at " + target.daemon_socket);
   std::unique_ptr<HandedSession> handed;
   try {
-    handed = std::make_unique<HandedSession>(target.daemon_socket, cgroup.path(), copts.ring_bytes, copts.tls);
+    handed = std::make_unique<HandedSession>(target.daemon_socket, cgroup.path(), copts.ring_bytes, copts.tls,
+                                             copts.entry_times);
   } catch (const Error& e) {
     return no(e.what());
   }

@@ -400,6 +400,12 @@ FR_STATIC_ASSERT(sizeof(struct fr_session_tasks) == 16, "fr_session_tasks layout
  * their losses are counted in fr_session_drops, not fr_drops. */
 #define FR_SESSION_OWN_RING (1u << 1)
 
+/* Full sessions whose calls sys_enter sees begin (fr_session_flags[n %
+ * FR_MAX_SESSIONS] & FR_SESSION_ENTRY): entry times, and calls seccomp
+ * stopped told apart. sys_enter is attached only while such a session is
+ * open; the other full sessions' calls are read at sys_exit alone. */
+#define FR_SESSION_ENTRY (1u << 2)
+
 /* Lite sessions (fr_session_flags[n % FR_MAX_SESSIONS] & FR_SESSION_LITE):
  * no BPF program runs on a syscall outside the ones fr_lite_calls names,
  * each caught at its own syscalls:sys_exit_* tracepoint; the raw syscall
