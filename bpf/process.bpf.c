@@ -194,8 +194,12 @@ int BPF_PROG(fr_cgroup_move, struct cgroup *dst_cgrp, const char *path, struct t
 {
 	__u16 flags = 0;
 	__u32 session = 0;
-	/* Wherever it goes, its next syscall works out its session anew. */
+	/* Wherever it goes, its next syscall works out its session anew; so
+	 * do its threads, which this fires for only once (with the group
+	 * leader) when a whole process moves, and any verdict a task was
+	 * working out meanwhile: fr_outside and fr_verdicts go stale. */
 	bpf_task_storage_delete(&fr_outside, task);
+	__sync_fetch_and_add(&fr_session_gen, 1);
 	struct fr_task_state *st = bpf_task_storage_get(&fr_tasks, task, 0, 0);
 	if (st && fr_session_open(st->session))
 		session = st->session;

@@ -22,6 +22,10 @@
 #define NR_EXECVE 59
 #define NR_EXECVEAT 322
 #define NR_RT_SIGRETURN 15
+#define NR_CLONE 56
+#define NR_FORK 57
+#define NR_VFORK 58
+#define NR_CLONE3 435
 #define NR_OPEN 2
 #define NR_CREAT 85
 #define NR_OPENAT 257
@@ -657,6 +661,9 @@ int BPF_PROG(fr_sys_exit, struct pt_regs *regs, long ret)
 		return 0;
 	}
 	st->fork_return = 0;
+	long nr = syscall_nr(regs);
+	if (made && ret == 0 && (nr == NR_CLONE || nr == NR_CLONE3 || nr == NR_FORK || nr == NR_VFORK))
+		return 0;  /* its fork returning in it (cloned straight into the cgroup), as for any child */
 	if (made || !fr_session_entry(st->session)) {
 		/* Every call is complete here, read from the registers: in a
 		 * session without sys_enter, or the first call of a task whose

@@ -37,8 +37,9 @@ extern const volatile __u64 fr_tls_cap;    /* bytes per SSL call */
 extern const volatile __u32 fr_wakeup_shift;
 extern const volatile __u32 fr_highwater_shift;  /* backpressure pauses the session here; 0: none */
 extern const volatile __u32 fr_view_gen_on;  /* a grant supervisor reads fr_view_gen: keep it */
-/* Bumped by userspace whenever fr_sessions changes: fr_verdicts worked
- * out before then are stale. */
+/* Bumped by userspace whenever fr_sessions changes, and by
+ * fr_cgroup_move at every move: fr_verdicts and fr_outside worked out
+ * before then are stale. */
 extern volatile __u32 fr_session_gen;
 
 
@@ -133,8 +134,7 @@ FR_SHARED struct {
 /* Tasks known to be in no session: the fr_session_gen their verdict was
  * worked out in. A process outside every session then pays one storage
  * lookup per syscall, not the walk to its cgroup's verdict. A move to
- * another cgroup takes it away (fr_cgroup_move); a new session makes it
- * stale. */
+ * another cgroup (fr_cgroup_move) or a new session makes it stale. */
 FR_SHARED struct {
 	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
 	__uint(map_flags, BPF_F_NO_PREALLOC);

@@ -428,7 +428,7 @@ void Capture::attach_raw(bool entry) {
 }
 
 void Capture::release_idle_programs() {
-  // sys_exit first, for the same reason.
+  // sys_enter first, for the same reason.
   if (entry_sessions_.empty() && enter_link_) {
     bpf_link__destroy(enter_link_);
     enter_link_ = nullptr;
