@@ -554,8 +554,22 @@ TEST_CASE("flightrecd: events lost in one session are a gap in that session's re
   REQUIRE_MESSAGE(d.await("flightrecd: running"), d.err);
   REQUIRE_MESSAGE(d.await("flightrecd: recording", 2), d.err);
   pid_t quiet = tree.spawn("quiet", {"sleep", "60"});
+  // The quiet one asleep before the storm, and killed once the daemon has
+  // had time to drain the storm's last records: neither its start nor its
+  // exit may meet a full ring (the sessions share it).
+  auto asleep = [&] {
+    std::error_code ec;
+    std::string exe = fs::read_symlink("/proc/" + std::to_string(quiet) + "/exe", ec);
+    std::ifstream sc("/proc/" + std::to_string(quiet) + "/syscall");
+    long nr = -1;
+    sc >> nr;
+    return exe.find("sleep") != std::string::npos && (nr == 35 || nr == 230);  // nanosleep, clock_nanosleep
+  };
+  for (int i = 0; i < 3000 && !asleep(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  REQUIRE(asleep());
   pid_t storm = tree.spawn("loud", {BENCH_SYSCALLS_BIN, "getppid", "2000000"});
   CHECK(tree.reap(storm) == 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
   kill(quiet, SIGKILL);
   tree.reap(quiet);
   Result r = d.stop(SIGTERM);
