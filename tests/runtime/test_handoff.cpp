@@ -5,6 +5,7 @@
 // record), and requests the daemon should not serve are refused.
 #include <doctest/doctest.h>
 
+#include <bpf/bpf.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -68,6 +69,22 @@ bool opened(const std::vector<json>& all, const std::string& path) {
 // /etc/hostname and exits 3.
 std::string waits_for(const std::string& started, const std::string& go) {
   return "touch " + started + "; while [ ! -e " + go + " ]; do sleep 0.05; done; cat /etc/hostname > /dev/null; exit 3";
+}
+
+// The ids of the ring buffers flightrecd makes for runs (named so), host-wide.
+std::set<uint32_t> session_rings() {
+  std::set<uint32_t> ids;
+  for (uint32_t id = 0; bpf_map_get_next_id(id, &id) == 0;) {
+    int fd = bpf_map_get_fd_by_id(id);
+    if (fd < 0) continue;
+    bpf_map_info info{};
+    uint32_t len = sizeof(info);
+    if (bpf_obj_get_info_by_fd(fd, &info, &len) == 0 && info.type == BPF_MAP_TYPE_RINGBUF &&
+        std::string(info.name) == "fr_session_ring")
+      ids.insert(id);
+    close(fd);
+  }
+  return ids;
 }
 
 void await_file(const std::string& path) {
@@ -334,4 +351,35 @@ TEST_CASE("run through flightrecd: calls seen at their entry too, or at their re
     // into the session with state, not unseen.
     CHECK(timed == (entry ? calls : 0));
   }
+}
+
+// Each ring the daemon puts in the kernel's table of rings, or takes out,
+// waits for an RCU grace period: a run's ring, once its client has gone
+// and nothing in it is unread, is the next run's.
+TEST_CASE("run through flightrecd: back-to-back runs reuse one ring, and each records") {
+  REQUIRE(is_root());
+  TempDir dir;
+  std::set<uint32_t> others = session_rings();  // another daemon's, on this host
+  Daemon d(runs_config(dir));
+  REQUIRE_MESSAGE(d.await("flightrecd: running"), d.err);
+  std::set<uint32_t> seen;
+  for (int i = 0; i < 4; ++i) {
+    CAPTURE(i);
+    std::string db = dir.file("r" + std::to_string(i) + ".db");
+    Result r = rt::flightrec({"run", "--daemon", "require", "--daemon-socket", dir.file("control.sock"), "--policy",
+                              "observe", "--tls", "off", "--db", db, "--", "/bin/cat", "/etc/hostname"});
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    auto all = entries(db);
+    CHECK(opened(all, "/etc/hostname"));
+    CHECK(of_type(all, "lost").empty());
+    CHECK(rt::flightrec({"verify", "--db", db}).code == 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // a few of the daemon's ticks
+    for (uint32_t id : session_rings())
+      if (!others.count(id)) seen.insert(id);
+  }
+  // The spare made at start (or the first run's own, if its size differed) and no more.
+  CHECK(!seen.empty());
+  CHECK(seen.size() <= 2);
+  CHECK(d.stop(SIGTERM).code == 0);
 }

@@ -108,7 +108,7 @@ def run_costs(build, tmp, bench):
     finally:
         run.send_signal(signal.SIGTERM)
         run.wait(timeout=60)
-    time.sleep(0.5)  # the daemon's next tick detaches sys_enter
+    time.sleep(1.5)  # the daemon detaches sys_enter a second after the run, at its next tick
     return during, getppid_ns(bench)
 
 

@@ -71,6 +71,10 @@ class RecordedCgroup {
 namespace {
 
 constexpr int kTickMs = 50;
+// The raw syscall programs stay attached this long after the last session
+// that needed them: a run that follows at once does not wait for the
+// kernel to detach and attach them again (Capture::release_idle_programs).
+constexpr uint64_t kProgramLingerNs = 1'000'000'000;
 constexpr int kCacheKib = 256;  // SQLite's page cache per record: a busy session's RSS grows by this at most (a quiet one keeps none)
 constexpr uint64_t kRescanNs = 10'000'000'000;  // the whole tree walked again this often
 constexpr uint64_t kRetryNs = 2'000'000'000;  // a cgroup that could not be recorded is tried again this often
@@ -907,9 +911,9 @@ int Daemon::run() {
       }
       for (const auto& rel : gone) cgroup_gone(rel);
       // Off the runs' path: the kernel waits ~10 ms at each (Capture::prepare_ring).
+      if (config_.runs_accept) capture_->prepare_ring(runs_->likely_ring_bytes());  // may reuse a closed one
       capture_->release_closed_rings(4);
-      capture_->release_idle_programs();
-      if (config_.runs_accept) capture_->prepare_ring(runs_->likely_ring_bytes());
+      capture_->release_idle_programs(kProgramLingerNs);
       if (now >= next_rescan) {  // what inotify could not tell (no watch left, a lost event)
         next_rescan = now + kRescanNs;
         apply(discovery_->rescan());

@@ -61,6 +61,9 @@ nlohmann::json RunSessions::open(const nlohmann::json& request, Exchange& ex, bo
   if (holds(path)) return refusal("session: another run holds that cgroup");
   uint64_t id = sandbox::Cgroup::open(path).id();  // throws Error: answered as the refusal
   uint32_t session = capture_.open_session({id}, {.entry_times = entry_times, .own_ring_bytes = ring});
+  // Its first process waits there for go: from its next return on (whose
+  // entry was not seen) it is the session's, as if it had joined.
+  capture_.track_existing(session, {path});
   likely_ring_bytes_ = ring;
   int ring_fd = fcntl(capture_.session_ring(session), F_DUPFD_CLOEXEC, 3);
   int drops_fd = capture_.session_drops_map_readonly();
@@ -100,14 +103,17 @@ nlohmann::json RunSessions::open(const nlohmann::json& request, Exchange& ex, bo
   ++opening_;
   ex.hold = [this, session, path, pid](int fd) {
     --opening_;
-    if (fd < 0) capture_.close_session(session);  // the client is gone before its answer
+    if (fd < 0) {  // the client is gone before its answer
+      capture_.close_session(session);
+      capture_.reader_gone(session);
+    }
     else adopt(fd, session, path, pid);
   };
   return answer;
 }
 
 void RunSessions::adopt(int fd, uint32_t session, const std::string& cgroup, pid_t pid) {
-  held_[fd] = Run{session, cgroup, pid, real_ns(), "", 0};
+  held_[fd] = Run{session, cgroup, pid, real_ns(), "", 0, session};
   try {
     watch_(fd);
   } catch (const std::exception& e) {
@@ -120,6 +126,7 @@ void RunSessions::end(int fd) {
   auto it = held_.find(fd);
   if (it == held_.end()) return;
   if (it->second.session) capture_.close_session(it->second.session);
+  capture_.reader_gone(it->second.number);
   held_.erase(it);
   ::close(fd);  // its epoll registration goes with it
 }

@@ -63,6 +63,7 @@ class RunSessions {
     uint64_t started_real_ns = 0;
     std::string in;         // a request still arriving
     size_t tls_files_added = 0;
+    uint32_t number = 0;    // the capture's number, kept after the end (its ring's reader is this client)
   };
   void adopt(int fd, uint32_t session, const std::string& cgroup, pid_t pid);
   void end(int fd);  // closes the session (if still open) and the connection

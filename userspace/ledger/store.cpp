@@ -105,8 +105,17 @@ Store::Store(const std::string& path, Mode mode) : path_(path), mode_(mode) {
     struct stat st {};
     if (stat(path.c_str(), &st) != 0) throw Error(errno_message("cannot open " + path, errno));
   }
+  struct stat before {};
+  bool fresh = mode == Mode::Write && (stat(path.c_str(), &before) != 0 || (S_ISREG(before.st_mode) && before.st_size == 0));
   open(path, mode == Mode::Read ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
   try {
+    // A new record is made in WAL mode from the start: its schema then costs
+    // no journal and no fsync (8 of them, ~2 ms, on a short run's path). An
+    // existing file is not touched before it is known to be a record.
+    if (fresh) {
+      exec("PRAGMA journal_mode=WAL");
+      exec("PRAGMA synchronous=NORMAL");
+    }
     try {
       check_or_create_schema();
     } catch (const Error&) {

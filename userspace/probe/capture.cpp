@@ -334,6 +334,10 @@ Capture::Capture(const CaptureOptions& opts, Handler handler) : handler_(std::mo
     // After the process programs: a task that forked or exited in between
     // would join the session unseen by them and never be counted out.
     if (!opts.session_cgroups.empty()) first_session_ = open_session(opts.session_cgroups, {.lite = opts.session_lite});
+    // Else the next session's slot leads to this ring now, while the load
+    // is waited for anyway: the update waits for an RCU grace period.
+    else if (!point_slot(next_number() % FR_MAX_SESSIONS, bpf_map__fd(skel_->maps.fr_events)))
+      throw Error(errno_message("cannot fill the table of ring buffers", errno));
     // For lsm/socket_connect (the cgroup programs have their own: EgressFilter).
     int rules = bpf_map__fd(skel_->maps.fr_egress);
     for (uint32_t i = 0; egress && i < opts.egress.size(); ++i)
@@ -409,7 +413,7 @@ Capture::~Capture() {
   for (int fd : tls_link_fds_) close(fd);
   ring_.reset();
   for (const auto& [session, fd] : own_rings_) close(fd);
-  for (const auto& [slot, fd] : closed_rings_) close(fd);
+  for (const auto& closed : closed_rings_) close(closed.fd);
   if (spare_.fd >= 0) close(spare_.fd);
   flightrec_bpf__destroy(side_);
   flightrec_bpf__destroy(skel_);
@@ -427,13 +431,14 @@ void Capture::attach_raw(bool entry) {
   if (entry && !enter_link_) enter_link_ = attach(skel_->progs.fr_sys_enter);
 }
 
-void Capture::release_idle_programs() {
+void Capture::release_idle_programs(uint64_t idle_ns) {
+  uint64_t now = mono_ns();
   // sys_enter first, for the same reason.
-  if (entry_sessions_.empty() && enter_link_) {
+  if (entry_sessions_.empty() && enter_link_ && now - entry_closed_ns_ >= idle_ns) {
     bpf_link__destroy(enter_link_);
     enter_link_ = nullptr;
   }
-  if (full_sessions_.empty() && exit_link_) {
+  if (full_sessions_.empty() && exit_link_ && now - full_closed_ns_ >= idle_ns) {
     bpf_link__destroy(exit_link_);
     exit_link_ = nullptr;
   }
@@ -542,6 +547,12 @@ uint64_t Capture::lite_uncounted(uint32_t session) const {
   return n;
 }
 
+uint32_t Capture::open_first_session(const std::vector<uint64_t>& cgroup_ids, const SessionSpec& spec) {
+  if (first_session_) throw Error("the capture's first session is open already");
+  first_session_ = open_session(cgroup_ids, spec);
+  return first_session_;
+}
+
 uint32_t Capture::open_session(const std::vector<uint64_t>& cgroup_ids, const SessionSpec& spec) {
   bool lite = spec.lite;
   bool entry = !lite && spec.entry_times && entry_times_;
@@ -616,7 +627,10 @@ uint32_t Capture::open_session(const std::vector<uint64_t>& cgroup_ids, const Se
   // Verdicts worked out before now may have missed this session.
   __atomic_add_fetch(&skel_->bss->fr_session_gen, 1, __ATOMIC_SEQ_CST);
   sessions_.emplace_back(session, cgroup_ids);
-  if (own_ring_bytes) own_rings_[session] = ring;
+  if (own_ring_bytes) {
+    own_rings_[session] = ring;
+    own_ring_bytes_[session] = own_ring_bytes;
+  }
   if (!lite) full_sessions_.insert(session);
   if (entry) entry_sessions_.insert(session);
   return session;
@@ -677,14 +691,15 @@ void Capture::close_session(uint32_t session) {
   __atomic_add_fetch(&skel_->bss->fr_session_gen, 1, __ATOMIC_SEQ_CST);
   sessions_.erase(it);
   task_adjust_.erase(session);
-  full_sessions_.erase(session);
-  entry_sessions_.erase(session);
+  if (full_sessions_.erase(session)) full_closed_ns_ = mono_ns();
+  if (entry_sessions_.erase(session)) entry_closed_ns_ = mono_ns();
   if (auto own = own_rings_.find(session); own != own_rings_.end()) {
     // Its ring stays in the slot until release_closed_rings() (taking it
     // out waits for an RCU grace period): a record still on its way goes
     // there, with the number of a closed session, unread.
-    closed_rings_.emplace_back(slot, own->second);
+    closed_rings_.push_back({session, slot, own->second, own_ring_bytes_[session], true});
     own_rings_.erase(own);
+    own_ring_bytes_.erase(session);
   }
 }
 
@@ -724,8 +739,8 @@ bool Capture::point_slot(uint32_t slot, int ring) {
     spare_ = {};
   }
   for (auto it = closed_rings_.begin(); it != closed_rings_.end();)
-    if (it->first == slot && it->second != ring) {
-      close(it->second);
+    if (it->slot == slot && it->fd != ring) {
+      close(it->fd);
       it = closed_rings_.erase(it);
     } else {
       ++it;
@@ -735,20 +750,63 @@ bool Capture::point_slot(uint32_t slot, int ring) {
 
 void Capture::release_closed_rings(size_t at_most) {
   int shared = bpf_map__fd(skel_->maps.fr_events);
-  // point_slot closes the slot's closed ring; one it cannot replace now stays for the next call.
-  for (size_t tries = std::min(at_most, closed_rings_.size()); tries > 0 && !closed_rings_.empty(); --tries) {
-    uint32_t slot = closed_rings_.front().first;
-    if (!point_slot(slot, shared)) {
-      std::rotate(closed_rings_.begin(), closed_rings_.begin() + 1, closed_rings_.end());
-      continue;
-    }
+  // point_slot closes the slot's closed ring; one it cannot replace now
+  // stays for the next call, as does one still read (prepare_ring may
+  // reuse it once it is not).
+  for (size_t tries = std::min(at_most, closed_rings_.size()); tries > 0; --tries) {
+    auto it = std::find_if(closed_rings_.begin(), closed_rings_.end(), [](const ClosedRing& c) { return !c.read; });
+    if (it == closed_rings_.end()) return;
+    if (!point_slot(it->slot, shared)) std::rotate(it, it + 1, closed_rings_.end());
   }
+}
+
+void Capture::reader_gone(uint32_t session) {
+  for (auto& closed : closed_rings_)
+    if (closed.session == session) closed.read = false;
+}
+
+namespace {
+
+// Nothing written to the ring is unread (its positions, from its pages).
+bool ring_drained(int fd) {
+  long page = sysconf(_SC_PAGESIZE);
+  void* cons = mmap(nullptr, size_t(page), PROT_READ, MAP_SHARED, fd, 0);
+  if (cons == MAP_FAILED) return false;
+  void* prod = mmap(nullptr, size_t(page), PROT_READ, MAP_SHARED, fd, off_t(page));
+  bool drained = prod != MAP_FAILED && __atomic_load_n(static_cast<unsigned long*>(cons), __ATOMIC_ACQUIRE) ==
+                                           __atomic_load_n(static_cast<unsigned long*>(prod), __ATOMIC_ACQUIRE);
+  if (prod != MAP_FAILED) munmap(prod, size_t(page));
+  munmap(cons, size_t(page));
+  return drained;
+}
+
+}  // namespace
+
+bool Capture::reuse_closed_ring(size_t bytes) {
+  for (auto it = closed_rings_.begin(); it != closed_rings_.end(); ++it) {
+    if (it->read || it->bytes != bytes || !ring_drained(it->fd)) continue;
+    // The next number with this slot: skipping numbers costs nothing (a
+    // slot another session holds is skipped anyway); they wrap after
+    // 2^32 / FR_MAX_SESSIONS reuses at worst, where a slot's number is
+    // checked against the slot's open session as after any wrap.
+    uint32_t number = next_number();
+    number += (it->slot + FR_MAX_SESSIONS - number % FR_MAX_SESSIONS) % FR_MAX_SESSIONS;
+    if (number == 0) return false;
+    next_session_ = number;
+    if (next_number() != number) return false;  // (its slot is an open session's: cannot be)
+    if (spare_.fd >= 0) close(spare_.fd);  // (the table holds it, in a slot of no session, until that slot is used)
+    spare_ = {number, it->fd, bytes};
+    closed_rings_.erase(it);
+    return true;
+  }
+  return false;
 }
 
 void Capture::prepare_ring(size_t bytes) {
   if (!valid_ring_size(bytes)) return;
+  if (spare_.fd >= 0 && spare_.number == next_number() && spare_.bytes == bytes) return;
+  if (reuse_closed_ring(bytes)) return;
   uint32_t number = next_number();
-  if (spare_.fd >= 0 && spare_.number == number && spare_.bytes == bytes) return;
   int ring = bpf_map_create(BPF_MAP_TYPE_RINGBUF, "fr_session_ring", 0, 0, uint32_t(bytes), nullptr);
   if (ring < 0) return;  // open_session makes one then
   if (!point_slot(number % FR_MAX_SESSIONS, ring)) {  // (a spare of another number or size there is closed)

@@ -128,16 +128,31 @@ class Capture : public Source, public TlsProbes {
   // with that size takes it there); release_closed_rings() takes out those
   // of closed sessions (close_session leaves them: records still on their
   // way there are lost, as they would be in the capture's ring).
+  // A closed session's ring whose reader is gone (reader_gone()) and which
+  // holds nothing unread becomes the spare itself, in the slot it is in:
+  // the next session number is the next one with that slot. Back-to-back
+  // runs then wait for no update at all. (What it held before stays in its
+  // pages, for the next reader, root as the last one was.)
   void prepare_ring(size_t bytes);
   void release_closed_rings(size_t at_most = SIZE_MAX);
-  // Detaches sys_enter when no open session asks for it, and both raw
-  // syscall programs when no full session is open: they cost every task on
-  // the host. The next session that needs them attaches them again.
-  void release_idle_programs();
+  // Whoever read the (closed) session's own ring holds it no longer.
+  void reader_gone(uint32_t session);
+  // Detaches sys_enter when no open session has asked for it for idle_ns,
+  // and both raw syscall programs when no full session has been open for
+  // idle_ns: they cost every task on the host. The next session that needs
+  // them attaches them again; within an RCU grace period of a detach, that
+  // attach waits for one (the kernel's tracepoint update), which a linger
+  // spares back-to-back sessions.
+  void release_idle_programs(uint64_t idle_ns = 0);
   // Tasks the session holds now, wherever they are (a task moved out of
   // its cgroups keeps its session): what outlives a removed cgroup.
   int64_t session_tasks(uint32_t session) const;
-  uint32_t first_session() const { return first_session_; }  // CaptureOptions::session_cgroups' (0: none)
+  // CaptureOptions::session_cgroups', or open_first_session()'s (0: none).
+  uint32_t first_session() const { return first_session_; }
+  // The first session, opened now rather than at load: once what is in its
+  // cgroup already is to be recorded (the slot of its number is ready:
+  // no wait). Throws Error as open_session(), or if one is open.
+  uint32_t open_first_session(const std::vector<uint64_t>& cgroup_ids, const SessionSpec& spec = {});
 
   // The capture's own ring buffer (Source): every session's records but
   // those of sessions with a ring of their own.
@@ -252,11 +267,21 @@ class Capture : public Source, public TlsProbes {
   uint32_t next_session_ = 1, first_session_ = 0;
   std::vector<std::pair<uint32_t, std::vector<uint64_t>>> sessions_;  // open: number, cgroup ids
   std::set<uint32_t> full_sessions_, entry_sessions_;                 // open ones of each kind
+  uint64_t full_closed_ns_ = 0, entry_closed_ns_ = 0;                 // when the last of each kind closed
   uint32_t owner_of(uint64_t cgroup_id) const;                       // the open session listing it, or 0
   const std::vector<uint64_t>* cgroups_of(uint32_t session) const;  // nullptr: not open
   std::map<uint32_t, int64_t> task_adjust_;  // tasks track_existing gave (or took from) a session
   std::map<uint32_t, int> own_rings_;         // session -> its ring buffer map
-  std::vector<std::pair<uint32_t, int>> closed_rings_;  // (slot, ring) of closed sessions, still in their slots
+  std::map<uint32_t, size_t> own_ring_bytes_;  // session -> that ring's size
+  struct ClosedRing {
+    uint32_t session = 0;
+    uint32_t slot = 0;
+    int fd = -1;
+    size_t bytes = 0;
+    bool read = true;  // its reader may still drain it (reader_gone() says when not)
+  };
+  std::vector<ClosedRing> closed_rings_;      // of closed sessions, still in their slots
+  bool reuse_closed_ring(size_t bytes);       // a drained one, unread, as the spare
   struct Spare {
     uint32_t number = 0;
     int fd = -1;

@@ -2,9 +2,12 @@
 
 #include <fcntl.h>
 #include <linux/magic.h>
+#include <linux/sched.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -76,6 +79,26 @@ void Cgroup::add_process(pid_t pid) {
   close(fd);
   if (n != ssize_t(text.size()))
     throw Error(errno_message("cannot move process " + text + " into " + path_, err));
+}
+
+pid_t Cgroup::fork_into(unsigned long namespace_flags) {
+  clone_args args{};
+  args.flags = namespace_flags | CLONE_INTO_CGROUP;
+  args.exit_signal = SIGCHLD;
+  args.cgroup = uint64_t(fd_);
+  long pid = syscall(SYS_clone3, &args, sizeof(args));
+  if (pid >= 0 || (errno != ENOSYS && errno != E2BIG && errno != EINVAL)) return pid_t(pid);
+  // Before 5.7 (ENOSYS, E2BIG) or without CLONE_INTO_CGROUP (EINVAL).
+  pid = syscall(SYS_clone, namespace_flags | SIGCHLD, nullptr, nullptr, nullptr, nullptr);
+  if (pid <= 0) return pid_t(pid);
+  try {
+    add_process(pid_t(pid));
+  } catch (...) {
+    kill(pid_t(pid), SIGKILL);
+    waitpid(pid_t(pid), nullptr, 0);
+    throw;
+  }
+  return pid_t(pid);
 }
 
 bool Cgroup::exists() const {

@@ -25,6 +25,15 @@ class Cgroup {
   uint64_t id() const { return id_; }
 
   void add_process(pid_t pid);   // throws Error
+  // Like fork() (0 in the child, -1 and errno on failure), with these
+  // CLONE_NEW* flags, the child born in this cgroup (clone3's
+  // CLONE_INTO_CGROUP, Linux 5.7+): no move, whose cgroup.procs write
+  // waits for an RCU grace period. Where the kernel lacks it, the child is
+  // moved here before this returns. A raw clone: the child may call only
+  // what is safe after fork() in a multithreaded process, or own the
+  // process (flightrec is single-threaded). Throws Error if the move fails
+  // (the child is killed).
+  pid_t fork_into(unsigned long namespace_flags);
   bool exists() const;           // false once the directory is removed
   bool populated() const;        // any process in it or below
   uint64_t cpu_usec() const;     // CPU time used in it and below (cpu.stat, in every v2 cgroup)

@@ -325,6 +325,13 @@ void set_rlimits(const policy::Limits& l) {
 [[noreturn]] void sandbox_init(const SandboxSpec& s, int go_fd, int userns_fd, char* const* argv,
                                char* const* envp) {
   prctl(PR_SET_PDEATHSIG, SIGKILL);
+  // Into the limits' v1 cgroups, before anything it makes could escape
+  // them (ResourceLimits::v1_task_files).
+  for (const auto& tasks : s.v1_tasks) {
+    int fd = open(tasks.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0 || write(fd, "0", 1) != 1) fail("joining the limits' v1 cgroups");
+    close(fd);
+  }
   // Keep only what the sandbox needs: the record, keys and BPF objects of
   // flightrec must not be reachable from inside.
   for (int fd = 3; fd < 1024; ++fd)
@@ -447,9 +454,15 @@ SandboxChild spawn_sandboxed(const SandboxSpec& s) {
   for (const auto& e : s.env) envp.push_back(const_cast<char*>(e.c_str()));
   envp.push_back(nullptr);
 
-  unsigned long flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | SIGCHLD;
+  unsigned long flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS;
   if (policy::own_network(*s.policy)) flags |= CLONE_NEWNET;
-  pid_t pid = pid_t(syscall(SYS_clone, flags, nullptr, nullptr, nullptr, nullptr));
+  pid_t pid = -1;
+  try {
+    pid = s.cgroup ? s.cgroup->fork_into(flags) : pid_t(syscall(SYS_clone, flags | SIGCHLD, nullptr, nullptr, nullptr, nullptr));
+  } catch (...) {
+    close(userns_fd);
+    throw;
+  }
   if (pid < 0) {
     int err = errno;
     close(userns_fd);
@@ -472,7 +485,10 @@ void await_ready(SandboxChild& child) {
   ssize_t n;
   do n = read(child.report_fd, &r, sizeof(r));
   while (n < 0 && errno == EINTR);
-  if (n == ssize_t(sizeof(r)) && r.kind == Report::Ready) return;
+  if (n == ssize_t(sizeof(r)) && r.kind == Report::Ready) {
+    await_asleep(child.pid);  // between its report and its read of go, it may still run
+    return;
+  }
   r.stage[sizeof(r.stage) - 1] = 0;
   std::string why = n == ssize_t(sizeof(r)) && r.kind == Report::SetupFailed
                         ? std::string(r.stage) + ": " + strerror(r.value)
@@ -482,6 +498,20 @@ void await_ready(SandboxChild& child) {
   waitpid(child.pid, nullptr, 0);
   child = SandboxChild{};
   throw Error("cannot build the sandbox: " + why);
+}
+
+void await_asleep(pid_t pid) {
+  std::string path = "/proc/" + std::to_string(pid) + "/stat";
+  uint64_t deadline = mono_ns() + 1'000'000'000ull;
+  for (unsigned spins = 0; mono_ns() < deadline; ++spins) {
+    std::optional<std::string> stat = try_read_file(path);
+    size_t paren = stat ? stat->rfind(')') : std::string::npos;
+    if (paren == std::string::npos || paren + 2 >= stat->size()) return;  // gone
+    char state = (*stat)[paren + 2];
+    if (state != 'R' && state != 'D') return;  // asleep (S), or stopped, or dead
+    if (spins < 100) sched_yield();
+    else usleep(100);
+  }
 }
 
 Outcome read_reports(int fd) {

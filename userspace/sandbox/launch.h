@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "policy/policy.h"
+#include "sandbox/cgroup.h"
 #include "sandbox/landlock.h"
 #include "sandbox/seccomp_filter.h"
 
@@ -37,6 +38,8 @@ struct SandboxSpec {
   uid_t uid = 0;                       // the command's ids inside: the work directory's owner
   gid_t gid = 0;
   std::vector<std::string> hidden;     // the policy's, plus the record and the key
+  Cgroup* cgroup = nullptr;            // the session's: the sandbox's init is born in it
+  std::vector<std::string> v1_tasks;   // v1 cgroups' "tasks" files its init moves itself into first
 };
 
 // The session's private directory: a tmpfs (unless changes are kept) with
@@ -76,9 +79,15 @@ struct SandboxChild {
 // its programs meanwhile. Call it while the process has one thread (the
 // sandbox's init is made with a raw clone). Throws Error.
 SandboxChild spawn_sandboxed(const SandboxSpec& spec);
-// Returns once the sandbox is built and waits for go; otherwise reaps it
-// and throws Error saying what could not be set up.
+// Returns once the sandbox is built and its init sleeps until go (see
+// await_asleep); otherwise reaps it and throws Error saying what could not
+// be set up.
 void await_ready(SandboxChild& child);
+// Returns once the process sleeps (state S in /proc/PID/stat), is gone, or
+// a second has passed. For a child that does nothing but block until go
+// once it has said so (or at once): after this, a session opened on its
+// cgroup records nothing of its set-up.
+void await_asleep(pid_t pid);
 
 struct Outcome {
   std::string setup_error;     // non-empty: the sandbox could not be built

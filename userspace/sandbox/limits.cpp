@@ -117,9 +117,11 @@ ResourceLimits::ResourceLimits(const policy::Limits& l, const std::string& v2_di
 
 ResourceLimits::~ResourceLimits() { remove(); }
 
-void ResourceLimits::add_process(pid_t pid) {
+std::vector<std::string> ResourceLimits::v1_task_files() const {
+  std::vector<std::string> out;
   for (const auto& c : controllers_)
-    if (c.v1) write_file(c.dir + "/cgroup.procs", std::to_string(pid));
+    if (c.v1) out.push_back(c.dir + "/tasks");
+  return out;
 }
 
 LimitCounters ResourceLimits::read() const {

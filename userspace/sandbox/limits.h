@@ -27,7 +27,11 @@ class ResourceLimits {
   ResourceLimits& operator=(const ResourceLimits&) = delete;
   ~ResourceLimits();
 
-  void add_process(pid_t pid);  // to every v1 cgroup (v2 is the caller's)
+  // The "tasks" file of each v1 cgroup (v2 is the caller's). The process
+  // to limit, single-threaded, writes "0" to each: a thread moving itself
+  // takes no global lock, where a move by another process (cgroup.procs)
+  // waits for an RCU grace period (~10 ms) holding the kernel's cgroup lock.
+  std::vector<std::string> v1_task_files() const;
   LimitCounters read() const;
   // "memory:v1 pids:v1 cpu:v2 ..." for the genesis entry.
   std::vector<std::string> describe() const;

@@ -182,6 +182,8 @@ Confinement::Confinement(policy::Policy policy, sandbox::Cgroup& cgroup, const s
   spec.uid = wst.st_uid;
   spec.gid = wst.st_gid;
   spec.hidden = policy_.filesystem.hidden;
+  spec.cgroup = &cgroup;
+  if (limits_) spec.v1_tasks = limits_->v1_task_files();
   if (seccomp_ && seccomp_->notifies()) {
     if (socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, notify_sock_) != 0)
       throw Error(errno_message("socketpair", errno));
@@ -577,7 +579,6 @@ void Confinement::await_ready() {
 
 void Confinement::go() {
   if (!sandboxed_) return;
-  if (limits_) limits_->add_process(child_.pid);
   if (write(child_.go_fd, "g", 1) != 1) throw Error(errno_message("starting the sandbox", errno));
   close(child_.go_fd);
   child_.go_fd = -1;

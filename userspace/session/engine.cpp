@@ -20,6 +20,12 @@ Engine::Engine(std::unique_ptr<HandedSession> handed) : handed_(std::move(handed
   tls_ = handed_.get();
 }
 
+void Engine::open_session(const sandbox::Cgroup& cgroup) {
+  if (!capture_) return;
+  uint32_t session = capture_->open_first_session({cgroup.id()});
+  capture_->track_existing(session, {cgroup.path()});
+}
+
 Engine::~Engine() {
   if (watchdog_) watchdog_->stop();
 }

@@ -7,6 +7,7 @@
 //
 //   Engine e(copts);              programs loaded and attached (or Engine e(handed):
 //                                 flightrecd's, see session/handed.h)
+//   e.open_session(cgroup);       (run: once its first process waits for go)
 //   ... attach TLS probes ...     (the genesis entry lists them)
 //   e.begin(store, meta, ...);    genesis entry; pipeline, loop, watchdog ready
 //   e.pipeline().add(observer);   e.loop().watch_fd(fd, ...); e.watchdog().add(...)
@@ -43,6 +44,12 @@ class Engine {
   // The programs loaded here (nullptr for a handed session).
   probe::Capture* capture() { return capture_.get(); }
   HandedSession* handed() { return handed_.get(); }
+  // The session on the run's cgroup: opened here on the engine's own
+  // capture (from now on what is in the cgroup is recorded), with the
+  // processes already there given state as if they had joined (their next
+  // return, whose entry was not seen, is not recorded); a handed session's
+  // daemon did both already.
+  void open_session(const sandbox::Cgroup& cgroup);
   probe::Source& source() { return *source_; }
   probe::TlsProbes& tls_probes() { return *tls_; }
 

@@ -18,7 +18,6 @@
 #include <iostream>
 #include <memory>
 #include <optional>
-#include <thread>
 
 #include "common/error.h"
 #include "common/system.h"
@@ -28,6 +27,7 @@
 #include "recorder/event_loop.h"
 #include "recorder/recorder.h"
 #include "sandbox/cgroup.h"
+#include "sandbox/launch.h"
 #include "session/confinement.h"
 #include "session/engine.h"
 #include "session/handed.h"
@@ -43,10 +43,11 @@ struct Child {
   int err_fd = -1;   // read end: errno if exec failed, EOF if it worked
 };
 
-// The child waits until it is in the session's cgroup, then execs the
-// program found on PATH beforehand (so the record does not start with a
-// PATH search's failed execs).
-Child spawn_waiting(const std::string& program, const std::vector<std::string>& command) {
+// The child is born in the session's cgroup and waits for go, then execs
+// the program found on PATH beforehand (so the record does not start with
+// a PATH search's failed execs). Between the clone and exec it makes only
+// calls that are safe in the child of a multithreaded process.
+Child spawn_waiting(const std::string& program, const std::vector<std::string>& command, sandbox::Cgroup& cgroup) {
   int go[2], err[2];
   if (pipe2(go, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0)
     throw Error(errno_message("pipe", errno));
@@ -54,7 +55,7 @@ Child spawn_waiting(const std::string& program, const std::vector<std::string>& 
   for (const auto& a : command) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
 
-  pid_t pid = fork();
+  pid_t pid = cgroup.fork_into(0);
   if (pid < 0) throw Error(errno_message("fork", errno));
   if (pid == 0) {
     sigset_t none;
@@ -76,35 +77,6 @@ Child spawn_waiting(const std::string& program, const std::vector<std::string>& 
   close(err[1]);
   return Child{pid, go[1], err[0]};
 }
-
-// The command's first process goes into the session's cgroup on a thread
-// of its own: the kernel's move waits for an RCU grace period (~10 ms on
-// these machines), which the record's set-up uses meanwhile. join() before
-// the command may start.
-class CgroupMove {
- public:
-  CgroupMove(sandbox::Cgroup& cgroup, pid_t pid)
-      : thread_([this, &cgroup, pid] {
-          try {
-            cgroup.add_process(pid);
-          } catch (const std::exception& e) {
-            error_ = e.what();
-          }
-        }) {}
-  ~CgroupMove() {
-    if (thread_.joinable()) thread_.join();
-  }
-  CgroupMove(const CgroupMove&) = delete;
-  CgroupMove& operator=(const CgroupMove&) = delete;
-  void join() {
-    thread_.join();
-    if (!error_.empty()) throw Error(error_);
-  }
-
- private:
-  std::string error_;
-  std::thread thread_;
-};
 
 // The terminal's settings as the command found them: it shares flightrec's
 // terminal and may leave it raw, without echo, or worse (stty); they are
@@ -174,8 +146,22 @@ std::optional<std::string> locate_command(const policy::Policy& policy, bool san
   return program;
 }
 
-// The session handed to flightrecd, when one answers on the target's socket
-// and its loaded programs serve everything this session needs of the
+// Why this session cannot be handed to flightrecd, as far as can be told
+// without asking it; empty if it may be.
+std::string why_not_handed(const RunTarget& target, const probe::CaptureOptions& copts) {
+  if (target.daemon_socket.empty()) return "--daemon off";
+  // What only programs of the session's own do: filters on its cgroup,
+  // maps shared with its grant supervisor.
+  if (copts.egress_granted_fd >= 0 || copts.egress_tickets_fd >= 0 || copts.exec_tickets_fd >= 0 || copts.view_gen_fd >= 0)
+    return "runtime grants (ask:) need programs of the session's own";
+  struct stat st {};
+  if (lstat(target.daemon_socket.c_str(), &st) != 0 || !S_ISSOCK(st.st_mode))
+    return "no flightrecd socket at " + target.daemon_socket;
+  return "";
+}
+
+// The session handed to flightrecd, which opens it on the cgroup at once,
+// when its loaded programs serve everything this session needs of the
 // kernel; else nullptr, and why not in *why_not.
 std::unique_ptr<HandedSession> hand_to_daemon(const RunTarget& target, const probe::CaptureOptions& copts,
                                               const sandbox::Cgroup& cgroup, std::string* why_not) {
@@ -183,14 +169,6 @@ std::unique_ptr<HandedSession> hand_to_daemon(const RunTarget& target, const pro
     *why_not = why;
     return nullptr;
   };
-  if (target.daemon_socket.empty()) return no("--daemon off");
-  // What only programs of the session's own do: filters on its cgroup,
-  // maps shared with its grant supervisor.
-  if (copts.egress_granted_fd >= 0 || copts.egress_tickets_fd >= 0 || copts.exec_tickets_fd >= 0 || copts.view_gen_fd >= 0)
-    return no("runtime grants (ask:) need programs of the session's own");
-  struct stat st {};
-  if (lstat(target.daemon_socket.c_str(), &st) != 0 || !S_ISSOCK(st.st_mode))
-    return no("no flightrecd socket at " + target.daemon_socket);
   std::unique_ptr<HandedSession> handed;
   try {
     handed = std::make_unique<HandedSession>(target.daemon_socket, cgroup.path(), copts.ring_bytes, copts.tls,
@@ -244,36 +222,52 @@ int run(Plan plan, const RunTarget& target) {
   // The sandbox is started while flightrec has a single thread, after the
   // record exists (it is hidden from the command) and before the signing
   // key is loaded (the sandbox's init, a copy of this process, never holds
-  // it); it builds itself on the other core while the programs load, and
-  // its command waits for go.
+  // it). The command's first process (the sandbox's init, or a child that
+  // only waits) is born in the session's cgroup: a move would wait for an
+  // RCU grace period. The sandbox builds itself on the other core while
+  // the programs load; the session opens once that process sleeps until
+  // go, so nothing of its set-up is in the record.
   std::unique_ptr<Confinement> confinement;
   std::unique_ptr<ledger::SigningKey> key;
   std::unique_ptr<ledger::Store> store;
   probe::CaptureOptions copts = plan.capture;
-  copts.session_cgroups = {cgroup.id()};
   std::unique_ptr<Engine> engine;
+  Child child;
   try {
     store = std::make_unique<ledger::Store>(target.db, ledger::Store::Mode::Write);
     std::vector<std::string> protect = {target.db, target.db + "-wal", target.db + "-shm"};
     if (!target.key_dir.empty()) protect.push_back(target.key_dir);
     confinement = std::make_unique<Confinement>(std::move(policy), cgroup, *program, command, protect,
                                                  target.grant_socket);
+    if (!confinement->sandboxed()) child = spawn_waiting(*program, command, cgroup);
     key = load_key(target.key_dir);
     confinement->fill(copts);
     confinement->filter_egress(copts);
-    std::string why_not;
-    if (auto handed = hand_to_daemon(target, copts, cgroup, &why_not)) {
-      engine = std::make_unique<Engine>(std::move(handed));
-    } else {
+    std::string why_not = why_not_handed(target, copts);
+    if (!why_not.empty()) {
       if (target.require_daemon) throw Error("--daemon require: the session cannot be handed to flightrecd: " + why_not);
       engine = std::make_unique<Engine>(copts);  // loads the programs while the sandbox is built
     }
     confinement->await_ready();
-  } catch (...) {
-    if (confinement && confinement->pid() > 0) {
-      kill(confinement->pid(), SIGKILL);
-      waitpid(confinement->pid(), nullptr, 0);
+    if (!confinement->sandboxed()) sandbox::await_asleep(child.pid);
+    if (!engine) {
+      if (auto handed = hand_to_daemon(target, copts, cgroup, &why_not)) {
+        engine = std::make_unique<Engine>(std::move(handed));
+      } else {
+        if (target.require_daemon) throw Error("--daemon require: the session cannot be handed to flightrecd: " + why_not);
+        engine = std::make_unique<Engine>(copts);
+      }
     }
+    engine->open_session(cgroup);
+  } catch (...) {
+    // (A sandbox that failed to build is reaped already: its pid is -1.)
+    pid_t first = confinement && confinement->sandboxed() ? confinement->pid() : child.pid;
+    if (first > 0) {
+      kill(first, SIGKILL);
+      waitpid(first, nullptr, 0);
+    }
+    if (child.go_fd >= 0) close(child.go_fd);
+    if (child.err_fd >= 0) close(child.err_fd);
     confinement.reset();
     cgroup.remove_if_owned();
     throw;
@@ -281,12 +275,9 @@ int run(Plan plan, const RunTarget& target) {
   probe::Source& source = engine->source();
   probe::TlsProbes& tls_probes = engine->tls_probes();
   HandedSession* handed = engine->handed();
-  // The command's first process, waiting for go, into the cgroup while the
-  // record is set up. Should anything below fail, it is killed.
-  Child child;
   if (confinement->sandboxed()) child.pid = confinement->pid();
-  else child = spawn_waiting(*program, command);
-  struct KillOnUnwind {  // after the move's thread has ended (declared before it)
+  // Should anything below fail, the command's first process is killed.
+  struct KillOnUnwind {
     pid_t pid;
     sandbox::Cgroup& cgroup;
     bool armed = true;
@@ -297,7 +288,6 @@ int run(Plan plan, const RunTarget& target) {
       waitpid(pid, nullptr, 0);
     }
   } kill_on_unwind{child.pid, cgroup};
-  CgroupMove move(cgroup, child.pid);
 
   // TLS probes before the command starts: it cannot call SSL_write first.
   // (flightrecd keeps the system's libraries probed.)
@@ -329,7 +319,6 @@ int run(Plan plan, const RunTarget& target) {
   bool daemon_lost = false;
   int pidfd = -1;
   try {
-    move.join();
     if (confinement->sandboxed()) {
       confinement->go();
     } else {
