@@ -48,11 +48,12 @@ FR_SHARED struct {
 	__uint(max_entries, 16 * 1024 * 1024);  /* resized by userspace */
 } fr_events SEC(".maps");
 
-/* The ring buffer each session's records go to, at fr_session_rings[n %
- * FR_MAX_SESSIONS], put there by userspace before the session opens:
- * fr_events, or a ring of the session's own (FR_SESSION_OWN_RING) that
- * its reader holds, e.g. a `flightrec run` that flightrecd records. Inner
- * rings may differ in size. A record of a session with no ring is lost,
+/* The ring buffers sessions' records go to: fr_events at index 0, and
+ * rings of sessions' own (FR_SESSION_OWN_RING) that their readers hold,
+ * e.g. a `flightrec run` that flightrecd records. Inner rings may differ
+ * in size. Changing an index waits for an RCU grace period, so a ring
+ * stays at its index, and a later session may be pointed at it
+ * (fr_session_ring_of). A record of a session with no ring is lost,
  * counted. */
 struct fr_ring {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -65,6 +66,16 @@ FR_SHARED struct {
 	__type(key, __u32);
 	__array(values, struct fr_ring);
 } fr_session_rings SEC(".maps");
+
+/* The index in fr_session_rings of each session's ring, at
+ * fr_session_ring_of[n % FR_MAX_SESSIONS], set by userspace before the
+ * session opens (a plain update: no wait). */
+FR_SHARED struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, FR_MAX_SESSIONS);
+	__type(key, __u32);
+	__type(value, __u32);
+} fr_session_ring_of SEC(".maps");
 
 /* The sessions: cgroup id -> session number (see fr_cgroup_verdict). */
 FR_SHARED struct {
@@ -359,6 +370,10 @@ static __always_inline void fr_count_drop(__u32 session)
 static __always_inline void *fr_ring(__u32 session)
 {
 	__u32 key = session % FR_MAX_SESSIONS;
+	__u32 *index = bpf_map_lookup_elem(&fr_session_ring_of, &key);
+	if (!index)
+		return NULL;
+	key = *index;
 	return bpf_map_lookup_elem(&fr_session_rings, &key);
 }
 

@@ -72,6 +72,7 @@ nlohmann::json RunSessions::open(const nlohmann::json& request, Exchange& ex, bo
     if (ring_fd >= 0) ::close(ring_fd);
     if (drops_fd >= 0) ::close(drops_fd);
     capture_.close_session(session);
+    capture_.reader_gone(session, false);
     return refusal(errno_message("session: cannot pass its ring buffer", err));
   }
   nlohmann::json answer;
@@ -93,6 +94,7 @@ nlohmann::json RunSessions::open(const nlohmann::json& request, Exchange& ex, bo
     ::close(ring_fd);
     ::close(drops_fd);
     capture_.close_session(session);
+    capture_.reader_gone(session, false);
     throw;
   }
   // Nothing throws past here: the session is the hold's to end.
@@ -105,7 +107,7 @@ nlohmann::json RunSessions::open(const nlohmann::json& request, Exchange& ex, bo
     --opening_;
     if (fd < 0) {  // the client is gone before its answer
       capture_.close_session(session);
-      capture_.reader_gone(session);
+      capture_.reader_gone(session, false);
     }
     else adopt(fd, session, path, pid);
   };
@@ -122,11 +124,15 @@ void RunSessions::adopt(int fd, uint32_t session, const std::string& cgroup, pid
   }
 }
 
-void RunSessions::end(int fd) {
+void RunSessions::end(int fd, bool clean) {
   auto it = held_.find(fd);
   if (it == held_.end()) return;
+  // Its ring may serve another run only if the client asked to end and
+  // then closed the connection: it no longer reads the ring (HandedSession
+  // unmaps it before closing). Else it may still, and the ring is let go.
+  clean = clean && it->second.session == 0;
   if (it->second.session) capture_.close_session(it->second.session);
-  capture_.reader_gone(it->second.number);
+  capture_.reader_gone(it->second.number, clean);
   held_.erase(it);
   ::close(fd);  // its epoll registration goes with it
 }
@@ -142,7 +148,7 @@ void RunSessions::serve(int fd) {
   if (it == held_.end()) return;
   Run& run = it->second;
   std::vector<int> passed;
-  bool closed = false;
+  bool closed = false, eof = false;
   for (;;) {
     char buf[4096];
     long n = receive_with_fds(fd, buf, sizeof(buf), passed, MSG_DONTWAIT);
@@ -155,6 +161,7 @@ void RunSessions::serve(int fd) {
       run.in.append(buf, size_t(n));
       if (run.in.size() <= kMaxHeldRequest) continue;
     }
+    eof = n == 0;
     closed = n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR) || run.in.size() > kMaxHeldRequest;
     break;
   }
@@ -175,10 +182,13 @@ void RunSessions::serve(int fd) {
     run.in.erase(0, nl + 1);
     std::string line = line_of(answer);
     // A client that does not read its answers is ended, not waited for.
-    if (send(fd, line.data(), line.size(), MSG_DONTWAIT | MSG_NOSIGNAL) != ssize_t(line.size())) closed = true;
+    if (send(fd, line.data(), line.size(), MSG_DONTWAIT | MSG_NOSIGNAL) != ssize_t(line.size())) {
+      closed = true;
+      eof = false;
+    }
   }
   for (int p : passed) ::close(p);
-  if (closed) end(fd);
+  if (closed) end(fd, eof && run.in.empty());
 }
 
 nlohmann::json RunSessions::handle(Run& run, const nlohmann::json& request, int passed_fd) {

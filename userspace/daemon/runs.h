@@ -66,7 +66,9 @@ class RunSessions {
     uint32_t number = 0;    // the capture's number, kept after the end (its ring's reader is this client)
   };
   void adopt(int fd, uint32_t session, const std::string& cgroup, pid_t pid);
-  void end(int fd);  // closes the session (if still open) and the connection
+  // Closes the session (if still open) and the connection. clean: the
+  // client closed it after its end request.
+  void end(int fd, bool clean = false);
   nlohmann::json handle(Run& run, const nlohmann::json& request, int passed_fd);
 
   probe::Capture& capture_;

@@ -333,11 +333,13 @@ Capture::Capture(const CaptureOptions& opts, Handler handler) : handler_(std::mo
       throw Error(errno_message("cannot attach flightrec's BPF programs", -err));
     // After the process programs: a task that forked or exited in between
     // would join the session unseen by them and never be counted out.
-    if (!opts.session_cgroups.empty()) first_session_ = open_session(opts.session_cgroups, {.lite = opts.session_lite});
-    // Else the next session's slot leads to this ring now, while the load
+    // The capture's ring at index 0 of the table of rings, while the load
     // is waited for anyway: the update waits for an RCU grace period.
-    else if (!point_slot(next_number() % FR_MAX_SESSIONS, bpf_map__fd(skel_->maps.fr_events)))
+    uint32_t zero = 0;
+    int events = bpf_map__fd(skel_->maps.fr_events);
+    if (bpf_map_update_elem(bpf_map__fd(skel_->maps.fr_session_rings), &zero, &events, BPF_ANY) != 0)
       throw Error(errno_message("cannot fill the table of ring buffers", errno));
+    if (!opts.session_cgroups.empty()) first_session_ = open_session(opts.session_cgroups, {.lite = opts.session_lite});
     // For lsm/socket_connect (the cgroup programs have their own: EgressFilter).
     int rules = bpf_map__fd(skel_->maps.fr_egress);
     for (uint32_t i = 0; egress && i < opts.egress.size(); ++i)
@@ -412,9 +414,7 @@ Capture::~Capture() {
   for (auto* link : tls_links_) bpf_link__destroy(link);
   for (int fd : tls_link_fds_) close(fd);
   ring_.reset();
-  for (const auto& [session, fd] : own_rings_) close(fd);
-  for (const auto& closed : closed_rings_) close(closed.fd);
-  if (spare_.fd >= 0) close(spare_.fd);
+  for (const auto& [index, ring] : rings_) close(ring.fd);
   flightrec_bpf__destroy(side_);
   flightrec_bpf__destroy(skel_);
 }
@@ -590,25 +590,24 @@ uint32_t Capture::open_session(const std::vector<uint64_t>& cgroup_ids, const Se
   uint32_t flags = (lite ? FR_SESSION_LITE : 0) | (own_ring_bytes ? FR_SESSION_OWN_RING : 0) |
                    (entry ? FR_SESSION_ENTRY : 0),
            closed = 0;
-  int shared = bpf_map__fd(skel_->maps.fr_events);
-  int ring = shared;
-  if (own_ring_bytes && spare_.fd >= 0 && spare_.number == session && spare_.bytes == own_ring_bytes) {
-    ring = spare_.fd;  // in its slot already: no wait
-    spare_ = {};
-  } else if (own_ring_bytes) {
-    ring = bpf_map_create(BPF_MAP_TYPE_RINGBUF, "fr_session_ring", 0, 0, uint32_t(own_ring_bytes), nullptr);
+  // Its ring: an idle one of its size (no wait), or a new one.
+  uint32_t index = 0;
+  if (own_ring_bytes && !(index = idle_ring(own_ring_bytes))) {
+    int ring = bpf_map_create(BPF_MAP_TYPE_RINGBUF, "fr_session_ring", 0, 0, uint32_t(own_ring_bytes), nullptr);
     if (ring < 0) throw Error(errno_message("cannot make the session's ring buffer", errno));
+    if (!(index = place_ring(ring))) {
+      int err = errno;
+      close(ring);
+      throw Error(errno_message("cannot put the session's ring buffer in the kernel's table", err));
+    }
+    rings_[index] = {ring, own_ring_bytes};
   }
   auto undo = [&](size_t added) {
     for (size_t i = 0; i < added; ++i) bpf_map_delete_elem(map, &cgroup_ids[i]);
     bpf_map_update_elem(live, &slot, &closed, BPF_ANY);
-    if (ring != shared) {
-      point_slot(slot, shared);
-      close(ring);
-    }
   };
   // Its ring first: a record of the session never finds none.
-  if (!point_slot(slot, ring) ||
+  if (bpf_map_update_elem(bpf_map__fd(skel_->maps.fr_session_ring_of), &slot, &index, BPF_ANY) != 0 ||
       bpf_map_update_elem(bpf_map__fd(skel_->maps.fr_session_drops), &slot, no_calls.data(), BPF_ANY) != 0 ||
       bpf_map_update_elem(bpf_map__fd(skel_->maps.fr_session_tasks), &slot, zeros.data(), BPF_ANY) != 0 ||
       bpf_map_update_elem(bpf_map__fd(skel_->maps.fr_lite_uncounted), &slot, no_calls.data(), BPF_ANY) != 0 ||
@@ -624,21 +623,24 @@ uint32_t Capture::open_session(const std::vector<uint64_t>& cgroup_ids, const Se
       undo(i);
       throw Error(errno_message("cannot register the session's cgroup", err));
     }
+  if (index) {
+    OwnRing& r = rings_[index];
+    r.session = r.last = session;
+    r.read = true;
+    r.reusable = false;  // until its reader says it ended cleanly
+  }
   // Verdicts worked out before now may have missed this session.
   __atomic_add_fetch(&skel_->bss->fr_session_gen, 1, __ATOMIC_SEQ_CST);
   sessions_.emplace_back(session, cgroup_ids);
-  if (own_ring_bytes) {
-    own_rings_[session] = ring;
-    own_ring_bytes_[session] = own_ring_bytes;
-  }
   if (!lite) full_sessions_.insert(session);
   if (entry) entry_sessions_.insert(session);
   return session;
 }
 
 int Capture::session_ring(uint32_t session) const {
-  auto it = own_rings_.find(session);
-  return it == own_rings_.end() ? -1 : it->second;
+  for (const auto& [index, ring] : rings_)
+    if (ring.session == session) return ring.fd;
+  return -1;
 }
 
 std::vector<uint64_t> Capture::session_drops(uint32_t session) const {
@@ -693,14 +695,11 @@ void Capture::close_session(uint32_t session) {
   task_adjust_.erase(session);
   if (full_sessions_.erase(session)) full_closed_ns_ = mono_ns();
   if (entry_sessions_.erase(session)) entry_closed_ns_ = mono_ns();
-  if (auto own = own_rings_.find(session); own != own_rings_.end()) {
-    // Its ring stays in the slot until release_closed_rings() (taking it
-    // out waits for an RCU grace period): a record still on its way goes
-    // there, with the number of a closed session, unread.
-    closed_rings_.push_back({session, slot, own->second, own_ring_bytes_[session], true});
-    own_rings_.erase(own);
-    own_ring_bytes_.erase(session);
-  }
+  // Its ring stays in the table (taking it out waits for an RCU grace
+  // period): a record still on its way goes there, with the number of a
+  // closed session, which its reader skips.
+  for (auto& [index, ring] : rings_)
+    if (ring.session == session) ring.session = 0;
 }
 
 uint32_t Capture::next_number() {
@@ -715,54 +714,12 @@ uint32_t Capture::next_number() {
   return next_session_;
 }
 
-namespace {
-
-uint32_t map_id(int fd) {
-  bpf_map_info info{};
-  uint32_t len = sizeof(info);
-  return bpf_obj_get_info_by_fd(fd, &info, &len) == 0 ? info.id : 0;
-}
-
-}  // namespace
-
-bool Capture::point_slot(uint32_t slot, int ring) {
-  // By map id: a descriptor number may be reused once closed.
-  if (slot_ring_.empty()) slot_ring_.assign(FR_MAX_SESSIONS, 0);
-  uint32_t id = map_id(ring);
-  if (!id || slot_ring_[slot] != id) {  // (the same again: the kernel's update would only wait)
-    if (bpf_map_update_elem(bpf_map__fd(skel_->maps.fr_session_rings), &slot, &ring, BPF_ANY) != 0) return false;
-    slot_ring_[slot] = id;
-  }
-  // A spare or a closed session's ring that was there: nobody reads it through us any more.
-  if (spare_.fd >= 0 && spare_.number % FR_MAX_SESSIONS == slot && spare_.fd != ring) {
-    close(spare_.fd);
-    spare_ = {};
-  }
-  for (auto it = closed_rings_.begin(); it != closed_rings_.end();)
-    if (it->slot == slot && it->fd != ring) {
-      close(it->fd);
-      it = closed_rings_.erase(it);
-    } else {
-      ++it;
-    }
-  return true;
-}
-
-void Capture::release_closed_rings(size_t at_most) {
-  int shared = bpf_map__fd(skel_->maps.fr_events);
-  // point_slot closes the slot's closed ring; one it cannot replace now
-  // stays for the next call, as does one still read (prepare_ring may
-  // reuse it once it is not).
-  for (size_t tries = std::min(at_most, closed_rings_.size()); tries > 0; --tries) {
-    auto it = std::find_if(closed_rings_.begin(), closed_rings_.end(), [](const ClosedRing& c) { return !c.read; });
-    if (it == closed_rings_.end()) return;
-    if (!point_slot(it->slot, shared)) std::rotate(it, it + 1, closed_rings_.end());
-  }
-}
-
-void Capture::reader_gone(uint32_t session) {
-  for (auto& closed : closed_rings_)
-    if (closed.session == session) closed.read = false;
+uint32_t Capture::place_ring(int fd) {
+  for (uint32_t index = 1; index < FR_MAX_SESSIONS; ++index)
+    if (!rings_.count(index))
+      return bpf_map_update_elem(bpf_map__fd(skel_->maps.fr_session_rings), &index, &fd, BPF_ANY) == 0 ? index : 0;
+  errno = ENOSPC;
+  return 0;
 }
 
 namespace {
@@ -782,38 +739,53 @@ bool ring_drained(int fd) {
 
 }  // namespace
 
-bool Capture::reuse_closed_ring(size_t bytes) {
-  for (auto it = closed_rings_.begin(); it != closed_rings_.end(); ++it) {
-    if (it->read || it->bytes != bytes || !ring_drained(it->fd)) continue;
-    // The next number with this slot: skipping numbers costs nothing (a
-    // slot another session holds is skipped anyway); they wrap after
-    // 2^32 / FR_MAX_SESSIONS reuses at worst, where a slot's number is
-    // checked against the slot's open session as after any wrap.
-    uint32_t number = next_number();
-    number += (it->slot + FR_MAX_SESSIONS - number % FR_MAX_SESSIONS) % FR_MAX_SESSIONS;
-    if (number == 0) return false;
-    next_session_ = number;
-    if (next_number() != number) return false;  // (its slot is an open session's: cannot be)
-    if (spare_.fd >= 0) close(spare_.fd);  // (the table holds it, in a slot of no session, until that slot is used)
-    spare_ = {number, it->fd, bytes};
-    closed_rings_.erase(it);
-    return true;
+uint32_t Capture::idle_ring(size_t bytes) {
+  for (auto& [index, ring] : rings_)
+    if (!ring.session && !ring.read && ring.reusable && ring.bytes == bytes) {
+      if (ring_drained(ring.fd)) return index;
+      ring.reusable = false;  // left unread: release_closed_rings takes it out
+    }
+  return 0;
+}
+
+void Capture::reader_gone(uint32_t session, bool reusable) {
+  for (auto& [index, ring] : rings_)
+    if (ring.last == session && !ring.session) {
+      ring.read = false;
+      ring.reusable = reusable;
+    }
+}
+
+void Capture::release_closed_rings(size_t at_most) {
+  // Idle ones beyond two, the most recently used kept (higher session
+  // numbers are later), and any a reader did not end cleanly.
+  std::vector<std::pair<uint32_t, uint32_t>> idle;  // (last session, index)
+  std::vector<uint32_t> out;
+  for (const auto& [index, ring] : rings_)
+    if (!ring.session && !ring.read) {
+      if (ring.reusable) idle.emplace_back(ring.last, index);
+      else out.push_back(index);
+    }
+  std::sort(idle.rbegin(), idle.rend());
+  for (size_t i = 2; i < idle.size(); ++i) out.push_back(idle[i].second);
+  for (size_t i = 0; i < out.size() && i < at_most; ++i) {
+    uint32_t index = out[i];
+    if (bpf_map_delete_elem(bpf_map__fd(skel_->maps.fr_session_rings), &index) != 0) continue;  // next time
+    close(rings_[index].fd);
+    rings_.erase(index);
   }
-  return false;
 }
 
 void Capture::prepare_ring(size_t bytes) {
-  if (!valid_ring_size(bytes)) return;
-  if (spare_.fd >= 0 && spare_.number == next_number() && spare_.bytes == bytes) return;
-  if (reuse_closed_ring(bytes)) return;
-  uint32_t number = next_number();
-  int ring = bpf_map_create(BPF_MAP_TYPE_RINGBUF, "fr_session_ring", 0, 0, uint32_t(bytes), nullptr);
-  if (ring < 0) return;  // open_session makes one then
-  if (!point_slot(number % FR_MAX_SESSIONS, ring)) {  // (a spare of another number or size there is closed)
-    close(ring);
+  if (!valid_ring_size(bytes) || idle_ring(bytes)) return;
+  int fd = bpf_map_create(BPF_MAP_TYPE_RINGBUF, "fr_session_ring", 0, 0, uint32_t(bytes), nullptr);
+  if (fd < 0) return;  // open_session makes one then
+  uint32_t index = place_ring(fd);
+  if (!index) {
+    close(fd);
     return;
   }
-  spare_ = {number, ring, bytes};
+  rings_[index] = {fd, bytes};
 }
 
 int Capture::poll_fd() const { return ring_->epoll_fd(); }

@@ -121,22 +121,21 @@ class Capture : public Source, public TlsProbes {
   // of FR_MAX_SESSIONS per-CPU counters, at session % FR_MAX_SESSIONS), for
   // whoever reads a session's own ring elsewhere; -1 and errno on failure.
   int session_drops_map_readonly() const;
-  // flightrecd's, for sessions with rings of their own: putting a ring in
-  // the kernel's table of them (or taking one out) waits for an RCU grace
-  // period, ~10 ms, so it is done ahead of time. prepare_ring() puts a
-  // ring of `bytes` in the slot of the next session number (open_session
-  // with that size takes it there); release_closed_rings() takes out those
-  // of closed sessions (close_session leaves them: records still on their
-  // way there are lost, as they would be in the capture's ring).
-  // A closed session's ring whose reader is gone (reader_gone()) and which
-  // holds nothing unread becomes the spare itself, in the slot it is in:
-  // the next session number is the next one with that slot. Back-to-back
-  // runs then wait for no update at all. (What it held before stays in its
-  // pages, for the next reader, root as the last one was.)
+  // flightrecd's, for sessions with rings of their own. Rings sit at an
+  // index of the kernel's table of rings, which a session is pointed at
+  // (fr_session_ring_of: no wait); putting a ring in the table or taking
+  // one out waits for an RCU grace period, ~10 ms, so it is done ahead of
+  // time. prepare_ring() puts a ring of `bytes` in the table unless an
+  // idle one of that size is there; open_session with that size takes
+  // it. A closed session's ring stays in the table until its reader has
+  // gone (reader_gone()): then, if its reader ended cleanly and nothing in
+  // it is unread, it is idle, for the next session of its size; else
+  // release_closed_rings() takes it out, as it does idle rings beyond two.
+  // (What a reused ring held stays in its pages, readable by its next
+  // reader, root as the last one was.)
   void prepare_ring(size_t bytes);
   void release_closed_rings(size_t at_most = SIZE_MAX);
-  // Whoever read the (closed) session's own ring holds it no longer.
-  void reader_gone(uint32_t session);
+  void reader_gone(uint32_t session, bool reusable);
   // Detaches sys_enter when no open session has asked for it for idle_ns,
   // and both raw syscall programs when no full session has been open for
   // idle_ns: they cost every task on the host. The next session that needs
@@ -271,25 +270,20 @@ class Capture : public Source, public TlsProbes {
   uint32_t owner_of(uint64_t cgroup_id) const;                       // the open session listing it, or 0
   const std::vector<uint64_t>* cgroups_of(uint32_t session) const;  // nullptr: not open
   std::map<uint32_t, int64_t> task_adjust_;  // tasks track_existing gave (or took from) a session
-  std::map<uint32_t, int> own_rings_;         // session -> its ring buffer map
-  std::map<uint32_t, size_t> own_ring_bytes_;  // session -> that ring's size
-  struct ClosedRing {
-    uint32_t session = 0;
-    uint32_t slot = 0;
+  // Rings of sessions' own, by their index in fr_session_rings (0 is the
+  // capture's own ring, fr_events).
+  struct OwnRing {
     int fd = -1;
     size_t bytes = 0;
-    bool read = true;  // its reader may still drain it (reader_gone() says when not)
+    uint32_t session = 0;  // the open session it serves (0: none)
+    uint32_t last = 0;     // the last session it served
+    bool read = false;     // its last session's reader may still hold it
+    bool reusable = true;  // that reader ended cleanly (or there was none yet)
   };
-  std::vector<ClosedRing> closed_rings_;      // of closed sessions, still in their slots
-  bool reuse_closed_ring(size_t bytes);       // a drained one, unread, as the spare
-  struct Spare {
-    uint32_t number = 0;
-    int fd = -1;
-    size_t bytes = 0;
-  } spare_;                                   // prepare_ring()'s, in its number's slot
-  std::vector<uint32_t> slot_ring_;           // the map id in each slot of fr_session_rings (0: none known)
+  std::map<uint32_t, OwnRing> rings_;
+  uint32_t idle_ring(size_t bytes);  // an index whose ring a session of this size may take, or 0
+  uint32_t place_ring(int fd);       // the ring at a free index (waits); 0 and errno if it cannot be
   uint32_t next_number();                     // the number open_session() gives next
-  bool point_slot(uint32_t slot, int ring);   // puts the ring in the slot (false, errno: it could not)
   bool path_rules_ = false;
   bool unix_inbound_ = false;
   bool entry_times_ = false;

@@ -87,8 +87,9 @@ pid_t Cgroup::fork_into(unsigned long namespace_flags) {
   args.exit_signal = SIGCHLD;
   args.cgroup = uint64_t(fd_);
   long pid = syscall(SYS_clone3, &args, sizeof(args));
-  if (pid >= 0 || (errno != ENOSYS && errno != E2BIG && errno != EINVAL)) return pid_t(pid);
-  // Before 5.7 (ENOSYS, E2BIG) or without CLONE_INTO_CGROUP (EINVAL).
+  if (pid >= 0 || (errno != ENOSYS && errno != E2BIG && errno != EINVAL && errno != EPERM)) return pid_t(pid);
+  // Before 5.7 (ENOSYS, E2BIG), without CLONE_INTO_CGROUP (EINVAL), or
+  // clone3 refused by a seccomp profile (EPERM; a real refusal is clone's too).
   pid = syscall(SYS_clone, namespace_flags | SIGCHLD, nullptr, nullptr, nullptr, nullptr);
   if (pid <= 0) return pid_t(pid);
   try {

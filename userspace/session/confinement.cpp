@@ -190,14 +190,31 @@ Confinement::Confinement(policy::Policy policy, sandbox::Cgroup& cgroup, const s
     spec.notify_sock = notify_sock_[1];
   }
   child_ = sandbox::spawn_sandboxed(spec);
-  if (notify_sock_[0] >= 0) {
-    close(notify_sock_[1]);
-    notify_sock_[1] = -1;
-    start_grants(grant_socket.empty() ? "/run/flightrec/grants/" + name + ".sock" : grant_socket);
+  try {
+    if (notify_sock_[0] >= 0) {
+      close(notify_sock_[1]);
+      notify_sock_[1] = -1;
+      start_grants(grant_socket.empty() ? "/run/flightrec/grants/" + name + ".sock" : grant_socket);
+    }
+    // After the sandbox is spawned: its init is a fork of this process and
+    // must not inherit a thread's locks.
+    differ_ = std::make_unique<sandbox::PathDiffer>([this](const std::string& path) { return diff_one(path); });
+  } catch (...) {
+    // No destructor runs: the init (in the session's cgroups, which it
+    // would keep from being removed) is ended here.
+    kill(child_.pid, SIGKILL);
+    waitpid(child_.pid, nullptr, 0);
+    close(child_.go_fd);
+    close(child_.report_fd);
+    for (int fd : {notify_sock_[0], notify_sock_[1], egress_granted_fd_, egress_tickets_fd_, exec_tickets_fd_, view_gen_fd_})
+      if (fd >= 0) close(fd);
+    if (supervisor_ > 0) {
+      kill(supervisor_, SIGKILL);
+      waitpid(supervisor_, nullptr, 0);
+    }
+    if (!grant_socket_.empty()) unlink(grant_socket_.c_str());
+    throw;
   }
-  // After the sandbox is spawned: its init is a fork of this process and
-  // must not inherit a thread's locks.
-  differ_ = std::make_unique<sandbox::PathDiffer>([this](const std::string& path) { return diff_one(path); });
 }
 
 // The grant socket and the supervisor behind it (grants/supervisor.h).
