@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "common/text.h"
+#include "daemon/control.h"
 #include "runtime/harness.h"
 
 using nlohmann::json;
@@ -85,6 +86,21 @@ std::set<uint32_t> session_rings() {
     close(fd);
   }
   return ids;
+}
+
+// The ids of the session rings a process holds (its fdinfo says map_id).
+std::set<uint32_t> rings_held_by(pid_t pid) {
+  std::set<uint32_t> all = session_rings(), held;
+  std::string dir = "/proc/" + std::to_string(pid) + "/fdinfo";
+  for (const auto& f : std::filesystem::directory_iterator(dir)) {
+    std::ifstream in(f.path());
+    for (std::string line; std::getline(in, line);)
+      if (line.rfind("map_id:", 0) == 0) {
+        uint32_t id = uint32_t(std::stoul(line.substr(7)));
+        if (all.count(id)) held.insert(id);
+      }
+  }
+  return held;
 }
 
 void await_file(const std::string& path) {
@@ -381,5 +397,74 @@ TEST_CASE("run through flightrecd: back-to-back runs reuse one ring, and each re
   // The spare made at start (or the first run's own, if its size differed) and no more.
   CHECK(!seen.empty());
   CHECK(seen.size() <= 2);
+  CHECK(d.stop(SIGTERM).code == 0);
+}
+
+// A client that did not end its session (here: killed) may still have been
+// reading its ring: that ring is taken out, never another run's.
+TEST_CASE("run through flightrecd: the ring of a client that did not end cleanly is let go, not reused") {
+  REQUIRE(is_root());
+  TempDir dir;
+  Daemon d(runs_config(dir));
+  REQUIRE_MESSAGE(d.await("flightrecd: running"), d.err);
+  Proc p = start({FLIGHTREC_BIN, "run", "--daemon", "require", "--daemon-socket", dir.file("control.sock"), "--policy",
+                  "observe", "--tls", "off", "--db", dir.file("killed.db"), "--", "/bin/sleep", "60"});
+  REQUIRE(runs_listed(dir, 1));
+  std::string cgroup = status_of(dir)["runs"][0]["cgroup"].get<std::string>();
+  std::set<uint32_t> ring = rings_held_by(p.pid);
+  REQUIRE(ring.size() == 1);
+  kill(p.pid, SIGKILL);
+  wait(p);
+  REQUIRE(runs_listed(dir, 0));
+  // Its command died with it (parent-death signal); its cgroup is left.
+  for (int i = 0; i < 100 && rmdir(cgroup.c_str()) != 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  for (int i = 0; i < 3; ++i) {
+    std::string db = dir.file("next" + std::to_string(i) + ".db");
+    Result r = rt::flightrec({"run", "--daemon", "require", "--daemon-socket", dir.file("control.sock"), "--policy",
+                              "observe", "--tls", "off", "--db", db, "--", "/bin/cat", "/etc/hostname"});
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    CHECK(opened(entries(db), "/etc/hostname"));
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // a few of the daemon's ticks
+  }
+  CHECK(session_rings().count(*ring.begin()) == 0);
+  CHECK(d.stop(SIGTERM).code == 0);
+}
+
+// A client that closes its connection without asking to end may still
+// read its ring (it holds the descriptor): no other run gets that ring.
+TEST_CASE("run through flightrecd: a ring whose client closed without ending is no other run's") {
+  REQUIRE(is_root());
+  TempDir dir;
+  Daemon d(runs_config(dir));
+  REQUIRE_MESSAGE(d.await("flightrecd: running"), d.err);
+  std::string cgroup = cgroup2_root() + "/flightrec-test-unclean-" + std::to_string(getpid());
+  REQUIRE(mkdir(cgroup.c_str(), 0755) == 0);
+  struct Remove {
+    std::string path;
+    ~Remove() { rmdir(path.c_str()); }
+  } remove{cgroup};
+  // An empty cgroup: nothing is written to its ring, which stays drained.
+  flightrec::daemon::HeldConnection held = flightrec::daemon::control_request_held(
+      dir.file("control.sock"), {{"request", "session"}, {"cgroup", cgroup}, {"ring_bytes", 8u << 20}, {"tls", false}});
+  REQUIRE(held.fds.size() == 2);
+  bpf_map_info info{};
+  uint32_t len = sizeof(info);
+  REQUIRE(bpf_obj_get_info_by_fd(held.fds[0], &info, &len) == 0);
+  close(held.fd);  // no end request
+  REQUIRE(runs_listed(dir, 0));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // a few of the daemon's ticks
+  for (int i = 0; i < 2; ++i) {
+    Proc p = start({FLIGHTREC_BIN, "run", "--daemon", "require", "--daemon-socket", dir.file("control.sock"),
+                    "--policy", "observe", "--tls", "off", "--db", dir.file("r" + std::to_string(i) + ".db"), "--",
+                    "/bin/sleep", "1"});
+    REQUIRE(runs_listed(dir, 1));
+    std::set<uint32_t> rings = rings_held_by(p.pid);
+    CHECK(rings.size() == 1);
+    CHECK(rings.count(info.id) == 0);
+    CHECK(wait(p).code == 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  }
+  for (int fd : held.fds) close(fd);
   CHECK(d.stop(SIGTERM).code == 0);
 }

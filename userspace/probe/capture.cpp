@@ -896,6 +896,14 @@ size_t Capture::track_existing(uint32_t session, const std::vector<std::string>&
       } else if (errno == EEXIST) {
         fr_task_state held{};
         bool read = bpf_map_lookup_elem(map, &fd, &held) == 0;
+        // No session yet: a program made this state a moment ago and is
+        // about to join it (fr_join_session), counting it. Replacing it
+        // now would count the task twice and out once: a session that
+        // never ends.
+        if (read && held.session == 0) {
+          close(fd);
+          continue;
+        }
         bool held_open = cgroups_of(held.session) != nullptr;
         bool take = read && held.session != session && (encloses(held.session) || !held_open);
         bool mine = read && held.session == session;
