@@ -683,6 +683,33 @@ int64_t Capture::session_tasks(uint32_t session) const {
   return n + (adjust == task_adjust_.end() ? 0 : adjust->second);
 }
 
+bool Capture::session_has_tasks(uint32_t session) const {
+  constexpr unsigned kPidfdThread = O_EXCL;  // include/uapi/linux/pidfd.h: PIDFD_THREAD
+  int map = bpf_map__fd(skel_->maps.fr_tasks);
+  DIR* procs = opendir("/proc");
+  if (!procs) return true;  // cannot tell: as the count says
+  bool found = false;
+  while (dirent* p = readdir(procs)) {
+    if (found || p->d_name[0] < '1' || p->d_name[0] > '9') continue;
+    DIR* threads = opendir(("/proc/" + std::string(p->d_name) + "/task").c_str());
+    if (!threads) continue;
+    while (dirent* t = readdir(threads)) {
+      if (t->d_name[0] < '1' || t->d_name[0] > '9') continue;
+      pid_t tid = pid_t(strtol(t->d_name, nullptr, 10));
+      int fd = int(syscall(SYS_pidfd_open, tid, kPidfdThread));
+      if (fd < 0) fd = int(syscall(SYS_pidfd_open, tid, 0));
+      if (fd < 0) continue;
+      fr_task_state st{};
+      found = bpf_map_lookup_elem(map, &fd, &st) == 0 && st.session == session;
+      close(fd);
+      if (found) break;
+    }
+    closedir(threads);
+  }
+  closedir(procs);
+  return found;
+}
+
 void Capture::close_session(uint32_t session) {
   auto it = std::find_if(sessions_.begin(), sessions_.end(), [&](const auto& s) { return s.first == session; });
   if (it == sessions_.end()) return;

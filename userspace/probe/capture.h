@@ -146,6 +146,10 @@ class Capture : public Source, public TlsProbes {
   // Tasks the session holds now, wherever they are (a task moved out of
   // its cgroups keeps its session): what outlives a removed cgroup.
   int64_t session_tasks(uint32_t session) const;
+  // Whether any task on the host holds the session's state, found by
+  // looking at every thread in /proc (milliseconds on a busy host): what
+  // settles a count session_tasks() keeps above zero with no task left.
+  bool session_has_tasks(uint32_t session) const;
   // CaptureOptions::session_cgroups', or open_first_session()'s (0: none).
   uint32_t first_session() const { return first_session_; }
   // The first session, opened now rather than at load: once what is in its

@@ -87,6 +87,15 @@ void watch(Plan plan, const WatchTarget& target) {
   };
   std::vector<bool> gone(cgroups.size(), false);
   uint64_t end = duration > 0 ? mono_ns() + uint64_t(duration * 1e9) : 0;
+  // The task count can stay above zero with no task of the session left
+  // (a count a race added twice): once a second, a look at every task
+  // on the host settles it.
+  uint64_t next_look = 0;
+  auto no_task_left = [&] {
+    if (mono_ns() < next_look) return false;
+    next_look = mono_ns() + 1'000'000'000ull;
+    return !capture.session_has_tasks(capture.first_session());
+  };
   std::cerr << "flightrec: watching " << paths.size() << " cgroup(s), session " << rec.session()
             << (duration > 0 ? "" : "; stop with Ctrl-C") << "\n";
   engine.run([&] {
@@ -105,7 +114,7 @@ void watch(Plan plan, const WatchTarget& target) {
     if (engine.killed_by_loss()) {
       reason = "events were lost and --on-loss kill ended the session";
       loop.stop();
-    } else if (alive == 0 && capture.session_tasks(capture.first_session()) <= 0) {
+    } else if (alive == 0 && (capture.session_tasks(capture.first_session()) <= 0 || no_task_left())) {
       // A task moved out of them keeps the session going until it exits.
       reason = "every watched cgroup is gone";
       loop.stop();
