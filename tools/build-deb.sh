@@ -33,13 +33,14 @@ echo /etc/flightrec/flightrecd.yaml > "$stage/DEBIAN/conffiles"
 package_of() {
   local real; real=$(realpath "$1")
   for p in "$1" "$real" "${real#/usr}" "/usr${real}"; do
-    dpkg -S "$p" 2>/dev/null | head -1 | cut -d: -f1 && return 0
+    # awk reads to the end: a reader that stops early would SIGPIPE the writer (pipefail)
+    dpkg -S "$p" 2>/dev/null | awk -F: 'NR == 1 {print $1; found = 1} END {exit !found}' && return 0
   done
   echo "build-deb: no Debian package has $1" >&2
   return 1
 }
 # And those they load when needed (dlopen): capstone, for Go programs' probes.
-loaded=$(ldconfig -p | awk '/libcapstone\.so\.[0-9]+ .*x86-64/ {print $NF; exit}')
+loaded=$(ldconfig -p | awk '/libcapstone\.so\.[0-9]+ .*x86-64/ && !found {print $NF; found = 1}')
 [ -n "$loaded" ] || { echo "build-deb: libcapstone is not installed" >&2; exit 1; }
 depends=$(for bin in "$stage/usr/bin/flightrec" "$stage/usr/sbin/flightrecd"; do
             ldd "$bin" | awk '/=> \//{print $3}'

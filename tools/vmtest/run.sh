@@ -38,7 +38,7 @@ mkdir -p "$cache"
 # The newest package of a kernel series, by name.
 package_for() {
   case "$1" in
-    6.1) apt-cache depends linux-image-amd64 | awk '/Depends: linux-image-6\.1\./ {print $2; exit}' ;;
+    6.1) apt-cache depends linux-image-amd64 | awk '/Depends: linux-image-6\.1\./ && !found {print $2; found = 1}' ;;
     6.12) apt-cache search --names-only '^linux-image-6\.12\.[0-9]+\+deb12-amd64-unsigned$' | awk '{print $1}' | sort -V | tail -1 ;;
   esac
 }
