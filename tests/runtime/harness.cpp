@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <openssl/sha.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sqlite3.h>
@@ -245,6 +246,15 @@ HttpsServer::HttpsServer() {
 HttpsServer::~HttpsServer() {
   kill(proc.pid, SIGKILL);
   wait(proc);
+}
+
+std::string sha256_hex(const std::string& data) {
+  unsigned char md[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(data.data()), data.size(), md);
+  static const char* hex = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : md) out += std::string{hex[c >> 4], hex[c & 15]};
+  return out;
 }
 
 }  // namespace rt

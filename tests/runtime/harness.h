@@ -88,5 +88,6 @@ std::string cgroup2_root();  // where cgroup v2 is mounted ("" if nowhere)
 std::string sqlite(const std::string& db, const std::string& sql);  // via the sqlite3 API
 std::string slurp(const std::string& path);
 int count_lines(const std::string& s);
+std::string sha256_hex(const std::string& data);  // lowercase hex
 
 }  // namespace rt

@@ -7,7 +7,6 @@
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <sys/ioctl.h>
-#include <openssl/sha.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -29,14 +28,6 @@ using namespace rt;
 
 namespace {
 
-std::string sha256_hex(const std::string& data) {
-  unsigned char md[SHA256_DIGEST_LENGTH];
-  SHA256(reinterpret_cast<const unsigned char*>(data.data()), data.size(), md);
-  static const char* hex = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : md) out += std::string{hex[c >> 4], hex[c & 15]};
-  return out;
-}
 
 void write(const std::string& path, const std::string& data) { std::ofstream(path) << data; }
 

@@ -199,7 +199,7 @@ TEST_CASE("daemon config: a full file, field by field") {
 
 TEST_CASE("daemon config: errors name the file, the line and the key") {
   CHECK(error_of(kBase + "rings: 64M\n") ==
-        "t.yaml:4: rings: unknown key (known: key, lite, metrics, on_loss, ring, runs, socket, storage, version, watch)");
+        "t.yaml:4: rings: unknown key (known: key, lite, metrics, on_loss, outputs, ring, runs, socket, storage, version, watch)");
   CHECK(error_of("version: 1\nstorage:\n  dir: /r\n  rotate:\n    size: 1G\n    agee: 1d\n") ==
         "t.yaml:6: storage.rotate.agee: unknown key (known: age, size)");
   CHECK(error_of(kBase + "watch:\n  - name: a\n    cgroup: x\n    polcy: observe\n") ==

@@ -15,6 +15,7 @@
 #include <set>
 #include <yaml-cpp/yaml.h>
 
+#include "inspect/filter.h"
 #include "policy/yaml_reader.h"
 #include "policy/policy.h"
 
@@ -155,12 +156,88 @@ WatchRule watch_rule(const Reader& r, const YAML::Node& n, const Config& c) {
   return w;
 }
 
+// Which entries an output sends: `types` (entry types, or [all]) and `min_level`.
+ship::EntryFilter entry_filter(const Reader& r, const YAML::Node& n, const std::string& prefix) {
+  ship::EntryFilter f;
+  if (const YAML::Node& t = n["types"]) {
+    if (!t.IsSequence() || t.size() == 0) r.fail(t, prefix + ".types", "must be a non-empty list of entry types, or [all]");
+    f.types.clear();
+    for (const auto& item : t) {
+      std::string type = r.str(item, prefix + ".types");
+      if (type == "all") f.all_types = true;
+      else if (std::find(inspect::entry_types().begin(), inspect::entry_types().end(), type) == inspect::entry_types().end())
+        r.fail(item, prefix + ".types", "'" + type + "' is not an entry type (docs/FORMAT.md lists them)");
+      f.types.push_back(type);
+    }
+    if (f.all_types && f.types.size() > 1) r.fail(t, prefix + ".types", "'all' stands alone");
+    std::sort(f.types.begin(), f.types.end());
+    if (std::adjacent_find(f.types.begin(), f.types.end()) != f.types.end())
+      r.fail(t, prefix + ".types", "names a type twice");
+  }
+  if (n["min_level"])
+    f.min_level = r.choice<int>(n["min_level"], prefix + ".min_level",
+                                {{"info", ship::EntryFilter::Info}, {"alert", ship::EntryFilter::Alert},
+                                 {"critical", ship::EntryFilter::Critical}});
+  return f;
+}
+
+ship::SyslogSettings syslog_output(const Reader& r, const YAML::Node& n) {
+  const std::string p = "outputs.syslog";
+  if (!n.IsMap()) r.fail(n, p, "each output is a map (name, address, ...)");
+  r.only_keys(n, p, {"name", "address", "tls", "facility", "types", "min_level", "queue", "hostname"});
+  ship::SyslogSettings o;
+  if (!n["name"]) r.fail(n, p + ".name", "missing");
+  o.name = r.str(n["name"], p + ".name");
+  if (o.name.empty() || o.name.size() > 64 || o.name.find_first_not_of(kLowerName) != std::string::npos)
+    r.fail(n["name"], p + ".name", "'" + o.name + "' is not a name (1-64 of a-z 0-9 _ -)");
+  if (!n["address"]) r.fail(n, p + ".address", "missing (HOST:PORT of the syslog server's TCP or TLS listener)");
+  o.address = r.str(n["address"], p + ".address");
+  if (!ship::split_address(o.address, o.host, o.port) || o.host.size() > 253 ||
+      o.host.find_first_not_of(std::string(kAnyName) + ":") != std::string::npos)
+    r.fail(n["address"], p + ".address", "'" + o.address + "' is not HOST:PORT (a name, an IPv4 address or [IPv6 address]; a port 1-65535)");
+  if (const YAML::Node& t = n["tls"]) {
+    r.only_keys(t, p + ".tls", {"ca", "cert", "key", "server_name"});
+    o.tls.on = true;
+    if (!t["ca"]) r.fail(t, p + ".tls.ca", "missing (the CA file the server's certificate must chain to)");
+    o.tls.ca_file = r.abs_path(t["ca"], p + ".tls.ca");
+    if (t["cert"]) o.tls.cert_file = r.abs_path(t["cert"], p + ".tls.cert");
+    if (t["key"]) o.tls.key_file = r.abs_path(t["key"], p + ".tls.key");
+    if (o.tls.cert_file.empty() != o.tls.key_file.empty())
+      r.fail(t, p + ".tls", "cert and key go together (a client certificate and its private key)");
+    if (t["server_name"]) {
+      o.tls.server_name = r.str(t["server_name"], p + ".tls.server_name");
+      if (o.tls.server_name.empty() || o.tls.server_name.size() > 253 ||
+          o.tls.server_name.find_first_not_of(std::string(kAnyName) + ":") != std::string::npos)
+        r.fail(t["server_name"], p + ".tls.server_name", "'" + o.tls.server_name + "' is not a host name");
+    }
+  }
+  if (n["facility"]) {
+    std::string f = r.str(n["facility"], p + ".facility");
+    o.facility = ship::syslog_facility(f);
+    if (o.facility < 0)
+      r.fail(n["facility"], p + ".facility", "'" + f + "' is not a syslog facility (auth, authpriv, daemon, local0-7, ...)");
+  }
+  o.filter = entry_filter(r, n, p);
+  if (n["queue"]) {
+    o.queue_max = r.number(n["queue"], p + ".queue");
+    if (o.queue_max == 0 || o.queue_max > 10'000'000) r.fail(n["queue"], p + ".queue", "must be from 1 to 10000000 messages");
+  }
+  if (n["hostname"]) {
+    o.hostname = r.str(n["hostname"], p + ".hostname");
+    if (o.hostname.empty() || o.hostname.size() > 255 ||
+        std::any_of(o.hostname.begin(), o.hostname.end(), [](char ch) { return ch < 33 || ch > 126; }))
+      r.fail(n["hostname"], p + ".hostname", "must be 1-255 printable ASCII characters without spaces");
+  }
+  return o;
+}
+
 Config parse_yaml(const std::string& text, const std::string& source) {
   Reader r(source);
   YAML::Node doc = r.load(text);
   const YAML::Node& root = doc;  // const: lookups never add keys
   if (root.IsNull()) throw ConfigError(source + ": empty (needs at least version: 1 and storage.dir)");
-  r.only_keys(root, "", {"version", "storage", "socket", "metrics", "ring", "on_loss", "key", "lite", "runs", "watch"});
+  r.only_keys(root, "",
+              {"version", "storage", "socket", "metrics", "ring", "on_loss", "key", "lite", "runs", "watch", "outputs"});
   Config c;
   c.source = source;
   if (!root["version"]) r.fail(root, "version", "missing (this flightrec reads version 1)");
@@ -253,6 +330,21 @@ Config parse_yaml(const std::string& text, const std::string& source) {
         r.fail(item["name"], "watch.name",
                "'" + rule.name + "' is already the name of the rule at line " + std::to_string(it->second));
       c.watch.push_back(std::move(rule));
+    }
+  }
+  if (const YAML::Node& out = root["outputs"]; out && !out.IsNull()) {
+    r.only_keys(out, "outputs", {"syslog"});
+    if (const YAML::Node& sy = out["syslog"]; sy && !sy.IsNull()) {
+      if (!sy.IsSequence()) r.fail(sy, "outputs.syslog", "must be a list of outputs");
+      if (sy.size() > 16) r.fail(sy, "outputs.syslog", "at most 16 outputs");
+      std::map<std::string, int> lines;
+      for (const auto& item : sy) {
+        ship::SyslogSettings o = syslog_output(r, item);
+        if (auto [it, fresh] = lines.emplace(o.name, item.Mark().line + 1); !fresh)
+          r.fail(item["name"], "outputs.syslog.name",
+                 "'" + o.name + "' is already the name of the output at line " + std::to_string(it->second));
+        c.syslog_outputs.push_back(std::move(o));
+      }
     }
   }
   return c;

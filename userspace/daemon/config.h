@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "ship/syslog.h"
 
 namespace flightrec::daemon {
 
@@ -56,6 +57,9 @@ struct Config {
   // runs with --entry-times off are handed over.
   bool runs_accept = true, runs_tls = true, runs_entry_times = true;
   std::vector<WatchRule> watch;
+  // outputs.syslog: where every session's chosen entries are also sent
+  // (docs/SHIPPING.md); each output's `line` is not kept, its name is unique.
+  std::vector<ship::SyslogSettings> syslog_outputs;
 
   // The first rule whose glob matches the cgroup (relative to the cgroup
   // v2 root, as cgroup_glob_match takes it), or nullptr.

@@ -147,6 +147,14 @@ bool wants_tls(const Config& config) {
   return false;
 }
 
+constexpr std::chrono::milliseconds kOutputGrace{5000};
+
+std::vector<std::unique_ptr<ship::Output>> make_outputs(const Config& c) {
+  std::vector<std::unique_ptr<ship::Output>> outputs;
+  for (const auto& s : c.syslog_outputs) outputs.push_back(std::make_unique<ship::SyslogOutput>(s));
+  return outputs;
+}
+
 }  // namespace
 
 Daemon::Daemon(Config config, std::string config_path) : config_(std::move(config)), config_path_(std::move(config_path)) {
@@ -194,7 +202,7 @@ Daemon::Daemon(Config config, std::string config_path) : config_(std::move(confi
   tls_loaded_ = copts.tls;
   epoll_ = epoll_create1(EPOLL_CLOEXEC);
   if (epoll_ < 0) throw Error(errno_message("epoll_create1", errno));
-  runs_ = std::make_unique<RunSessions>(*capture_, cgroup_root_, copts.tls_chunk, copts.tls_cap, [this](int fd) {
+  runs_ = std::make_unique<RunSessions>(*capture_, cgroup_root_, copts.tls_chunk, copts.tls_cap, hub_, [this](int fd) {
     epoll_event ev{};
     ev.events = EPOLLIN | EPOLLRDHUP;
     ev.data.fd = fd;
@@ -207,6 +215,7 @@ Daemon::Daemon(Config config, std::string config_path) : config_(std::move(confi
     stats_fd_ = bpf_enable_stats(BPF_STATS_RUN_TIME);
     if (stats_fd_ < 0) std::cerr << "flightrecd: BPF run time is not counted: " << errno_message("bpf_enable_stats", errno) << "\n";
   }
+  hub_->replace(make_outputs(config_), std::chrono::milliseconds(0));
   started_real_ns_ = real_ns();
 }
 
@@ -276,6 +285,7 @@ void Daemon::start_record(RecordedCgroup& s, size_t tasks, const std::vector<uin
   meta.key = key_for(rule.key_dir.empty() ? config_.key_dir : rule.key_dir);
   meta.tls = rule.tls;
   meta.watch_rule = rule.name;
+  meta.sink = hub_;
   if (auto pod = parse_kubelet_cgroup(s.rel)) {
     meta.pod_uid = pod->pod_uid;
     meta.container_id = pod->container_id;
@@ -718,6 +728,8 @@ void Daemon::reload() {
     std::cerr << "flightrecd: storage.dir and ring take effect at the next start\n";
   std::string storage = config_.storage_dir;
   size_t ring = config_.ring_bytes;
+  // New outputs from now on; the old ones get a moment to send what they hold.
+  if (next.syslog_outputs != config_.syslog_outputs) hub_->replace(make_outputs(next), kOutputGrace);
   config_ = std::move(next);
   config_.storage_dir = storage;
   config_.ring_bytes = ring;
@@ -735,7 +747,8 @@ nlohmann::json Daemon::answer(const nlohmann::json& request, Exchange& ex) {
     auto it = rel.empty() ? by_path_.end() : by_path_.find(rel);
     return runs_->open(request, ex, tls_loaded_, tls_errors_, it == by_path_.end() ? "" : it->second->rule.name);
   }
-  return {{"error", "unknown request (known: status, session)"}};
+  if (request.is_object() && request.contains("request") && request["request"] == "forward") return runs_->open_forward(request, ex);
+  return {{"error", "unknown request (known: status, session, forward)"}};
 }
 
 nlohmann::json Daemon::status() const {
@@ -758,6 +771,10 @@ nlohmann::json Daemon::status() const {
   for (uint64_t n : drops) dropped += n;
   uint64_t storage = 0;
   sealed_records(storage);  // what every record takes, open ones too
+  nlohmann::json outputs = nlohmann::json::array();
+  for (const auto& o : hub_->stats())
+    outputs.push_back({{"kind", o.kind}, {"name", o.name}, {"sent", o.sent}, {"dropped", o.dropped},
+                       {"queued", o.queued}, {"connected", o.connected}, {"last_error", o.last_error}});
   return {{"flightrecd_version", FLIGHTREC_VERSION},
           {"pid", getpid()},
           {"started_real_ns", started_real_ns_},
@@ -773,7 +790,8 @@ nlohmann::json Daemon::status() const {
           {"storage_dir", config_.storage_dir},
           {"storage_bytes", storage},
           {"sessions", sessions},
-          {"runs", runs_->status()}};
+          {"runs", runs_->status()},
+          {"outputs", outputs}};
 }
 
 namespace {
@@ -839,6 +857,20 @@ std::string Daemon::metrics() const {
   family("flightrecd_bpf_program_run_seconds_total", "counter", "Time spent in each BPF program (bpf_stats).");
   for (const auto& p : programs)
     sample("flightrecd_bpf_program_run_seconds_total", "program=\"" + label(p.name) + "\"", double(p.run_ns) / 1e9);
+  auto outputs = hub_->stats();
+  auto output_labels = [](const ship::OutputStats& o) {
+    return "kind=\"" + label(o.kind) + "\",output=\"" + label(o.name) + "\"";
+  };
+  family("flightrecd_output_sent_total", "counter", "Messages an output handed to its remote (or had acknowledged).");
+  for (const auto& o : outputs) sample("flightrecd_output_sent_total", output_labels(o), double(o.sent));
+  family("flightrecd_output_dropped_total", "counter", "Messages an output left out: its queue was full.");
+  for (const auto& o : outputs) sample("flightrecd_output_dropped_total", output_labels(o), double(o.dropped));
+  family("flightrecd_output_queued", "gauge", "Messages waiting in an output's queue (its lag).");
+  for (const auto& o : outputs) sample("flightrecd_output_queued", output_labels(o), double(o.queued));
+  family("flightrecd_output_connected", "gauge", "1 while the output has a connection to its remote.");
+  for (const auto& o : outputs) sample("flightrecd_output_connected", output_labels(o), o.connected ? 1 : 0);
+  family("flightrecd_output_connects_total", "counter", "Connections an output made (the first and every reconnect).");
+  for (const auto& o : outputs) sample("flightrecd_output_connects_total", output_labels(o), double(o.connects));
   return out;
 }
 
@@ -959,6 +991,7 @@ int Daemon::run() {
   }
   capture_->drain_to_now();
   seal_all(reason);
+  hub_->close(kOutputGrace);  // the session_end entries too, if the remotes take them in time
   std::cerr << "flightrecd: stopped (" << reason << ")\n";
   return 0;
 }

@@ -23,6 +23,7 @@
 #include "ledger/keys.h"
 #include "probe/capture.h"
 #include "recorder/recorder.h"
+#include "ship/hub.h"
 
 namespace flightrec::daemon {
 
@@ -81,6 +82,9 @@ class Daemon {
   std::string config_path_;
   std::string cgroup_root_;
   int sigfd_ = -1;
+  // Where sessions' committed entries also go (outputs in the config);
+  // every session's writer holds it, so outputs a reload adds serve them all.
+  std::shared_ptr<ship::Hub> hub_ = std::make_shared<ship::Hub>();
   std::unique_ptr<probe::Capture> capture_;
   std::unique_ptr<Discovery> discovery_;
   std::unique_ptr<RunSessions> runs_;        // before control_: its held answers call back into runs_

@@ -65,6 +65,13 @@ int main(int argc, char** argv) {
       std::cout << "  " << rule.name << ": " << rule.cgroup_glob
                 << (rule.mode == daemon::WatchRule::Mode::Lite ? " (lite" : " (full") << (rule.tls ? ", TLS" : "")
                 << (rule.key_dir.empty() && config.key_dir.empty() ? ", unsigned" : ", signed") << ")\n";
+    for (const auto& o : config.syslog_outputs) {
+      std::string types;
+      for (const auto& t : o.filter.types) types += (types.empty() ? "" : ",") + t;
+      std::cout << "  output " << o.name << ": syslog to " << o.address << (o.tls.on ? " over TLS" : " over TCP")
+                << " (" << types << (o.filter.min_level ? ", violations from " + std::string(o.filter.min_level == 1 ? "ALERT" : "CRITICAL") : "")
+                << ")\n";
+    }
     return 0;
   }
   if (geteuid() != 0) {

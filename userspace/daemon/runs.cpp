@@ -28,6 +28,61 @@ std::string line_of(const nlohmann::json& j) {
 
 RunSessions::~RunSessions() {
   for (auto& [fd, run] : held_) ::close(fd);
+  for (auto& [fd, f] : forwards_) ::close(fd);
+}
+
+nlohmann::json RunSessions::open_forward(const nlohmann::json& request, Exchange& ex) {
+  if (!request.contains("session") || !request["session"].is_number_unsigned()) return refusal("forward: no session");
+  uint32_t number = request["session"].get<uint32_t>();
+  ucred peer{};
+  socklen_t len = sizeof(peer);
+  if (getsockopt(ex.fd, SOL_SOCKET, SO_PEERCRED, &peer, &len) != 0) return refusal("forward: who is asking?");
+  bool ours = false;
+  for (const auto& [fd, run] : held_) ours = ours || (run.number == number && run.pid == peer.pid && peer.uid == 0);
+  if (!ours) return refusal("forward: not the client of that run");
+  if (forwards_.size() >= kMaxRuns) return refusal("busy: too many forwarding runs");
+  ex.hold = [this](int fd) {
+    if (fd < 0) return;
+    forwards_.emplace(fd, Forward{ship::ForwardedStream(hub_), ""});
+    try {
+      watch_(fd);
+    } catch (const std::exception& e) {
+      std::cerr << "flightrecd: a run's forwarding could not be held: " << e.what() << "\n";
+      forwards_.erase(fd);
+      ::close(fd);
+    }
+  };
+  return {{"forward", true}};
+}
+
+void RunSessions::serve_forward(int fd, Forward& f) {
+  bool closed = false;
+  std::string why;
+  for (;;) {
+    char buf[65536];
+    ssize_t n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+    if (n > 0) {
+      f.in.append(buf, size_t(n));
+      if (f.in.size() <= ship::ForwardedStream::kMaxLine) continue;
+      why = "a line longer than " + std::to_string(ship::ForwardedStream::kMaxLine) + " bytes";
+    }
+    closed = n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR) || !why.empty();
+    break;
+  }
+  size_t start = 0, nl;
+  try {
+    for (; (nl = f.in.find('\n', start)) != std::string::npos; start = nl + 1)
+      f.stream.take(std::string_view(f.in).substr(start, nl - start));
+  } catch (const std::exception& e) {
+    why = e.what();
+    closed = true;
+  }
+  f.in.erase(0, start);
+  if (!why.empty()) std::cerr << "flightrecd: a run's forwarded entries refused: " << printable(why) << "\n";
+  if (closed) {
+    forwards_.erase(fd);
+    ::close(fd);
+  }
 }
 
 nlohmann::json RunSessions::open(const nlohmann::json& request, Exchange& ex, bool tls_loaded,
@@ -90,6 +145,8 @@ nlohmann::json RunSessions::open(const nlohmann::json& request, Exchange& ex, bo
               {"tls_chunk", tls_chunk_},
               {"tls_cap", tls_cap_},
               {"tls_errors", tls ? tls_errors : std::vector<std::string>{}}};
+    // The entry types the daemon's outputs send: the client forwards those (ship/forward.h).
+    if (!hub_->empty()) answer["ship"] = hub_->wanted_types();
   } catch (...) {
     ::close(ring_fd);
     ::close(drops_fd);
@@ -144,6 +201,7 @@ bool RunSessions::holds(const std::string& cgroup_path) const {
 }
 
 void RunSessions::serve(int fd) {
+  if (auto f = forwards_.find(fd); f != forwards_.end()) return serve_forward(fd, f->second);
   auto it = held_.find(fd);
   if (it == held_.end()) return;
   Run& run = it->second;

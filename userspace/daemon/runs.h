@@ -19,6 +19,7 @@
 
 #include "daemon/control.h"
 #include "probe/capture.h"
+#include "ship/forward.h"
 
 namespace flightrec::daemon {
 
@@ -28,9 +29,9 @@ class RunSessions {
   // epoll; serve() when it is readable).
   // tls_chunk, tls_cap: the capture's (CaptureOptions), told to clients.
   RunSessions(probe::Capture& capture, std::string cgroup_root, size_t tls_chunk, size_t tls_cap,
-              std::function<void(int fd)> watch)
+              std::shared_ptr<ship::Hub> hub, std::function<void(int fd)> watch)
       : capture_(capture), cgroup_root_(std::move(cgroup_root)), tls_chunk_(tls_chunk), tls_cap_(tls_cap),
-        watch_(std::move(watch)) {}
+        hub_(std::move(hub)), watch_(std::move(watch)) {}
   ~RunSessions();  // closes every connection (their sessions end with the capture)
   RunSessions(const RunSessions&) = delete;
   RunSessions& operator=(const RunSessions&) = delete;
@@ -42,7 +43,11 @@ class RunSessions {
   // cgroup already, or "".
   nlohmann::json open(const nlohmann::json& request, Exchange& ex, bool tls_loaded,
                       const std::vector<std::string>& tls_errors, const std::string& recorded_by);
-  bool owns(int fd) const { return held_.count(fd) != 0; }
+  // The "forward" request: {"session": N} from the client of run N (the
+  // same process): the connection then carries that run's committed
+  // entries (ship/forward.h) for the outputs.
+  nlohmann::json open_forward(const nlohmann::json& request, Exchange& ex);
+  bool owns(int fd) const { return held_.count(fd) != 0 || forwards_.count(fd) != 0; }
   void serve(int fd);  // a held connection is readable
   bool holds(const std::string& cgroup_path) const;
   size_t size() const { return held_.size(); }
@@ -65,7 +70,12 @@ class RunSessions {
     size_t tls_files_added = 0;
     uint32_t number = 0;    // the capture's number, kept after the end (its ring's reader is this client)
   };
+  struct Forward {
+    ship::ForwardedStream stream;
+    std::string in;
+  };
   void adopt(int fd, uint32_t session, const std::string& cgroup, pid_t pid);
+  void serve_forward(int fd, Forward& f);
   // Closes the session (if still open) and the connection. clean: the
   // client closed it after its end request.
   void end(int fd, bool clean = false);
@@ -74,8 +84,10 @@ class RunSessions {
   probe::Capture& capture_;
   std::string cgroup_root_;
   size_t tls_chunk_, tls_cap_;
+  std::shared_ptr<ship::Hub> hub_;
   std::function<void(int fd)> watch_;
   std::map<int, Run> held_;  // by connection
+  std::map<int, Forward> forwards_;  // by connection
   size_t opening_ = 0;       // answered, not yet held (or dropped)
   size_t likely_ring_bytes_ = 8u << 20;
 };

@@ -68,7 +68,8 @@ Hash SessionWriter::head() {
 }
 
 // Hashes, chains and packs a batch (on the writer thread, in order).
-void SessionWriter::seal(Batch& batch, std::vector<BlockRow>& blocks, std::vector<CheckpointRow>& checkpoints) {
+void SessionWriter::seal(Batch& batch, std::vector<BlockRow>& blocks, std::vector<CheckpointRow>& checkpoints,
+                         std::vector<SealedEntry>& sealed) {
   int64_t block_start = sealed_ + 1;
   auto seal_block = [&] {
     if (builder_.empty()) return;
@@ -92,6 +93,7 @@ void SessionWriter::seal(Batch& batch, std::vector<BlockRow>& blocks, std::vecto
     tree_.append(leaf);
     ++sealed_;
     builder_.add(e.type, e.pid, e.ts, leaf, body);
+    if (sink_) sealed.push_back({sealed_, e.type, body, leaf});
     if (builder_.full()) seal_block();
   }
   take_checkpoints(batch.entries.size());
@@ -102,6 +104,8 @@ void SessionWriter::run() {
   std::unique_lock lock(mu_);
   std::vector<BlockRow> blocks;
   std::vector<CheckpointRow> checkpoints;
+  std::vector<SealedEntry> sealed;
+  std::vector<SealedCheckpoint> sealed_checkpoints;
   for (;;) {
     cv_.wait(lock, [&] { return !queue_.empty() || closing_; });
     if (queue_.empty()) return;  // closing and drained
@@ -113,11 +117,21 @@ void SessionWriter::run() {
     try {
       blocks.clear();
       checkpoints.clear();
-      seal(batch, blocks, checkpoints);
+      sealed.clear();
+      seal(batch, blocks, checkpoints, sealed);
       store_.begin();
       for (const BlockRow& b : blocks) store_.insert_block(b);
       for (const CheckpointRow& c : checkpoints) store_.insert_checkpoint(session_, uint64_t(c.tree_size), c.note);
       store_.commit();
+      if (sink_) {
+        sealed_checkpoints.clear();
+        for (const CheckpointRow& c : checkpoints) sealed_checkpoints.push_back({uint64_t(c.tree_size), c.note});
+        try {
+          sink_->sealed(sink_origin_, session_, sealed, sealed_checkpoints);
+        } catch (...) {
+          // What is shipped is a copy: its failure never fails the record.
+        }
+      }
       // A quiet session keeps no pages between its commits (a daemon
       // records hundreds); a busy one keeps its B-tree hot.
       if (batch.entries.size() < kBatch / 4) store_.release_memory();

@@ -10,7 +10,9 @@
 #include <cstdint>
 #include <deque>
 #include <exception>
+#include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -24,6 +26,29 @@
 #include "ledger/store.h"
 
 namespace flightrec::ledger {
+
+// What one commit sealed, as the sink sees it: entries in seq order, and
+// the checkpoints taken among them (a checkpoint of tree size s covers the
+// entries up to seq s). Views into the writer's batch: valid during the call.
+struct SealedEntry {
+  int64_t seq;
+  std::string_view type, body;  // body: the canonical form E (docs/FORMAT.md)
+  Hash leaf;
+};
+struct SealedCheckpoint {
+  uint64_t tree_size;
+  std::string_view note;
+};
+// Told of everything a session writer commits, once it is committed: what
+// leaves the host (fleet shipping) is never ahead of the record.
+class SealedSink {
+ public:
+  virtual ~SealedSink() = default;
+  // On the writer's thread, one call per commit, in order; must not block
+  // for long (the session's sealing waits) and must not throw.
+  virtual void sealed(const std::string& origin, int64_t session, std::span<const SealedEntry> entries,
+                      std::span<const SealedCheckpoint> checkpoints) = 0;
+};
 
 class SessionWriter {
  public:
@@ -40,6 +65,12 @@ class SessionWriter {
   SessionWriter& operator=(const SessionWriter&) = delete;
 
   int64_t session() const { return session_; }
+  // Before the first append: everything committed from then on is told to
+  // sink, under the session's origin.
+  void set_sink(std::shared_ptr<SealedSink> sink, std::string origin) {
+    sink_ = std::move(sink);
+    sink_origin_ = std::move(origin);
+  }
   int64_t next_seq() const { return count_ + 1; }
   int64_t count() const { return count_; }
   uint64_t checkpointed() const { return checkpointed_; }  // tree size of the last checkpoint
@@ -75,7 +106,8 @@ class SessionWriter {
     std::vector<CheckpointRequest> checkpoints;
   };
   void run();
-  void seal(Batch& batch, std::vector<BlockRow>& blocks, std::vector<CheckpointRow>& checkpoints);
+  void seal(Batch& batch, std::vector<BlockRow>& blocks, std::vector<CheckpointRow>& checkpoints,
+            std::vector<SealedEntry>& sealed);
   void rethrow_failure();
 
   Store& store_;
@@ -89,6 +121,8 @@ class SessionWriter {
   CompactTree tree_;
   int64_t sealed_ = 0;  // entries hashed so far
   BlockBuilder builder_;
+  std::shared_ptr<SealedSink> sink_;  // set before the thread sees a batch
+  std::string sink_origin_;
 
   std::mutex mu_;
   std::condition_variable cv_;

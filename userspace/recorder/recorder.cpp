@@ -114,6 +114,7 @@ Recorder::Recorder(ledger::Store& store, const SessionMeta& meta)
     e.set("public_key", key_->verifier().vkey());
     e.set("key_id", key_->verifier().key_id_hex());
   }
+  if (meta.sink) writer_.set_sink(meta.sink, origin_);
   append(e, getpid());
   writer_.checkpoint(origin_, key_);
   writer_.flush();

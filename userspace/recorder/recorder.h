@@ -1,6 +1,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -47,6 +48,8 @@ struct SessionMeta {
   std::string watch_rule, pod_uid, container_id, qos_class, container_runtime;
   // flightrecd, after a rotation: the record this one continues.
   std::string previous_record, previous_origin, previous_head;
+  // Told of every entry and checkpoint once committed (fleet shipping); may be null.
+  std::shared_ptr<ledger::SealedSink> sink;
 };
 
 class Recorder {

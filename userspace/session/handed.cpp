@@ -8,10 +8,12 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <iostream>
 
 #include "common/error.h"
 #include "common/system.h"
 #include "daemon/control.h"
+#include "ship/forward.h"
 
 namespace flightrec::session {
 namespace {
@@ -77,6 +79,7 @@ HandedSession::HandedSession(const std::string& socket, const std::string& cgrou
     tls_cap_ = a.value("tls_cap", size_t(0));
     misses_at_start_ = a.value("program_misses", uint64_t(0));
     ring_ = std::make_unique<probe::RingReader>(ring_map_, ring_bytes);
+    if (a.contains("ship") && a["ship"].is_array() && !a["ship"].empty()) open_forwarding(socket, strings(a["ship"]));
   } catch (...) {
     // Closing the connection ends the session in the daemon.
     for (int fd : held.fds) close(fd);
@@ -88,6 +91,25 @@ HandedSession::HandedSession(const std::string& socket, const std::string& cgrou
     } catch (const nlohmann::json::exception& e) {
       throw Error(std::string("flightrecd's answer to a session request: ") + e.what());
     }
+  }
+}
+
+void HandedSession::open_forwarding(const std::string& socket, std::vector<std::string> types) {
+  // The record does not depend on it: a daemon that will not take the
+  // entries is said, and the run goes on.
+  try {
+    daemon::HeldConnection held = daemon::control_request_held(socket, {{"request", "forward"}, {"session", session_}});
+    for (int fd : held.fds) close(fd);
+    if (held.answer.value("forward", false) != true) {
+      close(held.fd);
+      throw Error("flightrecd did not take the run's entries for its outputs");
+    }
+    // A daemon that stops reading holds the run's sealing back at most this long.
+    timeval tv{5, 0};
+    setsockopt(held.fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    forwarding_ = std::make_shared<ship::ForwardingSink>(held.fd, std::move(types));
+  } catch (const std::exception& e) {
+    std::cerr << "flightrec: the record is not shipped by flightrecd's outputs: " << e.what() << "\n";
   }
 }
 

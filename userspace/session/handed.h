@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ledger/writer.h"
 #include "probe/ring_reader.h"
 #include "probe/source.h"
 
@@ -42,6 +43,9 @@ class HandedSession : public probe::Source, public probe::TlsProbes {
   // Whether the connection has ended (or carries what was not asked for):
   // the daemon and its programs are gone. Never blocks.
   bool connection_lost();
+  // Where the run's writer tells what it committed, for the daemon's
+  // outputs (fleet shipping); null when the daemon has none.
+  std::shared_ptr<ledger::SealedSink> forwarding() const { return forwarding_; }
   // Bytes per TLS record and per SSL call that the daemon's probes keep.
   size_t tls_chunk() const { return tls_chunk_; }
   size_t tls_cap() const { return tls_cap_; }
@@ -67,6 +71,8 @@ class HandedSession : public probe::Source, public probe::TlsProbes {
   bool probes_file(const std::string& path) override;
 
  private:
+  void open_forwarding(const std::string& socket, std::vector<std::string> types);
+
   int sock_ = -1, ring_map_ = -1, drops_map_ = -1;
   uint32_t session_ = 0;
   size_t cpus_ = 0;
@@ -78,6 +84,7 @@ class HandedSession : public probe::Source, public probe::TlsProbes {
   Handler handler_;
   probe::CaptureTraits traits_;
   std::vector<std::string> tls_errors_;
+  std::shared_ptr<ledger::SealedSink> forwarding_;
   // One request on the connection; a daemon that does not answer in time
   // (or breaks the protocol) is taken as gone: the connection is shut.
   nlohmann::json call(const nlohmann::json& request, int pass_fd = -1, int timeout_ms = 5000);

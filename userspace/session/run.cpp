@@ -303,6 +303,7 @@ int run(Plan plan, const RunTarget& target) {
   describe_capture(source.traits(), copts, meta);
   confinement->fill(meta);
   meta.key = key.get();
+  if (handed) meta.sink = handed->forwarding();
   engine->begin(*store, meta, tls_errors, {&cgroup}, plan.on_loss);
   recorder::Recorder& rec = engine->recorder();
   // Each kernel entry, once recorded: TLS probes follow libssl opens and

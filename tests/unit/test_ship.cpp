@@ -1,0 +1,351 @@
+// Fleet shipping without a remote engine: RFC 5424 messages byte for byte,
+// which entries an output takes, the outputs section of flightrecd.yaml,
+// the check of a handed run's forwarded entries (hostile lines included),
+// and a syslog output against a real TCP listener of this test: octet
+// counting, a server that is not there yet, a full queue.
+#include <doctest/doctest.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "daemon/config.h"
+#include "ledger/hash.h"
+#include "ship/forward.h"
+#include "ship/hub.h"
+#include "ship/syslog.h"
+
+using namespace flightrec;
+
+namespace {
+
+// A canonical violation entry (keys sorted, as docs/FORMAT.md §1 has them).
+std::string violation(int64_t seq, const std::string& level, const std::string& detail = "denied \\\"x\\\"") {
+  return R"({"action":"denied","comm":"flightrec","detail":")" + detail + R"(","level":")" + level +
+         R"(","pid":10,"rule_id":"filesystem.hidden","seq":)" + std::to_string(seq) +
+         R"(,"session":1,"subject_pid":42,"ts_real_ns":1764858874123456789,"type":"violation"})";
+}
+std::string plain(int64_t seq, const std::string& type) {
+  return R"({"comm":"sh","pid":7,"seq":)" + std::to_string(seq) + R"(,"session":1,"ts_real_ns":5,"type":")" + type + R"("})";
+}
+
+// Views: type and body must outlive the entry.
+ledger::SealedEntry sealed(int64_t seq, std::string_view type, const std::string& body) {
+  return {seq, type, body, ledger::leaf_hash(body)};
+}
+
+const std::string kOrigin = "flightrec/vm/0123456789abcdef0123456789abcdef";
+
+// An output that keeps what it is offered: what the hub hands on, seen from behind it.
+struct Kept : ship::Output {
+  ship::EntryFilter f;
+  std::mutex mu;
+  std::vector<std::string> bodies;
+  std::vector<uint64_t> checkpoints;
+  void offer(const std::string&, int64_t, std::span<const ledger::SealedEntry> entries,
+             std::span<const ledger::SealedCheckpoint> cps) override {
+    std::lock_guard lock(mu);
+    for (const auto& e : entries) bodies.emplace_back(e.body);
+    for (const auto& c : cps) checkpoints.push_back(c.tree_size);
+  }
+  const ship::EntryFilter& filter() const override { return f; }
+  ship::OutputStats stats() const override { return {}; }
+  void close(std::chrono::milliseconds) override {}
+};
+
+std::string config_error(const std::string& yaml) {
+  try {
+    daemon::parse_config(yaml, "t.yaml");
+  } catch (const daemon::ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+const std::string kBase = "version: 1\nstorage:\n  dir: /r\noutputs:\n  syslog:\n";  // lines 1-5
+
+// A TCP listener on 127.0.0.1; frames() reads octet-counted messages.
+struct SyslogListener {
+  int fd = -1, conn = -1;
+  uint16_t port = 0;
+  std::string in;
+  explicit SyslogListener(uint16_t at = 0) {
+    fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(at);
+    REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0);
+    REQUIRE(listen(fd, 4) == 0);
+    socklen_t len = sizeof(a);
+    getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+    port = ntohs(a.sin_port);
+  }
+  ~SyslogListener() {
+    if (conn >= 0) close(conn);
+    close(fd);
+  }
+  // Messages until `count` have come (or 20 s pass: then fewer).
+  std::vector<std::string> frames(size_t count) {
+    std::vector<std::string> out;
+    auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (out.size() < count && std::chrono::steady_clock::now() < until) {
+      if (conn < 0) {
+        pollfd p{fd, POLLIN, 0};
+        if (poll(&p, 1, 100) == 1) conn = accept4(fd, nullptr, nullptr, SOCK_CLOEXEC);
+        continue;
+      }
+      pollfd p{conn, POLLIN, 0};
+      if (poll(&p, 1, 100) != 1) continue;
+      char buf[65536];
+      ssize_t n = read(conn, buf, sizeof(buf));
+      if (n <= 0) break;
+      in.append(buf, size_t(n));
+      for (;;) {  // RFC 6587 octet counting: MSG-LEN SP SYSLOG-MSG
+        size_t sp = in.find(' ');
+        if (sp == std::string::npos) break;
+        size_t len = std::stoul(in.substr(0, sp));
+        if (in.size() < sp + 1 + len) break;
+        out.push_back(in.substr(sp + 1, len));
+        in.erase(0, sp + 1 + len);
+      }
+    }
+    return out;
+  }
+};
+
+ship::SyslogSettings settings_for(uint16_t port) {
+  ship::SyslogSettings s;
+  s.name = "t";
+  s.host = "127.0.0.1";
+  s.port = port;
+  s.address = "127.0.0.1:" + std::to_string(port);
+  s.hostname = "host-a";
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("syslog: an entry is one RFC 5424 message whose MSG is the entry and whose leaf proves it") {
+  ship::SyslogSettings s;
+  std::string body = violation(5, "ALERT");
+  std::string m = ship::syslog_message(s, "my host", kOrigin, 1, sealed(5, "violation", body));
+  std::string leaf = ledger::to_hex(ledger::leaf_hash(body));
+  // authpriv (10) * 8 + alert (1) = 81; PROCID is the violation's subject.
+  CHECK(m == "<81>1 2025-12-04T14:34:34.123456Z my_host flightrec 42 violation [flightrec@32473 origin=\"" + kOrigin +
+                 "\" session=\"1\" seq=\"5\" type=\"violation\" leaf=\"" + leaf +
+                 "\" level=\"ALERT\" rule_id=\"filesystem.hidden\" action=\"denied\"] " + body);
+  CHECK(ship::syslog_severity("violation", violation(1, "CRITICAL")) == 2);
+  CHECK(ship::syslog_severity("violation", violation(1, "INFO")) == 6);
+  CHECK(ship::syslog_severity("lost", plain(1, "lost")) == 4);
+  CHECK(ship::syslog_severity("error", plain(1, "error")) == 3);
+  CHECK(ship::syslog_severity("genesis", plain(1, "genesis")) == 5);
+  CHECK(ship::syslog_severity("session_end", plain(1, "session_end")) == 5);
+  CHECK(ship::syslog_severity("syscall", plain(1, "syscall")) == 6);
+  // Structured data values escape '"', '\' and ']' (RFC 5424 §6.3.3).
+  std::string odd = "flightrec/a\"b]c\\d/0123456789abcdef0123456789abcdef";
+  m = ship::syslog_message(s, "h", odd, 1, sealed(2, "exit", plain(2, "exit")));
+  CHECK(m.find("origin=\"flightrec/a\\\"b\\]c\\\\d/") != std::string::npos);
+  CHECK(m.starts_with("<86>1 1970-01-01T00:00:00.000000Z h flightrec 7 exit [flightrec@32473 "));
+  CHECK(ship::syslog_facility("local3") == 19);
+  CHECK(ship::syslog_facility("authpriv") == 10);
+  CHECK(ship::syslog_facility("nope") == -1);
+}
+
+TEST_CASE("an output's filter: the default event types, every type, and violations from a level up") {
+  ship::EntryFilter f;
+  for (const char* t : {"genesis", "session_end", "violation", "lost"}) CHECK(f.accepts(t, violation(1, "INFO")));
+  CHECK_FALSE(f.accepts("syscall", plain(1, "syscall")));
+  f.min_level = ship::EntryFilter::Alert;
+  CHECK_FALSE(f.accepts("violation", violation(1, "INFO")));
+  CHECK(f.accepts("violation", violation(1, "ALERT")));
+  CHECK(f.accepts("violation", violation(1, "CRITICAL")));
+  f.min_level = ship::EntryFilter::Critical;
+  CHECK_FALSE(f.accepts("violation", violation(1, "ALERT")));
+  f.all_types = true;
+  CHECK(f.accepts("syscall", plain(1, "syscall")));
+}
+
+TEST_CASE("flightrecd.yaml outputs.syslog: every field read, every mistake at its line") {
+  daemon::Config c = daemon::parse_config(kBase +
+                                              "    - name: siem\n"
+                                              "      address: siem.example:6514\n"
+                                              "      tls: {ca: /etc/ca.pem, cert: /etc/c.pem, key: /etc/k.pem, server_name: siem}\n"
+                                              "      facility: local4\n"
+                                              "      types: [violation, session_end]\n"
+                                              "      min_level: alert\n"
+                                              "      queue: 500\n"
+                                              "    - name: plain\n"
+                                              "      address: \"[::1]:514\"\n",
+                                          "t.yaml");
+  REQUIRE(c.syslog_outputs.size() == 2);
+  const auto& a = c.syslog_outputs[0];
+  CHECK(a.host == "siem.example");
+  CHECK(a.port == 6514);
+  CHECK(a.tls.on);
+  CHECK(a.tls.ca_file == "/etc/ca.pem");
+  CHECK(a.tls.key_file == "/etc/k.pem");
+  CHECK(a.tls.server_name == "siem");
+  CHECK(a.facility == 20);
+  CHECK(a.filter.types == std::vector<std::string>{"session_end", "violation"});
+  CHECK(a.filter.min_level == ship::EntryFilter::Alert);
+  CHECK(a.queue_max == 500);
+  const auto& b = c.syslog_outputs[1];
+  CHECK(b.host == "::1");
+  CHECK(b.port == 514);
+  CHECK_FALSE(b.tls.on);
+  CHECK(b.filter.types == ship::EntryFilter::default_types());
+
+  CHECK(config_error(kBase + "    - name: a\n").find("t.yaml:6: outputs.syslog.address: missing") == 0);
+  CHECK(config_error(kBase + "    - name: a\n      address: nohost\n").find("t.yaml:7: outputs.syslog.address") == 0);
+  CHECK(config_error(kBase + "    - name: a\n      address: h:70000\n").find("t.yaml:7:") == 0);
+  CHECK(config_error(kBase + "    - name: a\n      address: h:1\n      colour: red\n").find("colour") != std::string::npos);
+  CHECK(config_error(kBase + "    - name: a\n      address: h:1\n      tls: {cert: /c}\n").find("outputs.syslog.tls.ca: missing") !=
+        std::string::npos);
+  CHECK(config_error(kBase + "    - name: a\n      address: h:1\n      tls: {ca: /a, cert: /c}\n").find("cert and key go together") !=
+        std::string::npos);
+  CHECK(config_error(kBase + "    - name: a\n      address: h:1\n      tls: {ca: relative}\n").find("absolute path") !=
+        std::string::npos);
+  CHECK(config_error(kBase + "    - name: a\n      address: h:1\n      facility: mail2\n").find("t.yaml:8: outputs.syslog.facility") == 0);
+  CHECK(config_error(kBase + "    - name: a\n      address: h:1\n      types: [violations]\n").find("'violations' is not an entry type") !=
+        std::string::npos);
+  CHECK(config_error(kBase + "    - name: a\n      address: h:1\n      types: [all, exec]\n").find("'all' stands alone") !=
+        std::string::npos);
+  CHECK(config_error(kBase + "    - name: a\n      address: h:1\n      min_level: loud\n").find("outputs.syslog.min_level") !=
+        std::string::npos);
+  CHECK(config_error(kBase + "    - name: a\n      address: h:1\n      queue: 0\n").find("outputs.syslog.queue") != std::string::npos);
+  CHECK(config_error(kBase + "    - name: a\n      address: h:1\n    - name: a\n      address: h:2\n")
+            .find("t.yaml:8: outputs.syslog.name: 'a' is already the name of the output at line 6") == 0);
+  CHECK(config_error(kBase + "    - name: A\n      address: h:1\n").find("is not a name") != std::string::npos);
+  CHECK(config_error("version: 1\nstorage:\n  dir: /r\noutputs:\n  kafka: []\n").find("kafka") != std::string::npos);
+}
+
+TEST_CASE("a handed run's forwarded entries reach the outputs only as its record could hold them") {
+  auto hub = std::make_shared<ship::Hub>();
+  auto kept_owned = std::make_unique<Kept>();
+  Kept& kept = *kept_owned;
+  std::vector<std::unique_ptr<ship::Output>> outs;
+  outs.push_back(std::move(kept_owned));
+  hub->replace(std::move(outs), std::chrono::milliseconds(0));
+
+  std::vector<std::string> bodies = {plain(1, "genesis"), plain(2, "syscall"), violation(3, "ALERT")};
+  std::vector<ledger::SealedEntry> es;
+  for (size_t i = 0; i < bodies.size(); ++i) es.push_back(sealed(int64_t(i + 1), i == 0 ? "genesis" : i == 1 ? "syscall" : "violation", bodies[i]));
+  std::string note = kOrigin + "\n1\nAAAA\nchain 00\n";
+  std::vector<ledger::SealedCheckpoint> cps = {{1, note}};
+  // Only the types asked for go on the line; checkpoints always.
+  std::vector<std::string> lines = ship::encode_forwarded(kOrigin, 1, es, cps, {"genesis", "violation"});
+  REQUIRE(lines.size() == 1);
+  REQUIRE(lines[0].ends_with("\n"));
+  ship::ForwardedStream stream(hub);
+  stream.take(std::string_view(lines[0]).substr(0, lines[0].size() - 1));
+  REQUIRE(kept.bodies.size() == 2);
+  CHECK(kept.bodies[0] == bodies[0]);
+  CHECK(kept.bodies[1] == bodies[2]);
+  CHECK(kept.checkpoints == std::vector<uint64_t>{1});
+  CHECK(ship::encode_forwarded(kOrigin, 1, {}, {}, {"*"}).empty());
+  // A checkpoint past the entries forwarded (the types left out) is taken;
+  // a long commit is split into lines of about the bound, each taken in turn.
+  std::vector<std::string> more;
+  std::vector<ledger::SealedEntry> mes;
+  for (int64_t seq = 4; seq <= 9; ++seq) more.push_back(plain(seq, "exec"));
+  for (size_t i = 0; i < more.size(); ++i) mes.push_back(sealed(int64_t(i + 4), "exec", more[i]));
+  std::string note9 = kOrigin + "\n9\nAAAA\nchain 00\n", note12 = kOrigin + "\n12\nAAAA\nchain 00\n";
+  std::vector<ledger::SealedCheckpoint> cps2 = {{9, note9}, {12, note12}};
+  lines = ship::encode_forwarded(kOrigin, 1, mes, cps2, {"*"}, 2 * more[0].size());
+  CHECK(lines.size() >= 3);
+  for (const auto& l : lines) stream.take(std::string_view(l).substr(0, l.size() - 1));
+  CHECK(kept.bodies.size() == 8);
+  CHECK(kept.bodies.back() == more.back());
+  CHECK(kept.checkpoints == std::vector<uint64_t>{1, 9, 12});
+
+  auto refused = [&](const std::string& text) {
+    ship::ForwardedStream fresh(hub);
+    try {
+      fresh.take(text);
+    } catch (const std::exception& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  auto one = [&](const std::string& body, const std::string& type, const std::string& leaf, int64_t seq = 1,
+                 const std::string& origin = kOrigin) {
+    nlohmann::json j = {{"origin", origin}, {"session", 1}, {"entries", {{seq, type, body, leaf}}}, {"checkpoints", nlohmann::json::array()}};
+    return j.dump();
+  };
+  std::string good = plain(1, "exec");
+  std::string good_leaf = ledger::to_hex(ledger::leaf_hash(good));
+  CHECK(refused(one(good, "exec", good_leaf)).empty());
+  CHECK(refused(one(good, "exec", std::string(64, '0'))).find("leaf hash is wrong") != std::string::npos);
+  std::string spaced = R"({"comm": "sh","pid":7,"seq":1,"session":1,"ts_real_ns":5,"type":"exec"})";
+  CHECK(refused(one(spaced, "exec", ledger::to_hex(ledger::leaf_hash(spaced)))).find("not canonical") != std::string::npos);
+  CHECK(refused(one(good, "violation", good_leaf)).find("not the one it is sent as") != std::string::npos);
+  CHECK(refused(one(good, "exec", good_leaf, 2)).find("not the one it is sent as") != std::string::npos);
+  CHECK(refused(one(good, "exec", good_leaf, 1, "flightrec/vm/nothex")).find("not a flightrec one") != std::string::npos);
+  CHECK(refused("[1,2]").find("not {origin") != std::string::npos);
+  CHECK(refused("{\"origin\":").find("not {origin") != std::string::npos);
+  // In order, one session per connection, checkpoints of this origin only.
+  ship::ForwardedStream s2(hub);
+  s2.take(one(good, "exec", good_leaf));
+  CHECK_THROWS_WITH_AS(s2.take(one(good, "exec", good_leaf)), doctest::Contains("out of order"), Error);
+  std::string other = "flightrec/vm/ffffffffffffffffffffffffffffffff";
+  CHECK_THROWS_WITH_AS(s2.take(one(plain(2, "exec"), "exec", ledger::to_hex(ledger::leaf_hash(plain(2, "exec"))), 2, other)),
+                       doctest::Contains("one session"), Error);
+  nlohmann::json forged = {{"origin", kOrigin}, {"session", 1}, {"entries", nlohmann::json::array()},
+                           {"checkpoints", {{1, other + "\n1\nAAAA\n"}}}};
+  CHECK_THROWS_WITH_AS(s2.take(forged.dump()), doctest::Contains("not this session's"), Error);
+  hub->close(std::chrono::milliseconds(0));
+}
+
+TEST_CASE("a syslog output frames by octet count, waits for a server that is not there yet, and counts what it drops") {
+  // A port nobody listens on yet: taken, then let go.
+  uint16_t port;
+  { SyslogListener probe; port = probe.port; }
+  ship::SyslogSettings s = settings_for(port);
+  s.filter.all_types = true;
+  s.queue_max = 3;
+  ship::SyslogOutput out(s);
+  std::vector<std::string> bodies;
+  std::vector<ledger::SealedEntry> es;
+  for (int i = 1; i <= 5; ++i) bodies.push_back(plain(i, "syscall"));
+  for (int i = 1; i <= 5; ++i) es.push_back(sealed(i, "syscall", bodies[size_t(i - 1)]));
+  out.offer(kOrigin, 1, es, {});
+  // Three held (the queue's bound), two dropped and counted.
+  CHECK(out.stats().dropped == 2);
+  CHECK(out.stats().queued == 3);
+  for (int i = 0; i < 200 && out.stats().last_error.empty(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  CHECK(out.stats().last_error.find("cannot connect") != std::string::npos);
+  SyslogListener server(port);
+  std::vector<std::string> got = server.frames(3);
+  REQUIRE(got.size() == 3);
+  for (size_t i = 0; i < 3; ++i) {
+    CHECK(got[i].ends_with("] " + bodies[i]));
+    CHECK(got[i].find(" seq=\"" + std::to_string(i + 1) + "\"") != std::string::npos);
+  }
+  // Taken off the queue once written, which may be just after the server has read them.
+  for (int i = 0; i < 200 && out.stats().queued > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  CHECK(out.stats().sent == 3);
+  // A long message: one frame, whole.
+  std::string big = R"({"comm":")" + std::string(100000, 'x') + R"(","pid":7,"seq":6,"session":1,"ts_real_ns":5,"type":"syscall"})";
+  ledger::SealedEntry e6 = sealed(6, "syscall", big);
+  out.offer(kOrigin, 1, std::span(&e6, 1), {});
+  got = server.frames(1);
+  REQUIRE(got.size() == 1);
+  CHECK(got[0].ends_with(big));
+  // Counted once written, which may be just after the server has read it.
+  for (int i = 0; i < 200 && out.stats().sent < 4; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  auto st = out.stats();
+  CHECK(st.sent == 4);
+  CHECK(st.connected);
+  CHECK(st.connects == 1);
+}

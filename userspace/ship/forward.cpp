@@ -1,0 +1,128 @@
+#include "ship/forward.h"
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "common/error.h"
+#include "ledger/canonical.h"
+#include "ledger/hash.h"
+
+namespace flightrec::ship {
+
+std::vector<std::string> encode_forwarded(const std::string& origin, int64_t session,
+                                          std::span<const ledger::SealedEntry> entries,
+                                          std::span<const ledger::SealedCheckpoint> checkpoints,
+                                          const std::vector<std::string>& types, size_t max_line) {
+  bool all = types.size() == 1 && types[0] == "*";
+  std::vector<std::string> lines;
+  nlohmann::json e = nlohmann::json::array();
+  size_t bytes = 0;
+  auto line = [&](nlohmann::json c) {
+    nlohmann::json l = {{"origin", origin}, {"session", session}, {"entries", std::move(e)}, {"checkpoints", std::move(c)}};
+    lines.push_back(l.dump(-1, ' ', false, nlohmann::json::error_handler_t::strict) + "\n");
+    e = nlohmann::json::array();
+    bytes = 0;
+  };
+  for (const auto& x : entries) {
+    if (!all && std::find(types.begin(), types.end(), x.type) == types.end()) continue;
+    if (!e.empty() && bytes + x.body.size() > max_line) line(nlohmann::json::array());
+    e.push_back({x.seq, x.type, x.body, ledger::to_hex(x.leaf)});
+    bytes += x.body.size() + 100;
+  }
+  nlohmann::json c = nlohmann::json::array();
+  for (const auto& x : checkpoints) c.push_back({x.tree_size, x.note});
+  if (!e.empty() || !c.empty()) line(std::move(c));
+  return lines;
+}
+
+void ForwardedStream::take(std::string_view text) {
+  nlohmann::json line = nlohmann::json::parse(text, nullptr, false);
+  if (!line.is_object() || line.size() != 4 || !line.contains("origin") || !line["origin"].is_string() ||
+      !line.contains("session") || !line["session"].is_number_integer() || !line.contains("entries") ||
+      !line["entries"].is_array() || !line.contains("checkpoints") || !line["checkpoints"].is_array())
+    throw Error("a line is not {origin, session, entries, checkpoints}");
+  std::string origin = line["origin"].get<std::string>();
+  int64_t session = line["session"].get<int64_t>();
+  if (origin_.empty()) {
+    // flightrec/<host>/<32 hex digits> (docs/FORMAT.md)
+    size_t tail = origin.size() < 33 ? 0 : origin.size() - 33;
+    if (!origin.starts_with("flightrec/") || origin.size() > 512 || tail <= 10 || origin[tail] != '/' ||
+        origin.find_first_not_of("0123456789abcdef", tail + 1) != std::string::npos)
+      throw Error("the origin is not a flightrec one");
+    origin_ = origin;
+    session_ = session;
+  } else if (origin != origin_ || session != session_) {
+    throw Error("one connection forwards one session");
+  }
+  std::vector<ledger::SealedEntry> entries;
+  std::vector<ledger::SealedCheckpoint> checkpoints;
+  std::vector<std::string> types;  // views of entries point into these and into `line`
+  const auto& es = line["entries"];
+  types.reserve(es.size());
+  for (const auto& e : es) {
+    if (!e.is_array() || e.size() != 4 || !e[0].is_number_integer() || !e[1].is_string() || !e[2].is_string() ||
+        !e[3].is_string())
+      throw Error("an entry is not [seq, type, body, leaf]");
+    int64_t seq = e[0].get<int64_t>();
+    if (seq <= last_seq_) throw Error("entries out of order (seq " + std::to_string(seq) + " after " + std::to_string(last_seq_) + ")");
+    const std::string& body = e[2].get_ref<const std::string&>();
+    ledger::TopLevel top;
+    if (std::string why = ledger::check_canonical(body, &top); !why.empty())
+      throw Error("entry " + std::to_string(seq) + " is not canonical: " + why);
+    if (top.integer("seq") != seq || top.integer("session") != session || top.string("type") != e[1].get<std::string>())
+      throw Error("entry " + std::to_string(seq) + ": its seq, session or type is not the one it is sent as");
+    ledger::Hash leaf = ledger::leaf_hash(body);
+    if (ledger::to_hex(leaf) != e[3].get<std::string>()) throw Error("entry " + std::to_string(seq) + ": its leaf hash is wrong");
+    last_seq_ = seq;
+    types.push_back(e[1].get<std::string>());
+    entries.push_back({seq, types.back(), body, leaf});
+  }
+  for (const auto& c : line["checkpoints"]) {
+    if (!c.is_array() || c.size() != 2 || !c[0].is_number_unsigned() || !c[1].is_string())
+      throw Error("a checkpoint is not [size, note]");
+    uint64_t size = c[0].get<uint64_t>();
+    // (Its size may pass the last entry forwarded: not every type is.)
+    if (size <= last_checkpoint_ || !c[1].get_ref<const std::string&>().starts_with(origin_ + "\n" + std::to_string(size) + "\n"))
+      throw Error("checkpoint of size " + std::to_string(size) + " is out of order or not this session's");
+    last_checkpoint_ = size;
+    checkpoints.push_back({size, c[1].get_ref<const std::string&>()});
+  }
+  entries_ += entries.size();
+  hub_->sealed(origin_, session_, entries, checkpoints);
+}
+
+ForwardingSink::~ForwardingSink() {
+  if (fd_ >= 0) close(fd_);
+}
+
+void ForwardingSink::sealed(const std::string& origin, int64_t session, std::span<const ledger::SealedEntry> entries,
+                            std::span<const ledger::SealedCheckpoint> checkpoints) {
+  if (fd_ < 0) return;
+  std::string lines;
+  try {
+    for (auto& l : encode_forwarded(origin, session, entries, checkpoints, types_)) lines += l;
+  } catch (const std::exception&) {
+    return;  // not UTF-8 cannot happen for canonical entries; nothing to send then
+  }
+  std::string_view rest = lines;
+  while (!rest.empty()) {
+    ssize_t n = send(fd_, rest.data(), rest.size(), MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      std::cerr << "flightrec: flightrecd stopped taking this run's entries for its outputs ("
+                << (n < 0 && errno == EAGAIN ? std::string("too slow") : errno_message("send", errno))
+                << "); the record itself is complete\n";
+      close(fd_);
+      fd_ = -1;
+      return;
+    }
+    rest.remove_prefix(size_t(n));
+  }
+}
+
+}  // namespace flightrec::ship

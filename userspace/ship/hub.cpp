@@ -1,0 +1,68 @@
+#include "ship/hub.h"
+
+#include <algorithm>
+#include <cctype>
+#include <mutex>
+#include <set>
+
+#include "ledger/canonical.h"
+
+namespace flightrec::ship {
+
+int level_of(std::string_view name) {
+  std::string up(name);
+  for (char& c : up) c = char(std::toupper(static_cast<unsigned char>(c)));
+  if (up == "INFO") return EntryFilter::Info;
+  if (up == "ALERT") return EntryFilter::Alert;
+  if (up == "CRITICAL") return EntryFilter::Critical;
+  return -1;
+}
+
+bool EntryFilter::accepts(std::string_view type, std::string_view body) const {
+  if (!all_types && !std::binary_search(types.begin(), types.end(), type)) return false;
+  if (type != "violation" || min_level == Info) return true;
+  ledger::TopLevel top;
+  if (!ledger::check_canonical(body, &top).empty()) return true;  // sent rather than judged unread
+  auto level = top.string("level");
+  return level && level_of(*level) >= min_level;
+}
+
+void Hub::replace(std::vector<std::unique_ptr<Output>> outputs, std::chrono::milliseconds grace) {
+  std::vector<std::unique_ptr<Output>> old;
+  {
+    std::unique_lock lock(mu_);
+    old.swap(outputs_);
+    outputs_ = std::move(outputs);
+  }
+  for (auto& o : old) o->close(grace);
+}
+
+void Hub::sealed(const std::string& origin, int64_t session, std::span<const ledger::SealedEntry> entries,
+                 std::span<const ledger::SealedCheckpoint> checkpoints) {
+  std::shared_lock lock(mu_);
+  for (auto& o : outputs_) o->offer(origin, session, entries, checkpoints);
+}
+
+std::vector<OutputStats> Hub::stats() const {
+  std::shared_lock lock(mu_);
+  std::vector<OutputStats> all;
+  for (const auto& o : outputs_) all.push_back(o->stats());
+  return all;
+}
+
+bool Hub::empty() const {
+  std::shared_lock lock(mu_);
+  return outputs_.empty();
+}
+
+std::vector<std::string> Hub::wanted_types() const {
+  std::shared_lock lock(mu_);
+  std::set<std::string> types;
+  for (const auto& o : outputs_) {
+    if (o->filter().all_types) return {"*"};
+    types.insert(o->filter().types.begin(), o->filter().types.end());
+  }
+  return {types.begin(), types.end()};
+}
+
+}  // namespace flightrec::ship
