@@ -39,12 +39,17 @@ package_of() {
   echo "build-deb: no Debian package has $1" >&2
   return 1
 }
-# And those they load when needed (dlopen): capstone, for Go programs' probes.
-loaded=$(ldconfig -p | awk '/libcapstone\.so\.[0-9]+ .*x86-64/ && !found {print $NF; found = 1}')
-[ -n "$loaded" ] || { echo "build-deb: libcapstone is not installed" >&2; exit 1; }
+# And those they load when needed (dlopen): capstone, for Go programs'
+# probes; libnats, for JetStream outputs and `flightrec collect`.
+loaded=""
+for lib in libcapstone libnats; do
+  found=$(ldconfig -p | awk -v re="^${lib}\\.so\\.[0-9]" '$1 ~ re && /x86-64/ && !found {print $NF; found = 1}')
+  [ -n "$found" ] || { echo "build-deb: $lib is not installed" >&2; exit 1; }
+  loaded="$loaded $found"
+done
 depends=$(for bin in "$stage/usr/bin/flightrec" "$stage/usr/sbin/flightrecd"; do
             ldd "$bin" | awk '/=> \//{print $3}'
-          done | { cat; echo "$loaded"; } | sort -u | while read -r lib; do package_of "$lib"; done |
+          done | { cat; printf '%s\n' $loaded; } | sort -u | while read -r lib; do package_of "$lib"; done |
           sort -u | grep -v '^libc6$' | paste -sd, | sed 's/,/, /g')
 cat > "$stage/DEBIAN/control" <<CONTROL
 Package: flightrec

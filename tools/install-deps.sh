@@ -2,8 +2,9 @@
 # Installs what flightrec needs to build and test on Debian 12 (as root).
 # chromium renders `flightrec report` pages in the tests (headless); golang-go
 # builds the Go TLS client and libnss3-tools brings tstclnt (NSS) for the TLS
-# capture tests. rsyslog (with its OpenSSL driver) receives the syslog
-# outputs in the shipping tests.
+# capture tests. rsyslog (with its OpenSSL driver) and nats-server (JetStream)
+# receive the shipping tests' outputs; libnats is loaded when an output or
+# `flightrec collect` needs it.
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -q
@@ -15,7 +16,7 @@ apt-get install -y -q --no-install-recommends \
   util-linux coreutils procps systemd \
   python3 python3-cryptography python3-pip python3-h2 git openssl curl wget prometheus libnss3-tools golang-go \
   qemu-system-x86 busybox-static cpio kmod xz-utils zstd e2fsprogs \
-  rsyslog rsyslog-openssl \
+  rsyslog rsyslog-openssl nats-server libnats-dev \
   chromium
 
 # Docker's own seccomp profile, used as is by the sandbox tests (the package

@@ -370,6 +370,7 @@ TEST_CASE("the .deb installs flightrec, flightrecd, its unit, config and policie
   // is checked by running them, installed, below.
   CHECK(info.out.find("libc6") != std::string::npos);
   CHECK(info.out.find("libcapstone") != std::string::npos);  // loaded when needed, not linked
+  CHECK(info.out.find("libnats") != std::string::npos);      // likewise (JetStream, collect)
   const std::vector<std::string> files = {"/usr/bin/flightrec", "/usr/sbin/flightrecd", "/lib/systemd/system/flightrecd.service",
                                           "/etc/flightrec/flightrecd.yaml", "/usr/share/flightrec/policies/agent.yaml"};
   Result in = run({"dpkg", "-i", deb});

@@ -4,7 +4,10 @@
 // daemon's own watch session.
 #include <doctest/doctest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -16,7 +19,12 @@
 #include <sstream>
 #include <thread>
 
+#include "ledger/checkpoint.h"
+#include "ledger/hash.h"
+#include "ledger/keys.h"
 #include "runtime/harness.h"
+#include "ship/jetstream.h"
+#include "ship/nats_lib.h"
 
 using nlohmann::json;
 using namespace rt;
@@ -100,6 +108,109 @@ struct TestCa {
             "-CAcreateserial", "-out", cert, "-days", "2", "-extfile", dir.file("ext")}));
   }
 };
+
+
+// nats-server with JetStream on a store of its own, on a port that stays
+// its own across restarts.
+struct NatsServer {
+  TempDir dir;
+  Proc proc;
+  int port = 0;
+  NatsServer() {
+    {
+      Listener probe;
+      port = probe.port;
+    }
+    start_server();
+  }
+  void start_server() {
+    proc = start({"nats-server", "-js", "-sd", dir.file("js"), "-a", "127.0.0.1", "-p", std::to_string(port)});
+    // Up once it takes connections (a minute at most: emulated kernels are slow).
+    for (int i = 0; i < 600; ++i) {
+      int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      sockaddr_in a{};
+      a.sin_family = AF_INET;
+      a.sin_port = htons(uint16_t(port));
+      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      bool up = connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
+      close(fd);
+      if (up) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    FAIL("nats-server did not start");
+  }
+  void stop(int sig = SIGTERM) {
+    kill(proc.pid, sig);
+    wait(proc);
+  }
+  std::string url() const { return "nats://127.0.0.1:" + std::to_string(port); }
+  ~NatsServer() { stop(SIGKILL); }
+};
+
+// A JetStream client of the test's own (libnats, as flightrec loads it).
+struct JetStreamClient {
+  const flightrec::ship::NatsLib& n = flightrec::ship::nats_lib();
+  natsOptions* o = nullptr;
+  natsConnection* nc = nullptr;
+  jsCtx* js = nullptr;
+  explicit JetStreamClient(const std::string& url) {
+    n.natsOptions_Create(&o);
+    n.natsOptions_SetURL(o, url.c_str());
+    REQUIRE(n.natsConnection_Connect(&nc, o) == NATS_OK);
+    REQUIRE(n.natsConnection_JetStream(&js, nc, nullptr) == NATS_OK);
+  }
+  ~JetStreamClient() {
+    if (js) n.jsCtx_Destroy(js);
+    if (nc) n.natsConnection_Destroy(nc);
+    if (o) n.natsOptions_Destroy(o);
+  }
+};
+
+// The stream's message count, asked of the server.
+uint64_t stream_messages(const std::string& url, const std::string& stream = "FLIGHTREC") {
+  JetStreamClient c(url);
+  jsStreamInfo* si = nullptr;
+  jsErrCode err;
+  REQUIRE(c.n.js_GetStreamInfo(&si, c.js, stream.c_str(), nullptr, &err) == NATS_OK);
+  uint64_t msgs = si->State.Msgs;
+  c.n.jsStreamInfo_Destroy(si);
+  return msgs;
+}
+
+// Publishes one message with flightrec's headers (a forger's, in the tests).
+void publish(const std::string& url, const std::string& subject, const std::map<std::string, std::string>& headers,
+             const std::string& payload) {
+  JetStreamClient c(url);
+  natsMsg* m = nullptr;
+  REQUIRE(c.n.natsMsg_Create(&m, subject.c_str(), nullptr, payload.data(), int(payload.size())) == NATS_OK);
+  for (const auto& [k, v] : headers) c.n.natsMsgHeader_Set(m, k.c_str(), v.c_str());
+  jsPubAck* pa = nullptr;
+  jsErrCode err;
+  CHECK(c.n.js_PublishMsg(&pa, c.js, m, nullptr, &err) == NATS_OK);
+  if (pa) c.n.jsPubAck_Destroy(pa);
+  c.n.natsMsg_Destroy(m);
+}
+
+// Waits (up to two minutes) until flightrecd's outputs hold nothing unacknowledged.
+bool outputs_drained(const std::string& socket) {
+  for (int i = 0; i < 1200; ++i) {
+    Result st = rt::flightrec({"status", "--socket", socket, "--json"});
+    if (st.code == 0) {
+      bool empty = true;
+      for (const auto& o : json::parse(st.out)["outputs"]) empty = empty && o["queued"] == 0;
+      if (empty) return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return false;
+}
+
+json collect(const std::string& config, const std::string& out, int expect_code = 0) {
+  Result r = rt::flightrec({"collect", "--config", config, "--out", out, "--json", "--idle", "1s"});
+  INFO(r.out << r.err);
+  CHECK(r.code == expect_code);
+  return json::parse(r.out);
+}
 
 int severity_of(const std::string& level) { return level == "CRITICAL" ? 2 : level == "ALERT" ? 1 : 6; }
 
@@ -273,4 +384,218 @@ TEST_CASE("syslog: a daemon's own session is shipped, a server that comes late g
     wait(server);
   }
   rmdir(cg.c_str());
+}
+
+namespace {
+
+// This host's subject token (PREFIX.HOST), as flightrecd's outputs make it.
+std::string host_token() {
+  char buf[256] = {};
+  gethostname(buf, sizeof(buf) - 1);
+  return flightrec::ship::jetstream_subject("x", buf).substr(2);
+}
+
+// A cgroup of the test's, and a paced getppid() storm in it.
+struct StormCgroup {
+  std::string name = "flightrec-js-" + std::to_string(getpid()), path = cgroup2_root() + "/" + name;
+  StormCgroup() { REQUIRE(mkdir(path.c_str(), 0755) == 0); }
+  Proc storm(int rate, int secs) {
+    return start({"sh", "-c", "echo $$ > " + path + "/cgroup.procs && exec " + std::string(BENCH_SYSCALLS_BIN) + " rate " +
+                                  std::to_string(rate) + " " + std::to_string(secs)});
+  }
+  ~StormCgroup() { rmdir(path.c_str()); }
+};
+
+std::string jetstream_config(const TempDir& dir, const NatsServer& ns, const std::string& keys, const std::string& cgroup) {
+  std::string config = dir.file("flightrecd.yaml");
+  std::ofstream(config) << "version: 1\nstorage:\n  dir: " << dir.file("records") << "\nsocket:\n  path: "
+                        << dir.file("control.sock") << "\nkey: " << keys << "\nring: 8M\nwatch:\n"
+                        << (cgroup.empty() ? "" : "  - name: jobs\n    cgroup: " + cgroup + "\n")
+                        << "outputs:\n  jetstream:\n    - name: fleet\n      url: " << ns.url() << "\n";
+  std::ofstream(dir.file("collect.yaml")) << "url: " << ns.url() << "\nhosts:\n  " << host_token() << ": " << keys
+                                          << "/flightrec.pub\n";
+  return config;
+}
+
+std::vector<std::string> records_under(const std::string& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir))
+    if (e.path().extension() == ".db") out.push_back(e.path().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// The lines of a collected bundle: entries and checkpoints (its header left out).
+std::pair<size_t, size_t> bundle_counts(const std::string& file) {
+  std::ifstream in(file);
+  std::string line;
+  size_t entries = 0, checkpoints = 0;
+  std::getline(in, line);
+  while (std::getline(in, line)) (line.starts_with("{\"checkpoint\":") ? checkpoints : entries)++;
+  return {entries, checkpoints};
+}
+
+}  // namespace
+
+TEST_CASE("jetstream: nats-server killed for 30 s during a syscall storm; every entry arrives once, in order, and collect verifies the host") {
+  REQUIRE(is_root());
+  TempDir dir;
+  REQUIRE(rt::flightrec({"keygen", "--out", dir.file("keys")}).code == 0);
+  NatsServer ns;
+  StormCgroup cg;
+  std::string config = jetstream_config(dir, ns, dir.file("keys"), cg.name);
+  Daemon d(config);
+  REQUIRE_MESSAGE(d.await("running"), d.err);
+  Proc storm = cg.storm(5000, 36);
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  ns.stop(SIGKILL);
+  REQUIRE_MESSAGE(d.await("retrying"), d.err);  // the output saw the server go
+  std::this_thread::sleep_for(std::chrono::seconds(30));
+  ns.start_server();
+  CHECK(wait(storm).code == 0);
+  rmdir(cg.path.c_str());  // the session ends with its cgroup
+  REQUIRE_MESSAGE(d.await("sealed"), d.err);
+  REQUIRE(outputs_drained(dir.file("control.sock")));
+  CHECK(d.stop(SIGTERM).code == 0);
+  auto dbs = records_under(dir.file("records"));
+  REQUIRE(dbs.size() == 1);
+  auto record = entries(dbs[0]);
+  REQUIRE(record.size() > 100000);  // the storm's calls, at 5000/s for 36 s
+  json report = collect(dir.file("collect.yaml"), dir.file("collected"));
+  REQUIRE(report.size() == 1);
+  CHECK(report[0]["host"] == host_token());
+  CHECK(report[0]["ok"] == true);
+  REQUIRE(report[0]["logs"].size() == 1);
+  const json& log = report[0]["logs"][0];
+  CHECK(log["ok"] == true);
+  CHECK(log["terminated"] == true);
+  CHECK(log["entries"] == record.size());
+  CHECK(log["duplicates"] == 0);
+  CHECK(log["missing_from"] == 0);
+  // Exactly once in the stream: its messages are the entries and checkpoints, no more.
+  auto [bundle_entries, bundle_checkpoints] = bundle_counts(log["file"]);
+  CHECK(bundle_entries == record.size());
+  CHECK(stream_messages(ns.url()) == bundle_entries + bundle_checkpoints);
+  // The collected log is the record: it verifies offline, against the host's key.
+  Result v = rt::flightrec({"verify", log["file"].get<std::string>(), "--pubkey", dir.file("keys") + "/flightrec.pub"});
+  INFO(v.out << v.err);
+  CHECK(v.code == 0);
+}
+
+TEST_CASE("jetstream: flightrecd restarted mid-stream with messages unacknowledged; no gap, no duplicate") {
+  REQUIRE(is_root());
+  TempDir dir;
+  REQUIRE(rt::flightrec({"keygen", "--out", dir.file("keys")}).code == 0);
+  NatsServer ns;
+  StormCgroup cg;
+  std::string config = jetstream_config(dir, ns, dir.file("keys"), cg.name);
+  Proc storm;
+  {
+    Daemon d(config);
+    REQUIRE_MESSAGE(d.await("running"), d.err);
+    storm = cg.storm(5000, 12);
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+    // The server stops answering: what the daemon publishes now waits, unacknowledged.
+    kill(ns.proc.pid, SIGSTOP);
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    CHECK(d.stop(SIGTERM).code == 0);
+  }
+  {
+    Daemon d(config);  // the same spool: it goes on from the last acknowledged message
+    REQUIRE_MESSAGE(d.await("running"), d.err);
+    kill(ns.proc.pid, SIGCONT);
+    CHECK(wait(storm).code == 0);
+    rmdir(cg.path.c_str());
+    REQUIRE_MESSAGE(d.await("sealed"), d.err);
+    REQUIRE(outputs_drained(dir.file("control.sock")));
+    CHECK(d.stop(SIGTERM).code == 0);
+  }
+  auto dbs = records_under(dir.file("records"));
+  REQUIRE(dbs.size() == 2);  // a session per daemon
+  json report = collect(dir.file("collect.yaml"), dir.file("collected"));
+  REQUIRE(report.size() == 1);
+  CHECK(report[0]["ok"] == true);
+  REQUIRE(report[0]["logs"].size() == 2);
+  size_t total = 0, stream_expected = 0, recorded = 0;
+  for (const auto& db : dbs) recorded += entries(db).size();
+  for (const auto& log : report[0]["logs"]) {
+    INFO(log.dump());
+    CHECK(log["ok"] == true);
+    CHECK(log["terminated"] == true);
+    CHECK(log["duplicates"] == 0);
+    total += log["entries"].get<size_t>();
+    auto [e, c] = bundle_counts(log["file"]);
+    stream_expected += e + c;
+  }
+  CHECK(total == recorded);
+  CHECK(stream_messages(ns.url()) == stream_expected);
+}
+
+TEST_CASE("collect: an edited entry, a forged signature, and a host without a pinned key are refused with the reason") {
+  REQUIRE(is_root());
+  TempDir dir;
+  REQUIRE(rt::flightrec({"keygen", "--out", dir.file("keys")}).code == 0);
+  NatsServer ns;
+  std::string config = jetstream_config(dir, ns, dir.file("keys"), "");
+  std::vector<std::string> dbs;
+  {
+    Daemon d(config);
+    REQUIRE_MESSAGE(d.await("running"), d.err);
+    for (const char* name : {"a", "b"}) {
+      std::string db = dir.file(std::string(name) + ".db");
+      Result r = rt::flightrec({"run", "--policy", "observe", "--key", dir.file("keys"), "--daemon", "require",
+                                "--daemon-socket", dir.file("control.sock"), "--db", db, "--", "true"});
+      REQUIRE_MESSAGE(r.code == 0, r.err);
+      dbs.push_back(db);
+    }
+    REQUIRE(outputs_drained(dir.file("control.sock")));
+    CHECK(d.stop(SIGTERM).code == 0);
+  }
+  auto a = entries(dbs[0]), b = entries(dbs[1]);
+  std::string origin_a = a[0]["origin"], origin_b = b[0]["origin"];
+  const std::string subject = "flightrec." + host_token();
+  // 1. Entry 3 of a, edited, under a new message id (the server keeps both).
+  json edited = a[2];
+  edited["comm"] = "forged";
+  publish(ns.url(), subject,
+          {{"Nats-Msg-Id", "forger-1"}, {"Flightrec-Origin", origin_a}, {"Flightrec-Session", "1"},
+           {"Flightrec-Kind", "entry"}, {"Flightrec-Seq", "3"}},
+          edited.dump());
+  // 2. A log of its own whose genesis names the host's key, its checkpoint signed by another.
+  json genesis = b[0];
+  std::string forged_origin = origin_b.substr(0, origin_b.size() - 32) + std::string(32, 'f');
+  genesis["origin"] = forged_origin;
+  std::string body = genesis.dump();
+  auto attacker = flightrec::ledger::SigningKey::generate("flightrec-attacker");
+  flightrec::ledger::Hash leaf = flightrec::ledger::leaf_hash(body);
+  flightrec::ledger::Checkpoint c{forged_origin, 1, leaf, flightrec::ledger::chain_next(flightrec::ledger::kChainStart, leaf)};
+  std::map<std::string, std::string> h = {{"Flightrec-Origin", forged_origin}, {"Flightrec-Session", "1"}};
+  h["Nats-Msg-Id"] = "forger-2";
+  h["Flightrec-Kind"] = "entry";
+  h["Flightrec-Seq"] = "1";
+  publish(ns.url(), subject, h, body);
+  h["Nats-Msg-Id"] = "forger-3";
+  h["Flightrec-Kind"] = "checkpoint";
+  publish(ns.url(), subject, h, flightrec::ledger::sign_checkpoint(c, &attacker));
+  // 3. A host the config pins no key for.
+  publish(ns.url(), "flightrec.intruder",
+          {{"Nats-Msg-Id", "forger-4"}, {"Flightrec-Origin", "flightrec/intruder/" + std::string(32, '0')},
+           {"Flightrec-Session", "1"}, {"Flightrec-Kind", "entry"}, {"Flightrec-Seq", "1"}},
+          body);
+  json report = collect(dir.file("collect.yaml"), dir.file("collected"), 1);
+  std::map<std::string, json> hosts, logs;
+  for (const auto& host : report) hosts[host["host"]] = host;
+  REQUIRE(hosts.count(host_token()));
+  REQUIRE(hosts.count("intruder"));
+  CHECK(hosts["intruder"]["rejected"] == 1);
+  CHECK(hosts["intruder"]["rejected_reason"].get<std::string>().find("no key is pinned for host intruder") != std::string::npos);
+  for (const auto& log : hosts[host_token()]["logs"]) logs[log["origin"]] = log;
+  REQUIRE(logs.size() == 3);
+  INFO(report.dump(2));
+  CHECK(logs[origin_a]["ok"] == false);
+  CHECK(logs[origin_a]["reason"].get<std::string>().find("entry 3 came twice with different contents") != std::string::npos);
+  CHECK(logs[origin_b]["ok"] == true);
+  CHECK(logs[origin_b]["terminated"] == true);
+  CHECK(logs[forged_origin]["ok"] == false);
+  CHECK(logs[forged_origin]["reason"].get<std::string>().find("checkpoint at size 1") != std::string::npos);
 }

@@ -12,6 +12,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <fstream>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <mutex>
 #include <string>
@@ -20,7 +22,11 @@
 
 #include "daemon/config.h"
 #include "ledger/hash.h"
+#include "ledger/keys.h"
+#include "files.h"
+#include "ship/collect.h"
 #include "ship/forward.h"
+#include "ship/spool.h"
 #include "ship/hub.h"
 #include "ship/syslog.h"
 
@@ -348,4 +354,115 @@ TEST_CASE("a syslog output frames by octet count, waits for a server that is not
   CHECK(st.sent == 4);
   CHECK(st.connected);
   CHECK(st.connects == 1);
+}
+
+TEST_CASE("the spool: what is read but not acknowledged is read again, after a restart too; its bound; a torn tail") {
+  unit::TempDir dir;
+  std::string sd = dir.file("spool");
+  {
+    ship::Spool sp(sd, 8u << 20);
+    REQUIRE(sp.append({"one", "two", "three"}));
+    CHECK(sp.pending() == 3);
+    std::vector<std::string> got;
+    CHECK(sp.read(got, 2, 1 << 20) == 2);
+    CHECK(got == std::vector<std::string>{"one", "two"});
+    sp.rewind();  // not acknowledged: read again
+    got.clear();
+    CHECK(sp.read(got, 2, 1 << 20) == 2);
+    CHECK(got[0] == "one");
+    sp.ack();
+    CHECK(sp.pending() == 1);
+    got.clear();
+    CHECK(sp.read(got, 10, 1 << 20) == 1);  // read, never acknowledged
+  }
+  {
+    ship::Spool sp(sd, 8u << 20);  // a restart: from the last acknowledged on
+    CHECK(sp.pending() == 1);
+    std::vector<std::string> got;
+    CHECK(sp.read(got, 10, 1 << 20) == 1);
+    CHECK(got == std::vector<std::string>{"three"});
+  }
+  // A crash mid-write leaves a record cut short: dropped at the next open.
+  {
+    std::ofstream torn(sd + "/0000000000000001.spool", std::ios::app | std::ios::binary);
+    uint32_t len = 100;
+    torn.write(reinterpret_cast<const char*>(&len), 4);
+    torn << "short";
+  }
+  {
+    ship::Spool sp(sd, 8u << 20);
+    CHECK(sp.pending() == 1);
+    REQUIRE(sp.append({"four"}));
+    std::vector<std::string> got;
+    CHECK(sp.read(got, 10, 1 << 20) == 2);
+    CHECK(got == std::vector<std::string>{"three", "four"});
+    sp.ack();
+    CHECK(sp.pending() == 0);
+    CHECK(sp.bytes() == 0);
+  }
+  // The bound is on what is not acknowledged; spent segments are removed.
+  std::string bd = dir.file("bounded");
+  ship::Spool sp(bd, 4u << 20);  // segments of 1 MiB
+  std::string big(300u << 10, 'x');
+  size_t taken = 0;
+  while (sp.append({big})) ++taken;
+  CHECK(taken == 13);  // 13 * (300 KiB + 4) <= 4 MiB < 14 * ...
+  std::vector<std::string> got;
+  while (sp.read(got, 100, 64u << 20)) {}
+  CHECK(got.size() == taken);
+  sp.ack();
+  CHECK(sp.bytes() == 0);
+  CHECK(sp.append({big}));
+  size_t segments = 0;
+  for (const auto& e : std::filesystem::directory_iterator(bd)) segments += e.path().extension() == ".spool";
+  CHECK(segments == 1);
+}
+
+TEST_CASE("flightrecd.yaml outputs.jetstream and the collector's config: read strictly") {
+  daemon::Config c = daemon::parse_config(
+      "version: 1\nstorage:\n  dir: /r\noutputs:\n  jetstream:\n    - name: fleet\n      url: nats://a:4222,tls://b:4443\n"
+      "      stream: FLEET\n      subject_prefix: fr.audit\n      spool: {max: 2G}\n      tls: {ca: /ca.pem}\n",
+      "t.yaml");
+  REQUIRE(c.jetstream_outputs.size() == 1);
+  const auto& j = c.jetstream_outputs[0];
+  CHECK(j.url == "nats://a:4222,tls://b:4443");
+  CHECK(j.stream == "FLEET");
+  CHECK(j.subject_prefix == "fr.audit");
+  CHECK(j.spool_dir == "/r/spool/fleet");
+  CHECK(j.spool_max == 2ull << 30);
+  CHECK(j.ca_file == "/ca.pem");
+  const std::string js = "version: 1\nstorage:\n  dir: /r\noutputs:\n  jetstream:\n";  // lines 1-5
+  CHECK(config_error(js + "    - name: f\n      url: http://a:1\n").find("t.yaml:7: outputs.jetstream.url") == 0);
+  CHECK(config_error(js + "    - name: f\n      url: nats://a:1\n      subject_prefix: a.>\n").find("subject_prefix") != std::string::npos);
+  CHECK(config_error(js + "    - name: f\n      url: nats://a:1\n      stream: a.b\n").find("outputs.jetstream.stream") != std::string::npos);
+  CHECK(config_error(js + "    - name: f\n      url: nats://a:1\n      spool: {max: 10K}\n").find("at least 1M") != std::string::npos);
+  CHECK(config_error(js + "    - name: f\n      url: nats://a:1\n      types: [exec]\n").find("unknown key") != std::string::npos);
+  // One name per output, whatever its kind.
+  CHECK(config_error("version: 1\nstorage:\n  dir: /r\noutputs:\n  syslog:\n    - name: x\n      address: h:1\n"
+                     "  jetstream:\n    - name: x\n      url: nats://a:1\n")
+            .find("t.yaml:9: outputs.jetstream.name: 'x' is already the name of the output at line 6") == 0);
+
+  unit::TempDir dir;
+  std::string pub = dir.file("node.pub");
+  auto key = ledger::SigningKey::generate("flightrec-node");
+  std::ofstream(pub) << key.verifier().vkey() << "\n";
+  ship::CollectSettings s = ship::parse_collect_config("url: nats://h:4222\nhosts:\n  node-1: node.pub\n", "c.yaml", dir.path.string());
+  CHECK(s.url == "nats://h:4222");
+  REQUIRE(s.hosts.count("node-1"));
+  CHECK(s.hosts.at("node-1").vkey() == key.verifier().vkey());
+  auto collect_error = [&](const std::string& yaml) {
+    try {
+      ship::parse_collect_config(yaml, "c.yaml", dir.path.string());
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  CHECK(collect_error("url: nats://h:1\n").find("hosts") != std::string::npos);
+  CHECK(collect_error("url: nats://h:1\nhosts:\n  a.b: node.pub\n").find("c.yaml:3: hosts") == 0);
+  CHECK(collect_error("url: nats://h:1\nhosts:\n  a: missing.pub\n").find("cannot read") != std::string::npos);
+  std::ofstream(dir.file("bad.pub")) << "not a key\n";
+  CHECK(collect_error("url: nats://h:1\nhosts:\n  a: bad.pub\n").find("is not a verifier key") != std::string::npos);
+  CHECK(collect_error("url: nats://h:1\nhosts:\n  a: node.pub\ncolour: red\n").find("colour") != std::string::npos);
+  CHECK(collect_error("url: http://h:1\nhosts:\n  a: node.pub\n").find("c.yaml:1: url") == 0);
 }

@@ -27,5 +27,6 @@ int cmd_prove(const Args& args);
 int cmd_verify_proof(const Args& args);
 int cmd_checkpoint(const Args& args);
 int cmd_status(const Args& args);
+int cmd_collect(const Args& args);
 
 }  // namespace flightrec::cli

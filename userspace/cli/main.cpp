@@ -26,6 +26,7 @@ commands:
   keygen   create the Ed25519 key that signs checkpoints
   probe    show which kernel features load on this machine
   status   what a running flightrecd records: sessions, rates, loss, disk use
+  collect  pull hosts' shipped logs from NATS JetStream and verify each
 
 'flightrec COMMAND --help' explains each command.)";
 
@@ -54,6 +55,7 @@ int main(int argc, char** argv) {
     if (command == "verify-proof") return cmd_verify_proof(args);
     if (command == "checkpoint") return cmd_checkpoint(args);
     if (command == "status") return cmd_status(args);
+    if (command == "collect") return cmd_collect(args);
     if (command == "--help" || command == "-h" || command == "help") {
       std::cout << kUsage << "\n";
       return 0;

@@ -231,6 +231,65 @@ ship::SyslogSettings syslog_output(const Reader& r, const YAML::Node& n) {
   return o;
 }
 
+// [A-Za-z0-9_-] tokens joined by '.': no wildcard, no empty token.
+bool subject_like(const std::string& s) {
+  if (s.empty() || s.size() > 128 || s.front() == '.' || s.back() == '.' || s.find("..") != std::string::npos) return false;
+  return s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.") == std::string::npos;
+}
+
+ship::JetStreamSettings jetstream_output(const Reader& r, const YAML::Node& n, const std::string& storage_dir) {
+  const std::string p = "outputs.jetstream";
+  if (!n.IsMap()) r.fail(n, p, "each output is a map (name, url, ...)");
+  r.only_keys(n, p, {"name", "url", "stream", "subject_prefix", "create_stream", "tls", "spool"});
+  ship::JetStreamSettings o;
+  if (!n["name"]) r.fail(n, p + ".name", "missing");
+  o.name = r.str(n["name"], p + ".name");
+  if (o.name.empty() || o.name.size() > 64 || o.name.find_first_not_of(kLowerName) != std::string::npos)
+    r.fail(n["name"], p + ".name", "'" + o.name + "' is not a name (1-64 of a-z 0-9 _ -)");
+  if (!n["url"]) r.fail(n, p + ".url", "missing (nats://HOST:PORT of a JetStream server; several, comma-separated)");
+  o.url = r.str(n["url"], p + ".url");
+  size_t start = 0;
+  while (true) {
+    size_t comma = o.url.find(',', start);
+    std::string one = o.url.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    std::string rest = one.starts_with("nats://") ? one.substr(7) : one.starts_with("tls://") ? one.substr(6) : "";
+    std::string host;
+    uint16_t port = 0;
+    if (rest.empty() || !ship::split_address(rest, host, port) ||
+        host.find_first_not_of(std::string(kAnyName) + ":") != std::string::npos)
+      r.fail(n["url"], p + ".url", "'" + one + "' is not nats://HOST:PORT or tls://HOST:PORT");
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  if (n["stream"]) {
+    o.stream = r.str(n["stream"], p + ".stream");
+    if (o.stream.empty() || o.stream.size() > 64 || o.stream.find_first_not_of(std::string(kAnyName)) != std::string::npos ||
+        o.stream.find('.') != std::string::npos)
+      r.fail(n["stream"], p + ".stream", "'" + o.stream + "' is not a stream name (1-64 of A-Z a-z 0-9 _ -)");
+  }
+  if (n["subject_prefix"]) {
+    o.subject_prefix = r.str(n["subject_prefix"], p + ".subject_prefix");
+    if (!subject_like(o.subject_prefix))
+      r.fail(n["subject_prefix"], p + ".subject_prefix", "'" + o.subject_prefix + "' is not a subject without wildcards");
+  }
+  if (n["create_stream"]) o.create_stream = r.boolean(n["create_stream"], p + ".create_stream");
+  if (const YAML::Node& t = n["tls"]) {
+    r.only_keys(t, p + ".tls", {"ca"});
+    if (!t["ca"]) r.fail(t, p + ".tls.ca", "missing (the CA file the server's certificate must chain to)");
+    o.ca_file = r.abs_path(t["ca"], p + ".tls.ca");
+  }
+  o.spool_dir = storage_dir + "/spool/" + o.name;
+  if (const YAML::Node& sp = n["spool"]) {
+    r.only_keys(sp, p + ".spool", {"dir", "max"});
+    if (sp["dir"]) o.spool_dir = r.abs_path(sp["dir"], p + ".spool.dir");
+    if (sp["max"]) {
+      o.spool_max = r.size(sp["max"], p + ".spool.max");
+      if (o.spool_max < (1u << 20)) r.fail(sp["max"], p + ".spool.max", "must be at least 1M");
+    }
+  }
+  return o;
+}
+
 Config parse_yaml(const std::string& text, const std::string& source) {
   Reader r(source);
   YAML::Node doc = r.load(text);
@@ -333,18 +392,28 @@ Config parse_yaml(const std::string& text, const std::string& source) {
     }
   }
   if (const YAML::Node& out = root["outputs"]; out && !out.IsNull()) {
-    r.only_keys(out, "outputs", {"syslog"});
-    if (const YAML::Node& sy = out["syslog"]; sy && !sy.IsNull()) {
-      if (!sy.IsSequence()) r.fail(sy, "outputs.syslog", "must be a list of outputs");
-      if (sy.size() > 16) r.fail(sy, "outputs.syslog", "at most 16 outputs");
-      std::map<std::string, int> lines;
-      for (const auto& item : sy) {
-        ship::SyslogSettings o = syslog_output(r, item);
-        if (auto [it, fresh] = lines.emplace(o.name, item.Mark().line + 1); !fresh)
-          r.fail(item["name"], "outputs.syslog.name",
-                 "'" + o.name + "' is already the name of the output at line " + std::to_string(it->second));
-        c.syslog_outputs.push_back(std::move(o));
-      }
+    r.only_keys(out, "outputs", {"syslog", "jetstream"});
+    std::map<std::string, int> lines;  // output names, of every kind: unique
+    auto unique = [&](const YAML::Node& item, const std::string& key, const std::string& name) {
+      if (auto [it, fresh] = lines.emplace(name, item.Mark().line + 1); !fresh)
+        r.fail(item["name"], key, "'" + name + "' is already the name of the output at line " + std::to_string(it->second));
+    };
+    auto list = [&](const char* kind) -> const YAML::Node {
+      const YAML::Node& l = out[kind];
+      if (!l || l.IsNull()) return YAML::Node();
+      if (!l.IsSequence()) r.fail(l, std::string("outputs.") + kind, "must be a list of outputs");
+      if (l.size() > 16) r.fail(l, std::string("outputs.") + kind, "at most 16 outputs");
+      return l;
+    };
+    for (const auto& item : list("syslog")) {
+      ship::SyslogSettings o = syslog_output(r, item);
+      unique(item, "outputs.syslog.name", o.name);
+      c.syslog_outputs.push_back(std::move(o));
+    }
+    for (const auto& item : list("jetstream")) {
+      ship::JetStreamSettings o = jetstream_output(r, item, c.storage_dir);
+      unique(item, "outputs.jetstream.name", o.name);
+      c.jetstream_outputs.push_back(std::move(o));
     }
   }
   return c;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "ship/jetstream.h"
 #include "ship/syslog.h"
 
 namespace flightrec::daemon {
@@ -60,6 +61,9 @@ struct Config {
   // outputs.syslog: where every session's chosen entries are also sent
   // (docs/SHIPPING.md); each output's `line` is not kept, its name is unique.
   std::vector<ship::SyslogSettings> syslog_outputs;
+  // outputs.jetstream: every entry and checkpoint, spooled on disk (its
+  // spool_dir: as written, or storage.dir/spool/NAME).
+  std::vector<ship::JetStreamSettings> jetstream_outputs;
 
   // The first rule whose glob matches the cgroup (relative to the cgroup
   // v2 root, as cgroup_glob_match takes it), or nullptr.

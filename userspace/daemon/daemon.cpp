@@ -152,6 +152,10 @@ constexpr std::chrono::milliseconds kOutputGrace{5000};
 std::vector<std::unique_ptr<ship::Output>> make_outputs(const Config& c) {
   std::vector<std::unique_ptr<ship::Output>> outputs;
   for (const auto& s : c.syslog_outputs) outputs.push_back(std::make_unique<ship::SyslogOutput>(s));
+  for (const auto& s : c.jetstream_outputs) {
+    make_dir(s.spool_dir.substr(0, s.spool_dir.rfind('/')));
+    outputs.push_back(std::make_unique<ship::JetStreamOutput>(s));
+  }
   return outputs;
 }
 
@@ -729,7 +733,16 @@ void Daemon::reload() {
   std::string storage = config_.storage_dir;
   size_t ring = config_.ring_bytes;
   // New outputs from now on; the old ones get a moment to send what they hold.
-  if (next.syslog_outputs != config_.syslog_outputs) hub_->replace(make_outputs(next), kOutputGrace);
+  if (next.syslog_outputs != config_.syslog_outputs || next.jetstream_outputs != config_.jetstream_outputs) {
+    try {
+      auto outputs = make_outputs(next);
+      hub_->replace(std::move(outputs), kOutputGrace);
+    } catch (const Error& e) {
+      std::cerr << "flightrecd: outputs not reloaded, the old ones stay: " << e.what() << "\n";
+      next.syslog_outputs = config_.syslog_outputs;
+      next.jetstream_outputs = config_.jetstream_outputs;
+    }
+  }
   config_ = std::move(next);
   config_.storage_dir = storage;
   config_.ring_bytes = ring;
@@ -774,7 +787,8 @@ nlohmann::json Daemon::status() const {
   nlohmann::json outputs = nlohmann::json::array();
   for (const auto& o : hub_->stats())
     outputs.push_back({{"kind", o.kind}, {"name", o.name}, {"sent", o.sent}, {"dropped", o.dropped},
-                       {"queued", o.queued}, {"connected", o.connected}, {"last_error", o.last_error}});
+                       {"queued", o.queued}, {"spool_bytes", o.spool_bytes}, {"connected", o.connected},
+                       {"last_error", o.last_error}});
   return {{"flightrecd_version", FLIGHTREC_VERSION},
           {"pid", getpid()},
           {"started_real_ns", started_real_ns_},
@@ -871,6 +885,9 @@ std::string Daemon::metrics() const {
   for (const auto& o : outputs) sample("flightrecd_output_connected", output_labels(o), o.connected ? 1 : 0);
   family("flightrecd_output_connects_total", "counter", "Connections an output made (the first and every reconnect).");
   for (const auto& o : outputs) sample("flightrecd_output_connects_total", output_labels(o), double(o.connects));
+  family("flightrecd_output_spool_bytes", "gauge", "Bytes of an output's spool on disk (not acknowledged yet).");
+  for (const auto& o : outputs)
+    if (o.kind == "jetstream") sample("flightrecd_output_spool_bytes", output_labels(o), double(o.spool_bytes));
   return out;
 }
 
@@ -971,6 +988,10 @@ int Daemon::run() {
         next_rotation_check = now + 1'000'000'000ull;
         rotate_due(now);
       }
+      // What an output says of itself (its spool filled, or has room again)
+      // is in every record it ships from here.
+      for (const auto& notice : hub_->take_notices())
+        for (RecordedCgroup* s : recording()) guarded(*s, [&] { s->rec->note("error", notice); });
       std::vector<std::string> broken;
       for (auto& [rel, s] : by_path_)
         if (s->sealed) broken.push_back(rel);

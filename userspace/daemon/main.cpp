@@ -72,6 +72,10 @@ int main(int argc, char** argv) {
                 << " (" << types << (o.filter.min_level ? ", violations from " + std::string(o.filter.min_level == 1 ? "ALERT" : "CRITICAL") : "")
                 << ")\n";
     }
+    for (const auto& o : config.jetstream_outputs)
+      std::cout << "  output " << o.name << ": JetStream " << o.url << ", stream " << o.stream << ", subject "
+                << o.subject_prefix << ".<host> (every entry; spool " << o.spool_dir << ", at most "
+                << (o.spool_max >> 20) << " MiB)\n";
     return 0;
   }
   if (geteuid() != 0) {

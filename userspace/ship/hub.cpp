@@ -27,6 +27,36 @@ bool EntryFilter::accepts(std::string_view type, std::string_view body) const {
   return level && level_of(*level) >= min_level;
 }
 
+ThreadedOutput::ThreadedOutput(std::string kind, std::string name) {
+  stats_.kind = std::move(kind);
+  stats_.name = std::move(name);
+}
+
+OutputStats ThreadedOutput::stats() const {
+  std::lock_guard lock(mu_);
+  OutputStats s = stats_;
+  fill(s);
+  return s;
+}
+
+void ThreadedOutput::close(std::chrono::milliseconds grace) {
+  {
+    std::lock_guard lock(mu_);
+    if (!stopping_) {
+      stopping_ = true;
+      stop_by_ = std::chrono::steady_clock::now() + grace;
+    }
+  }
+  cv_.notify_all();
+  std::lock_guard join(join_mu_);
+  if (thread_.joinable()) thread_.join();
+}
+
+void ThreadedOutput::pause(std::unique_lock<std::mutex>& lock, std::chrono::steady_clock::time_point until) {
+  if (stopping_ && stop_by_ < until) until = stop_by_;
+  cv_.wait_until(lock, until, [&] { return due(); });
+}
+
 void Hub::replace(std::vector<std::unique_ptr<Output>> outputs, std::chrono::milliseconds grace) {
   std::vector<std::unique_ptr<Output>> old;
   {
@@ -47,6 +77,14 @@ std::vector<OutputStats> Hub::stats() const {
   std::shared_lock lock(mu_);
   std::vector<OutputStats> all;
   for (const auto& o : outputs_) all.push_back(o->stats());
+  return all;
+}
+
+std::vector<std::string> Hub::take_notices() {
+  std::shared_lock lock(mu_);
+  std::vector<std::string> all;
+  for (const auto& o : outputs_)
+    if (std::string n = o->take_notice(); !n.empty()) all.push_back(n);
   return all;
 }
 

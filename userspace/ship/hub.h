@@ -8,12 +8,15 @@
 // An output copies what it will send and returns; a slow or unreachable
 // remote fills that output's queue, never the record's path.
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <shared_mutex>
 #include <span>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "ledger/writer.h"
@@ -39,6 +42,7 @@ struct OutputStats {
   uint64_t dropped = 0;    // left out: the queue was full
   uint64_t queued = 0, queued_bytes = 0;
   uint64_t connects = 0;   // connections made (the first one and every reconnect)
+  uint64_t spool_bytes = 0;  // on disk, not acknowledged yet (outputs with a spool)
   bool connected = false;
   std::string last_error;  // the last failure to connect or send ("" if none yet)
 };
@@ -51,8 +55,38 @@ class Output {
                      std::span<const ledger::SealedCheckpoint> checkpoints) = 0;
   virtual const EntryFilter& filter() const = 0;
   virtual OutputStats stats() const = 0;
+  // Something every session's record should say (its spool filled, or has
+  // room again), once; "" when nothing.
+  virtual std::string take_notice() { return ""; }
   // Sends what is queued for at most `grace`, then stops.
   virtual void close(std::chrono::milliseconds grace) = 0;
+};
+
+// An output with a thread of its own that sends: the stop, its grace, and the join, once.
+class ThreadedOutput : public Output {
+ public:
+  OutputStats stats() const override;
+  void close(std::chrono::milliseconds grace) override;
+
+ protected:
+  ThreadedOutput(std::string kind, std::string name);
+  void start() { thread_ = std::thread([this] { run(); }); }  // last in the derived constructor
+  virtual void run() = 0;
+  virtual void fill(OutputStats&) const {}  // queue sizes, under mu_
+  // Under mu_: asked to stop and the grace is spent.
+  bool due() const { return stopping_ && std::chrono::steady_clock::now() >= stop_by_; }
+  // Waits (under lock, on mu_) until `until`, or until due(); never past the stop's deadline.
+  void pause(std::unique_lock<std::mutex>& lock, std::chrono::steady_clock::time_point until);
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;
+  std::chrono::steady_clock::time_point stop_by_;
+  OutputStats stats_;
+
+ private:
+  std::mutex join_mu_;
+  std::thread thread_;
 };
 
 class Hub : public ledger::SealedSink {
@@ -64,6 +98,7 @@ class Hub : public ledger::SealedSink {
   void sealed(const std::string& origin, int64_t session, std::span<const ledger::SealedEntry> entries,
               std::span<const ledger::SealedCheckpoint> checkpoints) override;
   std::vector<OutputStats> stats() const;
+  std::vector<std::string> take_notices();  // each output's, prefixed with its kind and name
   bool empty() const;
   // The entry types some output may send ({"*"}: every type), for a
   // recorder elsewhere that forwards its entries here.

@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "common/error.h"
+#include "common/system.h"
 #include "ledger/canonical.h"
 
 namespace flightrec::ship {
@@ -111,16 +112,10 @@ std::string syslog_message(const SyslogSettings& s, std::string_view hostname, c
   return m;
 }
 
-SyslogOutput::SyslogOutput(SyslogSettings settings) : settings_(std::move(settings)) {
-  hostname_ = settings_.hostname;
-  if (hostname_.empty()) {
-    char buf[256] = {};
-    gethostname(buf, sizeof(buf) - 1);
-    hostname_ = buf;
-  }
-  stats_.kind = "syslog";
-  stats_.name = settings_.name;
-  thread_ = std::thread([this] { run(); });
+SyslogOutput::SyslogOutput(SyslogSettings settings)
+    : ThreadedOutput("syslog", settings.name), settings_(std::move(settings)) {
+  hostname_ = settings_.hostname.empty() ? host_name() : settings_.hostname;
+  start();
 }
 
 void SyslogOutput::offer(const std::string& origin, int64_t session, std::span<const ledger::SealedEntry> entries,
@@ -150,27 +145,6 @@ void SyslogOutput::offer(const std::string& origin, int64_t session, std::span<c
     stats_.dropped += dropped;
   }
   cv_.notify_one();
-}
-
-OutputStats SyslogOutput::stats() const {
-  std::lock_guard lock(mu_);
-  OutputStats s = stats_;
-  s.queued = queue_.size();
-  s.queued_bytes = queued_bytes_;
-  return s;
-}
-
-void SyslogOutput::close(std::chrono::milliseconds grace) {
-  {
-    std::lock_guard lock(mu_);
-    if (!stopping_) {
-      stopping_ = true;
-      stop_by_ = std::chrono::steady_clock::now() + grace;
-    }
-  }
-  cv_.notify_all();
-  std::lock_guard join(join_mu_);
-  if (thread_.joinable()) thread_.join();
 }
 
 bool SyslogOutput::send_some(std::unique_ptr<Connection>& conn) {
@@ -208,7 +182,7 @@ void SyslogOutput::run() {
   std::unique_lock lock(mu_);
   for (;;) {
     cv_.wait(lock, [&] { return !queue_.empty() || stopping_; });
-    if (stopping_ && (queue_.empty() || clock::now() >= stop_by_)) return;
+    if (stopping_ && (queue_.empty() || due())) return;
     lock.unlock();
     std::string failure;
     if (!conn) {
@@ -236,9 +210,7 @@ void SyslogOutput::run() {
     }
     // Wait before the next try (a server that accepts and hangs up is not
     // hammered), but not past a stop's deadline.
-    auto until = clock::now() + backoff;
-    if (stopping_ && stop_by_ < until) until = stop_by_;
-    cv_.wait_until(lock, until, [&] { return stopping_ && clock::now() >= stop_by_; });
+    pause(lock, clock::now() + backoff);
     backoff = std::min(backoff * 2, std::chrono::milliseconds(5000));
   }
 }

@@ -46,7 +46,7 @@ int syslog_severity(std::string_view type, std::string_view body);
 std::string syslog_message(const SyslogSettings& s, std::string_view hostname, const std::string& origin,
                            int64_t session, const ledger::SealedEntry& entry);
 
-class SyslogOutput : public Output {
+class SyslogOutput : public ThreadedOutput {
  public:
   explicit SyslogOutput(SyslogSettings settings);
   ~SyslogOutput() override { close(std::chrono::milliseconds(0)); }
@@ -54,25 +54,20 @@ class SyslogOutput : public Output {
   void offer(const std::string& origin, int64_t session, std::span<const ledger::SealedEntry> entries,
              std::span<const ledger::SealedCheckpoint> checkpoints) override;
   const EntryFilter& filter() const override { return settings_.filter; }
-  OutputStats stats() const override;
-  void close(std::chrono::milliseconds grace) override;
 
  private:
-  void run();
+  void run() override;
+  void fill(OutputStats& s) const override {
+    s.queued = queue_.size();
+    s.queued_bytes = queued_bytes_;
+  }
   bool send_some(std::unique_ptr<Connection>& conn);  // false: failed (conn reset)
 
   SyslogSettings settings_;
   std::string hostname_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::string> queue_;  // framed messages
+  std::deque<std::string> queue_;  // framed messages, under mu_
   size_t queued_bytes_ = 0;
-  bool stopping_ = false;
-  std::chrono::steady_clock::time_point stop_by_;
-  OutputStats stats_;
   std::string said_;  // the last failure written to stderr
-  std::mutex join_mu_;
-  std::thread thread_;
 };
 
 }  // namespace flightrec::ship
