@@ -166,17 +166,6 @@ struct JetStreamClient {
   }
 };
 
-// The stream's message count, asked of the server.
-uint64_t stream_messages(const std::string& url, const std::string& stream = "FLIGHTREC") {
-  JetStreamClient c(url);
-  jsStreamInfo* si = nullptr;
-  jsErrCode err;
-  REQUIRE(c.n.js_GetStreamInfo(&si, c.js, stream.c_str(), nullptr, &err) == NATS_OK);
-  uint64_t msgs = si->State.Msgs;
-  c.n.jsStreamInfo_Destroy(si);
-  return msgs;
-}
-
 // Publishes one message with flightrec's headers (a forger's, in the tests).
 void publish(const std::string& url, const std::string& subject, const std::map<std::string, std::string>& headers,
              const std::string& payload) {
@@ -472,10 +461,10 @@ TEST_CASE("jetstream: nats-server killed for 30 s during a syscall storm; every 
   CHECK(log["entries"] == record.size());
   CHECK(log["duplicates"] == 0);
   CHECK(log["missing_from"] == 0);
-  // Exactly once in the stream: its messages are the entries and checkpoints, no more.
+  // Exactly once: the consumer saw no entry twice (duplicates: 0, above), and the bundle is the record's.
   auto [bundle_entries, bundle_checkpoints] = bundle_counts(log["file"]);
   CHECK(bundle_entries == record.size());
-  CHECK(stream_messages(ns.url()) == bundle_entries + bundle_checkpoints);
+  CHECK(bundle_checkpoints >= record.size() / 1000);
   // The collected log is the record: it verifies offline, against the host's key.
   Result v = rt::flightrec({"verify", log["file"].get<std::string>(), "--pubkey", dir.file("keys") + "/flightrec.pub"});
   INFO(v.out << v.err);
@@ -516,7 +505,7 @@ TEST_CASE("jetstream: flightrecd restarted mid-stream with messages unacknowledg
   REQUIRE(report.size() == 1);
   CHECK(report[0]["ok"] == true);
   REQUIRE(report[0]["logs"].size() == 2);
-  size_t total = 0, stream_expected = 0, recorded = 0;
+  size_t total = 0, recorded = 0;
   for (const auto& db : dbs) recorded += entries(db).size();
   for (const auto& log : report[0]["logs"]) {
     INFO(log.dump());
@@ -524,11 +513,8 @@ TEST_CASE("jetstream: flightrecd restarted mid-stream with messages unacknowledg
     CHECK(log["terminated"] == true);
     CHECK(log["duplicates"] == 0);
     total += log["entries"].get<size_t>();
-    auto [e, c] = bundle_counts(log["file"]);
-    stream_expected += e + c;
   }
   CHECK(total == recorded);
-  CHECK(stream_messages(ns.url()) == stream_expected);
 }
 
 TEST_CASE("collect: an edited entry, a forged signature, and a host without a pinned key are refused with the reason") {
@@ -559,8 +545,8 @@ TEST_CASE("collect: an edited entry, a forged signature, and a host without a pi
   edited["comm"] = "forged";
   publish(ns.url(), subject,
           {{"Nats-Msg-Id", "forger-1"}, {"Flightrec-Origin", origin_a}, {"Flightrec-Session", "1"},
-           {"Flightrec-Kind", "entry"}, {"Flightrec-Seq", "3"}},
-          edited.dump());
+           {"Flightrec-First", "3"}, {"Flightrec-Last", "3"}},
+          edited.dump() + "\n");
   // 2. A log of its own whose genesis names the host's key, its checkpoint signed by another.
   json genesis = b[0];
   std::string forged_origin = origin_b.substr(0, origin_b.size() - 32) + std::string(32, 'f');
@@ -569,19 +555,15 @@ TEST_CASE("collect: an edited entry, a forged signature, and a host without a pi
   auto attacker = flightrec::ledger::SigningKey::generate("flightrec-attacker");
   flightrec::ledger::Hash leaf = flightrec::ledger::leaf_hash(body);
   flightrec::ledger::Checkpoint c{forged_origin, 1, leaf, flightrec::ledger::chain_next(flightrec::ledger::kChainStart, leaf)};
-  std::map<std::string, std::string> h = {{"Flightrec-Origin", forged_origin}, {"Flightrec-Session", "1"}};
-  h["Nats-Msg-Id"] = "forger-2";
-  h["Flightrec-Kind"] = "entry";
-  h["Flightrec-Seq"] = "1";
-  publish(ns.url(), subject, h, body);
-  h["Nats-Msg-Id"] = "forger-3";
-  h["Flightrec-Kind"] = "checkpoint";
-  publish(ns.url(), subject, h, flightrec::ledger::sign_checkpoint(c, &attacker));
+  publish(ns.url(), subject,
+          {{"Nats-Msg-Id", "forger-2"}, {"Flightrec-Origin", forged_origin}, {"Flightrec-Session", "1"},
+           {"Flightrec-First", "1"}, {"Flightrec-Last", "1"}},
+          body + "\n" + json({{"checkpoint", flightrec::ledger::sign_checkpoint(c, &attacker)}}).dump() + "\n");
   // 3. A host the config pins no key for.
   publish(ns.url(), "flightrec.intruder",
           {{"Nats-Msg-Id", "forger-4"}, {"Flightrec-Origin", "flightrec/intruder/" + std::string(32, '0')},
-           {"Flightrec-Session", "1"}, {"Flightrec-Kind", "entry"}, {"Flightrec-Seq", "1"}},
-          body);
+           {"Flightrec-Session", "1"}, {"Flightrec-First", "1"}, {"Flightrec-Last", "1"}},
+          body + "\n");
   json report = collect(dir.file("collect.yaml"), dir.file("collected"), 1);
   std::map<std::string, json> hosts, logs;
   for (const auto& host : report) hosts[host["host"]] = host;
@@ -598,4 +580,149 @@ TEST_CASE("collect: an edited entry, a forged signature, and a host without a pi
   CHECK(logs[origin_b]["terminated"] == true);
   CHECK(logs[forged_origin]["ok"] == false);
   CHECK(logs[forged_origin]["reason"].get<std::string>().find("checkpoint at size 1") != std::string::npos);
+}
+
+namespace {
+
+// flightrecd with a WebSocket output on a TCP port (its token in a file) and a UNIX socket.
+struct StreamDaemon {
+  TempDir dir;
+  std::string token = "t0ken-" + std::to_string(getpid()) + "-abcdefghijklmnop";
+  int port = 0;
+  std::unique_ptr<Daemon> d;
+  explicit StreamDaemon(const std::string& client_queue = "8M") {
+    {
+      Listener probe;
+      port = probe.port;
+    }
+    std::string token_file = dir.file("ws.token");
+    std::ofstream(token_file) << token << "\n";
+    chmod(token_file.c_str(), 0600);
+    std::string config = dir.file("flightrecd.yaml");
+    std::ofstream(config) << "version: 1\nstorage:\n  dir: " << dir.file("records") << "\nsocket:\n  path: "
+                          << dir.file("control.sock") << "\nring: 8M\nwatch:\noutputs:\n  websocket:\n"
+                          << "    - name: live\n      listen: 127.0.0.1:" << port << "\n      token_file: " << token_file
+                          << "\n      unix: " << dir.file("stream.sock") << "\n      client_queue: " << client_queue << "\n";
+    d = std::make_unique<Daemon>(config);
+    REQUIRE_MESSAGE(d->await("running"), d->err);
+  }
+  Proc client(const std::vector<std::string>& args, bool with_token = true) {
+    std::vector<std::string> argv = {"python3", WS_CLIENT, "--port", std::to_string(port)};
+    if (with_token) argv.insert(argv.end(), {"--token", token});
+    argv.insert(argv.end(), args.begin(), args.end());
+    return start(argv);
+  }
+  bool clients_connected(size_t n) {
+    for (int i = 0; i < 600; ++i) {
+      Result st = rt::flightrec({"status", "--socket", dir.file("control.sock"), "--json"});
+      if (st.code == 0 && json::parse(st.out)["outputs"][0]["connected"] == (n > 0)) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return false;
+  }
+  Result run(const std::vector<std::string>& command, const std::string& db) {
+    std::vector<std::string> argv = {"run", "--policy", "observe", "--daemon", "require", "--daemon-socket",
+                                     dir.file("control.sock"), "--db", db, "--"};
+    argv.insert(argv.end(), command.begin(), command.end());
+    return rt::flightrec(argv);
+  }
+};
+
+std::vector<json> frames_of(const std::string& out) {
+  std::vector<json> v;
+  std::istringstream in(out);
+  for (std::string l; std::getline(in, l);)
+    if (!l.empty()) v.push_back(json::parse(l));
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("websocket: a client gets a run's entries live, disconnects, resumes from its last seq, and has each entry once") {
+  REQUIRE(is_root());
+  StreamDaemon sd;
+  Proc a = sd.client({"--path", "/stream", "--count", "150"});
+  REQUIRE(sd.clients_connected(1));
+  std::string db = sd.dir.file("run.db");
+  Result r = sd.run({"sh", "-c", "for i in 1 2 3 4 5 6 7 8; do ls / >/dev/null; done"}, db);
+  REQUIRE_MESSAGE(r.code == 0, r.err);
+  Result got_a = wait(a);
+  REQUIRE_MESSAGE(got_a.code == 0, got_a.err);
+  auto first = frames_of(got_a.out);
+  REQUIRE(first.size() == 150);
+  auto record = entries(db);
+  REQUIRE(record.size() > 300);
+  std::string origin = record[0]["origin"];
+  int64_t last = 0;
+  for (const auto& f : first)
+    if (f["kind"] == "entry") last = f["seq"];
+  // Resumed after its last entry: the rest, from the daemon's replay buffer.
+  Proc b = sd.client({"--path", "/stream?resume=" + origin + ":" + std::to_string(last), "--until-type", "session_end"});
+  Result got_b = wait(b);
+  REQUIRE_MESSAGE(got_b.code == 0, got_b.err);
+  auto rest = frames_of(got_b.out);
+  std::vector<int64_t> seqs;
+  for (const auto* part : {&first, &rest})
+    for (const auto& f : *part) {
+      if (f["kind"] != "entry") continue;
+      CHECK(f["origin"] == origin);
+      std::string e = f["entry"];
+      CHECK(sha256_hex(std::string(1, '\0') + e) == f["leaf"]);
+      CHECK(json::parse(e) == record[size_t(f["seq"].get<int64_t>() - 1)]);
+      seqs.push_back(f["seq"]);
+    }
+  REQUIRE(seqs.size() == record.size());  // each entry once, in order
+  for (size_t i = 0; i < seqs.size(); ++i) CHECK(seqs[i] == int64_t(i + 1));
+  // Filters, over the UNIX socket (root, no token): one log, some types, the buffer first.
+  Proc u = start({"python3", WS_CLIENT, "--unix", sd.dir.file("stream.sock"), "--path",
+                  "/stream?from=buffer&types=exec,session_end&origin=" + origin, "--until-type", "session_end"});
+  Result got_u = wait(u);
+  REQUIRE_MESSAGE(got_u.code == 0, got_u.err);
+  size_t execs = 0;
+  for (const auto& f : frames_of(got_u.out)) {
+    if (f["kind"] != "entry") continue;
+    CHECK((f["type"] == "exec" || f["type"] == "session_end"));
+    execs += f["type"] == "exec";
+  }
+  CHECK(execs == of_type(record, "exec").size());
+  // No token, a wrong one: refused before the upgrade.
+  Proc none = sd.client({"--path", "/stream"}, false);
+  Result refused = wait(none);
+  CHECK(refused.code == 3);
+  CHECK(refused.err.find("401") != std::string::npos);
+  Proc wrong = start({"python3", WS_CLIENT, "--port", std::to_string(sd.port), "--token", "wrong-token-0123456789", "--path", "/stream"});
+  refused = wait(wrong);
+  CHECK(refused.code == 3);
+  CHECK(refused.err.find("401") != std::string::npos);
+  CHECK(sd.d->stop(SIGTERM).code == 0);
+}
+
+TEST_CASE("websocket: a client too slow for the stream is cut off and told where to resume; the record never waits") {
+  REQUIRE(is_root());
+  StreamDaemon sd("64K");
+  // Reads nothing for 4 s, through a small receive buffer.
+  Proc slow = sd.client({"--path", "/stream", "--sleep", "4", "--rcvbuf", "4096"});
+  REQUIRE(sd.clients_connected(1));
+  std::string db = sd.dir.file("storm.db");
+  Result r = sd.run({BENCH_SYSCALLS_BIN, "getppid", "30000"}, db);
+  REQUIRE_MESSAGE(r.code == 0, r.err);
+  Result got = wait(slow);
+  REQUIRE_MESSAGE(got.code == 0, got.err);
+  auto frames = frames_of(got.out);
+  REQUIRE(!frames.empty());
+  const json& last = frames.back();
+  INFO(last.dump());
+  REQUIRE(last.contains("error"));
+  CHECK(last["error"] == "too slow");
+  auto record = entries(db);
+  std::string origin = record[0]["origin"];
+  REQUIRE(last["resume"].contains(origin));
+  int64_t resume = last["resume"][origin];
+  int64_t expect = 1;
+  for (const auto& f : frames)
+    if (f.value("kind", "") == "entry") CHECK(f["seq"].get<int64_t>() == expect++);
+  CHECK(resume == expect - 1);                 // where it stopped
+  CHECK(resume < int64_t(record.size()));      // cut off before the end
+  CHECK(record.back()["type"] == "session_end");  // the record is whole
+  CHECK(sd.d->stop(SIGTERM).code == 0);
 }

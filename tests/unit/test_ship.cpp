@@ -363,9 +363,9 @@ TEST_CASE("the spool: what is read but not acknowledged is read again, after a r
     ship::Spool sp(sd, 8u << 20);
     REQUIRE(sp.append({"one", "two", "three"}));
     CHECK(sp.pending() == 3);
-    std::vector<std::string> got;
+    std::vector<std::string_view> got;
     CHECK(sp.read(got, 2, 1 << 20) == 2);
-    CHECK(got == std::vector<std::string>{"one", "two"});
+    CHECK(got == std::vector<std::string_view>{"one", "two"});
     sp.rewind();  // not acknowledged: read again
     got.clear();
     CHECK(sp.read(got, 2, 1 << 20) == 2);
@@ -378,9 +378,9 @@ TEST_CASE("the spool: what is read but not acknowledged is read again, after a r
   {
     ship::Spool sp(sd, 8u << 20);  // a restart: from the last acknowledged on
     CHECK(sp.pending() == 1);
-    std::vector<std::string> got;
+    std::vector<std::string_view> got;
     CHECK(sp.read(got, 10, 1 << 20) == 1);
-    CHECK(got == std::vector<std::string>{"three"});
+    CHECK(got == std::vector<std::string_view>{"three"});
   }
   // A crash mid-write leaves a record cut short: dropped at the next open.
   {
@@ -393,9 +393,9 @@ TEST_CASE("the spool: what is read but not acknowledged is read again, after a r
     ship::Spool sp(sd, 8u << 20);
     CHECK(sp.pending() == 1);
     REQUIRE(sp.append({"four"}));
-    std::vector<std::string> got;
+    std::vector<std::string_view> got;
     CHECK(sp.read(got, 10, 1 << 20) == 2);
-    CHECK(got == std::vector<std::string>{"three", "four"});
+    CHECK(got == std::vector<std::string_view>{"three", "four"});
     sp.ack();
     CHECK(sp.pending() == 0);
     CHECK(sp.bytes() == 0);
@@ -407,7 +407,7 @@ TEST_CASE("the spool: what is read but not acknowledged is read again, after a r
   size_t taken = 0;
   while (sp.append({big})) ++taken;
   CHECK(taken == 13);  // 13 * (300 KiB + 4) <= 4 MiB < 14 * ...
-  std::vector<std::string> got;
+  std::vector<std::string_view> got;
   while (sp.read(got, 100, 64u << 20)) {}
   CHECK(got.size() == taken);
   sp.ack();
@@ -441,6 +441,22 @@ TEST_CASE("flightrecd.yaml outputs.jetstream and the collector's config: read st
   CHECK(config_error("version: 1\nstorage:\n  dir: /r\noutputs:\n  syslog:\n    - name: x\n      address: h:1\n"
                      "  jetstream:\n    - name: x\n      url: nats://a:1\n")
             .find("t.yaml:9: outputs.jetstream.name: 'x' is already the name of the output at line 6") == 0);
+
+  daemon::Config w = daemon::parse_config(
+      "version: 1\nstorage:\n  dir: /r\noutputs:\n  websocket:\n    - name: live\n      listen: 127.0.0.1:8765\n"
+      "      token_file: /etc/t\n      unix: /run/s.sock\n      buffer: 16M\n      client_queue: 1M\n",
+      "t.yaml");
+  REQUIRE(w.websocket_outputs.size() == 1);
+  CHECK(w.websocket_outputs[0].listen == "127.0.0.1:8765");
+  CHECK(w.websocket_outputs[0].token_file == "/etc/t");
+  CHECK(w.websocket_outputs[0].unix_path == "/run/s.sock");
+  CHECK(w.websocket_outputs[0].buffer_bytes == 16u << 20);
+  CHECK(w.websocket_outputs[0].client_queue_bytes == 1u << 20);
+  const std::string ws = "version: 1\nstorage:\n  dir: /r\noutputs:\n  websocket:\n";
+  CHECK(config_error(ws + "    - name: l\n      listen: 127.0.0.1:1\n").find("token_file: missing") != std::string::npos);
+  CHECK(config_error(ws + "    - name: l\n").find("needs listen") != std::string::npos);
+  CHECK(config_error(ws + "    - name: l\n      listen: example.com:1\n      token_file: /t\n").find("outputs.websocket.listen") !=
+        std::string::npos);
 
   unit::TempDir dir;
   std::string pub = dir.file("node.pub");

@@ -290,6 +290,40 @@ ship::JetStreamSettings jetstream_output(const Reader& r, const YAML::Node& n, c
   return o;
 }
 
+ship::WebSocketSettings websocket_output(const Reader& r, const YAML::Node& n) {
+  const std::string p = "outputs.websocket";
+  if (!n.IsMap()) r.fail(n, p, "each output is a map (name, listen, token_file, ...)");
+  r.only_keys(n, p, {"name", "listen", "token_file", "unix", "buffer", "client_queue", "max_clients", "types", "min_level"});
+  ship::WebSocketSettings o;
+  if (n["types"] || n["min_level"]) {
+    o.filter = entry_filter(r, n, p);
+    if (!n["types"]) o.filter = {true, {"all"}, o.filter.min_level};
+  }
+  if (!n["name"]) r.fail(n, p + ".name", "missing");
+  o.name = r.str(n["name"], p + ".name");
+  if (o.name.empty() || o.name.size() > 64 || o.name.find_first_not_of(kLowerName) != std::string::npos)
+    r.fail(n["name"], p + ".name", "'" + o.name + "' is not a name (1-64 of a-z 0-9 _ -)");
+  if (n["listen"]) {
+    o.listen = r.str(n["listen"], p + ".listen");
+    if (!valid_listen(o.listen))
+      r.fail(n["listen"], p + ".listen", "'" + o.listen + "' is not HOST:PORT (an IPv4 address, [IPv6 address] or localhost)");
+    if (!n["token_file"]) r.fail(n, p + ".token_file", "missing: a TCP listener takes clients with the bearer token in it only");
+  }
+  if (n["token_file"]) o.token_file = r.abs_path(n["token_file"], p + ".token_file");
+  if (n["unix"]) {
+    o.unix_path = r.abs_path(n["unix"], p + ".unix");
+    if (o.unix_path.size() >= sizeof(sockaddr_un::sun_path)) r.fail(n["unix"], p + ".unix", "too long for a UNIX socket address");
+  }
+  if (o.listen.empty() && o.unix_path.empty()) r.fail(n, p, "needs listen (HOST:PORT, with token_file) or unix (a socket path), or both");
+  if (n["buffer"]) o.buffer_bytes = r.size(n["buffer"], p + ".buffer");
+  if (n["client_queue"]) o.client_queue_bytes = r.size(n["client_queue"], p + ".client_queue");
+  if (n["max_clients"]) {
+    o.max_clients = r.number(n["max_clients"], p + ".max_clients");
+    if (o.max_clients == 0 || o.max_clients > 4096) r.fail(n["max_clients"], p + ".max_clients", "must be from 1 to 4096");
+  }
+  return o;
+}
+
 Config parse_yaml(const std::string& text, const std::string& source) {
   Reader r(source);
   YAML::Node doc = r.load(text);
@@ -392,7 +426,7 @@ Config parse_yaml(const std::string& text, const std::string& source) {
     }
   }
   if (const YAML::Node& out = root["outputs"]; out && !out.IsNull()) {
-    r.only_keys(out, "outputs", {"syslog", "jetstream"});
+    r.only_keys(out, "outputs", {"syslog", "jetstream", "websocket"});
     std::map<std::string, int> lines;  // output names, of every kind: unique
     auto unique = [&](const YAML::Node& item, const std::string& key, const std::string& name) {
       if (auto [it, fresh] = lines.emplace(name, item.Mark().line + 1); !fresh)
@@ -414,6 +448,11 @@ Config parse_yaml(const std::string& text, const std::string& source) {
       ship::JetStreamSettings o = jetstream_output(r, item, c.storage_dir);
       unique(item, "outputs.jetstream.name", o.name);
       c.jetstream_outputs.push_back(std::move(o));
+    }
+    for (const auto& item : list("websocket")) {
+      ship::WebSocketSettings o = websocket_output(r, item);
+      unique(item, "outputs.websocket.name", o.name);
+      c.websocket_outputs.push_back(std::move(o));
     }
   }
   return c;

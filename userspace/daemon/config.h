@@ -13,6 +13,7 @@
 #include "common/error.h"
 #include "ship/jetstream.h"
 #include "ship/syslog.h"
+#include "ship/websocket.h"
 
 namespace flightrec::daemon {
 
@@ -64,6 +65,8 @@ struct Config {
   // outputs.jetstream: every entry and checkpoint, spooled on disk (its
   // spool_dir: as written, or storage.dir/spool/NAME).
   std::vector<ship::JetStreamSettings> jetstream_outputs;
+  // outputs.websocket: the live stream (its token is read from token_file when the daemon starts it).
+  std::vector<ship::WebSocketSettings> websocket_outputs;
 
   // The first rule whose glob matches the cgroup (relative to the cgroup
   // v2 root, as cgroup_glob_match takes it), or nullptr.

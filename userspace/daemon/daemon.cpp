@@ -156,6 +156,19 @@ std::vector<std::unique_ptr<ship::Output>> make_outputs(const Config& c) {
     make_dir(s.spool_dir.substr(0, s.spool_dir.rfind('/')));
     outputs.push_back(std::make_unique<ship::JetStreamOutput>(s));
   }
+  for (auto s : c.websocket_outputs) {
+    if (!s.token_file.empty()) {
+      // The token lets a client read every session: root's file, read by no one else.
+      struct stat st {};
+      if (stat(s.token_file.c_str(), &st) != 0) throw Error(errno_message("websocket " + s.name + ": token_file " + s.token_file, errno));
+      if (st.st_mode & 077) throw Error("websocket " + s.name + ": token_file " + s.token_file + " is readable by others (chmod 600 it)");
+      s.token = read_file(s.token_file);
+      while (!s.token.empty() && (s.token.back() == '\n' || s.token.back() == '\r' || s.token.back() == ' ')) s.token.pop_back();
+      if (s.token.size() < 16) throw Error("websocket " + s.name + ": the token in " + s.token_file + " is shorter than 16 characters");
+    }
+    if (!s.unix_path.empty()) make_dir(s.unix_path.substr(0, s.unix_path.rfind('/')));
+    outputs.push_back(std::make_unique<ship::WebSocketOutput>(s));
+  }
   return outputs;
 }
 
@@ -733,7 +746,8 @@ void Daemon::reload() {
   std::string storage = config_.storage_dir;
   size_t ring = config_.ring_bytes;
   // New outputs from now on; the old ones get a moment to send what they hold.
-  if (next.syslog_outputs != config_.syslog_outputs || next.jetstream_outputs != config_.jetstream_outputs) {
+  if (next.syslog_outputs != config_.syslog_outputs || next.jetstream_outputs != config_.jetstream_outputs ||
+      next.websocket_outputs != config_.websocket_outputs) {
     try {
       auto outputs = make_outputs(next);
       hub_->replace(std::move(outputs), kOutputGrace);
@@ -741,6 +755,7 @@ void Daemon::reload() {
       std::cerr << "flightrecd: outputs not reloaded, the old ones stay: " << e.what() << "\n";
       next.syslog_outputs = config_.syslog_outputs;
       next.jetstream_outputs = config_.jetstream_outputs;
+      next.websocket_outputs = config_.websocket_outputs;
     }
   }
   config_ = std::move(next);

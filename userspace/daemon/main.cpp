@@ -76,6 +76,10 @@ int main(int argc, char** argv) {
       std::cout << "  output " << o.name << ": JetStream " << o.url << ", stream " << o.stream << ", subject "
                 << o.subject_prefix << ".<host> (every entry; spool " << o.spool_dir << ", at most "
                 << (o.spool_max >> 20) << " MiB)\n";
+    for (const auto& o : config.websocket_outputs)
+      std::cout << "  output " << o.name << ": WebSocket stream on " << (o.listen.empty() ? "" : o.listen + " (bearer token)")
+                << (o.listen.empty() || o.unix_path.empty() ? "" : " and ") << (o.unix_path.empty() ? "" : o.unix_path + " (root)")
+                << ", replay buffer " << (o.buffer_bytes >> 20) << " MiB\n";
     return 0;
   }
   if (geteuid() != 0) {
@@ -87,6 +91,12 @@ int main(int argc, char** argv) {
   // in it (-2.4 MB with 100 quiet sessions); the threads allocate per
   // batch, not per entry, so the one lock is not fought over.
   mallopt(M_ARENA_MAX, 1);
+  // Buffers of up to a few MiB (a batch of entries, a shipped message)
+  // come from the heap, not from mmap: a fresh mapping per buffer faulted
+  // every page of every message in again (~10 us each on these VMs; it was
+  // most of what JetStream shipping cost). The heap's free pages go back
+  // once a second (malloc_trim in the daemon's tick).
+  mallopt(M_MMAP_THRESHOLD, 16 << 20);
   try {
     daemon::Daemon d(std::move(config), path);
     return d.run();

@@ -309,22 +309,38 @@ void Collector::take(const std::string& subject, const std::map<std::string, std
     auto it = headers.find(k);
     return it == headers.end() ? "" : it->second;
   };
-  std::string origin = header("Flightrec-Origin"), kind = header("Flightrec-Kind");
-  int64_t session = 0, seq = 0;
+  std::string origin = header("Flightrec-Origin");
+  int64_t session = 0, first = 0, last = 0;
   try {
     session = std::stoll(header("Flightrec-Session"));
-    seq = std::stoll(header("Flightrec-Seq"));
+    first = std::stoll(header("Flightrec-First"));
+    last = std::stoll(header("Flightrec-Last"));
   } catch (const std::exception&) {
-    return refuse("a message without its session or seq");
+    return refuse("a message without its session, first or last seq");
   }
-  if (seq <= 0 || (kind != "entry" && kind != "checkpoint")) return refuse("a message that is neither an entry nor a checkpoint");
+  if (first < 0 || last < first || (first == 0) != (last == 0)) return refuse("a message whose first and last seq do not hold");
   std::string why;
   Log* log = log_for(host, origin, session, why);
   if (!log) return refuse(why);
   if (!why.empty()) return log->fail(why);
-  if (kind == "entry") log->entry(seq, std::string(payload));
-  else log->checkpoint(uint64_t(seq), std::string(payload));
-  if (kind == "checkpoint" && !log->failed) log->flush_ahead();
+  // Its lines: entries first..last, each checkpoint right after the entry that completes it.
+  int64_t seq = first;
+  for (size_t pos = 0; pos < payload.size() && !log->failed;) {
+    size_t nl = payload.find('\n', pos);
+    if (nl == std::string_view::npos) return log->fail("a message's last line lacks its newline");
+    std::string_view line = payload.substr(pos, nl - pos);
+    pos = nl + 1;
+    if (line.starts_with("{\"checkpoint\":")) {
+      uint64_t size = checkpoint_size(line);
+      if (!size) return log->fail("a checkpoint line that is not one");
+      log->checkpoint(size, nlohmann::json::parse(line)["checkpoint"].get<std::string>());
+      continue;
+    }
+    if (!first || seq > last) return log->fail("a message holds more entries than its first and last seq say");
+    log->entry(seq++, std::string(line));
+  }
+  if (first && seq != last + 1 && !log->failed) return log->fail("a message holds fewer entries than its first and last seq say");
+  log->flush_ahead();
 }
 
 void Collector::run(const std::atomic<bool>& stop) {
@@ -370,21 +386,19 @@ void Collector::run(const std::atomic<bool>& stop) {
   auto idle_since = std::chrono::steady_clock::now();
   while (!stop) {
     natsMsgList list{};
-    natsStatus s = n.natsSubscription_Fetch(&list, sub, 1024, 500, &err);
-    if (s == NATS_TIMEOUT || (s == NATS_OK && list.Count == 0)) {
+    // A fetch that times out may still bring some: those are taken too.
+    natsStatus s = n.natsSubscription_Fetch(&list, sub, 64, 1000, &err);
+    if (list.Count == 0) {
       n.natsMsgList_Destroy(&list);
+      if (s != NATS_OK && s != NATS_TIMEOUT) throw Error("fetching from stream " + settings_.stream + ": " + n.error(s));
       if (!settings_.follow && std::chrono::steady_clock::now() - idle_since >= std::chrono::milliseconds(settings_.idle_ms))
         break;
       continue;
     }
-    if (s != NATS_OK) {
-      n.natsMsgList_Destroy(&list);
-      throw Error("fetching from stream " + settings_.stream + ": " + n.error(s));
-    }
     for (int i = 0; i < list.Count; ++i) {
       natsMsg* m = list.Msgs[i];
       std::map<std::string, std::string> headers;
-      for (const char* k : {"Flightrec-Origin", "Flightrec-Session", "Flightrec-Kind", "Flightrec-Seq", "Flightrec-Type"}) {
+      for (const char* k : {"Flightrec-Origin", "Flightrec-Session", "Flightrec-First", "Flightrec-Last"}) {
         const char* v = nullptr;
         if (n.natsMsgHeader_Get(m, k, &v) == NATS_OK && v) headers[k] = v;
       }

@@ -9,57 +9,65 @@
 #include "common/error.h"
 #include "common/system.h"
 #include "ship/nats_lib.h"
+#include <nlohmann/json.hpp>
 
 namespace flightrec::ship {
 
 namespace {
 
-constexpr size_t kBatchMessages = 2048;
-constexpr size_t kBatchBytes = 4u << 20;
+constexpr size_t kBatchMessages = 256;        // messages in flight before their acknowledgments
+constexpr size_t kBatchBytes = 16u << 20;
+constexpr size_t kMessageBytes = 256u << 10;  // lines per message, at most (NATS's default limit: 1 MiB)
 constexpr int64_t kAckWaitMs = 5000;
 constexpr int64_t kDuplicateWindowNs = 10ll * 60 * 1'000'000'000;
 
-// A spooled message: kind ('e' | 'c'), session, seq, origin, type, payload.
-std::string encode(char kind, int64_t session, int64_t seq, std::string_view origin, std::string_view type,
-                   std::string_view payload) {
+// A spooled message: session, first and last entry seq (0, 0: checkpoints
+// alone), origin, and the payload: the log's JSON Lines from first to last.
+constexpr size_t kHead = 26;
+std::string head(int64_t session, int64_t first, int64_t last, std::string_view origin) {
   std::string r;
-  r.reserve(1 + 16 + 3 + origin.size() + type.size() + payload.size());
-  r += kind;
   r.append(reinterpret_cast<const char*>(&session), 8);
-  r.append(reinterpret_cast<const char*>(&seq), 8);
+  r.append(reinterpret_cast<const char*>(&first), 8);
+  r.append(reinterpret_cast<const char*>(&last), 8);
   uint16_t ol = uint16_t(std::min<size_t>(origin.size(), 65535));
   r.append(reinterpret_cast<const char*>(&ol), 2);
   r.append(origin.substr(0, ol));
-  uint8_t tl = uint8_t(std::min<size_t>(type.size(), 255));
-  r += char(tl);
-  r.append(type.substr(0, tl));
-  r.append(payload);
   return r;
 }
 
 struct Decoded {
-  char kind;
-  int64_t session, seq;
-  std::string_view origin, type, payload;
+  int64_t session, first, last;
+  std::string_view origin, payload;
 };
 
 bool decode(std::string_view r, Decoded& d) {
-  if (r.size() < 20) return false;
-  d.kind = r[0];
-  std::memcpy(&d.session, r.data() + 1, 8);
-  std::memcpy(&d.seq, r.data() + 9, 8);
+  if (r.size() < kHead) return false;
+  std::memcpy(&d.session, r.data(), 8);
+  std::memcpy(&d.first, r.data() + 8, 8);
+  std::memcpy(&d.last, r.data() + 16, 8);
   uint16_t ol;
-  std::memcpy(&ol, r.data() + 17, 2);
-  if (r.size() < 19u + ol + 1) return false;
-  d.origin = r.substr(19, ol);
-  uint8_t tl = uint8_t(r[19 + ol]);
-  if (r.size() < 20u + ol + tl) return false;
-  d.type = r.substr(20 + ol, tl);
-  d.payload = r.substr(20 + ol + tl);
+  std::memcpy(&ol, r.data() + 24, 2);
+  if (r.size() < 26u + ol) return false;
+  d.origin = r.substr(26, ol);
+  d.payload = r.substr(26 + ol);
   return true;
 }
 
 }  // namespace
+
+uint64_t checkpoint_size(std::string_view lines) {
+  // {"checkpoint":"<origin>\n<size>\n...": the note's second line.
+  auto j = nlohmann::json::parse(lines.substr(0, lines.find('\n')), nullptr, false);
+  if (!j.is_object() || !j.contains("checkpoint") || !j["checkpoint"].is_string()) return 0;
+  const std::string& note = j["checkpoint"].get_ref<const std::string&>();
+  size_t a = note.find('\n');
+  if (a == std::string::npos) return 0;
+  try {
+    return std::stoull(note.substr(a + 1, note.find('\n', a + 1) - a - 1));
+  } catch (const std::exception&) {
+    return 0;
+  }
+}
 
 std::string jetstream_subject(const std::string& prefix, const std::string& host) {
   std::string token;
@@ -152,25 +160,61 @@ JetStreamOutput::JetStreamOutput(JetStreamSettings settings)
 
 void JetStreamOutput::offer(const std::string& origin, int64_t session, std::span<const ledger::SealedEntry> entries,
                             std::span<const ledger::SealedCheckpoint> checkpoints) {
-  // In log order: a checkpoint right after the entry that completes it.
-  std::vector<std::string> records;
-  records.reserve(entries.size() + checkpoints.size());
+  // Messages of consecutive lines of the log's JSON Lines bundle (a
+  // checkpoint right after the entry that completes it), cut at the same
+  // places whenever they are published again: each one's id stays its own.
+  // Framed for the spool as they are written: [u32 length][head][lines], one buffer.
+  std::string framed, start = head(session, 0, 0, origin);
+  framed.reserve(entries.size() * 400 + 4096);
+  size_t at = 0, messages = 0;  // where the open message's frame begins
+  int64_t first = 0, last = 0;
+  size_t count = 0;
+  auto open_message = [&] {
+    at = framed.size();
+    framed.append(4 + start.size(), '\0');
+    std::memcpy(framed.data() + at + 4, start.data(), start.size());
+  };
+  auto cut = [&] {
+    size_t len = framed.size() - at - 4;
+    if (len == start.size()) return;  // nothing in it yet: it stays open
+    uint32_t l32 = uint32_t(len);
+    std::memcpy(framed.data() + at, &l32, 4);
+    std::memcpy(framed.data() + at + 4 + 8, &first, 8);
+    std::memcpy(framed.data() + at + 4 + 16, &last, 8);
+    first = last = 0;
+    ++messages;
+    open_message();
+  };
+  open_message();
+  auto entry = [&](const ledger::SealedEntry& e) {
+    if (framed.size() - at - 4 - start.size() + e.body.size() > kMessageBytes) cut();
+    if (!first) first = e.seq;
+    last = e.seq;
+    framed.append(e.body);
+    framed += '\n';
+    ++count;
+  };
   size_t next = 0;
   auto checkpoints_through = [&](int64_t seq) {
-    for (; next < checkpoints.size() && int64_t(checkpoints[next].tree_size) <= seq; ++next)
-      records.push_back(encode('c', session, int64_t(checkpoints[next].tree_size), origin, "", checkpoints[next].note));
+    for (; next < checkpoints.size() && int64_t(checkpoints[next].tree_size) <= seq; ++next) {
+      framed += nlohmann::json({{"checkpoint", checkpoints[next].note}}).dump();
+      framed += '\n';
+      ++count;
+    }
   };
   for (const auto& e : entries) {
     checkpoints_through(e.seq - 1);
-    records.push_back(encode('e', session, e.seq, origin, e.type, e.body));
+    entry(e);
   }
   checkpoints_through(INT64_MAX);
-  if (records.empty()) return;
-  bool taken = spool_.append(records);
+  cut();
+  framed.resize(at);  // the message left open is empty
+  if (!messages) return;
+  bool taken = spool_.append_framed(framed, messages);
   {
     std::lock_guard lock(mu_);
     if (!taken) {
-      stats_.dropped += records.size();
+      stats_.dropped += count;
       if (!full_) {
         full_ = true;
         notice_ = "jetstream output " + settings_.name + ": its spool (" + spool_.dir() + ", " +
@@ -195,7 +239,7 @@ std::string JetStreamOutput::take_notice() {
 
 bool JetStreamOutput::publish_batch(Connection& c) {
   const NatsLib& n = c.n;
-  std::vector<std::string> records;
+  std::vector<std::string_view> records;
   size_t count = spool_.read(records, kBatchMessages, kBatchBytes);
   if (count == 0) return true;
   c.acked = 0;
@@ -214,13 +258,15 @@ bool JetStreamOutput::publish_batch(Connection& c) {
     }
     natsMsg* m = nullptr;
     natsStatus s = n.natsMsg_Create(&m, subject_.c_str(), nullptr, d.payload.data(), int(d.payload.size()));
-    std::string origin(d.origin), id = origin + (d.kind == 'c' ? "#c" : "#e") + std::to_string(d.seq);
+    std::string origin(d.origin);
+    // Its place in the log: its entries, or (checkpoints alone) the tree size of its first.
+    std::string id = origin + "#" + (d.first ? std::to_string(d.first) + "-" + std::to_string(d.last)
+                                             : "c" + std::to_string(checkpoint_size(d.payload)));
     if (s == NATS_OK) s = n.natsMsgHeader_Set(m, "Nats-Msg-Id", id.c_str());
     if (s == NATS_OK) s = n.natsMsgHeader_Set(m, "Flightrec-Origin", origin.c_str());
     if (s == NATS_OK) s = n.natsMsgHeader_Set(m, "Flightrec-Session", std::to_string(d.session).c_str());
-    if (s == NATS_OK) s = n.natsMsgHeader_Set(m, "Flightrec-Kind", d.kind == 'c' ? "checkpoint" : "entry");
-    if (s == NATS_OK) s = n.natsMsgHeader_Set(m, "Flightrec-Seq", std::to_string(d.seq).c_str());
-    if (s == NATS_OK && d.kind == 'e') s = n.natsMsgHeader_Set(m, "Flightrec-Type", std::string(d.type).c_str());
+    if (s == NATS_OK) s = n.natsMsgHeader_Set(m, "Flightrec-First", std::to_string(d.first).c_str());
+    if (s == NATS_OK) s = n.natsMsgHeader_Set(m, "Flightrec-Last", std::to_string(d.last).c_str());
     if (s == NATS_OK) s = n.js_PublishMsgAsync(c.js, &m, nullptr);
     n.natsMsg_Destroy(m);  // no-op when the library took it
     if (s != NATS_OK) {

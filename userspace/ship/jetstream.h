@@ -1,21 +1,24 @@
 #pragma once
-// NATS JetStream output: every entry and checkpoint of every session, as
-// one message each, to PREFIX.HOST (HOST: this host's name, as the logs'
-// origins name it) in a stream (made if absent, file
-// storage, a 10-minute duplicate window). Each message's id is its place
-// in its log ("<origin>#e<seq>", "<origin>#c<tree size>"), so the server
-// drops a message it holds already: what was published but not
-// acknowledged before a failure is simply published again.
+// NATS JetStream output: every entry and checkpoint of every session, to
+// PREFIX.HOST (HOST: this host's name, as the logs' origins name it) in a
+// stream (made if absent, file storage, a 10-minute duplicate window).
+//
+// A message is a run of consecutive lines of one log's JSON Lines bundle
+// (docs/FORMAT.md 4.2: each entry's E, each checkpoint as
+// {"checkpoint":"<note>"} right after the entry that completes it), at
+// most 256 KiB, from one commit of its writer. Its id is its place in
+// the log ("<origin>#<first>-<last>", or "<origin>#c<size>" for
+// checkpoints alone), so the server drops a message it holds already:
+// what was published but not acknowledged before a failure is published
+// again, cut at the same places (the spool keeps the messages whole).
+// Headers: Flightrec-Origin, Flightrec-Session, Flightrec-First and
+// Flightrec-Last (its entries' seqs; 0 and 0 for checkpoints alone).
 //
 //   offer (writer threads) -> spool on disk -> this output's thread -> JetStream
 //
 // The spool is the queue: a remote that is away for a while, or a daemon
 // restart, loses nothing the spool could hold (its bound is spool_max; past
 // it, messages are dropped, counted, and said in every session's record).
-// Headers: Flightrec-Origin, Flightrec-Session, Flightrec-Kind (entry |
-// checkpoint), Flightrec-Seq (the entry's seq or the checkpoint's tree
-// size), Flightrec-Type (the entry's type); the payload is the entry's
-// canonical form E, or the checkpoint's signed note, exactly.
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -42,6 +45,8 @@ struct JetStreamSettings {
   bool operator==(const JetStreamSettings&) const = default;
 };
 
+// The tree size of the checkpoint on the first line of a message's lines (0: none).
+uint64_t checkpoint_size(std::string_view lines);
 // PREFIX.HOST with every byte of host outside [A-Za-z0-9_-] as '_' (a
 // subject token holds no '.', '*', '>' or space).
 std::string jetstream_subject(const std::string& prefix, const std::string& host);

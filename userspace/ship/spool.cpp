@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <algorithm>
 #include <fstream>
 
@@ -82,17 +83,24 @@ Spool::Spool(std::string dir, uint64_t max_bytes)
 }
 
 Spool::~Spool() {
+  if (cursor_dirty_) write_cursor();
   if (write_fd_ >= 0) close(write_fd_);
   if (read_fd_ >= 0) close(read_fd_);
 }
 
+void Spool::frame(std::string& out, std::string_view record) {
+  uint32_t len = uint32_t(record.size());
+  out.append(reinterpret_cast<const char*>(&len), 4);
+  out.append(record);
+}
+
 bool Spool::append(const std::vector<std::string>& records) {
   std::string framed;
-  for (const auto& r : records) {
-    uint32_t len = uint32_t(r.size());
-    framed.append(reinterpret_cast<const char*>(&len), 4);
-    framed += r;
-  }
+  for (const auto& r : records) frame(framed, r);
+  return append_framed(framed, records.size());
+}
+
+bool Spool::append_framed(std::string_view framed, size_t count) {
   std::lock_guard lock(mu_);
   if (bytes_ - acked_in_first_ + framed.size() > max_bytes_) return false;
   if (end_.offset >= segment_bytes_) {
@@ -119,17 +127,18 @@ bool Spool::append(const std::vector<std::string>& records) {
   }
   end_.offset += framed.size();
   bytes_ += framed.size();
-  records_ += records.size();
+  records_ += count;
   return true;
 }
 
-size_t Spool::read(std::vector<std::string>& out, size_t n, size_t max_bytes) {
+size_t Spool::read(std::vector<std::string_view>& out, size_t n, size_t max_bytes) {
   Position end;
   {
     std::lock_guard lock(mu_);
     end = end_;
   }
-  size_t got = 0, bytes = 0;
+  size_t got = 0, used = 0;
+  std::vector<std::pair<size_t, size_t>> at;  // (offset in read_buf_, length) of each record
   while (got < n && (read_.segment < end.segment || read_.offset < end.offset)) {
     if (read_fd_ < 0 || read_fd_segment_ != read_.segment) {
       if (read_fd_ >= 0) close(read_fd_);
@@ -150,14 +159,15 @@ size_t Spool::read(std::vector<std::string>& out, size_t n, size_t max_bytes) {
     }
     uint32_t len = 0;
     if (read_.offset + 4 > limit || !pread_full(read_fd_, &len, 4, read_.offset) || read_.offset + 4 + len > limit) break;
-    if (got && bytes + len > max_bytes) break;
-    std::string r(len, '\0');
-    if (!pread_full(read_fd_, r.data(), len, read_.offset + 4)) break;
-    out.push_back(std::move(r));
+    if (got && used + len > max_bytes) break;
+    if (read_buf_.size() < used + len) read_buf_.resize(std::max<size_t>(used + len, read_buf_.size() * 2));
+    if (!pread_full(read_fd_, read_buf_.data() + used, len, read_.offset + 4)) break;
+    at.emplace_back(used, len);
+    used += len;
     read_.offset += 4 + len;
-    bytes += len;
     ++got;
   }
+  for (const auto& [o, l] : at) out.emplace_back(read_buf_.data() + o, l);
   read_records_ += got;
   return got;
 }
@@ -170,7 +180,16 @@ void Spool::rewind() {
 void Spool::ack() {
   uint64_t first = acked_.segment;
   acked_ = read_;
-  write_cursor();
+  // A file written per batch was most of what acknowledging cost: at most every 200 ms.
+  timespec now{};
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  uint64_t ns = uint64_t(now.tv_sec) * 1'000'000'000 + uint64_t(now.tv_nsec);
+  cursor_dirty_ = true;
+  if (ns - cursor_written_ns_ >= 200'000'000 || acked_.segment != first) {
+    write_cursor();
+    cursor_written_ns_ = ns;
+    cursor_dirty_ = false;
+  }
   std::lock_guard lock(mu_);
   records_ -= std::min(records_, read_records_);
   read_records_ = 0;

@@ -35,12 +35,19 @@ class Spool {
   // Appends records (each framed here); false, appending none, when what
   // is not acknowledged would pass max_bytes. Any thread.
   bool append(const std::vector<std::string>& records);
+  // The same for records framed already (frame() each into one buffer): one copy less.
+  static void frame(std::string& out, std::string_view record);
+  bool append_framed(std::string_view framed, size_t count);
 
   // The reader's side (one thread). Up to n records (max_bytes in all,
-  // at least one) from the read position, which moves past them.
-  size_t read(std::vector<std::string>& out, size_t n, size_t max_bytes);
+  // at least one) from the read position, which moves past them; views
+  // into a buffer of the spool's, valid until the next read.
+  size_t read(std::vector<std::string_view>& out, size_t n, size_t max_bytes);
   void rewind();  // the read position back to the first record not acknowledged
-  void ack();     // everything read is acknowledged: persisted, spent segments removed
+  // Everything read is acknowledged: spent segments removed, and the
+  // position kept (in the cursor file at most every 200 ms, and by the
+  // destructor: a restart after a crash reads again at most that much).
+  void ack();
 
   uint64_t bytes() const;    // not acknowledged
   uint64_t pending() const;  // records not acknowledged
@@ -66,6 +73,9 @@ class Spool {
   uint64_t read_records_ = 0;  // read since the last ack or rewind
   int read_fd_ = -1;
   uint64_t read_fd_segment_ = 0, read_fd_size_ = 0;
+  std::vector<char> read_buf_;     // what read() returned views into (kept: no allocation per read)
+  uint64_t cursor_written_ns_ = 0;
+  bool cursor_dirty_ = false;
 };
 
 }  // namespace flightrec::ship
