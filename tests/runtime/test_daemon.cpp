@@ -1017,7 +1017,9 @@ TEST_CASE("flightrecd lite mode: every call docs/LITE.md lists is recorded, read
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   Result st = flightrec({"status", "--socket", dir.file("control.sock"), "--json"});
   REQUIRE(st.code == 0);
-  for (const auto& s : json::parse(st.out)["sessions"]) CHECK(s["mode"] == (s["rule"] == "lite" ? "lite" : "full"));
+  json status = json::parse(st.out);  // held: a range-for over a temporary's member dangles (C++20)
+  REQUIRE(!status["sessions"].empty());
+  for (const auto& s : status["sessions"]) CHECK(s["mode"] == (s["rule"] == "lite" ? "lite" : "full"));
   Result r = d.stop();
   INFO(r.err);
   REQUIRE(r.code == 0);

@@ -186,7 +186,8 @@ bool outputs_drained(const std::string& socket) {
     Result st = rt::flightrec({"status", "--socket", socket, "--json"});
     if (st.code == 0) {
       bool empty = true;
-      for (const auto& o : json::parse(st.out)["outputs"]) empty = empty && o["queued"] == 0;
+      json status = json::parse(st.out);  // held: a range-for over a temporary's member dangles (C++20)
+      for (const auto& o : status["outputs"]) empty = empty && o["queued"] == 0;
       if (empty) return true;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -590,7 +591,7 @@ struct StreamDaemon {
   std::string token = "t0ken-" + std::to_string(getpid()) + "-abcdefghijklmnop";
   int port = 0;
   std::unique_ptr<Daemon> d;
-  explicit StreamDaemon(const std::string& client_queue = "8M") {
+  explicit StreamDaemon(const std::string& client_queue = "8M", const std::string& more = "") {
     {
       Listener probe;
       port = probe.port;
@@ -598,13 +599,17 @@ struct StreamDaemon {
     std::string token_file = dir.file("ws.token");
     std::ofstream(token_file) << token << "\n";
     chmod(token_file.c_str(), 0600);
-    std::string config = dir.file("flightrecd.yaml");
-    std::ofstream(config) << "version: 1\nstorage:\n  dir: " << dir.file("records") << "\nsocket:\n  path: "
-                          << dir.file("control.sock") << "\nring: 8M\nwatch:\noutputs:\n  websocket:\n"
-                          << "    - name: live\n      listen: 127.0.0.1:" << port << "\n      token_file: " << token_file
-                          << "\n      unix: " << dir.file("stream.sock") << "\n      client_queue: " << client_queue << "\n";
-    d = std::make_unique<Daemon>(config);
+    write_config(client_queue, more);
+    d = std::make_unique<Daemon>(dir.file("flightrecd.yaml"));
     REQUIRE_MESSAGE(d->await("running"), d->err);
+  }
+  // more: further outputs (YAML under outputs:).
+  void write_config(const std::string& client_queue, const std::string& more) {
+    std::ofstream(dir.file("flightrecd.yaml"))
+        << "version: 1\nstorage:\n  dir: " << dir.file("records") << "\nsocket:\n  path: " << dir.file("control.sock")
+        << "\nring: 8M\nwatch:\noutputs:\n  websocket:\n    - name: live\n      listen: 127.0.0.1:" << port
+        << "\n      token_file: " << dir.file("ws.token") << "\n      unix: " << dir.file("stream.sock")
+        << "\n      client_queue: " << client_queue << "\n" << more;
   }
   Proc client(const std::vector<std::string>& args, bool with_token = true) {
     std::vector<std::string> argv = {"python3", WS_CLIENT, "--port", std::to_string(port)};
@@ -615,7 +620,11 @@ struct StreamDaemon {
   bool clients_connected(size_t n) {
     for (int i = 0; i < 600; ++i) {
       Result st = rt::flightrec({"status", "--socket", dir.file("control.sock"), "--json"});
-      if (st.code == 0 && json::parse(st.out)["outputs"][0]["connected"] == (n > 0)) return true;
+      if (st.code == 0) {
+        json status = json::parse(st.out);  // held: a range-for over a temporary's member dangles (C++20)
+        for (const auto& o : status["outputs"])
+          if (o["kind"] == "websocket" && o["connected"] == (n > 0)) return true;
+      }
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
     return false;
@@ -724,5 +733,47 @@ TEST_CASE("websocket: a client too slow for the stream is cut off and told where
   CHECK(resume == expect - 1);                 // where it stopped
   CHECK(resume < int64_t(record.size()));      // cut off before the end
   CHECK(record.back()["type"] == "session_end");  // the record is whole
+  // Resumed there, it gets the rest from the replay buffer, paced by its
+  // reading (the rest is far more than its queue's bound): no gap.
+  Proc again = sd.client({"--path", "/stream?resume=" + origin + ":" + std::to_string(resume), "--until-type", "session_end"});
+  Result rest = wait(again);
+  REQUIRE_MESSAGE(rest.code == 0, rest.err);
+  for (const auto& f : frames_of(rest.out)) {
+    REQUIRE(!f.contains("error"));
+    if (f["kind"] == "entry") CHECK(f["seq"].get<int64_t>() == expect++);
+  }
+  CHECK(expect == int64_t(record.size()) + 1);
+  CHECK(sd.d->stop(SIGTERM).code == 0);
+}
+
+TEST_CASE("outputs: a SIGHUP that changes them replaces them on the same port and spool") {
+  REQUIRE(is_root());
+  int nats_port;  // no server there: the JetStream output spools
+  {
+    Listener probe;
+    nats_port = probe.port;
+  }
+  std::string js = "  jetstream:\n    - name: fleet\n      url: nats://127.0.0.1:" + std::to_string(nats_port) + "\n";
+  StreamDaemon sd("8M", js);
+  std::string db = sd.dir.file("before.db");
+  REQUIRE(sd.run({"true"}, db).code == 0);
+  sd.write_config("4M", js + "      spool: {max: 2G}\n");
+  kill(sd.d->proc.pid, SIGHUP);
+  REQUIRE_MESSAGE(sd.d->await("config reloaded"), sd.d->err);
+  CHECK(sd.d->err.find("could not start") == std::string::npos);
+  // The new stream listens on the same port; the new output has the old spool.
+  Proc c = sd.client({"--path", "/stream", "--until-type", "session_end"});
+  REQUIRE(sd.clients_connected(1));
+  REQUIRE(sd.run({"true"}, sd.dir.file("after.db")).code == 0);
+  Result got = wait(c);
+  REQUIRE_MESSAGE(got.code == 0, got.err);
+  CHECK(frames_of(got.out).back()["type"] == "session_end");
+  Result st = rt::flightrec({"status", "--socket", sd.dir.file("control.sock"), "--json"});
+  REQUIRE(st.code == 0);
+  json outputs = json::parse(st.out)["outputs"];
+  REQUIRE(outputs.size() == 2);
+  json fleet = outputs[0]["kind"] == "jetstream" ? outputs[0] : outputs[1];
+  // Both runs' entries wait in the spool: the first run's from before the reload too.
+  CHECK(fleet["queued"].get<uint64_t>() >= 2);
   CHECK(sd.d->stop(SIGTERM).code == 0);
 }

@@ -147,7 +147,8 @@ bool wants_tls(const Config& config) {
   return false;
 }
 
-constexpr std::chrono::milliseconds kOutputGrace{5000};
+constexpr std::chrono::milliseconds kOutputGrace{5000};  // at SIGTERM, after every session is sealed
+constexpr std::chrono::milliseconds kReloadGrace{1000};  // at SIGHUP, while sessions record
 
 std::vector<std::unique_ptr<ship::Output>> make_outputs(const Config& c) {
   std::vector<std::unique_ptr<ship::Output>> outputs;
@@ -745,17 +746,24 @@ void Daemon::reload() {
     std::cerr << "flightrecd: storage.dir and ring take effect at the next start\n";
   std::string storage = config_.storage_dir;
   size_t ring = config_.ring_bytes;
-  // New outputs from now on; the old ones get a moment to send what they hold.
   if (next.syslog_outputs != config_.syslog_outputs || next.jetstream_outputs != config_.jetstream_outputs ||
       next.websocket_outputs != config_.websocket_outputs) {
+    // The old outputs go first, as a new one may take the same port or
+    // spool. They get a second to send what they hold (a spool keeps the
+    // rest; the recording waits meanwhile, its ring buffer filling).
+    hub_->close(kReloadGrace);
     try {
-      auto outputs = make_outputs(next);
-      hub_->replace(std::move(outputs), kOutputGrace);
+      hub_->replace(make_outputs(next), std::chrono::milliseconds(0));
     } catch (const Error& e) {
-      std::cerr << "flightrecd: outputs not reloaded, the old ones stay: " << e.what() << "\n";
+      std::cerr << "flightrecd: the new outputs could not start, the old ones do again: " << e.what() << "\n";
       next.syslog_outputs = config_.syslog_outputs;
       next.jetstream_outputs = config_.jetstream_outputs;
       next.websocket_outputs = config_.websocket_outputs;
+      try {
+        hub_->replace(make_outputs(config_), std::chrono::milliseconds(0));
+      } catch (const Error& again) {
+        std::cerr << "flightrecd: nor could the old ones (" << again.what() << "): no outputs until the next reload\n";
+      }
     }
   }
   config_ = std::move(next);

@@ -187,7 +187,17 @@ class Client : public ClientBase, public std::enable_shared_from_this<Client<Soc
   }
   void deliver(const std::shared_ptr<const std::vector<Item>>& items) override {
     if (!ws_ || closing_ || !ready_) return;
-    for (const auto& i : *items) send(i);
+    for (const auto& i : *items) {
+      if (!wants_.matches(i)) continue;
+      if (backlog_.empty()) {
+        send(i);
+        continue;
+      }
+      // Behind a replay still going out: in order, after it; too far behind is too slow.
+      backlog_.push_back({i, true});
+      live_backlog_bytes_ += i.frame->size();
+      if (live_backlog_bytes_ > impl_.s.client_queue_bytes) return too_slow();
+    }
   }
   void shut() override {
     closing_ = true;
@@ -258,7 +268,10 @@ class Client : public ClientBase, public std::enable_shared_from_this<Client<Soc
     if (!why.empty()) {
       finish(nlohmann::json{{"error", why}}.dump());
     } else {
-      for (const auto& i : first) send(i);
+      // The replay goes out as the client reads it: it never counts as falling behind.
+      for (auto& i : first)
+        if (wants_.matches(i)) backlog_.push_back({std::move(i), false});
+      if (!writing_) write_next();
     }
     read_loop();
   }
@@ -275,23 +288,31 @@ class Client : public ClientBase, public std::enable_shared_from_this<Client<Soc
     if (closing_ || !wants_.matches(i)) return;
     int64_t& last = i.checkpoint ? last_checkpoint_[i.origin] : last_entry_[i.origin];
     if (i.seq <= last) return;  // sent already (by the replay)
-    if (queued_bytes_ + i.frame->size() > impl_.s.client_queue_bytes) {
-      nlohmann::json resume = nlohmann::json::object();
-      for (const auto& [origin, seq] : last_entry_) resume[origin] = seq;
-      {
-        std::lock_guard lock(impl_.mu);
-        ++impl_.stats.dropped;
-      }
-      return finish(nlohmann::json{{"error", "too slow"}, {"resume", resume}}.dump());
-    }
+    if (queued_bytes_ + i.frame->size() > impl_.s.client_queue_bytes) return too_slow();
     last = i.seq;
     push(i.frame);
   }
+  // Told where it got to (the last entry queued of each log, all of which
+  // go out before the close), and closed.
+  void too_slow() {
+    if (closing_) return;
+    nlohmann::json resume = nlohmann::json::object();
+    for (const auto& [origin, seq] : last_entry_) resume[origin] = seq;
+    {
+      std::lock_guard lock(impl_.mu);
+      ++impl_.stats.dropped;
+    }
+    backlog_.clear();
+    finish(nlohmann::json{{"error", "too slow"}, {"resume", resume}}.dump());
+  }
   void push(std::shared_ptr<const std::string> frame) {
+    push_only(std::move(frame));
+    if (!writing_) write_next();
+  }
+  void push_only(std::shared_ptr<const std::string> frame) {
     queued_bytes_ += frame->size();
     impl_.queued += 1;
     queue_.push_back(std::move(frame));
-    if (!writing_) write_next();
   }
   // A last frame, then the close.
   void finish(const std::string& frame) {
@@ -299,6 +320,18 @@ class Client : public ClientBase, public std::enable_shared_from_this<Client<Soc
     closing_ = true;
   }
   void write_next() {
+    // The backlog feeds the queue up to half its bound at a time.
+    while (queue_.empty() && !backlog_.empty() && !closing_) {
+      while (!backlog_.empty() && queued_bytes_ < impl_.s.client_queue_bytes / 2) {
+        Pending p = std::move(backlog_.front());
+        backlog_.pop_front();
+        if (p.live) live_backlog_bytes_ -= p.item.frame->size();
+        int64_t& last = p.item.checkpoint ? last_checkpoint_[p.item.origin] : last_entry_[p.item.origin];
+        if (p.item.seq <= last) continue;
+        last = p.item.seq;
+        push_only(p.item.frame);
+      }
+    }
     if (queue_.empty()) {
       writing_ = false;
       if (closing_ && ws_) {
@@ -321,6 +354,7 @@ class Client : public ClientBase, public std::enable_shared_from_this<Client<Soc
   void gone() {
     impl_.queued -= queue_.size();
     queue_.clear();
+    backlog_.clear();
     queued_bytes_ = 0;
     closing_ = true;
     impl_.clients.erase(this->shared_from_this());
@@ -338,6 +372,12 @@ class Client : public ClientBase, public std::enable_shared_from_this<Client<Soc
   uint64_t queued_bytes_ = 0;
   bool writing_ = false, closing_ = false, ready_ = false;
   std::map<std::string, int64_t> last_entry_, last_checkpoint_;
+  struct Pending {
+    Item item;
+    bool live;  // came while the replay went out (else: part of it)
+  };
+  std::deque<Pending> backlog_;  // not queued yet: the replay, and what came meanwhile
+  uint64_t live_backlog_bytes_ = 0;
   net::steady_timer deadline_;
 };
 
