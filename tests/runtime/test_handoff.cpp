@@ -39,6 +39,12 @@ json status_of(const TempDir& dir) {
   return json::parse(r.out);
 }
 
+// `cat /etc/hostname` under observe, handed to the daemon whose socket is in dir.
+Result handed_cat(const TempDir& dir, const std::string& db) {
+  return rt::flightrec({"run", "--daemon", "require", "--daemon-socket", dir.file("control.sock"), "--policy", "observe",
+                        "--tls", "off", "--db", db, "--", "/bin/cat", "/etc/hostname"});
+}
+
 // Waits (up to a minute: emulated kernels are slow) until the daemon lists `n` runs.
 bool runs_listed(const TempDir& dir, size_t n) {
   for (int i = 0; i < 600; ++i) {
@@ -382,8 +388,7 @@ TEST_CASE("run through flightrecd: back-to-back runs reuse one ring, and each re
   for (int i = 0; i < 4; ++i) {
     CAPTURE(i);
     std::string db = dir.file("r" + std::to_string(i) + ".db");
-    Result r = rt::flightrec({"run", "--daemon", "require", "--daemon-socket", dir.file("control.sock"), "--policy",
-                              "observe", "--tls", "off", "--db", db, "--", "/bin/cat", "/etc/hostname"});
+    Result r = handed_cat(dir, db);
     INFO(r.err);
     REQUIRE(r.code == 0);
     auto all = entries(db);
@@ -420,8 +425,7 @@ TEST_CASE("run through flightrecd: the ring of a client that did not end cleanly
   for (int i = 0; i < 100 && rmdir(cgroup.c_str()) != 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   for (int i = 0; i < 3; ++i) {
     std::string db = dir.file("next" + std::to_string(i) + ".db");
-    Result r = rt::flightrec({"run", "--daemon", "require", "--daemon-socket", dir.file("control.sock"), "--policy",
-                              "observe", "--tls", "off", "--db", db, "--", "/bin/cat", "/etc/hostname"});
+    Result r = handed_cat(dir, db);
     INFO(r.err);
     REQUIRE(r.code == 0);
     CHECK(opened(entries(db), "/etc/hostname"));

@@ -683,8 +683,19 @@ int64_t Capture::session_tasks(uint32_t session) const {
   return n + (adjust == task_adjust_.end() ? 0 : adjust->second);
 }
 
-bool Capture::session_has_tasks(uint32_t session) const {
+namespace {
+
+// A pidfd of the thread, the key of fr_tasks: PIDFD_THREAD (6.9+), else the
+// process's (a leader, on older kernels; -1 for another thread there).
+int task_pidfd(pid_t tid) {
   constexpr unsigned kPidfdThread = O_EXCL;  // include/uapi/linux/pidfd.h: PIDFD_THREAD
+  int fd = int(syscall(SYS_pidfd_open, tid, kPidfdThread));
+  return fd >= 0 ? fd : int(syscall(SYS_pidfd_open, tid, 0));
+}
+
+}  // namespace
+
+bool Capture::session_has_tasks(uint32_t session) const {
   int map = bpf_map__fd(skel_->maps.fr_tasks);
   DIR* procs = opendir("/proc");
   if (!procs) return true;  // cannot tell: as the count says
@@ -695,9 +706,7 @@ bool Capture::session_has_tasks(uint32_t session) const {
     if (!threads) continue;
     while (dirent* t = readdir(threads)) {
       if (t->d_name[0] < '1' || t->d_name[0] > '9') continue;
-      pid_t tid = pid_t(strtol(t->d_name, nullptr, 10));
-      int fd = int(syscall(SYS_pidfd_open, tid, kPidfdThread));
-      if (fd < 0) fd = int(syscall(SYS_pidfd_open, tid, 0));
+      int fd = task_pidfd(pid_t(strtol(t->d_name, nullptr, 10)));
       if (fd < 0) continue;
       fr_task_state st{};
       found = bpf_map_lookup_elem(map, &fd, &st) == 0 && st.session == session;
@@ -841,7 +850,6 @@ size_t Capture::track_existing(uint32_t session, const std::vector<std::string>&
   // Keyed by pidfd; a thread needs PIDFD_THREAD (6.9+). Where that is
   // refused, its process's leader (listed too) gets state, and sys_enter
   // counts a thread whose leader has state as tracked.
-  constexpr unsigned kPidfdThread = O_EXCL;  // include/uapi/linux/pidfd.h: PIDFD_THREAD
   fr_task_state seeded{};
   seeded.fork_return = 1;  // it may be inside a syscall whose entry we did not see
   seeded.session = session;
@@ -906,8 +914,7 @@ size_t Capture::track_existing(uint32_t session, const std::vector<std::string>&
       if (access(("/proc/self/task/" + std::to_string(tid)).c_str(), F_OK) == 0) continue;
       auto before = task_stat(tid);
       if (!before || before->state == 'Z' || before->state == 'X') continue;
-      int fd = int(syscall(SYS_pidfd_open, tid, kPidfdThread));
-      if (fd < 0) fd = int(syscall(SYS_pidfd_open, tid, 0));  // a leader, on older kernels
+      int fd = task_pidfd(tid);
       if (fd < 0) continue;  // gone meanwhile, or a thread its leader covers
       if (bpf_map_update_elem(map, &fd, &seeded, BPF_NOEXIST) == 0) {
         ++tracked;
