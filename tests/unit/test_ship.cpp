@@ -482,3 +482,43 @@ TEST_CASE("flightrecd.yaml outputs.jetstream and the collector's config: read st
   CHECK(collect_error("url: nats://h:1\nhosts:\n  a: node.pub\ncolour: red\n").find("colour") != std::string::npos);
   CHECK(collect_error("url: http://h:1\nhosts:\n  a: node.pub\n").find("c.yaml:1: url") == 0);
 }
+
+TEST_CASE("collect: hostile messages are refused or fail their log, with the reason, and nothing is written past a failure") {
+  unit::TempDir dir;
+  ship::CollectSettings s;
+  s.out_dir = dir.file("out");
+  auto key = ledger::SigningKey::generate("flightrec-node");
+  s.hosts.emplace("node", key.verifier());
+  ship::Collector c(s);
+  const std::string origin = "flightrec/node/" + std::string(32, 'a');
+  auto headers = [&](const std::string& first, const std::string& last, const std::string& o) {
+    return std::map<std::string, std::string>{
+        {"Flightrec-Origin", o}, {"Flightrec-Session", "1"}, {"Flightrec-First", first}, {"Flightrec-Last", last}};
+  };
+  c.take("flightrec.stranger", headers("1", "1", "flightrec/stranger/" + std::string(32, 'b')), "x\n");
+  c.take("flightrec.node", {{"Flightrec-Origin", origin}}, "x\n");
+  c.take("flightrec.node", headers("2", "1", origin), "x\n");
+  c.take("flightrec.node", headers("1", "1", "flightrec/other/" + std::string(32, 'c')), "x\n");
+  c.take("flightrec.node", headers("1", "1", "../../etc/passwd"), "x\n");
+  // A log: its first message's line lacks its newline.
+  c.take("flightrec.node", headers("1", "1", origin), plain(1, "genesis"));
+  const std::string second = "flightrec/node/" + std::string(32, 'd');
+  c.take("flightrec.node", headers("0", "0", second), plain(1, "genesis") + "\n");  // "checkpoints alone", an entry in it
+  auto report = c.report();
+  std::map<std::string, ship::HostReport> by;
+  for (auto& h : report) by[h.host] = h;
+  REQUIRE(by.count("stranger"));
+  CHECK(by["stranger"].rejected == 1);
+  CHECK(by["stranger"].rejected_reason.find("no key is pinned for host stranger") != std::string::npos);
+  REQUIRE(by.count("node"));
+  CHECK(by["node"].rejected == 4);  // no session or seq; first > last; another host's log; not an origin
+  CHECK(by["node"].rejected_reason.find("without its session") != std::string::npos);
+  REQUIRE(by["node"].logs.size() == 2);
+  std::map<std::string, ship::LogReport> logs;
+  for (auto& l : by["node"].logs) logs[l.origin] = l;
+  CHECK_FALSE(logs[origin].ok);
+  CHECK(logs[origin].reason.find("lacks its newline") != std::string::npos);
+  CHECK_FALSE(logs[second].ok);
+  CHECK(logs[second].reason.find("more entries than its first and last seq") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(s.out_dir + "/etc"));
+}

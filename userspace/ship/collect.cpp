@@ -20,7 +20,9 @@ namespace flightrec::ship {
 
 namespace {
 
-constexpr size_t kMaxPending = 100000;  // entries held while one before them has not come
+constexpr size_t kMaxPending = 100000;            // entries held while one before them has not come
+constexpr uint64_t kMaxPendingBytes = 64ull << 20;  // ... and their bytes
+constexpr size_t kMaxLogsPerHost = 100000;         // a stream's publisher cannot make the collector hold more
 
 // flightrec/<H>/<32 hex>: the log's file name is the hex.
 bool origin_shape(const std::string& origin, std::string& id) {
@@ -129,7 +131,8 @@ struct Collector::Log {
   std::string origin, file;
   int64_t session;
   ledger::SessionVerifier verifier;
-  std::ofstream out;
+  std::string out;  // lines not written to the file yet (written, and the file closed, per message)
+  uint64_t ahead_bytes = 0;
   bool header = false;  // the bundle's first line is written
   std::vector<std::array<uint8_t, 16>> leaves;  // a prefix of each leaf: what comes twice must be the same
   std::map<int64_t, std::string> entries_ahead;   // seq -> body, before one not come yet
@@ -165,15 +168,16 @@ struct Collector::Log {
       ledger::check_canonical(body, &top);
       nlohmann::json h = {{"format", "flightrec-bundle-lines"}, {"format_version", 1},
                           {"public_key", top.string("public_key").value_or("")}, {"session", session}};
-      out << h.dump() << "\n";
+      out += h.dump() + "\n";
       header = true;
     }
-    out << body << "\n";
+    out += body;
+    out += '\n';
   }
   void add_checkpoint(const std::string& note, bool write) {
     if (!verifier.add_checkpoint(note)) return fail_from_verifier();
     notes[uint64_t(verifier.entries())] = ledger::sha256(note);
-    if (write) out << nlohmann::json({{"checkpoint", note}}).dump() << "\n";
+    if (write) out += nlohmann::json({{"checkpoint", note}}).dump() + "\n";
   }
   void entry(int64_t seq, const std::string& body) {
     if (failed) return;
@@ -186,10 +190,10 @@ struct Collector::Log {
       return;
     }
     if (seq > have + 1) {
-      if (entries_ahead.size() >= kMaxPending)
-        return fail("entries from " + std::to_string(have + 1) + " have not come, and " + std::to_string(kMaxPending) +
-                    " after them have");
-      entries_ahead.emplace(seq, body);
+      if (entries_ahead.size() >= kMaxPending || ahead_bytes + body.size() > kMaxPendingBytes)
+        return fail("entries from " + std::to_string(have + 1) + " have not come, and too many after them have (" +
+                    std::to_string(entries_ahead.size()) + " held)");
+      if (entries_ahead.emplace(seq, body).second) ahead_bytes += body.size();
       return;
     }
     add(body, true);
@@ -206,7 +210,9 @@ struct Collector::Log {
       return;
     }
     if (size > uint64_t(verifier.entries())) {
-      checkpoints_ahead.emplace(size, note);
+      if (checkpoints_ahead.size() >= kMaxPending || ahead_bytes + note.size() > kMaxPendingBytes)
+        return fail("checkpoints beyond entries that have not come: too many held");
+      if (checkpoints_ahead.emplace(size, note).second) ahead_bytes += note.size();
       return;
     }
     if (size < uint64_t(verifier.entries()))
@@ -218,6 +224,7 @@ struct Collector::Log {
     while (!failed) {
       if (auto c = checkpoints_ahead.find(uint64_t(verifier.entries())); c != checkpoints_ahead.end()) {
         std::string note = std::move(c->second);
+        ahead_bytes -= note.size();
         checkpoints_ahead.erase(c);
         last_checkpoint = uint64_t(verifier.entries());
         add_checkpoint(note, true);
@@ -226,10 +233,20 @@ struct Collector::Log {
       auto e = entries_ahead.find(verifier.entries() + 1);
       if (e == entries_ahead.end()) break;
       std::string body = std::move(e->second);
+      ahead_bytes -= body.size();
       entries_ahead.erase(e);
       add(body, true);
     }
-    out.flush();
+  }
+  // What this message added, appended to the file (opened and closed here:
+  // a collector follows many logs and holds no descriptor for each).
+  void write_out() {
+    if (out.empty()) return;
+    std::ofstream f(file, std::ios::app | std::ios::binary);
+    f << out;
+    f.close();
+    if (!f) throw Error("cannot write " + file);
+    out.clear();
   }
   // What an earlier collect wrote: read back through the verifier.
   void load() {
@@ -287,8 +304,10 @@ Collector::Log* Collector::log_for(const std::string& host, const std::string& o
   std::string file = dir + "/" + id + ".jsonl";
   auto log = std::make_unique<Log>(origin, file, session, &settings_.hosts.at(host));
   if (std::filesystem::exists(file)) log->load();
-  log->out.open(file, std::ios::app | std::ios::binary);
-  if (!log->out) throw Error("cannot write " + file);
+  if (logs.size() >= kMaxLogsPerHost) {
+    why = "host " + host + " has " + std::to_string(kMaxLogsPerHost) + " logs in this collect already";
+    return nullptr;
+  }
   return logs.emplace(origin, std::move(log)).first->second.get();
 }
 
@@ -339,8 +358,9 @@ void Collector::take(const std::string& subject, const std::map<std::string, std
     if (!first || seq > last) return log->fail("a message holds more entries than its first and last seq say");
     log->entry(seq++, std::string(line));
   }
-  if (first && seq != last + 1 && !log->failed) return log->fail("a message holds fewer entries than its first and last seq say");
-  log->flush_ahead();
+  if (first && seq != last + 1 && !log->failed) log->fail("a message holds fewer entries than its first and last seq say");
+  if (!log->failed) log->flush_ahead();
+  log->write_out();
 }
 
 void Collector::run(const std::atomic<bool>& stop) {
@@ -418,7 +438,7 @@ std::vector<HostReport> Collector::report() {
     HostReport& r = by_host[host];
     r.host = host;
     for (auto& [origin, log] : logs) {
-      log->out.flush();
+      log->write_out();
       LogReport l;
       l.origin = origin;
       l.file = log->file;
