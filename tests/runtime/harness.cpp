@@ -12,6 +12,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <fstream>
@@ -246,6 +247,16 @@ HttpsServer::HttpsServer() {
 HttpsServer::~HttpsServer() {
   kill(proc.pid, SIGKILL);
   wait(proc);
+}
+
+std::vector<std::string> records_in(const std::string& dir) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (auto it = std::filesystem::recursive_directory_iterator(dir, ec); !ec && it != std::filesystem::recursive_directory_iterator();
+       it.increment(ec))
+    if (it->path().extension() == ".db") out.push_back(it->path());
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 std::string sha256_hex(const std::string& data) {

@@ -89,5 +89,6 @@ std::string sqlite(const std::string& db, const std::string& sql);  // via the s
 std::string slurp(const std::string& path);
 int count_lines(const std::string& s);
 std::string sha256_hex(const std::string& data);  // lowercase hex
+std::vector<std::string> records_in(const std::string& dir);  // the .db files below dir, sorted
 
 }  // namespace rt

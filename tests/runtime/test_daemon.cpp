@@ -110,14 +110,6 @@ struct CgroupTree {
   }
 };
 
-std::vector<std::string> records_in(const std::string& dir) {
-  std::vector<std::string> out;
-  std::error_code ec;
-  for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::recursive_directory_iterator(); it.increment(ec))
-    if (it->path().extension() == ".db") out.push_back(it->path());
-  std::sort(out.begin(), out.end());
-  return out;
-}
 
 // The record whose genesis entry observes `cgroup`.
 std::string record_of(const std::vector<std::string>& dbs, const std::string& cgroup) {

@@ -407,14 +407,6 @@ std::string jetstream_config(const TempDir& dir, const NatsServer& ns, const std
   return config;
 }
 
-std::vector<std::string> records_under(const std::string& dir) {
-  std::vector<std::string> out;
-  for (const auto& e : std::filesystem::recursive_directory_iterator(dir))
-    if (e.path().extension() == ".db") out.push_back(e.path().string());
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
 // The lines of a collected bundle: entries and checkpoints (its header left out).
 std::pair<size_t, size_t> bundle_counts(const std::string& file) {
   std::ifstream in(file);
@@ -447,7 +439,7 @@ TEST_CASE("jetstream: nats-server killed for 30 s during a syscall storm; every 
   REQUIRE_MESSAGE(d.await("sealed"), d.err);
   REQUIRE(outputs_drained(dir.file("control.sock")));
   CHECK(d.stop(SIGTERM).code == 0);
-  auto dbs = records_under(dir.file("records"));
+  auto dbs = records_in(dir.file("records"));
   REQUIRE(dbs.size() == 1);
   auto record = entries(dbs[0]);
   REQUIRE(record.size() > 100000);  // the storm's calls, at 5000/s for 36 s
@@ -500,7 +492,7 @@ TEST_CASE("jetstream: flightrecd restarted mid-stream with messages unacknowledg
     REQUIRE(outputs_drained(dir.file("control.sock")));
     CHECK(d.stop(SIGTERM).code == 0);
   }
-  auto dbs = records_under(dir.file("records"));
+  auto dbs = records_in(dir.file("records"));
   REQUIRE(dbs.size() == 2);  // a session per daemon
   json report = collect(dir.file("collect.yaml"), dir.file("collected"));
   REQUIRE(report.size() == 1);

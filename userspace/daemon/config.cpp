@@ -156,6 +156,15 @@ WatchRule watch_rule(const Reader& r, const YAML::Node& n, const Config& c) {
   return w;
 }
 
+// An output's name: [a-z0-9_-]{1,64}, required.
+std::string output_name(const Reader& r, const YAML::Node& n, const std::string& prefix) {
+  if (!n["name"]) r.fail(n, prefix + ".name", "missing");
+  std::string name = r.str(n["name"], prefix + ".name");
+  if (name.empty() || name.size() > 64 || name.find_first_not_of(kLowerName) != std::string::npos)
+    r.fail(n["name"], prefix + ".name", "'" + name + "' is not a name (1-64 of a-z 0-9 _ -)");
+  return name;
+}
+
 // Which entries an output sends: `types` (entry types, or [all]) and `min_level`.
 ship::EntryFilter entry_filter(const Reader& r, const YAML::Node& n, const std::string& prefix) {
   ship::EntryFilter f;
@@ -186,10 +195,7 @@ ship::SyslogSettings syslog_output(const Reader& r, const YAML::Node& n) {
   if (!n.IsMap()) r.fail(n, p, "each output is a map (name, address, ...)");
   r.only_keys(n, p, {"name", "address", "tls", "facility", "types", "min_level", "queue", "hostname"});
   ship::SyslogSettings o;
-  if (!n["name"]) r.fail(n, p + ".name", "missing");
-  o.name = r.str(n["name"], p + ".name");
-  if (o.name.empty() || o.name.size() > 64 || o.name.find_first_not_of(kLowerName) != std::string::npos)
-    r.fail(n["name"], p + ".name", "'" + o.name + "' is not a name (1-64 of a-z 0-9 _ -)");
+  o.name = output_name(r, n, p);
   if (!n["address"]) r.fail(n, p + ".address", "missing (HOST:PORT of the syslog server's TCP or TLS listener)");
   o.address = r.str(n["address"], p + ".address");
   if (!ship::split_address(o.address, o.host, o.port) || o.host.size() > 253 ||
@@ -242,10 +248,7 @@ ship::JetStreamSettings jetstream_output(const Reader& r, const YAML::Node& n, c
   if (!n.IsMap()) r.fail(n, p, "each output is a map (name, url, ...)");
   r.only_keys(n, p, {"name", "url", "stream", "subject_prefix", "create_stream", "tls", "spool"});
   ship::JetStreamSettings o;
-  if (!n["name"]) r.fail(n, p + ".name", "missing");
-  o.name = r.str(n["name"], p + ".name");
-  if (o.name.empty() || o.name.size() > 64 || o.name.find_first_not_of(kLowerName) != std::string::npos)
-    r.fail(n["name"], p + ".name", "'" + o.name + "' is not a name (1-64 of a-z 0-9 _ -)");
+  o.name = output_name(r, n, p);
   if (!n["url"]) r.fail(n, p + ".url", "missing (nats://HOST:PORT of a JetStream server; several, comma-separated)");
   o.url = r.str(n["url"], p + ".url");
   size_t start = 0;
@@ -299,10 +302,7 @@ ship::WebSocketSettings websocket_output(const Reader& r, const YAML::Node& n) {
     o.filter = entry_filter(r, n, p);
     if (!n["types"]) o.filter = {true, {"all"}, o.filter.min_level};
   }
-  if (!n["name"]) r.fail(n, p + ".name", "missing");
-  o.name = r.str(n["name"], p + ".name");
-  if (o.name.empty() || o.name.size() > 64 || o.name.find_first_not_of(kLowerName) != std::string::npos)
-    r.fail(n["name"], p + ".name", "'" + o.name + "' is not a name (1-64 of a-z 0-9 _ -)");
+  o.name = output_name(r, n, p);
   if (n["listen"]) {
     o.listen = r.str(n["listen"], p + ".listen");
     if (!valid_listen(o.listen))

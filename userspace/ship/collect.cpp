@@ -24,13 +24,6 @@ constexpr size_t kMaxPending = 100000;            // entries held while one befo
 constexpr uint64_t kMaxPendingBytes = 64ull << 20;  // ... and their bytes
 constexpr size_t kMaxLogsPerHost = 100000;         // a stream's publisher cannot make the collector hold more
 
-// flightrec/<H>/<32 hex>: the log's file name is the hex.
-bool origin_shape(const std::string& origin, std::string& id) {
-  if (!origin.starts_with("flightrec/") || origin.size() < 10 + 1 + 33 || origin.size() > 512) return false;
-  id = origin.substr(origin.size() - 32);
-  return origin[origin.size() - 33] == '/' && id.find_first_not_of("0123456789abcdef") == std::string::npos;
-}
-
 void make_dirs(const std::string& path) {
   for (size_t i = 1; i <= path.size(); ++i)
     if (i == path.size() || path[i] == '/')
@@ -288,8 +281,8 @@ Collector::Log* Collector::log_for(const std::string& host, const std::string& o
     if (it->second->session != session) why = "a message of " + origin + " names another session";
     return it->second.get();
   }
-  std::string id;
-  if (!origin_shape(origin, id)) {
+  std::string id = log_id(origin);  // the log's file name
+  if (id.empty()) {
     why = "the origin " + origin + " is not a flightrec log's";
     return nullptr;
   }
@@ -313,7 +306,6 @@ Collector::Log* Collector::log_for(const std::string& host, const std::string& o
 
 void Collector::take(const std::string& subject, const std::map<std::string, std::string>& headers,
                      std::string_view payload) {
-  ++messages_;
   std::string prefix = settings_.subject_prefix + ".";
   std::string host = subject.starts_with(prefix) ? subject.substr(prefix.size()) : "";
   auto refuse = [&](const std::string& why) {

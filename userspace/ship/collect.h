@@ -70,7 +70,6 @@ class Collector {
   // tests of hostile messages; run() calls it.
   void take(const std::string& subject, const std::map<std::string, std::string>& headers, std::string_view payload);
   std::vector<HostReport> report();
-  uint64_t messages() const { return messages_; }
 
  private:
   struct Log;
@@ -79,7 +78,6 @@ class Collector {
   CollectSettings settings_;
   std::map<std::string, std::map<std::string, std::unique_ptr<Log>>> logs_;  // host -> origin -> log
   std::map<std::string, HostReport> rejected_;                                // host -> its refusals
-  uint64_t messages_ = 0;
 };
 
 }  // namespace flightrec::ship

@@ -49,11 +49,7 @@ void ForwardedStream::take(std::string_view text) {
   std::string origin = line["origin"].get<std::string>();
   int64_t session = line["session"].get<int64_t>();
   if (origin_.empty()) {
-    // flightrec/<host>/<32 hex digits> (docs/FORMAT.md)
-    size_t tail = origin.size() < 33 ? 0 : origin.size() - 33;
-    if (!origin.starts_with("flightrec/") || origin.size() > 512 || tail <= 10 || origin[tail] != '/' ||
-        origin.find_first_not_of("0123456789abcdef", tail + 1) != std::string::npos)
-      throw Error("the origin is not a flightrec one");
+    if (log_id(origin).empty()) throw Error("the origin is not a flightrec one");
     origin_ = origin;
     session_ = session;
   } else if (origin != origin_ || session != session_) {
@@ -92,7 +88,6 @@ void ForwardedStream::take(std::string_view text) {
     last_checkpoint_ = size;
     checkpoints.push_back({size, c[1].get_ref<const std::string&>()});
   }
-  entries_ += entries.size();
   hub_->sealed(origin_, session_, entries, checkpoints);
 }
 

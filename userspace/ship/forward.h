@@ -38,13 +38,12 @@ class ForwardedStream {
   explicit ForwardedStream(std::shared_ptr<Hub> hub) : hub_(std::move(hub)) {}
   // One line (without '\n'); throws Error saying what is wrong with it (the caller closes the stream).
   void take(std::string_view line);
-  uint64_t entries() const { return entries_; }
 
  private:
   std::shared_ptr<Hub> hub_;
   std::string origin_;
   int64_t session_ = -1, last_seq_ = 0;
-  uint64_t last_checkpoint_ = 0, entries_ = 0;
+  uint64_t last_checkpoint_ = 0;
 };
 
 // The sink a handed run's writer tells: encodes and writes each commit on

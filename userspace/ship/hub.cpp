@@ -9,6 +9,13 @@
 
 namespace flightrec::ship {
 
+std::string log_id(std::string_view origin) {
+  if (!origin.starts_with("flightrec/") || origin.size() < 10 + 1 + 33 || origin.size() > 512) return "";
+  std::string_view id = origin.substr(origin.size() - 32);
+  if (origin[origin.size() - 33] != '/' || id.find_first_not_of("0123456789abcdef") != std::string_view::npos) return "";
+  return std::string(id);
+}
+
 int level_of(std::string_view name) {
   std::string up(name);
   for (char& c : up) c = char(std::toupper(static_cast<unsigned char>(c)));

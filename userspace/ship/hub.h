@@ -33,14 +33,33 @@ struct EntryFilter {
   bool accepts(std::string_view type, std::string_view body) const;
   bool operator==(const EntryFilter&) const = default;
 };
+// A log's origin, flightrec/<host>/<32 hex digits> (docs/FORMAT.md): its 32
+// hex digits, or "" when it is not one (at most 512 bytes, a host named).
+std::string log_id(std::string_view origin);
 // "INFO", "ALERT", "CRITICAL" (any case) -> Level; -1 if none of them.
 int level_of(std::string_view name);
+
+// One commit's entries and checkpoints in log order, as the outputs send
+// them: each checkpoint right after the entry that completes it.
+template <class OnEntry, class OnCheckpoint>
+void in_log_order(std::span<const ledger::SealedEntry> entries, std::span<const ledger::SealedCheckpoint> checkpoints,
+                  OnEntry on_entry, OnCheckpoint on_checkpoint) {
+  size_t next = 0;
+  auto checkpoints_through = [&](int64_t seq) {
+    for (; next < checkpoints.size() && int64_t(checkpoints[next].tree_size) <= seq; ++next) on_checkpoint(checkpoints[next]);
+  };
+  for (const auto& e : entries) {
+    checkpoints_through(e.seq - 1);
+    on_entry(e);
+  }
+  checkpoints_through(INT64_MAX);
+}
 
 struct OutputStats {
   std::string kind, name;
   uint64_t sent = 0;       // handed to the remote (syslog) or acknowledged by it
   uint64_t dropped = 0;    // left out: the queue was full
-  uint64_t queued = 0, queued_bytes = 0;
+  uint64_t queued = 0;
   uint64_t connects = 0;   // connections made (the first one and every reconnect)
   uint64_t spool_bytes = 0;  // on disk, not acknowledged yet (outputs with a spool)
   bool connected = false;

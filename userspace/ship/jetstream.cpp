@@ -194,19 +194,11 @@ void JetStreamOutput::offer(const std::string& origin, int64_t session, std::spa
     framed += '\n';
     ++count;
   };
-  size_t next = 0;
-  auto checkpoints_through = [&](int64_t seq) {
-    for (; next < checkpoints.size() && int64_t(checkpoints[next].tree_size) <= seq; ++next) {
-      framed += nlohmann::json({{"checkpoint", checkpoints[next].note}}).dump();
-      framed += '\n';
-      ++count;
-    }
-  };
-  for (const auto& e : entries) {
-    checkpoints_through(e.seq - 1);
-    entry(e);
-  }
-  checkpoints_through(INT64_MAX);
+  in_log_order(entries, checkpoints, entry, [&](const ledger::SealedCheckpoint& c) {
+    framed += nlohmann::json({{"checkpoint", c.note}}).dump();
+    framed += '\n';
+    ++count;
+  });
   cut();
   framed.resize(at);  // the message left open is empty
   if (!messages) return;

@@ -66,7 +66,7 @@ class JetStreamOutput : public ThreadedOutput {
   void run() override;
   void fill(OutputStats& s) const override {
     s.queued = spool_.pending();
-    s.spool_bytes = s.queued_bytes = spool_.bytes();
+    s.spool_bytes = spool_.bytes();
   }
   bool publish_batch(Connection& c);  // false: failed (read again from the last acknowledged)
 

@@ -19,8 +19,7 @@ struct NatsLib {
   X(natsMsgHeader_Set) X(natsMsgHeader_Get) X(natsMsg_Destroy) X(natsMsg_GetData) X(natsMsg_GetDataLength)      \
   X(natsMsg_GetSubject) X(js_PublishMsgAsync) X(js_PublishAsyncComplete) X(js_PublishAsyncGetPendingList)       \
   X(natsMsgList_Destroy) X(natsStatus_GetText) X(nats_GetLastError) X(jsSubOptions_Init) X(js_PullSubscribe)    \
-  X(natsSubscription_Fetch) X(natsSubscription_Destroy) X(natsMsg_Ack) X(natsMsg_GetMetaData)                   \
-  X(jsMsgMetaData_Destroy) X(js_PublishMsg) X(jsPubAck_Destroy)
+  X(natsSubscription_Fetch) X(natsSubscription_Destroy) X(natsMsg_Ack) X(js_PublishMsg) X(jsPubAck_Destroy)
 #define FLIGHTREC_NATS_POINTER(f) decltype(&::f) f = nullptr;
   FLIGHTREC_NATS_FUNCTIONS(FLIGHTREC_NATS_POINTER)
 #undef FLIGHTREC_NATS_POINTER

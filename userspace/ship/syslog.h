@@ -59,7 +59,6 @@ class SyslogOutput : public ThreadedOutput {
   void run() override;
   void fill(OutputStats& s) const override {
     s.queued = queue_.size();
-    s.queued_bytes = queued_bytes_;
   }
   bool send_some(std::unique_ptr<Connection>& conn);  // false: failed (conn reset)
 

@@ -421,11 +421,9 @@ WebSocketOutput::WebSocketOutput(WebSocketSettings settings) : settings_(std::mo
     if (!settings_.listen.empty()) {
       std::string host;
       uint16_t port = 0;
-      if (!split_address(settings_.listen, host, port) && !settings_.listen.ends_with(":0"))
+      if (!split_address(settings_.listen, host, port))
         throw Error("websocket " + settings_.name + ": listen " + settings_.listen + " is not HOST:PORT");
-      if (settings_.listen.ends_with(":0")) host = settings_.listen.substr(0, settings_.listen.size() - 2);
       if (host == "localhost") host = "127.0.0.1";
-      if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
       net::ip::tcp::endpoint at(net::ip::make_address(host), port);
       impl_->tcp.emplace(impl_->io);
       impl_->tcp->open(at.protocol());
@@ -448,36 +446,32 @@ WebSocketOutput::WebSocketOutput(WebSocketSettings settings) : settings_(std::mo
 
 WebSocketOutput::~WebSocketOutput() { close(std::chrono::milliseconds(0)); }
 
-uint16_t WebSocketOutput::port() const { return impl_->tcp ? impl_->tcp->local_endpoint().port() : 0; }
 
 void WebSocketOutput::offer(const std::string& origin, int64_t session, std::span<const ledger::SealedEntry> entries,
                             std::span<const ledger::SealedCheckpoint> checkpoints) {
   auto items = std::make_shared<std::vector<Item>>();
-  size_t next = 0;
-  auto checkpoints_through = [&](int64_t seq) {
-    for (; next < checkpoints.size() && int64_t(checkpoints[next].tree_size) <= seq; ++next) {
-      const auto& c = checkpoints[next];
-      nlohmann::json f = {{"kind", "checkpoint"}, {"origin", origin}, {"session", session}, {"tree_size", c.tree_size},
-                          {"note", c.note}};
-      items->push_back({origin, int64_t(c.tree_size), true, "", -1,
-                        std::make_shared<const std::string>(f.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace))});
-    }
+  auto frame = [](const nlohmann::json& f) {
+    return std::make_shared<const std::string>(f.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   };
-  for (const auto& e : entries) {
-    checkpoints_through(e.seq - 1);
-    if (!settings_.filter.accepts(e.type, e.body)) continue;
-    int level = -1;
-    nlohmann::json f = {{"kind", "entry"}, {"origin", origin}, {"session", session}, {"seq", e.seq},
-                        {"type", e.type}, {"leaf", ledger::to_hex(e.leaf)}, {"entry", e.body}};
-    if (e.type == "violation") {
-      ledger::TopLevel top;
-      ledger::check_canonical(e.body, &top);
-      if (auto l = top.string("level")) level = level_of(*l);
-    }
-    items->push_back({origin, e.seq, false, std::string(e.type), level,
-                      std::make_shared<const std::string>(f.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace))});
-  }
-  checkpoints_through(INT64_MAX);
+  in_log_order(
+      entries, checkpoints,
+      [&](const ledger::SealedEntry& e) {
+        if (!settings_.filter.accepts(e.type, e.body)) return;
+        int level = -1;
+        if (e.type == "violation") {
+          ledger::TopLevel top;
+          ledger::check_canonical(e.body, &top);
+          if (auto l = top.string("level")) level = level_of(*l);
+        }
+        items->push_back({origin, e.seq, false, std::string(e.type), level,
+                          frame({{"kind", "entry"}, {"origin", origin}, {"session", session}, {"seq", e.seq},
+                                 {"type", e.type}, {"leaf", ledger::to_hex(e.leaf)}, {"entry", e.body}})});
+      },
+      [&](const ledger::SealedCheckpoint& c) {
+        items->push_back({origin, int64_t(c.tree_size), true, "", -1,
+                          frame({{"kind", "checkpoint"}, {"origin", origin}, {"session", session},
+                                 {"tree_size", c.tree_size}, {"note", c.note}})});
+      });
   if (items->empty()) return;
   {
     std::lock_guard lock(impl_->mu);
@@ -504,7 +498,6 @@ OutputStats WebSocketOutput::stats() const {
   OutputStats s = impl_->stats;
   s.sent = impl_->sent;
   s.queued = impl_->queued;
-  s.queued_bytes = impl_->buffer_bytes;
   s.connected = impl_->clients_now > 0;
   return s;
 }

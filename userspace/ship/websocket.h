@@ -60,7 +60,6 @@ class WebSocketOutput : public Output {
   const EntryFilter& filter() const override { return settings_.filter; }
   OutputStats stats() const override;
   void close(std::chrono::milliseconds grace) override;
-  uint16_t port() const;  // the TCP port bound (listen with port 0: the kernel's choice)
 
   struct Impl;
 
