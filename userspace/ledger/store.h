@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -111,9 +112,14 @@ class Store {
   void for_each_block_entry(const EntryFilter& filter, const std::function<bool(const EntryRow&)>& fn);
   void for_each_v2_entry(const EntryFilter& filter, const std::function<bool(const EntryRow&)>& fn);
 
+  // Folds the write-ahead log into the file on a thread of its own.
+  class Checkpointer;
+  static int on_wal_commit(void* store, sqlite3* db, const char* name, int pages);
+
   std::string path_;
   Mode mode_;
   sqlite3* db_ = nullptr;
+  std::unique_ptr<Checkpointer> checkpointer_;  // made when the log first grows large
   int version_ = 0;
   sqlite3_stmt* insert_ = nullptr;
   sqlite3_stmt* insert_checkpoint_ = nullptr;

@@ -119,6 +119,7 @@ void quiet_libbpf(bool verbose) {
 
 Capture::Capture(const CaptureOptions& opts, Handler handler) : handler_(std::move(handler)) {
   quiet_libbpf(opts.verbose);
+  session_slots_ = std::clamp(opts.session_slots, 2u, uint32_t(FR_MAX_SESSIONS));
   if (!valid_ring_size(opts.ring_bytes))
     throw Error("ring buffer size must be a power of two from 64 KiB to 1 GiB");
 
@@ -190,6 +191,9 @@ Capture::Capture(const CaptureOptions& opts, Handler handler) : handler_(std::mo
     s->rodata->fr_egress_lsm = egress && lsm ? 1 : 0;
     s->rodata->fr_view_gen_on = opts.view_gen_fd >= 0 ? 1 : 0;
     bpf_map__set_max_entries(s->maps.fr_events, uint32_t(opts.ring_bytes));
+    for (bpf_map* m : {s->maps.fr_session_ring_of, s->maps.fr_session_live, s->maps.fr_session_tasks,
+                       s->maps.fr_session_flags, s->maps.fr_session_drops, s->maps.fr_lite_uncounted})
+      bpf_map__set_max_entries(m, session_slots_);
     bool makes_maps = role == Role::Maps || (role == Role::Main && !split);
     if (makes_maps &&
         ((opts.egress_granted_fd >= 0 && bpf_map__reuse_fd(s->maps.fr_egress_granted, opts.egress_granted_fd)) ||
@@ -236,7 +240,11 @@ Capture::Capture(const CaptureOptions& opts, Handler handler) : handler_(std::mo
   // Load; where the kernel refuses one LSM program (a helper that hook may
   // not call on this kernel, a hook it does not have), load again without
   // it: that hook falls back to the tracepoints alone, and refused() says so.
+  bool rings_set = false;  // the table of rings filled while loading
+  int rings_err = 0;
   for (int attempt = 0;; ++attempt) {
+    rings_set = false;
+    rings_err = 0;
     flightrec_bpf* maps = nullptr;
     try {
       maps = split ? open_one(Role::Maps) : nullptr;
@@ -257,6 +265,22 @@ Capture::Capture(const CaptureOptions& opts, Handler handler) : handler_(std::mo
         err = flightrec_bpf__load(maps);
         if (!err) err = share_maps(maps, skel_);
         if (!err) err = share_maps(maps, side_);
+        // The capture's ring at index 0 of the table of rings: a map-in-map
+        // update waits for an RCU grace period (~20 ms here), slept through
+        // on a thread of its own while the programs load.
+        std::thread rings;
+        if (!err) {
+          try {
+            rings = std::thread([&, table = bpf_map__fd(maps->maps.fr_session_rings),
+                                 events = bpf_map__fd(maps->maps.fr_events)] {
+              uint32_t zero = 0;
+              rings_err = bpf_map_update_elem(table, &zero, &events, BPF_ANY) == 0 ? 0 : errno;
+            });
+            rings_set = true;
+          } catch (const std::system_error&) {
+            // No thread to be had: set below, after the attach.
+          }
+        }
         if (!err) {
           auto load_side = [&] {
             HugeHeap::advise_arena();
@@ -274,6 +298,7 @@ Capture::Capture(const CaptureOptions& opts, Handler handler) : handler_(std::mo
           err = flightrec_bpf__load(skel_);
           if (side.joinable()) side.join();
         }
+        if (rings.joinable()) rings.join();
       } else {
         err = flightrec_bpf__load(skel_);
       }
@@ -333,12 +358,13 @@ Capture::Capture(const CaptureOptions& opts, Handler handler) : handler_(std::mo
       throw Error(errno_message("cannot attach flightrec's BPF programs", -err));
     // After the process programs: a task that forked or exited in between
     // would join the session unseen by them and never be counted out.
-    // The capture's ring at index 0 of the table of rings, while the load
-    // is waited for anyway: the update waits for an RCU grace period.
+    // The capture's ring at index 0 of the table of rings, unless set
+    // while the programs loaded.
     uint32_t zero = 0;
     int events = bpf_map__fd(skel_->maps.fr_events);
-    if (bpf_map_update_elem(bpf_map__fd(skel_->maps.fr_session_rings), &zero, &events, BPF_ANY) != 0)
-      throw Error(errno_message("cannot fill the table of ring buffers", errno));
+    if (!rings_set && bpf_map_update_elem(bpf_map__fd(skel_->maps.fr_session_rings), &zero, &events, BPF_ANY) != 0)
+      rings_err = errno;
+    if (rings_err) throw Error(errno_message("cannot fill the table of ring buffers", rings_err));
     if (!opts.session_cgroups.empty()) first_session_ = open_session(opts.session_cgroups, {.lite = opts.session_lite});
     // For lsm/socket_connect (the cgroup programs have their own: EgressFilter).
     int rules = bpf_map__fd(skel_->maps.fr_egress);
@@ -572,6 +598,8 @@ uint32_t Capture::open_session(const std::vector<uint64_t>& cgroup_ids, const Se
   if (sessions_.size() >= FR_MAX_SESSIONS || listed + cgroup_ids.size() > FR_SESSION_CGROUPS)
     throw Error("at most " + std::to_string(FR_MAX_SESSIONS) + " sessions and " +
                 std::to_string(FR_SESSION_CGROUPS) + " cgroups are recorded at once");
+  if (session_slots_ < FR_MAX_SESSIONS && next_session_ >= session_slots_)
+    throw Error("this capture records one session only (CaptureOptions::session_slots)");
   for (uint64_t id : cgroup_ids)
     if (owner_of(id)) throw Error("cgroup " + std::to_string(id) + " is already recorded by another session");
   // A number whose slot an open session holds is skipped (slots are the

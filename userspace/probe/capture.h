@@ -35,6 +35,11 @@ struct CaptureOptions {
   // (v2 ids, Cgroup::id()) and below. Empty: sessions come with open_session().
   std::vector<uint64_t> session_cgroups;
   bool session_lite = false;              // ...as a lite session
+  // Slots of the per-session maps (session number modulo FR_MAX_SESSIONS).
+  // A capture that only ever records its first session (number 1) needs
+  // 2: the per-CPU ones are then made in microseconds, not milliseconds
+  // each, off every `run`'s start-up. Numbers past the slots are refused.
+  uint32_t session_slots = FR_MAX_SESSIONS;
   size_t ring_bytes = 16u << 20;          // power of two, >= 64 KiB
   // Readers are woken when the unread data crosses an eighth of a ring,
   // and this much of ring_bytes too (0: no such wake-up; a session's own
@@ -268,6 +273,7 @@ class Capture : public Source, public TlsProbes {
   std::vector<std::string> tls_probed_;  // "uprobe:PATH:FUNCTIONS", for attached()
   Handler handler_;
   uint32_t next_session_ = 1, first_session_ = 0;
+  uint32_t session_slots_ = FR_MAX_SESSIONS;
   std::vector<std::pair<uint32_t, std::vector<uint64_t>>> sessions_;  // open: number, cgroup ids
   std::set<uint32_t> full_sessions_, entry_sessions_;                 // open ones of each kind
   uint64_t full_closed_ns_ = 0, entry_closed_ns_ = 0;                 // when the last of each kind closed

@@ -2,7 +2,8 @@
 
 namespace flightrec::session {
 
-Engine::Engine(const probe::CaptureOptions& copts) {
+Engine::Engine(probe::CaptureOptions copts) {
+  copts.session_slots = 2;  // its one session, number 1
   capture_ = std::make_unique<probe::Capture>(copts, [this](const void* data, size_t size) {
     // Only the first session is this engine's; a record of any other
     // (there is none in one-session captures) is not. One too short to

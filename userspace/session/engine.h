@@ -34,7 +34,7 @@ namespace flightrec::session {
 class Engine {
  public:
   // Loads and attaches the programs; records are read only once begin() has run.
-  explicit Engine(const probe::CaptureOptions& copts);
+  explicit Engine(probe::CaptureOptions copts);
   // Records a session flightrecd's programs feed.
   explicit Engine(std::unique_ptr<HandedSession> handed);
   ~Engine();  // stops the watchdog first: its checks use what goes away after

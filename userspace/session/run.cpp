@@ -18,6 +18,7 @@
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <thread>
 
 #include "common/error.h"
 #include "common/system.h"
@@ -242,11 +243,32 @@ int run(Plan plan, const RunTarget& target) {
     if (!confinement->sandboxed()) child = spawn_waiting(*program, command, cgroup);
     key = load_key(target.key_dir);
     confinement->fill(copts);
-    confinement->filter_egress(copts);
-    std::string why_not = why_not_handed(target, copts);
-    if (!why_not.empty()) {
-      if (target.require_daemon) throw Error("--daemon require: the session cannot be handed to flightrecd: " + why_not);
-      engine = std::make_unique<Engine>(copts);  // loads the programs while the sandbox is built
+    std::string why_not;
+    {
+      // The egress allowlist's programs (~7 ms) load on a thread of their
+      // own while the capture's load here: the two do not depend on each
+      // other, and both are on every confined session's start-up path.
+      std::exception_ptr egress_failed;
+      auto load_egress = [&] {
+        try {
+          confinement->filter_egress(copts);
+        } catch (...) {
+          egress_failed = std::current_exception();
+        }
+      };
+      std::jthread egress;
+      try {
+        egress = std::jthread(load_egress);
+      } catch (const std::system_error&) {
+        load_egress();  // no thread to be had: one after the other
+      }
+      why_not = why_not_handed(target, copts);
+      if (!why_not.empty()) {
+        if (target.require_daemon) throw Error("--daemon require: the session cannot be handed to flightrecd: " + why_not);
+        engine = std::make_unique<Engine>(copts);  // loads the programs while the sandbox is built
+      }
+      if (egress.joinable()) egress.join();
+      if (egress_failed) std::rethrow_exception(egress_failed);
     }
     confinement->await_ready();
     if (!confinement->sandboxed()) sandbox::await_asleep(child.pid);
