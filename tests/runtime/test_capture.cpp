@@ -191,6 +191,36 @@ TEST_CASE("capture: a session with a ring buffer of its own gets all its records
   CHECK(sum(capture.session_drops(own)) == lost);  // until its slot is given again
 }
 
+TEST_CASE("capture: a one-session capture records its session in its one slot, and refuses another") {
+  if (!rt::is_root() || rt::cgroup2_root().empty()) {
+    MESSAGE("skipped: needs root and cgroup v2");
+    return;
+  }
+  using flightrec::probe::Capture;
+  using flightrec::probe::CaptureOptions;
+  TestCgroup cg("one-slot"), other("one-slot-other");
+  CaptureOptions opts;
+  opts.ring_bytes = 1u << 20;
+  opts.session_slots = 2;  // as run and watch make theirs
+  Seen seen;
+  Capture capture(opts, [&](const void* d, size_t n) { seen.add(d, n); });
+  uint32_t session = capture.open_first_session({cg.id()});
+  CHECK(session == 1);
+  pid_t pid = cg.run({"/bin/echo", "one"});
+  capture.drain_to_now();
+  CHECK(seen.sessions == std::set<uint32_t>{session});
+  CHECK(seen.pids.count(uint32_t(pid)) == 1);
+  CHECK(seen.types.count(FR_REC_EXEC) == 1);
+  CHECK(capture.session_drops(session).size() > 0);  // its slot's counters read
+  std::string why;
+  try {
+    capture.open_session({other.id()});
+  } catch (const std::exception& e) {
+    why = e.what();
+  }
+  CHECK(why.find("records one session only") != std::string::npos);
+}
+
 TEST_CASE("capture: sys_enter serves the sessions that ask for it, and is attached only while one is open") {
   if (!rt::is_root() || rt::cgroup2_root().empty()) {
     MESSAGE("skipped: needs root and cgroup v2");
