@@ -233,7 +233,8 @@ TEST_CASE("the write-ahead log is folded into the file beside the commits, not i
   // SQLite's own checkpoint runs inside the commit that crosses its mark
   // and stops the writer meanwhile (~0.3 s at 64 MiB of log). Here a commit
   // that takes the log past 16 MiB only wakes a thread; with no commit
-  // after it, the main file still fills up.
+  // after it, the main file still fills up (it stays at one page while
+  // SQLite's own waits for 64 MiB).
   TempDir dir;
   std::string db = dir.file("r.db");
   Store s(db, Store::Mode::Write);
@@ -244,7 +245,10 @@ TEST_CASE("the write-ahead log is folded into the file beside the commits, not i
   std::string pad(4000, ' ');
   int64_t seq = 0;
   auto log_bytes = [&] { return fs::exists(db + "-wal") ? fs::file_size(db + "-wal") : 0; };
-  while (log_bytes() < (20u << 20)) {
+  // Until a commit takes the log past the mark (it grows at least that
+  // far before any checkpoint starts; once one has caught up the log
+  // restarts and the file keeps its size).
+  while (log_bytes() < (16u << 20) + (64u << 10)) {
     for (int i = 0; i < 500; ++i) {
       for (char& c : pad) c = char('a' + random() % 26);  // ~4.7 bits a byte: still ~2.5 KB compressed
       ++seq;
@@ -254,9 +258,9 @@ TEST_CASE("the write-ahead log is folded into the file beside the commits, not i
     REQUIRE(seq < 100000);
   }
   uintmax_t before = fs::file_size(db);
-  for (int i = 0; i < 200 && fs::file_size(db) < (16u << 20); ++i) usleep(50'000);
+  for (int i = 0; i < 200 && fs::file_size(db) < (8u << 20); ++i) usleep(50'000);
   INFO("main file " << before << " bytes after the last commit, " << fs::file_size(db) << " later");
-  CHECK(fs::file_size(db) >= (16u << 20));
+  CHECK(fs::file_size(db) >= (8u << 20));
   // ...and the record is whole: every entry reads back.
   int64_t n = 0;
   Store(db, Store::Mode::Read).for_each_entry({}, [&](const EntryRow&) { return ++n; });

@@ -47,12 +47,12 @@ void add_header(Entry& e, const fr_header& h, const DecodeContext& ctx) {
   e.set("ts_real_ns", int64_t(h.ts_mono_ns) + ctx.real_minus_mono_ns);
 }
 
-Entry malformed(const char* why, size_t size) {
-  Entry e;
+// Whatever was decoded of the record is dropped: the entry says only why.
+void malformed(Entry& e, const char* why, size_t size) {
+  e.clear();
   e.set("type", "malformed");
   e.set("reason", why);
   e.set("size", uint64_t(size));
-  return e;
 }
 
 void add_sockaddr(Entry& e, const uint8_t* sa, size_t len) {
@@ -91,14 +91,13 @@ void add_sockaddr(Entry& e, const uint8_t* sa, size_t len) {
 
 bool is_open(uint32_t nr) { return nr == 2 || nr == 85 || nr == 257 || nr == 437; }
 
-Entry decode_syscall(const uint8_t* p, size_t size, const DecodeContext& ctx) {
-  if (size < sizeof(fr_syscall)) return malformed("short syscall record", size);
+void decode_syscall(Entry& e, const uint8_t* p, size_t size, const DecodeContext& ctx) {
+  if (size < sizeof(fr_syscall)) return malformed(e, "short syscall record", size);
   fr_syscall r;
   std::memcpy(&r, p, sizeof(r));
   const SyscallInfo* info = syscall_info(r.nr);
   const char* name = info && info->name ? info->name : nullptr;
 
-  Entry e;
   e.set("type", is_open(r.nr) ? "file_open" : r.nr == 42 ? "connect" : "syscall");
   add_header(e, r.h, ctx);
   e.set("nr", r.nr);
@@ -122,7 +121,7 @@ Entry decode_syscall(const uint8_t* p, size_t size, const DecodeContext& ctx) {
                   size_t(r.str_len[1]) + size_t(r.kpath_len);
     if (size < need || r.sockaddr_len > FR_SOCKADDR_MAX || r.str_len[0] >= FR_STR_MAX ||
         r.str_len[1] >= FR_STR_MAX || r.kpath_len >= FR_STR_MAX)
-      return malformed("syscall record lengths out of bounds", size);
+      return malformed(e, "syscall record lengths out of bounds", size);
     const uint8_t* sa = p + sizeof(fr_syscall);
     const char* strings = reinterpret_cast<const char*>(sa + sizeof(fr_syscall_data));
     const char* names[2] = {info ? info->str_name[0] : nullptr, info ? info->str_name[1] : nullptr};
@@ -168,17 +167,15 @@ Entry decode_syscall(const uint8_t* p, size_t size, const DecodeContext& ctx) {
   if (r.nr == 2) e.set("flags", int64_t(r.args[1]));
   else if (r.nr == 257) e.set("flags", int64_t(r.args[2]));
   else if (r.nr == 85) e.set("flags", int64_t(O_CREAT | O_WRONLY | O_TRUNC));
-  return e;
 }
 
-Entry decode_exec(const uint8_t* p, size_t size, const DecodeContext& ctx) {
-  if (size < sizeof(fr_exec)) return malformed("short exec record", size);
+void decode_exec(Entry& e, const uint8_t* p, size_t size, const DecodeContext& ctx) {
+  if (size < sizeof(fr_exec)) return malformed(e, "short exec record", size);
   fr_exec r;
   std::memcpy(&r, p, sizeof(r));
   if (size < sizeof(fr_exec) + size_t(r.filename_len) + size_t(r.argv_len))
-    return malformed("exec record lengths out of bounds", size);
+    return malformed(e, "exec record lengths out of bounds", size);
   const char* data = reinterpret_cast<const char*>(p + sizeof(fr_exec));
-  Entry e;
   e.set("type", "exec");
   add_header(e, r.h, ctx);
   e.set_bytes("filename", {data, r.filename_len});
@@ -201,59 +198,51 @@ Entry decode_exec(const uint8_t* p, size_t size, const DecodeContext& ctx) {
     e.set("argv_b64", base64_encode({data + r.filename_len, r.argv_len}));
   e.set("argv_bytes", r.argv_total);
   if (r.flags & FR_EXEC_ARGV_TRUNC) e.set("argv_truncated", 1);
-  return e;
 }
 
 // The rest of a long argv: raw bytes of the NUL-separated block from
 // `offset` on; a reader joins the pieces to the exec entry's argv.
-Entry decode_argv(const uint8_t* p, size_t size, const DecodeContext& ctx) {
-  if (size < sizeof(fr_argv)) return malformed("short argv record", size);
+void decode_argv(Entry& e, const uint8_t* p, size_t size, const DecodeContext& ctx) {
+  if (size < sizeof(fr_argv)) return malformed(e, "short argv record", size);
   fr_argv r;
   std::memcpy(&r, p, sizeof(r));
   if (r.len > FR_ARGV_MAX || size != sizeof(fr_argv) + r.len || r.offset < FR_ARGV_MAX)
-    return malformed("argv record lengths out of bounds", size);
-  Entry e;
+    return malformed(e, "argv record lengths out of bounds", size);
   e.set("type", "exec_argv");
   add_header(e, r.h, ctx);
   e.set("offset", r.offset);
   e.set_bytes("data", {reinterpret_cast<const char*>(p + sizeof(fr_argv)), r.len});
-  return e;
 }
 
-Entry decode_fork(const uint8_t* p, size_t size, const DecodeContext& ctx) {
-  if (size < sizeof(fr_fork)) return malformed("short fork record", size);
+void decode_fork(Entry& e, const uint8_t* p, size_t size, const DecodeContext& ctx) {
+  if (size < sizeof(fr_fork)) return malformed(e, "short fork record", size);
   fr_fork r;
   std::memcpy(&r, p, sizeof(r));
-  Entry e;
   e.set("type", "fork");
   add_header(e, r.h, ctx);
   e.set("child_pid", r.child_pid);
   e.set("child_tid", r.child_tid);
   e.set("thread", (r.flags & FR_FORK_THREAD) ? 1 : 0);
   if (r.flags & FR_FORK_NEW_NS) e.set("new_namespaces", 1);
-  return e;
 }
 
-Entry decode_exit(const uint8_t* p, size_t size, const DecodeContext& ctx) {
-  if (size < sizeof(fr_exit)) return malformed("short exit record", size);
+void decode_exit(Entry& e, const uint8_t* p, size_t size, const DecodeContext& ctx) {
+  if (size < sizeof(fr_exit)) return malformed(e, "short exit record", size);
   fr_exit r;
   std::memcpy(&r, p, sizeof(r));
-  Entry e;
   e.set("type", "exit");
   add_header(e, r.h, ctx);
   e.set("code", int((r.exit_code >> 8) & 0xff));
   e.set("signal", int(r.exit_code & 0x7f));
   if (r.exit_code & 0x80) e.set("core_dumped", 1);
   e.set("process_exit", (r.flags & FR_EXIT_GROUP_DEAD) ? 1 : 0);
-  return e;
 }
 
-Entry decode_tls_hello(const uint8_t* p, size_t size, const DecodeContext& ctx) {
-  if (size != sizeof(fr_tls_hello)) return malformed("tls_hello record of the wrong size", size);
+void decode_tls_hello(Entry& e, const uint8_t* p, size_t size, const DecodeContext& ctx) {
+  if (size != sizeof(fr_tls_hello)) return malformed(e, "tls_hello record of the wrong size", size);
   fr_tls_hello r;
   std::memcpy(&r, p, sizeof(r));
-  if (r.len > FR_TLS_HELLO_MAX) return malformed("tls_hello record lengths out of bounds", size);
-  Entry e;
+  if (r.len > FR_TLS_HELLO_MAX) return malformed(e, "tls_hello record lengths out of bounds", size);
   e.set("type", "tls_hello");
   add_header(e, r.h, ctx);
   e.set("fd", int64_t(r.fd));
@@ -269,31 +258,27 @@ Entry decode_tls_hello(const uint8_t* p, size_t size, const DecodeContext& ctx) 
   }
   if (!hello.ok) e.set("hello_cut", 1);  // the extensions were not in the first bytes read
   if (ctx.tls) ctx.tls->add_endpoints(e, r.h.pid, r.fd);
-  return e;
 }
 
-Entry decode_tls(const uint8_t* p, size_t size, const DecodeContext& ctx) {
-  if (size < sizeof(fr_tls)) return malformed("short tls record", size);
+void decode_tls(Entry& e, const uint8_t* p, size_t size, const DecodeContext& ctx) {
+  if (size < sizeof(fr_tls)) return malformed(e, "short tls record", size);
   fr_tls r;
   std::memcpy(&r, p, sizeof(r));
   if (r.len > FR_TLS_CHUNK_MAX || size < sizeof(fr_tls) + size_t(r.len) || r.func > FR_TLS_FUNC_LAST ||
       r.func == FR_TLS_HANDSHAKE)
-    return malformed("tls record lengths out of bounds", size);
-  Entry e;
+    return malformed(e, "tls record lengths out of bounds", size);
   e.set("type", "tls");
   add_header(e, r.h, ctx);
   std::string_view data(reinterpret_cast<const char*>(p + sizeof(fr_tls)), r.len);
   TlsStreams fallback;
   (ctx.tls ? *ctx.tls : fallback).complete(e, r, data);
-  return e;
 }
 
-Entry decode_cgroup_move(const uint8_t* p, size_t size, const DecodeContext& ctx) {
-  if (size < sizeof(fr_cgroup_move)) return malformed("short cgroup move record", size);
+void decode_cgroup_move(Entry& e, const uint8_t* p, size_t size, const DecodeContext& ctx) {
+  if (size < sizeof(fr_cgroup_move)) return malformed(e, "short cgroup move record", size);
   fr_cgroup_move r;
   std::memcpy(&r, p, sizeof(r));
-  if (r.path_len >= FR_CGROUP_PATH_MAX) return malformed("cgroup move record path out of bounds", size);
-  Entry e;
+  if (r.path_len >= FR_CGROUP_PATH_MAX) return malformed(e, "cgroup move record path out of bounds", size);
   e.set("type", "cgroup_move");
   add_header(e, r.h, ctx);
   e.set("moved_pid", r.pid);
@@ -303,21 +288,19 @@ Entry decode_cgroup_move(const uint8_t* p, size_t size, const DecodeContext& ctx
   e.set_bytes("to_cgroup", {r.path, r.path_len});
   if (r.flags & FR_MOVE_PATH_TRUNC) e.set("to_cgroup_truncated", 1);
   if (r.flags & FR_MOVE_INTO_SESSION) e.set("into_session", 1);
-  return e;
 }
 
-Entry decode_lsm(const uint8_t* p, size_t size, const DecodeContext& ctx) {
-  if (size < sizeof(fr_lsm)) return malformed("short lsm record", size);
+void decode_lsm(Entry& e, const uint8_t* p, size_t size, const DecodeContext& ctx) {
+  if (size < sizeof(fr_lsm)) return malformed(e, "short lsm record", size);
   fr_lsm r;
   std::memcpy(&r, p, sizeof(r));
   if (size < sizeof(fr_lsm) + size_t(r.path_len) || r.sockaddr_len > FR_SOCKADDR_MAX)
-    return malformed("lsm record lengths out of bounds", size);
-  Entry e;
+    return malformed(e, "lsm record lengths out of bounds", size);
   e.set("type", "lsm");
   add_header(e, r.h, ctx);
   if (r.hook == FR_LSM_PATH_RENAME &&
       (r.path_len >= FR_RENAME_NEW || r.target >= FR_RENAME_NEW || size < sizeof(fr_lsm) + FR_RENAME_NEW + r.target))
-    return malformed("lsm rename record lengths out of bounds", size);
+    return malformed(e, "lsm rename record lengths out of bounds", size);
   std::string_view path(reinterpret_cast<const char*>(p + sizeof(fr_lsm)), r.path_len);
   switch (r.hook) {
     case FR_LSM_FILE_OPEN:
@@ -390,9 +373,8 @@ Entry decode_lsm(const uint8_t* p, size_t size, const DecodeContext& ctx) {
       if (r.flags & 1) e.set("mode", r.target & 07777);  // ATTR_MODE
       break;
     default:
-      return malformed("unknown lsm hook", size);
+      return malformed(e, "unknown lsm hook", size);
   }
-  return e;
 }
 
 }  // namespace
@@ -403,24 +385,31 @@ std::string errno_name(int64_t err) {
   return n ? n : "";
 }
 
-Entry decode_record(const void* data, size_t size, const DecodeContext& ctx) {
+void decode_record(const void* data, size_t size, const DecodeContext& ctx, Entry& e) {
+  e.clear();
   auto p = static_cast<const uint8_t*>(data);
-  if (size < sizeof(fr_header)) return malformed("record shorter than its header", size);
+  if (size < sizeof(fr_header)) return malformed(e, "record shorter than its header", size);
   fr_header h;
   std::memcpy(&h, p, sizeof(h));
-  if (h.size != size) return malformed("record size disagrees with its header", size);
+  if (h.size != size) return malformed(e, "record size disagrees with its header", size);
   switch (h.type) {
-    case FR_REC_SYSCALL: return decode_syscall(p, size, ctx);
-    case FR_REC_EXEC: return decode_exec(p, size, ctx);
-    case FR_REC_FORK: return decode_fork(p, size, ctx);
-    case FR_REC_EXIT: return decode_exit(p, size, ctx);
-    case FR_REC_TLS: return decode_tls(p, size, ctx);
-    case FR_REC_LSM: return decode_lsm(p, size, ctx);
-    case FR_REC_CGROUP_MOVE: return decode_cgroup_move(p, size, ctx);
-    case FR_REC_ARGV: return decode_argv(p, size, ctx);
-    case FR_REC_TLS_HELLO: return decode_tls_hello(p, size, ctx);
-    default: return malformed("unknown record type", size);
+    case FR_REC_SYSCALL: return decode_syscall(e, p, size, ctx);
+    case FR_REC_EXEC: return decode_exec(e, p, size, ctx);
+    case FR_REC_FORK: return decode_fork(e, p, size, ctx);
+    case FR_REC_EXIT: return decode_exit(e, p, size, ctx);
+    case FR_REC_TLS: return decode_tls(e, p, size, ctx);
+    case FR_REC_LSM: return decode_lsm(e, p, size, ctx);
+    case FR_REC_CGROUP_MOVE: return decode_cgroup_move(e, p, size, ctx);
+    case FR_REC_ARGV: return decode_argv(e, p, size, ctx);
+    case FR_REC_TLS_HELLO: return decode_tls_hello(e, p, size, ctx);
+    default: return malformed(e, "unknown record type", size);
   }
+}
+
+Entry decode_record(const void* data, size_t size, const DecodeContext& ctx) {
+  Entry e;
+  decode_record(data, size, ctx, e);
+  return e;
 }
 
 }  // namespace flightrec::events

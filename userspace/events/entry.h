@@ -25,6 +25,11 @@ class Entry {
   Entry& operator=(const Entry&) = delete;
   Entry(Entry&&) = default;
   Entry& operator=(Entry&&) = default;
+  // No fields, the room for them kept.
+  void clear() {
+    fields_.clear();
+    keys_.clear();
+  }
 
   void set(std::string_view key, int64_t v) { fields_.emplace_back(key, v); }
   void set(std::string_view key, uint64_t v) { fields_.emplace_back(key, v); }

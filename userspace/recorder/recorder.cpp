@@ -175,7 +175,7 @@ bool Recorder::append(events::Entry& e, int64_t pid, std::optional<size_t> recor
 }
 
 const events::Entry* Recorder::on_record(const void* data, size_t size) {
-  last_ = events::decode_record(data, size, ctx_);
+  events::decode_record(data, size, ctx_, last_);
   if (rate_) {
     if (rate_->roll(uint64_t(last_.int_or("ts_mono_ns")))) write_summary();
     if (!rate_->admit(last_)) return nullptr;

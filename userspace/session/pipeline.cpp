@@ -5,9 +5,8 @@ namespace flightrec::session {
 void Pipeline::on_record(const void* data, size_t size) {
   const events::Entry* entry = rec_.on_record(data, size);
   if (!entry) return;  // left out by the rate limit, or not encodable (a malformed entry says so)
-  Emitted out(rec_);
-  for (Observer* o : observers_) o->observe(*entry, out);
-  write(out);
+  for (Observer* o : observers_) o->observe(*entry, emitted_);
+  write(emitted_);
 }
 
 void Pipeline::write(Emitted& out) {

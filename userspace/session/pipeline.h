@@ -51,6 +51,7 @@ class Pipeline {
  private:
   recorder::Recorder& rec_;
   std::vector<Observer*> observers_;
+  Emitted emitted_{rec_};  // kept across records: a deque allocates when made
 };
 
 }  // namespace flightrec::session
