@@ -13,6 +13,7 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <system_error>
 
 namespace flightrec {
 
@@ -213,6 +214,15 @@ int receive_fd(int sock) {
   if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS && c->cmsg_len == CMSG_LEN(sizeof(int)))
     std::memcpy(&fd, CMSG_DATA(c), sizeof(int));
   return fd;
+}
+
+std::jthread beside(std::function<void()> fn) {
+  try {
+    return std::jthread(fn);
+  } catch (const std::system_error&) {
+    fn();  // one after the other
+    return {};
+  }
 }
 
 uint64_t mono_ns() { return clock_ns(CLOCK_MONOTONIC); }

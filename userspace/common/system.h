@@ -1,8 +1,10 @@
 #pragma once
 // Small facts about the host and thin, checked wrappers over files.
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/error.h"
@@ -27,6 +29,11 @@ long send_with_fds(int sock, const std::string& bytes, const std::vector<int>& f
 // Reads up to `max` bytes into buf, as recv() would; the descriptors that
 // came with them are appended to `fds` (close-on-exec), the caller's to close.
 long receive_with_fds(int sock, char* buf, size_t max, std::vector<int>& fds, int flags = 0);
+
+// Runs fn on a thread of its own, joined when the returned thread goes
+// out of scope (or by join()); where no thread can be had, runs it here
+// first and returns an empty one. fn must not throw.
+std::jthread beside(std::function<void()> fn);
 
 uint64_t mono_ns();   // CLOCK_MONOTONIC, the clock bpf_ktime_get_ns() reads
 uint64_t real_ns();   // CLOCK_REALTIME

@@ -237,13 +237,18 @@ Capture::Capture(const CaptureOptions& opts, Handler handler) : handler_(std::mo
     return 0;
   };
 
+  // The capture's ring goes at index 0 of the table of rings. A map-in-map
+  // update waits for an RCU grace period (~20 ms here): where the programs
+  // load on two threads, it is slept through on a third meanwhile.
+  auto place_capture_ring = [](int table, int events) {
+    uint32_t zero = 0;
+    return bpf_map_update_elem(table, &zero, &events, BPF_ANY) == 0 ? 0 : errno;
+  };
+  int rings_err = 0;
   // Load; where the kernel refuses one LSM program (a helper that hook may
   // not call on this kernel, a hook it does not have), load again without
   // it: that hook falls back to the tracepoints alone, and refused() says so.
-  bool rings_set = false;  // the table of rings filled while loading
-  int rings_err = 0;
   for (int attempt = 0;; ++attempt) {
-    rings_set = false;
     rings_err = 0;
     flightrec_bpf* maps = nullptr;
     try {
@@ -265,40 +270,20 @@ Capture::Capture(const CaptureOptions& opts, Handler handler) : handler_(std::mo
         err = flightrec_bpf__load(maps);
         if (!err) err = share_maps(maps, skel_);
         if (!err) err = share_maps(maps, side_);
-        // The capture's ring at index 0 of the table of rings: a map-in-map
-        // update waits for an RCU grace period (~20 ms here), slept through
-        // on a thread of its own while the programs load.
-        std::thread rings;
         if (!err) {
-          try {
-            rings = std::thread([&, table = bpf_map__fd(maps->maps.fr_session_rings),
-                                 events = bpf_map__fd(maps->maps.fr_events)] {
-              uint32_t zero = 0;
-              rings_err = bpf_map_update_elem(table, &zero, &events, BPF_ANY) == 0 ? 0 : errno;
-            });
-            rings_set = true;
-          } catch (const std::system_error&) {
-            // No thread to be had: set below, after the attach.
-          }
-        }
-        if (!err) {
-          auto load_side = [&] {
+          std::jthread rings = beside([&, table = bpf_map__fd(maps->maps.fr_session_rings),
+                                       events = bpf_map__fd(maps->maps.fr_events)] {
+            rings_err = place_capture_ring(table, events);
+          });
+          std::jthread side = beside([&] {
             HugeHeap::advise_arena();
             g_log = &side_log;
             side_err = flightrec_bpf__load(side_);
             g_log = nullptr;
-          };
-          std::thread side;
-          try {
-            side = std::thread(load_side);
-          } catch (const std::system_error&) {
-            load_side();  // no thread to be had: one after the other
-            g_log = &log;
-          }
+          });
+          g_log = &log;  // (unset if the side load ran here, for want of a thread)
           err = flightrec_bpf__load(skel_);
-          if (side.joinable()) side.join();
-        }
-        if (rings.joinable()) rings.join();
+        }  // both threads joined
       } else {
         err = flightrec_bpf__load(skel_);
       }
@@ -356,15 +341,11 @@ Capture::Capture(const CaptureOptions& opts, Handler handler) : handler_(std::mo
     ring_ = std::make_unique<RingReader>(bpf_map__fd(skel_->maps.fr_events), opts.ring_bytes);
     if (int err = flightrec_bpf__attach(skel_))
       throw Error(errno_message("cannot attach flightrec's BPF programs", -err));
+    if (!split)
+      rings_err = place_capture_ring(bpf_map__fd(skel_->maps.fr_session_rings), bpf_map__fd(skel_->maps.fr_events));
+    if (rings_err) throw Error(errno_message("cannot fill the table of ring buffers", rings_err));
     // After the process programs: a task that forked or exited in between
     // would join the session unseen by them and never be counted out.
-    // The capture's ring at index 0 of the table of rings, unless set
-    // while the programs loaded.
-    uint32_t zero = 0;
-    int events = bpf_map__fd(skel_->maps.fr_events);
-    if (!rings_set && bpf_map_update_elem(bpf_map__fd(skel_->maps.fr_session_rings), &zero, &events, BPF_ANY) != 0)
-      rings_err = errno;
-    if (rings_err) throw Error(errno_message("cannot fill the table of ring buffers", rings_err));
     if (!opts.session_cgroups.empty()) first_session_ = open_session(opts.session_cgroups, {.lite = opts.session_lite});
     // For lsm/socket_connect (the cgroup programs have their own: EgressFilter).
     int rules = bpf_map__fd(skel_->maps.fr_egress);

@@ -18,7 +18,6 @@
 #include <iostream>
 #include <memory>
 #include <optional>
-#include <thread>
 
 #include "common/error.h"
 #include "common/system.h"
@@ -249,19 +248,13 @@ int run(Plan plan, const RunTarget& target) {
       // own while the capture's load here: the two do not depend on each
       // other, and both are on every confined session's start-up path.
       std::exception_ptr egress_failed;
-      auto load_egress = [&] {
+      std::jthread egress = beside([&] {
         try {
           confinement->filter_egress(copts);
         } catch (...) {
           egress_failed = std::current_exception();
         }
-      };
-      std::jthread egress;
-      try {
-        egress = std::jthread(load_egress);
-      } catch (const std::system_error&) {
-        load_egress();  // no thread to be had: one after the other
-      }
+      });
       why_not = why_not_handed(target, copts);
       if (!why_not.empty()) {
         if (target.require_daemon) throw Error("--daemon require: the session cannot be handed to flightrecd: " + why_not);
