@@ -1,6 +1,11 @@
 #include <doctest/doctest.h>
 
+#include <span>
+#include <string>
+#include <vector>
+
 #include "ledger/hash.h"
+#include "ledger/sha256_many.h"
 
 using namespace flightrec::ledger;
 
@@ -26,4 +31,26 @@ TEST_CASE("chain links each leaf to the one before") {
   std::copy(l2.begin(), l2.end(), buf.begin() + 32);
   CHECK(c2 == sha256(buf));
   CHECK(chain_next(c1, l1) != c2);
+}
+
+TEST_CASE("sha256_many gives each message's own SHA-256, whatever the lengths and the count") {
+  // Lengths across every block edge (55/56/63/64 bytes of message, where the
+  // padding spills into another block), prefixes of 0, 1 and 70 bytes, and
+  // counts that leave one to four lanes busy at the end.
+  std::string data(400, '\0');
+  for (size_t i = 0; i < data.size(); ++i) data[i] = char(i * 131 + 7);
+  const std::string long_prefix(70, '\x01');
+  for (std::string_view prefix : {std::string_view(), std::string_view("\0", 1), std::string_view(long_prefix)}) {
+    std::vector<HashInput> in;
+    for (size_t len = 0; len <= 300; ++len) in.push_back({prefix, std::string_view(data).substr(len % 7, len)});
+    for (size_t count : {size_t(0), size_t(1), size_t(2), size_t(3), size_t(4), size_t(5), size_t(9), in.size()}) {
+      std::vector<Hash> out(count);
+      sha256_many(std::span(in).first(count), out.data());
+      for (size_t i = 0; i < count; ++i) {
+        INFO("prefix ", prefix.size(), " bytes, message ", i, " of ", count);
+        CHECK(out[i] == sha256(std::string(prefix) + std::string(in[i].body)));
+      }
+    }
+  }
+  MESSAGE("interleaved on this CPU: ", sha256_many_interleaves());
 }

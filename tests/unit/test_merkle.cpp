@@ -66,6 +66,34 @@ TEST_CASE("tree heads match the reference roots for sizes 0 to 8, batch and incr
   }
 }
 
+TEST_CASE("appending leaves as a batch builds the same tree as appending them one by one") {
+  // Every old size up to 40 (each pattern of old peaks) with batches of
+  // 1 to 40 leaves: the roots and every later append agree.
+  std::vector<Hash> leaves;
+  for (int i = 0; i < 81; ++i) leaves.push_back(leaf_hash("entry " + std::to_string(i)));
+  for (size_t old_size = 0; old_size <= 40; ++old_size)
+    for (size_t batch = 1; batch <= 40; ++batch) {
+      CompactTree one_by_one, batched;
+      for (size_t i = 0; i < old_size; ++i) {
+        one_by_one.append(leaves[i]);
+        batched.append(leaves[i]);
+      }
+      for (size_t i = old_size; i < old_size + batch; ++i) one_by_one.append(leaves[i]);
+      batched.append_all(std::span(leaves).subspan(old_size, batch));
+      INFO("old size ", old_size, ", batch ", batch);
+      REQUIRE(batched.size() == one_by_one.size());
+      REQUIRE(batched.root() == one_by_one.root());
+      CHECK(batched.root() == root_of(std::span(leaves).first(old_size + batch)));
+      one_by_one.append(leaves[80]);
+      batched.append(leaves[80]);
+      CHECK(batched.root() == one_by_one.root());
+    }
+  CompactTree tree;
+  tree.append_all({});
+  CHECK(tree.size() == 0);
+  CHECK(tree.root() == empty_root());
+}
+
 TEST_CASE("inclusion proofs match the reference paths and verify") {
   auto leaves = reference_leaves();
   struct Case {

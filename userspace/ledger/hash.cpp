@@ -7,6 +7,7 @@
 #include <openssl/sha.h>
 
 #include "common/text.h"
+#include "ledger/sha256_many.h"
 
 namespace flightrec::ledger {
 namespace {
@@ -29,14 +30,11 @@ std::string_view as_bytes(const Hash& h) {
 
 Hash sha256(std::string_view data) { return digest(data); }
 
-Hash leaf_hash(std::string_view canonical) {
-  static const char zero = 0;
-  return digest(std::string_view(&zero, 1), canonical);
-}
+Hash sha256_parts(std::string_view a, std::string_view b) { return digest(a, b); }
 
-Hash chain_next(const Hash& prev, const Hash& leaf) {
-  return digest(as_bytes(prev), as_bytes(leaf));
-}
+Hash leaf_hash(std::string_view canonical) { return digest(kLeafPrefix, canonical); }
+
+Hash chain_next(const Hash& prev, const Hash& leaf) { return sha256_of_two(prev, leaf); }
 
 std::string to_hex(const Hash& h) { return hex_encode(as_bytes(h)); }
 

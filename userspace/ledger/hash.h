@@ -11,7 +11,12 @@ namespace flightrec::ledger {
 
 using Hash = std::array<uint8_t, 32>;
 
+// The domain byte before a leaf's and before a node's data (RFC 9162 2.1.1).
+inline constexpr std::string_view kLeafPrefix{"\0", 1}, kNodePrefix{"\1", 1};
+
 Hash sha256(std::string_view data);
+// SHA-256(a || b), without joining them first.
+Hash sha256_parts(std::string_view a, std::string_view b);
 Hash leaf_hash(std::string_view canonical);
 Hash chain_next(const Hash& prev, const Hash& leaf);
 constexpr Hash kChainStart{};  // all zeros

@@ -4,6 +4,8 @@
 #include <bit>
 #include <string>
 
+#include "ledger/sha256_many.h"
+
 namespace flightrec::ledger {
 namespace {
 
@@ -137,6 +139,29 @@ void CompactTree::append(const Hash& leaf) {
   }
   peaks_.push_back(h);
   ++size_;
+}
+
+void CompactTree::append_all(std::span<const Hash> leaves) {
+  // Level by level: a level's complete nodes from the first one not yet
+  // merged (the old peak of that level, when the old size has that bit)
+  // pair up into the next level; an odd one left at the end is the new
+  // peak of its level. Each level's pairs are hashed together.
+  if (leaves.empty()) return;
+  const uint64_t old_size = size_, new_size = size_ + leaves.size();
+  std::vector<Hash> old_peaks = std::move(peaks_);  // largest first: the highest set bit of old_size
+  std::vector<Hash> level(leaves.begin(), leaves.end()), next, new_peaks;
+  for (int bit = 0; bit < 64 && (level.size() > 0 || (old_size >> bit) != 0); ++bit) {
+    if ((old_size >> bit) & 1) {
+      level.insert(level.begin(), old_peaks.back());
+      old_peaks.pop_back();
+    }
+    next.resize(level.size() / 2);
+    sha256_pairs(kNodePrefix[0], level, next.data());
+    if (level.size() % 2) new_peaks.push_back(level.back());
+    level.swap(next);
+  }
+  peaks_.assign(new_peaks.rbegin(), new_peaks.rend());
+  size_ = new_size;
 }
 
 Hash CompactTree::root() const {

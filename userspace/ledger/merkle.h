@@ -30,6 +30,9 @@ bool verify_consistency(uint64_t size1, uint64_t size2, std::span<const Hash> pr
 class CompactTree {
  public:
   void append(const Hash& leaf);
+  // The same as appending each in turn; the nodes of each level are
+  // hashed together (sha256_many), which is faster for a batch.
+  void append_all(std::span<const Hash> leaves);
   uint64_t size() const { return size_; }
   Hash root() const;
 
