@@ -82,6 +82,21 @@ TEST_CASE("duplicate keys are a bug, not a record") {
   CHECK_THROWS_AS(e.canonical(), std::logic_error);
 }
 
+TEST_CASE("a key that JSON would need to escape is a bug, not a record") {
+  for (std::string key : {std::string("a\"b"), std::string("a\\b"), std::string("tab\there"), std::string("nul\0x", 5),
+                          std::string("caf\xc3\xa9"), std::string("\x7f\x80")}) {
+    Entry e;
+    e.set("fine", 1);
+    e.set(e.key(key, ""), 2);
+    std::string out = "kept";
+    CHECK_THROWS_AS(e.append_canonical(out), std::logic_error);
+    CHECK(out == "kept");
+  }
+  Entry ok;
+  ok.set(ok.key("~ all printable ASCII: !#$%&'()*+,-./09:;<=>?@AZ[]^_`az{|}", ""), 1);
+  CHECK(ok.canonical() == R"({"~ all printable ASCII: !#$%&'()*+,-./09:;<=>?@AZ[]^_`az{|}":1})");
+}
+
 TEST_CASE("UTF-8 validation rejects overlong, surrogate and truncated forms") {
   using flightrec::is_valid_utf8;
   CHECK(is_valid_utf8("plain"));
@@ -91,6 +106,15 @@ TEST_CASE("UTF-8 validation rejects overlong, surrogate and truncated forms") {
   CHECK_FALSE(is_valid_utf8("\xed\xa0\x80"));     // surrogate
   CHECK_FALSE(is_valid_utf8("\xe2\x82"));         // truncated
   CHECK_FALSE(is_valid_utf8("\xf4\x90\x80\x80")); // > U+10FFFF
+  // After ASCII runs of every length around the eight-byte steps.
+  for (size_t ascii = 0; ascii <= 17; ++ascii) {
+    std::string run(ascii, 'a');
+    CHECK(is_valid_utf8(run));
+    CHECK(is_valid_utf8(run + "\xe2\x82\xac" + run));
+    CHECK_FALSE(is_valid_utf8(run + "\xc0\xaf"));
+    CHECK_FALSE(is_valid_utf8(run + "\xe2\x82"));
+    CHECK_FALSE(is_valid_utf8(run + "\xff" + run));
+  }
 }
 
 TEST_CASE("UTF-8 validation judges every byte of long ASCII runs, at every offset") {

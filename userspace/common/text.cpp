@@ -53,6 +53,10 @@ bool is_valid_utf8(std::string_view s) {
       i += 8;
     }
     if (i == s.size()) break;
+    if (uint8_t(s[i]) < 0x80) {  // the short tail of an ASCII string
+      len = 1;
+      continue;
+    }
     if ((len = utf8_at(s, i, &cp)) == 0) return false;
   }
   return true;
