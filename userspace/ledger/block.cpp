@@ -100,10 +100,12 @@ BlockRow BlockBuilder::seal(int64_t session, int64_t first_seq, const Hash& chai
   row.ts_max = ts_max_;
   row.chain.assign(as_bytes(chain));
   heads_ += bodies_;
-  row.data.resize(ZSTD_compressBound(heads_.size()));
-  size_t n = ZSTD_compress2(cctx_, row.data.data(), row.data.size(), heads_.data(), heads_.size());
+  // (frame_ only grows: sized afresh per block, it would be zeroed, and
+  // mapped and faulted in, every time.)
+  if (frame_.size() < ZSTD_compressBound(heads_.size())) frame_.resize(ZSTD_compressBound(heads_.size()));
+  size_t n = ZSTD_compress2(cctx_, frame_.data(), frame_.size(), heads_.data(), heads_.size());
   if (ZSTD_isError(n)) throw Error(std::string("compressing a block failed: ") + ZSTD_getErrorName(n));
-  row.data.resize(n);
+  row.data.assign(frame_.data(), n);
   bool small = heads_.size() < kSmallBlockBytes;
   heads_.clear();
   bodies_.clear();
@@ -115,6 +117,7 @@ BlockRow BlockBuilder::seal(int64_t session, int64_t first_seq, const Hash& chai
     cctx_ = new_cctx();
     heads_.shrink_to_fit();  // (assigning an empty string would keep the room)
     bodies_.shrink_to_fit();
+    frame_ = {};
   }
   count_ = 0;
   types_.clear();

@@ -61,6 +61,7 @@ class BlockBuilder {
  private:
   ZSTD_CCtx* cctx_;
   std::string heads_, bodies_;  // the two halves of the layout
+  std::vector<char> frame_;     // compressed into here, then copied to its row's size
   int64_t count_ = 0;
   std::vector<std::string> types_;  // distinct, few: a short vector beats a set
   uint64_t pid_bits_ = 0;

@@ -2,8 +2,6 @@
 
 #include <algorithm>
 
-#include "ledger/sha256_many.h"
-
 namespace flightrec::ledger {
 
 SessionWriter::SessionWriter(Store& store, int64_t session)
@@ -44,15 +42,21 @@ void SessionWriter::submit() {
   std::unique_lock lock(mu_);
   cv_.wait(lock, [&] { return queue_.size() < kMaxQueued || failure_; });
   rethrow_failure();
-  // A busy session's next batch gets the room this one took, so it
-  // appends without regrowing; a quiet one (of a daemon's hundreds) holds
-  // no room between its few entries.
+  // A busy session's next batch gets the room of one the writer thread
+  // is done with, or else as much as this one took, so it appends without
+  // regrowing; a quiet one (of a daemon's hundreds) holds no room between
+  // its few entries.
   size_t entries = batch_.entries.size(), bytes = batch_.bodies.size();
   queue_.push_back(std::move(batch_));
   batch_ = {};
   if (entries >= kBatch / 4) {
-    batch_.entries.reserve(entries);
-    batch_.bodies.reserve(std::min(bytes + bytes / 8, kBatchBytes));
+    if (!spare_.empty()) {
+      batch_ = std::move(spare_.back());
+      spare_.pop_back();
+    } else {
+      batch_.entries.reserve(entries);
+      batch_.bodies.reserve(std::min(bytes + bytes / 8, kBatchBytes));
+    }
   }
   cv_.notify_all();
 }
@@ -76,11 +80,12 @@ Hash SessionWriter::head() {
 void SessionWriter::seal(Batch& batch, std::vector<BlockRow>& blocks, std::vector<CheckpointRow>& checkpoints,
                          std::vector<SealedEntry>& sealed) {
   const size_t n = batch.entries.size();
-  std::vector<HashInput> leaf_inputs;
-  leaf_inputs.reserve(n);
+  std::vector<HashInput>& leaf_inputs = leaf_inputs_;
+  std::vector<Hash>& leaves = leaves_;
+  leaf_inputs.clear();
   for (const Pending& e : batch.entries)
     leaf_inputs.push_back({kLeafPrefix, std::string_view(batch.bodies.data() + e.offset, e.size)});
-  std::vector<Hash> leaves(n);
+  leaves.resize(n);
   sha256_many(leaf_inputs, leaves.data());
 
   int64_t block_start = sealed_ + 1;
@@ -152,12 +157,22 @@ void SessionWriter::run() {
       }
       // A quiet session keeps no pages between its commits (a daemon
       // records hundreds); a busy one keeps its B-tree hot.
-      if (batch.entries.size() < kBatch / 4) store_.release_memory();
+      if (batch.entries.size() < kBatch / 4) {
+        store_.release_memory();
+        leaf_inputs_ = {};
+        leaves_ = {};
+      }
     } catch (...) {
       failure = std::current_exception();
       store_.rollback();  // leave no transaction open behind the failure
     }
     lock.lock();
+    if (batch.entries.size() >= kBatch / 4 && spare_.size() < 4) {
+      batch.bodies.clear();
+      batch.entries.clear();
+      batch.checkpoints.clear();
+      spare_.push_back(std::move(batch));
+    }
     busy_ = false;
     if (failure && !failure_) failure_ = failure;
     cv_.notify_all();

@@ -23,6 +23,7 @@
 #include "ledger/hash.h"
 #include "ledger/keys.h"
 #include "ledger/merkle.h"
+#include "ledger/sha256_many.h"
 #include "ledger/store.h"
 
 namespace flightrec::ledger {
@@ -124,9 +125,17 @@ class SessionWriter {
   std::shared_ptr<SealedSink> sink_;  // set before the thread sees a batch
   std::string sink_origin_;
 
+  // Its scratch for a batch's leaves, kept while batches are large.
+  std::vector<HashInput> leaf_inputs_;
+  std::vector<Hash> leaves_;
+
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Batch> queue_;
+  // Large batches' room, emptied by the writer thread for the next ones:
+  // a busy session reuses its buffers instead of mapping fresh memory
+  // (and faulting it in page by page) for every batch.
+  std::vector<Batch> spare_;
   bool busy_ = false;
   bool closing_ = false;
   std::exception_ptr failure_;
