@@ -18,6 +18,32 @@ struct {
 	__type(value, struct exec_scratch);
 } exec_scratch_map SEC(".maps");
 
+/* Files exec'd since the programs were loaded, with TLS capture on: only
+ * the first exec of a file wakes the collector at once (below). Its TLS
+ * probes, if it carries TLS, are per file, so they are in place for every
+ * later exec of it; waking the collector again would cost an interrupt
+ * (a self-IPI: a VM exit in a guest) on every exec for nothing. */
+struct exec_file_key {
+	__u64 dev, ino;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 1024);
+	__type(key, struct exec_file_key);
+	__type(value, __u8);
+} fr_execd_files SEC(".maps");
+
+static __always_inline bool first_exec_of(struct linux_binprm *bprm)
+{
+	struct exec_file_key key = {
+		.dev = BPF_CORE_READ(bprm, file, f_inode, i_sb, s_dev),
+		.ino = BPF_CORE_READ(bprm, file, f_inode, i_ino),
+	};
+	__u8 seen = 1;
+	return bpf_map_update_elem(&fr_execd_files, &key, &seen, BPF_NOEXIST) == 0;
+}
+
 struct argv_pieces {
 	__u64 start, total;
 	__u32 session;
@@ -126,12 +152,13 @@ int BPF_PROG(fr_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 	r->filename_len = flen;
 	r->argv_len = alen;
 	r->argv_total = total > 0xffffffffULL ? 0xffffffffU : (__u32)total;
-	/* With TLS capture on, the collector is woken for each exec: a
-	 * program that carries its own TLS (Go, node) is probed as it starts,
+	/* With TLS capture on, the collector is woken for a file's first exec:
+	 * a program that carries its own TLS (Go, node) is probed as it starts,
 	 * not a tick later, when its first connection may be made already. */
 	void *ring = fr_ring(session);
+	bool wake_now = fr_tls_enabled && first_exec_of(bprm);
 	if (size <= sizeof(s->buf) &&
-	    (!ring || bpf_ringbuf_output(ring, r, size, fr_tls_enabled ? BPF_RB_FORCE_WAKEUP : fr_wakeup_flag_after(
+	    (!ring || bpf_ringbuf_output(ring, r, size, wake_now ? BPF_RB_FORCE_WAKEUP : fr_wakeup_flag_after(
 				ring, bpf_ringbuf_query(ring, BPF_RB_AVAIL_DATA) + size, size)) != 0))
 		fr_count_drop(session);
 	/* The rest of a long command line, in pieces (an argument past the

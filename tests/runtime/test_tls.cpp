@@ -247,6 +247,33 @@ TEST_CASE("Go crypto/tls (net/http): the request with Authorization redacted, an
                      "s3cret-go-token", "GET /big HTTP/1.1\r\n");
 }
 
+TEST_CASE("a Go program exec'd again in a session is captured from its first byte: its probes are per file") {
+  // Only a file's first exec wakes the collector at once (to probe it as
+  // it starts); a later exec of the same file must find the probes there.
+  REQUIRE(is_root());
+  HttpsServer srv;
+  TempDir dir;
+  std::string db = dir.file("s.db");
+  std::string get = std::string(GO_TLS_CLIENT_BIN) + " raw 127.0.0.1:" + std::to_string(srv.port) + " /big";
+  Result r = rt::flightrec({"run", "--policy", "observe", "--db", db, "--", "sh", "-c", get + " >/dev/null && " + get});
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  CHECK(r.out.substr(r.out.find("\r\n\r\n") + 4) == srv.big);
+  std::vector<int64_t> go_pids;
+  for (const auto& e : of_type(entries(db), "exec"))
+    if (e.value("filename", "") == GO_TLS_CLIENT_BIN) go_pids.push_back(e["pid"].get<int64_t>());
+  REQUIRE(go_pids.size() == 2);
+  std::vector<json> sent, received;
+  for (const auto& e : tls_entries(db, "send"))
+    if (e["pid"] == go_pids[1]) sent.push_back(e);
+  for (const auto& e : tls_entries(db, "recv"))
+    if (e["pid"] == go_pids[1]) received.push_back(e);
+  CHECK(stream(sent) == "GET /big HTTP/1.0\r\nHost: localhost\r\n\r\n");
+  REQUIRE_FALSE(received.empty());
+  CHECK(received.front()["stream_offset"] == 0);
+  CHECK(stream(received) == r.out);
+}
+
 TEST_CASE("Go crypto/tls, stripped, reading into stack buffers Go moves mid-call: the response byte for byte") {
   REQUIRE(is_root());
   HttpsServer srv;

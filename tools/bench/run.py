@@ -3,8 +3,10 @@
 
 Runs the source documents' workloads bare, under `flightrec run --policy
 observe` (recording only), under `flightrec run` with the default agent policy
-(recording + sandbox) and under `strace -f` (the ptrace approach of the
-sandboxes we replace), alternating runner by runner in one run, and prints
+(recording + sandbox), under `strace -f` (the ptrace approach of the
+sandboxes we replace) and under a bpftrace script that writes a line per
+syscall (tools/bench/bpftrace_peer.py: a plain eBPF tracer, without
+flightrec's record), alternating runner by runner in one run, and prints
 medians and ratios to bare. Also the time from `flightrec run` to the
 command's exec. Each
 workload times itself from inside the process, so a runner's start-up is not
@@ -12,8 +14,9 @@ counted there; the start-up is measured on its own. Also measures the
 collector's ingest rate. Writes the tables to docs/BENCHMARKS.md.
 
 usage: tools/bench/run.py [--build build] [--reps 5] [--out docs/BENCHMARKS.md]
-Needs root, a built tree (tests too: the Go TLS client), strace, curl, wget
-and NSS's tools (apt-get install strace curl wget libnss3-tools).
+Needs root, a built tree (tests too: the Go TLS client), strace, bpftrace,
+curl, wget and NSS's tools (apt-get install strace bpftrace curl wget
+libnss3-tools).
 """
 import argparse
 import datetime
@@ -32,6 +35,7 @@ import threading
 import time
 
 PY = "/usr/bin/python3"
+BPFTRACE_PEER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bpftrace_peer.py")
 
 
 def exec_delay_ms(flightrec, db, t0_ns):
@@ -59,6 +63,8 @@ class Runners:
         if runner == "strace":
             return ["strace", "-f", "-qq", "-o", "/dev/null"] + cmd
         self.n += 1
+        if runner == "bpftrace":
+            return [PY, BPFTRACE_PEER, os.path.join(self.tmp, f"bench-{self.n}.bpftrace.log"), "--"] + cmd
         db = os.path.join(self.tmp, f"bench-{self.n}.db")
         self.last_db = db
         if runner == "agent":
@@ -318,7 +324,7 @@ def main():
 
     if os.geteuid() != 0:
         sys.exit("run.py: needs root (flightrec loads BPF programs)")
-    for tool, package in (("strace", "strace"), ("curl", "curl"), ("wget", "wget"), ("tstclnt", "libnss3-tools"),
+    for tool, package in (("strace", "strace"), ("bpftrace", "bpftrace"), ("curl", "curl"), ("wget", "wget"), ("tstclnt", "libnss3-tools"),
                           ("certutil", "libnss3-tools")):
         if not shutil.which(tool):
             sys.exit(f"run.py: {tool} is missing: apt-get install -y {package}")
@@ -363,7 +369,7 @@ def main():
         ("1000 fork+exec of /bin/true", "ms", [bench_syscalls, "forkexec", "1000"], last_float),
         ("start-up + tear-down: run /bin/true", "ms", None, None),
     ]
-    runner_names = ["bare", "flightrec", "agent", "strace"]
+    runner_names = ["bare", "flightrec", "agent", "strace", "bpftrace"]
     results = {w[0]: {r: [] for r in runner_names} for w in workloads}
     to_exec = {"flightrec": [], "agent": []}
 
@@ -424,9 +430,9 @@ def main():
         if m:
             cpu = m.group(1)
     lines = []
-    lines.append("| workload | unit | bare | flightrec | flightrec + agent sandbox | strace -f | flightrec vs bare | "
-                 "agent vs bare | strace vs bare |")
-    lines.append("|---|---|---|---|---|---|---|---|---|")
+    lines.append("| workload | unit | bare | flightrec | flightrec + agent sandbox | strace -f | bpftrace | "
+                 "flightrec vs bare | agent vs bare | strace vs bare | bpftrace vs bare |")
+    lines.append("|---|---|---|---|---|---|---|---|---|---|---|")
 
     def versus(a, b, unit):
         return f"+{a - b:.0f} ns" if unit == "ns" else f"{(a / b - 1) * 100:+.1f}%"
@@ -435,16 +441,18 @@ def main():
         med = {r: statistics.median(results[name][r]) for r in runner_names}
         low = {r: min(results[name][r]) for r in runner_names}
         ratio = {r: f"{versus(med[r], med['bare'], unit)} (min {versus(low[r], low['bare'], unit)})"
-                 for r in ("flightrec", "agent", "strace")}
+                 for r in ("flightrec", "agent", "strace", "bpftrace")}
         lines.append(f"| {name} | {unit} | {med['bare']:.2f} | {med['flightrec']:.2f} | {med['agent']:.2f} "
-                     f"| {med['strace']:.2f} | {ratio['flightrec']} | {ratio['agent']} | {ratio['strace']} |")
+                     f"| {med['strace']:.2f} | {med['bpftrace']:.2f} | {ratio['flightrec']} | {ratio['agent']} "
+                     f"| {ratio['strace']} | {ratio['bpftrace']} |")
     lines.append(f"| idle python3 agent RSS | MB | {rss['bare'][0] / 1024:.1f} | {rss['flightrec'][0] / 1024:.1f} "
-                 f"| | {rss['strace'][0] / 1024:.1f} | | | |")
+                 f"| | {rss['strace'][0] / 1024:.1f} | | | | | |")
     fr_total, fr_ring = rss["flightrec"][1]
     lines.append(f"| the recorder's own RSS (agent idle) | MB | - | {fr_total / 1024:.1f} "
-                 f"| | {rss['strace'][1][0] / 1024:.1f} | | | |")
-    lines.append(f"| ... of which the mapped ring buffer | MB | - | {fr_ring / 1024:.1f} | | - | | | |")
-    lines.append(f"| ... the rest (code, heap, SQLite cache) | MB | - | {(fr_total - fr_ring) / 1024:.1f} | | - | | | |")
+                 f"| | {rss['strace'][1][0] / 1024:.1f} | | | | | |")
+    lines.append(f"| ... of which the mapped ring buffer | MB | - | {fr_ring / 1024:.1f} | | - | | | | | |")
+    lines.append(f"| ... the rest (code, heap, SQLite cache) | MB | - | {(fr_total - fr_ring) / 1024:.1f} | | - "
+                 f"| | | | | |")
     table = "\n".join(lines)
     exec_table = "\n".join([
         "| from `flightrec run` to the command's exec | median | fastest |",
@@ -488,8 +496,11 @@ Produced by `tools/bench/run.py` on {stamp}: {platform.node()}, kernel {platform
 runs bare, under `flightrec run --policy observe` (full capture: every syscall
 entry+exit joined, process events, hash chain, SQLite), under `flightrec run`
 with the default agent policy (the same capture plus the sandbox: namespaces,
-overlay root, Landlock, ~70 seccomp rules, cgroup limits, egress programs) and
-under `strace -f -o /dev/null`, one after the other. Workloads time themselves
+overlay root, Landlock, ~70 seccomp rules, cgroup limits, egress programs),
+under `strace -f -o /dev/null` and under bpftrace writing a line per syscall
+to a file (`tools/bench/bpftrace_peer.py`: pid, tid, comm, number and return
+value of every `raw_syscalls:sys_exit` in the workload's cgroup), one after
+the other. Workloads time themselves
 from inside, so a runner's own start-up is only in the start-up row. Under
 the agent policy the 10 MB file is written to the overlay's in-memory upper
 layer, so its fsync is not a disk flush. Ratios compare medians, and in

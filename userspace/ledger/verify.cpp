@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "common/text.h"
+#include "ledger/sha256_many.h"
 
 namespace flightrec::ledger {
 
@@ -27,9 +28,10 @@ std::optional<std::string> bytes_member(const TopLevel& top, const std::string& 
 }
 
 // A session's entries as the store holds them, each with its leaf hash:
-// read, decompressed and hashed on a thread of their own, a batch ahead
-// of the checks, which are sequential by nature (the chain, the tree, the
-// checkpoints) and so keep this thread. fn returns false to stop early.
+// read, decompressed and hashed (a batch's leaves together) on a thread of
+// their own, a batch ahead of the checks, which are sequential by nature
+// (the chain, the tree, the checkpoints) and so keep this thread. fn
+// returns false to stop early.
 struct HashedEntry {
   int64_t seq;
   std::string_view body;
@@ -101,7 +103,15 @@ class HashedReader {
 
   void read() {
     Batch batch;
+    std::vector<HashInput> leaf_inputs;
+    std::vector<Hash> leaves;
     auto hand_over = [&] {
+      // The batch's leaves together: they interleave (sha256_many).
+      leaf_inputs.clear();
+      for (const Row& r : batch.rows) leaf_inputs.push_back({kLeafPrefix, std::string_view(batch.bodies).substr(r.offset, r.size)});
+      leaves.resize(leaf_inputs.size());
+      sha256_many(leaf_inputs, leaves.data());
+      for (size_t i = 0; i < batch.rows.size(); ++i) batch.rows[i].leaf = leaves[i];
       std::unique_lock lock(mu_);
       cv_.wait(lock, [&] { return queued_bytes_ + batch.bodies.size() <= kMaxQueuedBytes || queue_.empty() || stop_; });
       if (stop_) return false;
@@ -119,7 +129,7 @@ class HashedReader {
       store_.for_each_entry(f, [&](const EntryRow& e) {
         // A block's first entry (its seq is the block's id) starts its index copy.
         if (e.block && (batch.blocks.empty() || e.seq == e.block->first_seq)) batch.blocks.push_back(*e.block);
-        batch.rows.push_back({e.seq, batch.bodies.size(), e.body.size(), e.leaf, e.chain, leaf_hash(e.body), e.type,
+        batch.rows.push_back({e.seq, batch.bodies.size(), e.body.size(), e.leaf, e.chain, Hash{}, e.type,
                               e.pid, e.block ? int32_t(batch.blocks.size() - 1) : -1});
         batch.bodies.append(e.body);
         if (batch.rows.size() >= kBatch || batch.bodies.size() >= kBatchBytes) go_on = hand_over();
