@@ -80,13 +80,11 @@ Hash SessionWriter::head() {
 void SessionWriter::seal(Batch& batch, std::vector<BlockRow>& blocks, std::vector<CheckpointRow>& checkpoints,
                          std::vector<SealedEntry>& sealed) {
   const size_t n = batch.entries.size();
-  std::vector<HashInput>& leaf_inputs = leaf_inputs_;
-  std::vector<Hash>& leaves = leaves_;
-  leaf_inputs.clear();
+  leaf_inputs_.clear();
   for (const Pending& e : batch.entries)
-    leaf_inputs.push_back({kLeafPrefix, std::string_view(batch.bodies.data() + e.offset, e.size)});
-  leaves.resize(n);
-  sha256_many(leaf_inputs, leaves.data());
+    leaf_inputs_.push_back({kLeafPrefix, std::string_view(batch.bodies.data() + e.offset, e.size)});
+  leaves_.resize(n);
+  sha256_many(leaf_inputs_, leaves_.data());
 
   int64_t block_start = sealed_ + 1;
   auto seal_block = [&] {
@@ -96,7 +94,7 @@ void SessionWriter::seal(Batch& batch, std::vector<BlockRow>& blocks, std::vecto
   };
   size_t in_tree = 0;  // of this batch's leaves
   auto grow_tree = [&](size_t to) {
-    tree_.append_all(std::span(leaves).subspan(in_tree, to - in_tree));
+    tree_.append_all(std::span(leaves_).subspan(in_tree, to - in_tree));
     in_tree = to;
   };
   size_t next_cp = 0;
@@ -111,11 +109,11 @@ void SessionWriter::seal(Batch& batch, std::vector<BlockRow>& blocks, std::vecto
   for (size_t i = 0; i < n; ++i) {
     take_checkpoints(i);
     const Pending& e = batch.entries[i];
-    const Hash& leaf = leaves[i];
+    const Hash& leaf = leaves_[i];
     head_ = chain_next(head_, leaf);
     ++sealed_;
-    builder_.add(e.type, e.pid, e.ts, leaf, leaf_inputs[i].body);
-    if (sink_) sealed.push_back({sealed_, e.type, leaf_inputs[i].body, leaf});
+    builder_.add(e.type, e.pid, e.ts, leaf, leaf_inputs_[i].body);
+    if (sink_) sealed.push_back({sealed_, e.type, leaf_inputs_[i].body, leaf});
     if (builder_.full()) seal_block();
   }
   take_checkpoints(n);
@@ -167,7 +165,7 @@ void SessionWriter::run() {
       store_.rollback();  // leave no transaction open behind the failure
     }
     lock.lock();
-    if (batch.entries.size() >= kBatch / 4 && spare_.size() < 4) {
+    if (batch.entries.size() >= kBatch / 4 && spare_.size() < kMaxSpare) {
       batch.bodies.clear();
       batch.entries.clear();
       batch.checkpoints.clear();

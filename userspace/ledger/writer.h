@@ -135,6 +135,7 @@ class SessionWriter {
   // Large batches' room, emptied by the writer thread for the next ones:
   // a busy session reuses its buffers instead of mapping fresh memory
   // (and faulting it in page by page) for every batch.
+  static constexpr size_t kMaxSpare = 4;
   std::vector<Batch> spare_;
   bool busy_ = false;
   bool closing_ = false;
