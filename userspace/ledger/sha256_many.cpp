@@ -214,37 +214,7 @@ void pairs_group(char prefix, const Hash* hashes, Hash* out) {
   for (int j = 0; j < N; ++j) digest_bytes(state[j], out[j]);
 }
 
-}  // namespace
-
-bool sha256_many_interleaves() { return kInterleave; }
-
-void sha256_many(std::span<const HashInput> in, Hash* out) {
-  if (kInterleave) return sha256_interleaved(in, out);
-  for (size_t i = 0; i < in.size(); ++i) out[i] = sha256_parts(in[i].prefix, in[i].body);
-}
-
-void sha256_pairs(char prefix, std::span<const Hash> hashes, Hash* out) {
-  static_assert(sizeof(Hash) == 32, "two adjacent hashes are one 64-byte pair");
-  const size_t n = hashes.size() / 2;
-  if (!kInterleave) {
-    for (size_t i = 0; i < n; ++i)
-      out[i] = sha256_parts(std::string_view(&prefix, 1),
-                            std::string_view(reinterpret_cast<const char*>(hashes[2 * i].data()), 64));
-    return;
-  }
-  size_t i = 0;
-  for (; i + 4 <= n; i += 4) pairs_group<4>(prefix, &hashes[2 * i], &out[i]);
-  switch (n - i) {
-    case 3: pairs_group<3>(prefix, &hashes[2 * i], &out[i]); break;
-    case 2: pairs_group<2>(prefix, &hashes[2 * i], &out[i]); break;
-    case 1: pairs_group<1>(prefix, &hashes[2 * i], &out[i]); break;
-    default: break;
-  }
-}
-
-Hash sha256_of_two(const Hash& a, const Hash& b) {
-  if (!kInterleave) return sha256_parts(as_bytes(a), as_bytes(b));
-  // The second block of any 64-byte message: 0x80, zeros, its length in bits.
+Hash of_two_interleaved(const Hash& a, const Hash& b) {
   // The second block of any 64-byte message: 0x80, zeros, its length in bits.
   static constexpr auto kPadding = [] {
     std::array<uint8_t, 64> b{};
@@ -267,22 +237,51 @@ Hash sha256_of_two(const Hash& a, const Hash& b) {
   return out;
 }
 
+}  // namespace
 #else
+namespace {
+constexpr bool kInterleave = false;
+}  // namespace
+#endif
 
-bool sha256_many_interleaves() { return false; }
+// Each public function: interleaved where the CPU can, otherwise one
+// digest at a time by OpenSSL.
+
+bool sha256_many_interleaves() { return kInterleave; }
 
 void sha256_many(std::span<const HashInput> in, Hash* out) {
+#if defined(__x86_64__)
+  if (kInterleave) return sha256_interleaved(in, out);
+#endif
   for (size_t i = 0; i < in.size(); ++i) out[i] = sha256_parts(in[i].prefix, in[i].body);
 }
 
 void sha256_pairs(char prefix, std::span<const Hash> hashes, Hash* out) {
-  for (size_t i = 0; i < hashes.size() / 2; ++i)
+  static_assert(sizeof(Hash) == 32, "two adjacent hashes are one 64-byte pair");
+  const size_t n = hashes.size() / 2;
+#if defined(__x86_64__)
+  if (kInterleave) {
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) pairs_group<4>(prefix, &hashes[2 * i], &out[i]);
+    switch (n - i) {
+      case 3: pairs_group<3>(prefix, &hashes[2 * i], &out[i]); break;
+      case 2: pairs_group<2>(prefix, &hashes[2 * i], &out[i]); break;
+      case 1: pairs_group<1>(prefix, &hashes[2 * i], &out[i]); break;
+      default: break;
+    }
+    return;
+  }
+#endif
+  for (size_t i = 0; i < n; ++i)
     out[i] = sha256_parts(std::string_view(&prefix, 1),
                           std::string_view(reinterpret_cast<const char*>(hashes[2 * i].data()), 64));
 }
 
-Hash sha256_of_two(const Hash& a, const Hash& b) { return sha256_parts(as_bytes(a), as_bytes(b)); }
-
+Hash sha256_of_two(const Hash& a, const Hash& b) {
+#if defined(__x86_64__)
+  if (kInterleave) return of_two_interleaved(a, b);
 #endif
+  return sha256_parts(as_bytes(a), as_bytes(b));
+}
 
 }  // namespace flightrec::ledger
