@@ -37,8 +37,8 @@ struct {
 static __always_inline bool first_exec_of(struct linux_binprm *bprm)
 {
 	struct exec_file_key key = {
-		.dev = BPF_CORE_READ(bprm, file, f_inode, i_sb, s_dev),
-		.ino = BPF_CORE_READ(bprm, file, f_inode, i_ino),
+		.dev = bprm->file->f_inode->i_sb->s_dev,
+		.ino = bprm->file->f_inode->i_ino,
 	};
 	__u8 seen = 1;
 	return bpf_map_update_elem(&fr_execd_files, &key, &seen, BPF_NOEXIST) == 0;
@@ -90,18 +90,19 @@ int BPF_PROG(fr_fork, struct task_struct *parent, struct task_struct *child)
 		st->fork_return = 1;
 		fr_join_session(st, session);
 	}
-	void *ring;
+	struct fr_ring_ref ring;
 	struct fr_fork *r = fr_reserve(session, sizeof(*r), &ring);
 	if (!r)
 		return 0;
 	fr_fill_header(&r->h, FR_REC_FORK, sizeof(*r), session);
-	r->child_pid = BPF_CORE_READ(child, tgid);
-	r->child_tid = BPF_CORE_READ(child, pid);
-	r->flags = r->child_pid == BPF_CORE_READ(parent, tgid) ? FR_FORK_THREAD : 0;
+	/* The tracepoint's tasks are BTF pointers, read directly (faulting
+	 * loads the verifier guards), without a helper call each. */
+	r->child_pid = child->tgid;
+	r->child_tid = child->pid;
+	r->flags = r->child_pid == parent->tgid ? FR_FORK_THREAD : 0;
 	/* A clone with CLONE_NEW* flags gets a namespace set (or user
 	 * namespace) of its own; one without shares its parent's. */
-	if (BPF_CORE_READ(child, nsproxy) != BPF_CORE_READ(parent, nsproxy) ||
-	    BPF_CORE_READ(child, real_cred, user_ns) != BPF_CORE_READ(parent, real_cred, user_ns))
+	if (child->nsproxy != parent->nsproxy || child->real_cred->user_ns != parent->real_cred->user_ns)
 		r->flags |= FR_FORK_NEW_NS;
 	r->pad = 0;
 	bpf_ringbuf_submit(r, fr_wakeup_flag(ring, sizeof(*r)));
@@ -122,16 +123,16 @@ int BPF_PROG(fr_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 	char *filename = (char *)s->buf + sizeof(*r);
 	__u32 flags = 0;
 
-	const char *kname = BPF_CORE_READ(bprm, filename);
+	const char *kname = bprm->filename;
 	long n = bpf_probe_read_kernel_str(filename, FR_STR_MAX, kname);
 	__u32 flen = n > 0 ? (__u32)(n - 1) & STR_MASK : 0;
 	if (n == FR_STR_MAX)
 		flags |= FR_EXEC_FILENAME_TRUNC;
 
 	/* argv of the new image lives on its stack, NUL-separated. */
-	struct mm_struct *mm = BPF_CORE_READ(p, mm);
-	__u64 arg_start = BPF_CORE_READ(mm, arg_start);
-	__u64 arg_end = BPF_CORE_READ(mm, arg_end);
+	struct mm_struct *mm = p->mm;
+	__u64 arg_start = mm->arg_start;
+	__u64 arg_end = mm->arg_end;
 	__u64 total = arg_end > arg_start ? arg_end - arg_start : 0;
 	__u64 alen = total;
 	if (alen > FR_ARGV_MAX) {
@@ -155,11 +156,11 @@ int BPF_PROG(fr_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 	/* With TLS capture on, the collector is woken for a file's first exec:
 	 * a program that carries its own TLS (Go, node) is probed as it starts,
 	 * not a tick later, when its first connection may be made already. */
-	void *ring = fr_ring(session);
+	struct fr_ring_ref ring = fr_ring(session);
 	bool wake_now = fr_tls_enabled && first_exec_of(bprm);
 	if (size <= sizeof(s->buf) &&
-	    (!ring || bpf_ringbuf_output(ring, r, size, wake_now ? BPF_RB_FORCE_WAKEUP : fr_wakeup_flag_after(
-				ring, bpf_ringbuf_query(ring, BPF_RB_AVAIL_DATA) + size, size)) != 0))
+	    (!ring.ring || bpf_ringbuf_output(ring.ring, r, size, wake_now ? BPF_RB_FORCE_WAKEUP : fr_wakeup_flag_after(
+				ring, bpf_ringbuf_query(ring.ring, BPF_RB_AVAIL_DATA) + size, size)) != 0))
 		fr_count_drop(session);
 	/* The rest of a long command line, in pieces (an argument past the
 	 * first 4 KiB must not go unrecorded). */
@@ -185,13 +186,13 @@ static __always_inline void record_exit(struct task_struct *p)
 	__u32 session = fr_task_session(p);
 	if (!session)
 		return;
-	void *ring;
+	struct fr_ring_ref ring;
 	struct fr_exit *r = fr_reserve(session, sizeof(*r), &ring);
 	if (!r)
 		return;
 	fr_fill_header(&r->h, FR_REC_EXIT, sizeof(*r), session);
-	r->exit_code = BPF_CORE_READ(p, exit_code);
-	r->flags = BPF_CORE_READ(p, signal, live.counter) == 0 ? FR_EXIT_GROUP_DEAD : 0;
+	r->exit_code = p->exit_code;
+	r->flags = p->signal->live.counter == 0 ? FR_EXIT_GROUP_DEAD : 0;
 	bpf_ringbuf_submit(r, fr_wakeup_flag(ring, sizeof(*r)));
 }
 
@@ -205,7 +206,7 @@ int BPF_PROG(fr_exit, struct task_struct *p)
 		fr_count_task(own->session, false);
 	record_exit(p);
 	/* A TLS call it died inside leaves no slot for the next task with its id. */
-	__u32 tid = BPF_CORE_READ(p, pid);
+	__u32 tid = p->pid;
 	bpf_map_delete_elem(&fr_tls_calls, &tid);
 	/* Counted out once, and the state goes with the count: state the
 	 * recorder seeds into a task that is exiting meanwhile is then found
@@ -250,14 +251,14 @@ int BPF_PROG(fr_cgroup_move, struct cgroup *dst_cgrp, const char *path, struct t
 		session = fr_current_session();  /* moving itself out of a session's cgroup */
 	if (!session)
 		return 0;
-	void *ring;
+	struct fr_ring_ref ring;
 	struct fr_cgroup_move *r = fr_reserve(session, sizeof(*r), &ring);
 	if (!r)
 		return 0;
 	fr_fill_header(&r->h, FR_REC_CGROUP_MOVE, sizeof(*r), session);
-	r->dst_cgroup_id = BPF_CORE_READ(dst_cgrp, kn, id);
-	r->pid = BPF_CORE_READ(task, tgid);
-	r->tid = BPF_CORE_READ(task, pid);
+	r->dst_cgroup_id = dst_cgrp->kn->id;
+	r->pid = task->tgid;
+	r->tid = task->pid;
 	r->threadgroup = threadgroup ? 1 : 0;
 	r->flags = flags;
 	long n = bpf_probe_read_kernel_str(r->path, sizeof(r->path), path);

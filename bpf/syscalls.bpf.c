@@ -62,10 +62,10 @@ struct {
 	__type(value, struct sys_scratch);
 } sys_scratch_map SEC(".maps");
 
-static __always_inline void fill_syscall(struct fr_syscall *r, struct fr_task_state *st,
+static __always_inline void fill_syscall(struct fr_syscall *r, struct task_struct *task, struct fr_task_state *st,
 					 __u32 size, __s64 ret, __u32 flags)
 {
-	fr_fill_header(&r->h, FR_REC_SYSCALL, size, st->session);
+	fr_fill_header_of(&r->h, task, FR_REC_SYSCALL, size, st->session);
 	r->enter_ns = st->enter_ns;
 	for (int i = 0; i < 6; i++)
 		r->args[i] = st->args[i];
@@ -78,13 +78,13 @@ static __always_inline void fill_syscall(struct fr_syscall *r, struct fr_task_st
 	r->kpath_len = 0;
 }
 
-static __always_inline void emit_plain(struct fr_task_state *st, __s64 ret, __u32 flags)
+static __always_inline void emit_plain(struct task_struct *task, struct fr_task_state *st, __s64 ret, __u32 flags)
 {
-	void *ring;
+	struct fr_ring_ref ring;
 	struct fr_syscall *r = fr_reserve(st->session, sizeof(*r), &ring);
 	if (!r)
 		return;
-	fill_syscall(r, st, sizeof(*r), ret, flags);
+	fill_syscall(r, task, st, sizeof(*r), ret, flags);
 	bpf_ringbuf_submit(r, fr_wakeup_flag(ring, sizeof(*r)));
 }
 
@@ -479,7 +479,7 @@ __noinline int emit_with_data(struct fr_task_state *st, struct fr_syscall_spec *
 	}
 
 	__u32 size = sizeof(*r) + sizeof(*d) + (len0 & STR_MASK) + (len1 & STR_MASK) + klen;
-	fill_syscall(r, st, size, ret, flags);
+	fill_syscall(r, bpf_get_current_task_btf(), st, size, ret, flags);
 	r->str_len[0] = len0;
 	r->str_len[1] = len1;
 	r->sockaddr_len = salen;
@@ -532,6 +532,9 @@ static __always_inline struct fr_task_state *session_task(struct task_struct *ta
 	 * generation, so a verdict it missed is not kept as current. */
 	__u32 generation = fr_session_gen;
 	barrier();
+	/* The outside mark first: every other task on the host pays one
+	 * lookup per call while a session runs, a recorded task two (~12 ns
+	 * more for it, ~12 ns less for each of the others, the other way). */
 	__u32 *outside = bpf_task_storage_get(&fr_outside, task, 0, 0);
 	if (outside && *outside == generation)
 		return NULL;
@@ -570,8 +573,9 @@ static __always_inline bool returns_sockaddr(long id)
 SEC("tp_btf/sys_enter")
 int BPF_PROG(fr_sys_enter, struct pt_regs *regs, long id)
 {
+	struct task_struct *task = bpf_get_current_task_btf();
 	bool made;
-	struct fr_task_state *st = session_task(bpf_get_current_task_btf(), &made);
+	struct fr_task_state *st = session_task(task, &made);
 
 	if (!st || !fr_session_entry(st->session))
 		return 0;
@@ -586,7 +590,7 @@ int BPF_PROG(fr_sys_enter, struct pt_regs *regs, long id)
 	if (id == NR_EXIT || id == NR_EXIT_GROUP) {
 		/* These never reach sys_exit. */
 		st->active = 0;
-		emit_plain(st, 0, FR_SC_NORETURN);
+		emit_plain(task, st, 0, FR_SC_NORETURN);
 		return 0;
 	}
 	st->sa_buf_len = 0;
@@ -622,7 +626,7 @@ static __always_inline void read_call_at_exit(struct fr_task_state *st, struct p
 }
 
 /* The record of the call st holds, returning ret. */
-static __always_inline void record_return(struct fr_task_state *st, __s64 ret, __u32 blocked)
+static __always_inline void record_return(struct task_struct *task, struct fr_task_state *st, __s64 ret, __u32 blocked)
 {
 	__u32 nr = st->nr;
 	struct fr_syscall_spec *spec = bpf_map_lookup_elem(&fr_syscall_specs, &nr);
@@ -631,7 +635,7 @@ static __always_inline void record_return(struct fr_task_state *st, __s64 ret, _
 	if (st->exec_path_len && (nr == NR_EXECVE || nr == NR_EXECVEAT))
 		wants_data = true;
 	if (!wants_data) {
-		emit_plain(st, ret, blocked);
+		emit_plain(task, st, ret, blocked);
 		return;
 	}
 	struct fr_syscall_spec none = {
@@ -684,7 +688,7 @@ int BPF_PROG(fr_sys_exit, struct pt_regs *regs, long ret)
 		st->sa_buf_len = 0;
 	}
 	st->active = 0;
-	record_return(st, ret, blocked);
+	record_return(task, st, ret, blocked);
 	if (fr_tls_enabled && !blocked)
 		note_tls_hello(st, ret);
 	return 0;
@@ -836,6 +840,6 @@ int fr_lite_exit(struct syscall_exit_args *ctx)
 		return 0;
 	if (*kind == FR_LITE_PRCTL && !prctl_recorded(st->args[0]))
 		return 0;
-	record_return(st, ctx->ret, 0);
+	record_return(task, st, ctx->ret, 0);
 	return 0;
 }

@@ -67,14 +67,14 @@ FR_SHARED struct {
 	__array(values, struct fr_ring);
 } fr_session_rings SEC(".maps");
 
-/* The index in fr_session_rings of each session's ring, at
+/* Each session's ring (struct fr_ring_slot), at
  * fr_session_ring_of[n % FR_MAX_SESSIONS], set by userspace before the
  * session opens (a plain update: no wait). */
 FR_SHARED struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, FR_MAX_SESSIONS);
 	__type(key, __u32);
-	__type(value, __u32);
+	__type(value, struct fr_ring_slot);
 } fr_session_ring_of SEC(".maps");
 
 /* The sessions: cgroup id -> session number (see fr_cgroup_verdict). */
@@ -366,38 +366,54 @@ static __always_inline void fr_count_drop(__u32 session)
 		*n += 1;
 }
 
-/* The session's ring buffer (a map), or NULL. */
-static __always_inline void *fr_ring(__u32 session)
+/* A session's ring buffer (a map; NULL for none) and its size. */
+struct fr_ring_ref {
+	void *ring;
+	__u64 bytes;
+};
+
+static __always_inline struct fr_ring_ref fr_ring(__u32 session)
 {
+	struct fr_ring_ref r = {};
 	__u32 key = session % FR_MAX_SESSIONS;
-	__u32 *index = bpf_map_lookup_elem(&fr_session_ring_of, &key);
-	if (!index)
-		return NULL;
-	key = *index;
-	return bpf_map_lookup_elem(&fr_session_rings, &key);
+	struct fr_ring_slot *slot = bpf_map_lookup_elem(&fr_session_ring_of, &key);
+	if (!slot)
+		return r;
+	key = slot->index;
+	r.bytes = slot->bytes;
+	r.ring = bpf_map_lookup_elem(&fr_session_rings, &key);
+	return r;
+}
+
+/* The header of a record of the current task, `task` (a hot path that
+ * has it already saves a helper call). */
+static __always_inline void fr_fill_header_of(struct fr_header *h, struct task_struct *task,
+					      __u32 type, __u32 size, __u32 session)
+{
+	h->type = type;
+	h->size = size;
+	h->ts_mono_ns = bpf_ktime_get_ns();
+	/* The current task's fields are read through its BTF pointers
+	 * (faulting loads the verifier guards), as the bpf_get_current_*
+	 * helpers read them: a helper call each is dearer, most of all where
+	 * every return pays for a speculation mitigation (SRSO). Only the
+	 * task itself changes its own creds, cgroup and ids; its comm may
+	 * change under a prctl() from another of its threads, as it may under
+	 * bpf_get_current_comm(). */
+	h->cgroup_id = task->cgroups->dfl_cgrp->kn->id;
+	h->pid = task->tgid;
+	h->tid = task->pid;
+	h->ppid = task->real_parent->tgid;
+	h->uid = task->cred->uid.val;
+	h->gid = task->cred->gid.val;
+	h->cpu = (__u16)bpf_get_smp_processor_id();
+	h->session = session;
+	__builtin_memcpy(h->comm, task->comm, sizeof(h->comm));
 }
 
 static __always_inline void fr_fill_header(struct fr_header *h, __u32 type, __u32 size, __u32 session)
 {
-	struct task_struct *task = (struct task_struct *)bpf_get_current_task_btf();
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	__u64 uid_gid = bpf_get_current_uid_gid();
-
-	h->type = type;
-	h->size = size;
-	h->ts_mono_ns = bpf_ktime_get_ns();
-	h->cgroup_id = bpf_get_current_cgroup_id();
-	h->pid = pid_tgid >> 32;
-	h->tid = (__u32)pid_tgid;
-	/* A BTF pointer is read directly (a faulting load the verifier
-	 * guards), not through bpf_probe_read_kernel: two helper calls fewer
-	 * on every record. */
-	h->ppid = task->real_parent->tgid;
-	h->uid = (__u32)uid_gid;
-	h->gid = uid_gid >> 32;
-	h->cpu = (__u16)bpf_get_smp_processor_id();
-	h->session = session;
-	bpf_get_current_comm(h->comm, sizeof(h->comm));
+	fr_fill_header_of(h, bpf_get_current_task_btf(), type, size, session);
 }
 
 /* Wake the collector only when this record makes the unread data cross
@@ -407,30 +423,29 @@ static __always_inline void fr_fill_header(struct fr_header *h, __u32 type, __u3
  * high-water mark wakes the watchdog too, which then pauses the session
  * at once instead of at its next tick (a storm fills megabytes in one).
  * Both also poll on a short timer, so a missed crossing only delays a tick. */
-static __always_inline __u64 fr_wakeup_flag_after(void *ring, __u64 avail_after, __u64 size)
+static __always_inline __u64 fr_wakeup_flag_after(struct fr_ring_ref r, __u64 avail_after, __u64 size)
 {
-	__u64 ring_size = bpf_ringbuf_query(ring, BPF_RB_RING_SIZE);
-	__u64 wakeup = ring_size >> (fr_wakeup_shift & 63);
+	__u64 wakeup = r.bytes >> (fr_wakeup_shift & 63);
 	if (avail_after >= wakeup && avail_after < wakeup + size)
 		return BPF_RB_FORCE_WAKEUP;
-	__u64 high = ring_size >> (fr_highwater_shift & 63);
+	__u64 high = r.bytes >> (fr_highwater_shift & 63);
 	if (fr_highwater_shift && avail_after >= high && avail_after < high + size)
 		return BPF_RB_FORCE_WAKEUP;
 	return BPF_RB_NO_WAKEUP;
 }
 
 /* For bpf_ringbuf_submit: the reserved record already counts as unread. */
-static __always_inline __u64 fr_wakeup_flag(void *ring, __u64 size)
+static __always_inline __u64 fr_wakeup_flag(struct fr_ring_ref r, __u64 size)
 {
-	return fr_wakeup_flag_after(ring, bpf_ringbuf_query(ring, BPF_RB_AVAIL_DATA), size);
+	return fr_wakeup_flag_after(r, bpf_ringbuf_query(r.ring, BPF_RB_AVAIL_DATA), size);
 }
 
 /* A record of `size` bytes reserved in the session's ring; NULL (a loss,
  * counted) when there is no room or no ring. *ring is set for the submit. */
-static __always_inline void *fr_reserve(__u32 session, __u64 size, void **ring)
+static __always_inline void *fr_reserve(__u32 session, __u64 size, struct fr_ring_ref *ring)
 {
 	*ring = fr_ring(session);
-	void *r = *ring ? bpf_ringbuf_reserve(*ring, size, 0) : 0;
+	void *r = ring->ring ? bpf_ringbuf_reserve(ring->ring, size, 0) : 0;
 	if (!r)
 		fr_count_drop(session);
 	return r;
@@ -468,10 +483,10 @@ static __always_inline __u32 fr_task_session(struct task_struct *task)
 static __always_inline void fr_output(void *rec, __u64 size)
 {
 	__u32 session = ((struct fr_header *)rec)->session;
-	void *ring = fr_ring(session);
-	if (!ring ||
-	    bpf_ringbuf_output(ring, rec, size,
-			       fr_wakeup_flag_after(ring, bpf_ringbuf_query(ring, BPF_RB_AVAIL_DATA) + size, size)) != 0)
+	struct fr_ring_ref ring = fr_ring(session);
+	if (!ring.ring ||
+	    bpf_ringbuf_output(ring.ring, rec, size,
+			       fr_wakeup_flag_after(ring, bpf_ringbuf_query(ring.ring, BPF_RB_AVAIL_DATA) + size, size)) != 0)
 		fr_count_drop(session);
 }
 

@@ -72,6 +72,61 @@ TEST_CASE("a path rewritten during the open cannot forge the record: kernel_path
   CHECK(found);
 }
 
+TEST_CASE("every record's header names who made it: process, thread, parent, ids, name and cgroup") {
+  REQUIRE_MESSAGE(is_root(), "runtime tests need root");
+  // Read at sys_exit with and without sys_enter: both fill the header the same way.
+  for (const char* entry_times : {"on", "off"}) {
+    CAPTURE(entry_times);
+    TempDir dir;
+    std::string db = dir.file("s.db");
+    Result r = flightrec({"run", "--policy", "observe", "--tls", "off", "--entry-times", entry_times, "--db", db,
+                          "--", HEADER_PROBE_BIN});
+    REQUIRE(r.code == 0);
+    unsigned long long cgroup = 0;
+    int main_pid = 0, thread_tid = 0, child = 0;
+    REQUIRE(sscanf(r.out.c_str(), "cgroup %llu main %d thread %d child %d", &cgroup, &main_pid, &thread_tid, &child) == 4);
+    REQUIRE(thread_tid != main_pid);
+    auto all = entries(db);
+    auto marker = [&](long arg) {
+      return find(all, [&](const json& e) {
+        return e["type"] == "syscall" && e.value("name", "") == "getpgid" && e["args"][0] == arg;
+      });
+    };
+    const json* in_thread = marker(4242001);
+    REQUIRE(in_thread);
+    CHECK((*in_thread)["pid"] == main_pid);
+    CHECK((*in_thread)["tid"] == thread_tid);
+    CHECK((*in_thread)["comm"] == "hdr-thread");
+    CHECK((*in_thread)["uid"] == 0);
+    CHECK((*in_thread)["gid"] == 0);
+    CHECK((*in_thread)["cgroup_id"] == cgroup);
+    const json* in_child = marker(4242002);
+    REQUIRE(in_child);
+    CHECK((*in_child)["pid"] == child);
+    CHECK((*in_child)["tid"] == child);
+    CHECK((*in_child)["ppid"] == main_pid);
+    CHECK((*in_child)["comm"] == "header_probe");
+    CHECK((*in_child)["uid"] == 4321);
+    CHECK((*in_child)["gid"] == 1234);
+    CHECK((*in_child)["cgroup_id"] == cgroup);
+    // The process records name their tasks the same way.
+    const json* fork = find(all, [&](const json& e) { return e["type"] == "fork" && e["child_pid"] == child; });
+    REQUIRE(fork);
+    CHECK((*fork)["pid"] == main_pid);
+    CHECK((*fork)["child_tid"] == child);
+    CHECK((*fork)["thread"] == 0);
+    const json* spawn = find(all, [&](const json& e) { return e["type"] == "fork" && e["child_tid"] == thread_tid; });
+    REQUIRE(spawn);
+    CHECK((*spawn)["child_pid"] == main_pid);
+    CHECK((*spawn)["thread"] == 1);
+    const json* gone = find(all, [&](const json& e) { return e["type"] == "exit" && e["pid"] == child; });
+    REQUIRE(gone);
+    CHECK((*gone)["uid"] == 4321);
+    CHECK((*gone)["code"] == 0);
+    CHECK((*gone)["cgroup_id"] == cgroup);
+  }
+}
+
 TEST_CASE("run records the known program's open, connect, forks, exec and exits") {
   REQUIRE_MESSAGE(is_root(), "runtime tests need root");
   TempDir dir;

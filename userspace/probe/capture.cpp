@@ -616,7 +616,8 @@ uint32_t Capture::open_session(const std::vector<uint64_t>& cgroup_ids, const Se
     bpf_map_update_elem(live, &slot, &closed, BPF_ANY);
   };
   // Its ring first: a record of the session never finds none.
-  if (bpf_map_update_elem(bpf_map__fd(skel_->maps.fr_session_ring_of), &slot, &index, BPF_ANY) != 0 ||
+  fr_ring_slot ring_slot{index, uint32_t(index ? own_ring_bytes : ring_->size())};
+  if (bpf_map_update_elem(bpf_map__fd(skel_->maps.fr_session_ring_of), &slot, &ring_slot, BPF_ANY) != 0 ||
       bpf_map_update_elem(bpf_map__fd(skel_->maps.fr_session_drops), &slot, no_calls.data(), BPF_ANY) != 0 ||
       bpf_map_update_elem(bpf_map__fd(skel_->maps.fr_session_tasks), &slot, zeros.data(), BPF_ANY) != 0 ||
       bpf_map_update_elem(bpf_map__fd(skel_->maps.fr_lite_uncounted), &slot, no_calls.data(), BPF_ANY) != 0 ||

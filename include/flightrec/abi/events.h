@@ -385,6 +385,15 @@ struct fr_cgroup_verdict {
 };
 FR_STATIC_ASSERT(sizeof(struct fr_cgroup_verdict) == 8, "fr_cgroup_verdict layout");
 
+/* A session's ring: its index in fr_session_rings and its size in bytes,
+ * at fr_session_ring_of[n % FR_MAX_SESSIONS]. The size is kept here so
+ * that a record's wake-up decision needs no bpf_ringbuf_query for it. */
+struct fr_ring_slot {
+	__u32 index;
+	__u32 bytes;
+};
+FR_STATIC_ASSERT(sizeof(struct fr_ring_slot) == 8, "fr_ring_slot layout");
+
 /* Tasks of a session, per CPU (fr_session_tasks[n % FR_MAX_SESSIONS]):
  * given its state (joined) and exited while in it (left). A session whose
  * cgroups are gone still has tasks while the sums differ (a task moved
