@@ -37,8 +37,8 @@ struct {
 static __always_inline bool first_exec_of(struct linux_binprm *bprm)
 {
 	struct exec_file_key key = {
-		.dev = bprm->file->f_inode->i_sb->s_dev,
-		.ino = bprm->file->f_inode->i_ino,
+		.dev = BPF_CORE_READ(bprm, file, f_inode, i_sb, s_dev),
+		.ino = BPF_CORE_READ(bprm, file, f_inode, i_ino),
 	};
 	__u8 seen = 1;
 	return bpf_map_update_elem(&fr_execd_files, &key, &seen, BPF_NOEXIST) == 0;
@@ -95,14 +95,17 @@ int BPF_PROG(fr_fork, struct task_struct *parent, struct task_struct *child)
 	if (!r)
 		return 0;
 	fr_fill_header(&r->h, FR_REC_FORK, sizeof(*r), session);
-	/* The tracepoint's tasks are BTF pointers, read directly (faulting
-	 * loads the verifier guards), without a helper call each. */
+	/* Scalar fields of the tracepoint's tasks are read directly, without
+	 * a helper call each; pointers are followed with BPF_CORE_READ, as a
+	 * pointer loaded from a trusted one costs the verifier a search of the
+	 * kernel's BTF by name at every visit (milliseconds of start-up). */
 	r->child_pid = child->tgid;
 	r->child_tid = child->pid;
 	r->flags = r->child_pid == parent->tgid ? FR_FORK_THREAD : 0;
 	/* A clone with CLONE_NEW* flags gets a namespace set (or user
 	 * namespace) of its own; one without shares its parent's. */
-	if (child->nsproxy != parent->nsproxy || child->real_cred->user_ns != parent->real_cred->user_ns)
+	if (BPF_CORE_READ(child, nsproxy) != BPF_CORE_READ(parent, nsproxy) ||
+	    BPF_CORE_READ(child, real_cred, user_ns) != BPF_CORE_READ(parent, real_cred, user_ns))
 		r->flags |= FR_FORK_NEW_NS;
 	r->pad = 0;
 	bpf_ringbuf_submit(r, fr_wakeup_flag(ring, sizeof(*r)));
@@ -123,16 +126,16 @@ int BPF_PROG(fr_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 	char *filename = (char *)s->buf + sizeof(*r);
 	__u32 flags = 0;
 
-	const char *kname = bprm->filename;
+	const char *kname = BPF_CORE_READ(bprm, filename);
 	long n = bpf_probe_read_kernel_str(filename, FR_STR_MAX, kname);
 	__u32 flen = n > 0 ? (__u32)(n - 1) & STR_MASK : 0;
 	if (n == FR_STR_MAX)
 		flags |= FR_EXEC_FILENAME_TRUNC;
 
 	/* argv of the new image lives on its stack, NUL-separated. */
-	struct mm_struct *mm = p->mm;
-	__u64 arg_start = mm->arg_start;
-	__u64 arg_end = mm->arg_end;
+	struct mm_struct *mm = BPF_CORE_READ(p, mm);
+	__u64 arg_start = BPF_CORE_READ(mm, arg_start);
+	__u64 arg_end = BPF_CORE_READ(mm, arg_end);
 	__u64 total = arg_end > arg_start ? arg_end - arg_start : 0;
 	__u64 alen = total;
 	if (alen > FR_ARGV_MAX) {
@@ -192,7 +195,7 @@ static __always_inline void record_exit(struct task_struct *p)
 		return;
 	fr_fill_header(&r->h, FR_REC_EXIT, sizeof(*r), session);
 	r->exit_code = p->exit_code;
-	r->flags = p->signal->live.counter == 0 ? FR_EXIT_GROUP_DEAD : 0;
+	r->flags = BPF_CORE_READ(p, signal, live.counter) == 0 ? FR_EXIT_GROUP_DEAD : 0;
 	bpf_ringbuf_submit(r, fr_wakeup_flag(ring, sizeof(*r)));
 }
 
@@ -256,7 +259,7 @@ int BPF_PROG(fr_cgroup_move, struct cgroup *dst_cgrp, const char *path, struct t
 	if (!r)
 		return 0;
 	fr_fill_header(&r->h, FR_REC_CGROUP_MOVE, sizeof(*r), session);
-	r->dst_cgroup_id = dst_cgrp->kn->id;
+	r->dst_cgroup_id = BPF_CORE_READ(dst_cgrp, kn, id);
 	r->pid = task->tgid;
 	r->tid = task->pid;
 	r->threadgroup = threadgroup ? 1 : 0;

@@ -393,19 +393,22 @@ static __always_inline void fr_fill_header_of(struct fr_header *h, struct task_s
 	h->type = type;
 	h->size = size;
 	h->ts_mono_ns = bpf_ktime_get_ns();
-	/* The current task's fields are read through its BTF pointers
-	 * (faulting loads the verifier guards), as the bpf_get_current_*
-	 * helpers read them: a helper call each is dearer, most of all where
-	 * every return pays for a speculation mitigation (SRSO). Only the
-	 * task itself changes its own creds, cgroup and ids; its comm may
-	 * change under a prctl() from another of its threads, as it may under
-	 * bpf_get_current_comm(). */
-	h->cgroup_id = task->cgroups->dfl_cgrp->kn->id;
+	/* Scalar fields of the task are read through its BTF pointer (a
+	 * faulting load the verifier guards): a helper call each is dearer,
+	 * most of all where every return pays for a speculation mitigation
+	 * (SRSO). Its comm may change under a prctl() from another of its
+	 * threads, as it may under bpf_get_current_comm(). A pointer loaded
+	 * from the task costs the verifier a search of the kernel's BTF by
+	 * name at every visit (~1 ms on 6.18): only real_parent is followed
+	 * so (bpf_probe_read_kernel, twice, was the dearest part of a record);
+	 * the creds and cgroup come from their helpers. */
+	__u64 uid_gid = bpf_get_current_uid_gid();
+	h->cgroup_id = bpf_get_current_cgroup_id();
 	h->pid = task->tgid;
 	h->tid = task->pid;
 	h->ppid = task->real_parent->tgid;
-	h->uid = task->cred->uid.val;
-	h->gid = task->cred->gid.val;
+	h->uid = (__u32)uid_gid;
+	h->gid = uid_gid >> 32;
 	h->cpu = (__u16)bpf_get_smp_processor_id();
 	h->session = session;
 	__builtin_memcpy(h->comm, task->comm, sizeof(h->comm));
