@@ -4,10 +4,12 @@ of flightrecd's live stream. Prints each text message on its own line.
 
   ws_client.py (--port P [--token T] | --unix PATH) --path '/stream?...'
                [--count N] [--until-type TYPE] [--sleep S] [--rcvbuf BYTES]
+               [--timeout S]
 
 Stops after N messages (closing cleanly), after an entry of TYPE, or when
 the server closes. Exit 0; 3 when the server refuses the upgrade (its
-status line on stderr); 4 on a protocol error.
+status line on stderr); 4 on a protocol error; 5 when --timeout seconds
+pass without a byte from the server.
 """
 import argparse
 import base64
@@ -81,6 +83,7 @@ def main():
     ap.add_argument("--until-type")
     ap.add_argument("--sleep", type=float, default=0)
     ap.add_argument("--rcvbuf", type=int, default=0)
+    ap.add_argument("--timeout", type=float, default=0, help="give up (exit 5) after this long without a byte")
     a = ap.parse_args()
     if a.unix:
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -90,6 +93,8 @@ def main():
         target = ("127.0.0.1", a.port)
     if a.rcvbuf:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, a.rcvbuf)
+    if a.timeout:
+        s.settimeout(a.timeout)
     s.connect(target)
     key = base64.b64encode(os.urandom(16))
     request = (f"GET {a.path} HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
@@ -141,4 +146,8 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except TimeoutError:
+        print("no answer from the server in time", file=sys.stderr)
+        sys.exit(5)

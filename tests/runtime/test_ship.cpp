@@ -7,6 +7,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -16,6 +17,7 @@
 #include <fstream>
 #include <map>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -660,7 +662,8 @@ TEST_CASE("websocket: a client gets a run's entries live, disconnects, resumes f
   // Resumed after its last entry: the rest, from the daemon's replay buffer.
   Proc b = sd.client({"--path", "/stream?resume=" + origin + ":" + std::to_string(last), "--until-type", "session_end"});
   Result got_b = wait(b);
-  REQUIRE_MESSAGE(got_b.code == 0, got_b.err);
+  if (got_b.code != 0) sd.d->await("(never said: reads the daemon's stderr so far)", 1, 500);
+  REQUIRE_MESSAGE(got_b.code == 0, got_b.err << "flightrecd said:\n" << sd.d->err);
   auto rest = frames_of(got_b.out);
   std::vector<int64_t> seqs;
   for (const auto* part : {&first, &rest})
@@ -695,6 +698,47 @@ TEST_CASE("websocket: a client gets a run's entries live, disconnects, resumes f
   refused = wait(wrong);
   CHECK(refused.code == 3);
   CHECK(refused.err.find("401") != std::string::npos);
+  CHECK(sd.d->stop(SIGTERM).code == 0);
+}
+
+TEST_CASE("websocket: after running out of descriptors for a while, the daemon goes on accepting clients") {
+  REQUIRE(is_root());
+  StreamDaemon sd;
+  // A descriptor limit at the lowest free number: the next accept fails
+  // with EMFILE (those open above it stay open).
+  std::set<int> open_now;
+  for (const auto& fd : std::filesystem::directory_iterator("/proc/" + std::to_string(sd.d->proc.pid) + "/fd"))
+    open_now.insert(std::stoi(fd.path().filename().string()));
+  int lowest_free = 0;
+  while (open_now.count(lowest_free)) ++lowest_free;
+  rlimit was{};
+  REQUIRE(prlimit(sd.d->proc.pid, RLIMIT_NOFILE, nullptr, &was) == 0);
+  rlimit tight = was;
+  tight.rlim_cur = rlim_t(lowest_free);
+  REQUIRE(prlimit(sd.d->proc.pid, RLIMIT_NOFILE, &tight, nullptr) == 0);
+  std::vector<int> knocking;
+  for (int i = 0; i < 3; ++i) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in at{};
+    at.sin_family = AF_INET;
+    at.sin_port = htons(uint16_t(sd.port));
+    at.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(connect(fd, reinterpret_cast<sockaddr*>(&at), sizeof(at)) == 0);  // the listen backlog takes it
+    knocking.push_back(fd);
+  }
+  REQUIRE_MESSAGE(sd.d->await("accept: Too many open files"), sd.d->err);
+  for (int fd : knocking) close(fd);
+  REQUIRE(prlimit(sd.d->proc.pid, RLIMIT_NOFILE, &was, nullptr) == 0);
+  // A client after that is served: before, the output stopped accepting at
+  // the first error and this one waited in the backlog for good.
+  Proc c = sd.client({"--path", "/stream", "--count", "3", "--timeout", "60"});
+  REQUIRE_MESSAGE(sd.clients_connected(1), sd.d->err);
+  Result r = sd.run({"true"}, sd.dir.file("run.db"));
+  REQUIRE_MESSAGE(r.code == 0, r.err);
+  Result got = wait(c);
+  sd.d->await("(never said: reads the daemon's stderr so far)", 1, 500);
+  CHECK_MESSAGE(got.code == 0, got.err << "flightrecd said:\n" << sd.d->err);
+  CHECK(frames_of(got.out).size() == 3);
   CHECK(sd.d->stop(SIGTERM).code == 0);
 }
 

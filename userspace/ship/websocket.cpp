@@ -11,6 +11,7 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/websocket.hpp>
 #include <deque>
+#include <iostream>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -145,6 +146,7 @@ struct WebSocketOutput::Impl {
   std::thread thread;
   std::set<std::shared_ptr<ClientBase>> clients;  // the io thread's
   size_t pending = 0;                             // connections not upgraded yet (the io thread's)
+  beast::error_code accept_error;                 // the last one said on stderr (the io thread's)
 
   std::mutex mu;  // the replay buffer and the stats
   std::deque<Item> buffer;
@@ -401,7 +403,20 @@ std::string WebSocketOutput::Impl::replay(const Wants& w, std::vector<Item>& out
 template <class Acceptor>
 void WebSocketOutput::Impl::accept(Acceptor& a) {
   a.async_accept([this, &a](beast::error_code ec, typename Acceptor::protocol_type::socket socket) {
-    if (ec) return;  // closed
+    if (ec == net::error::operation_aborted || !a.is_open()) return;  // closed
+    if (ec) {
+      // Out of descriptors or memory, or a connection reset before it was
+      // taken: keep listening. Stopping here would leave every later client
+      // hanging in the backlog. A pause lets closing clients free descriptors.
+      if (ec != accept_error)
+        std::cerr << "flightrecd: websocket output " << s.name << ": accept: " << ec.message()
+                  << "; accepting again in 100 ms\n";
+      accept_error = ec;
+      auto pause = std::make_shared<net::steady_timer>(io, std::chrono::milliseconds(100));
+      pause->async_wait([this, &a, pause](beast::error_code) { accept(a); });
+      return;
+    }
+    accept_error = {};
     if (clients.size() + pending >= s.max_clients) {
       beast::error_code ignored;
       socket.close(ignored);
