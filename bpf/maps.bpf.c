@@ -17,12 +17,17 @@ const volatile __u32 fr_highwater_shift = 0;
 const volatile __u32 fr_view_gen_on = 0;
 volatile __u32 fr_session_gen = 0;
 
-/* The loads of current->group_leader (see lib/common.bpf.h). */
+/* The loads of current->group_leader and ->real_parent (see lib/common.bpf.h). */
 __noinline __u32 fr_leader_session(void)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
 	struct fr_task_state *st = bpf_task_storage_get(&fr_tasks, task->group_leader, 0, 0);
 	return st && fr_session_open(st->session) ? st->session : 0;
+}
+
+__noinline __u32 fr_current_ppid(void)
+{
+	return bpf_get_current_task_btf()->real_parent->tgid;
 }
 
 __noinline __u32 fr_leader_tls_probed(__u32 mark)

@@ -62,10 +62,10 @@ struct {
 	__type(value, struct sys_scratch);
 } sys_scratch_map SEC(".maps");
 
-static __always_inline void fill_syscall(struct fr_syscall *r, struct task_struct *task, struct fr_task_state *st,
-					 __u32 size, __s64 ret, __u32 flags)
+static __always_inline void fill_syscall(struct fr_syscall *r, struct task_struct *task, __u32 ppid,
+					 struct fr_task_state *st, __u32 size, __s64 ret, __u32 flags)
 {
-	fr_fill_header_of(&r->h, task, FR_REC_SYSCALL, size, st->session);
+	fr_fill_header_ppid(&r->h, task, ppid, FR_REC_SYSCALL, size, st->session);
 	r->enter_ns = st->enter_ns;
 	for (int i = 0; i < 6; i++)
 		r->args[i] = st->args[i];
@@ -78,13 +78,14 @@ static __always_inline void fill_syscall(struct fr_syscall *r, struct task_struc
 	r->kpath_len = 0;
 }
 
-static __always_inline void emit_plain(struct task_struct *task, struct fr_task_state *st, __s64 ret, __u32 flags)
+static __always_inline void emit_plain(struct task_struct *task, __u32 ppid, struct fr_task_state *st, __s64 ret,
+				       __u32 flags)
 {
 	struct fr_ring_ref ring;
 	struct fr_syscall *r = fr_reserve(st->session, sizeof(*r), &ring);
 	if (!r)
 		return;
-	fill_syscall(r, task, st, sizeof(*r), ret, flags);
+	fill_syscall(r, task, ppid, st, sizeof(*r), ret, flags);
 	bpf_ringbuf_submit(r, fr_wakeup_flag(ring, sizeof(*r)));
 }
 
@@ -426,7 +427,8 @@ static __always_inline bool is_open(__u32 nr)
  * own, instead of once for every state the caller reaches it in (its
  * optional pieces multiplied the caller's paths: most of sys_exit's load
  * time). Its pointers arrive as plain memory of their types' sizes. */
-__noinline int emit_with_data(struct fr_task_state *st, struct fr_syscall_spec *spec, __s64 ret, __u32 blocked)
+__noinline int emit_with_data(struct fr_task_state *st, struct fr_syscall_spec *spec, __s64 ret, __u32 blocked,
+			      __u32 ppid)
 {
 	__u32 zero = 0;
 	struct sys_scratch *s = bpf_map_lookup_elem(&sys_scratch_map, &zero);
@@ -479,7 +481,7 @@ __noinline int emit_with_data(struct fr_task_state *st, struct fr_syscall_spec *
 	}
 
 	__u32 size = sizeof(*r) + sizeof(*d) + (len0 & STR_MASK) + (len1 & STR_MASK) + klen;
-	fill_syscall(r, bpf_get_current_task_btf(), st, size, ret, flags);
+	fill_syscall(r, bpf_get_current_task_btf(), ppid, st, size, ret, flags);
 	r->str_len[0] = len0;
 	r->str_len[1] = len1;
 	r->sockaddr_len = salen;
@@ -590,7 +592,7 @@ int BPF_PROG(fr_sys_enter, struct pt_regs *regs, long id)
 	if (id == NR_EXIT || id == NR_EXIT_GROUP) {
 		/* These never reach sys_exit. */
 		st->active = 0;
-		emit_plain(task, st, 0, FR_SC_NORETURN);
+		emit_plain(task, fr_parent_tgid(task), st, 0, FR_SC_NORETURN);
 		return 0;
 	}
 	st->sa_buf_len = 0;
@@ -625,8 +627,10 @@ static __always_inline void read_call_at_exit(struct fr_task_state *st, struct p
 	st->sa_buf_len = 0;
 }
 
-/* The record of the call st holds, returning ret. */
-static __always_inline void record_return(struct task_struct *task, struct fr_task_state *st, __s64 ret, __u32 blocked)
+/* The record of the call st holds, returning ret; ppid is the task's
+ * parent's, read where the program has few paths (fr_parent_tgid). */
+static __always_inline void record_return(struct task_struct *task, __u32 ppid, struct fr_task_state *st, __s64 ret,
+					  __u32 blocked)
 {
 	__u32 nr = st->nr;
 	struct fr_syscall_spec *spec = bpf_map_lookup_elem(&fr_syscall_specs, &nr);
@@ -635,7 +639,7 @@ static __always_inline void record_return(struct task_struct *task, struct fr_ta
 	if (st->exec_path_len && (nr == NR_EXECVE || nr == NR_EXECVEAT))
 		wants_data = true;
 	if (!wants_data) {
-		emit_plain(task, st, ret, blocked);
+		emit_plain(task, ppid, st, ret, blocked);
 		return;
 	}
 	struct fr_syscall_spec none = {
@@ -643,7 +647,7 @@ static __always_inline void record_return(struct task_struct *task, struct fr_ta
 		.sockaddr_arg = FR_ARG_NONE,
 		.sockaddr_len_arg = FR_ARG_NONE,
 	};
-	emit_with_data(st, spec ? spec : &none, ret, blocked);
+	emit_with_data(st, spec ? spec : &none, ret, blocked, ppid);
 }
 
 SEC("tp_btf/sys_exit")
@@ -659,6 +663,7 @@ int BPF_PROG(fr_sys_exit, struct pt_regs *regs, long ret)
 		fr_bump_view_gen();
 	if (!st || fr_session_lite(st->session))
 		return 0;
+	__u32 ppid = fr_parent_tgid(task);
 	__u32 blocked = 0;
 	if (!st->active && st->fork_return) {
 		st->fork_return = 0;  /* fork returning in the new task */
@@ -688,7 +693,7 @@ int BPF_PROG(fr_sys_exit, struct pt_regs *regs, long ret)
 		st->sa_buf_len = 0;
 	}
 	st->active = 0;
-	record_return(task, st, ret, blocked);
+	record_return(task, ppid, st, ret, blocked);
 	if (fr_tls_enabled && !blocked)
 		note_tls_hello(st, ret);
 	return 0;
@@ -821,6 +826,7 @@ int fr_lite_exit(struct syscall_exit_args *ctx)
 	struct fr_task_state *st = session_task(task, &made);
 	if (!st || !fr_session_lite(st->session))
 		return 0;
+	__u32 ppid = fr_parent_tgid(task);
 	count_call(st->session, nr);
 	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
 	if (!regs)
@@ -840,6 +846,6 @@ int fr_lite_exit(struct syscall_exit_args *ctx)
 		return 0;
 	if (*kind == FR_LITE_PRCTL && !prctl_recorded(st->args[0]))
 		return 0;
-	record_return(task, st, ctx->ret, 0);
+	record_return(task, ppid, st, ctx->ret, 0);
 	return 0;
 }

@@ -385,9 +385,14 @@ static __always_inline struct fr_ring_ref fr_ring(__u32 session)
 	return r;
 }
 
-/* The header of a record of the current task, `task` (a hot path that
- * has it already saves a helper call). */
-static __always_inline void fr_fill_header_of(struct fr_header *h, struct task_struct *task,
+/* The tgid of the current task's parent, in a global function (as
+ * fr_leader_session below), for the records other than syscalls: their
+ * programs then pay the verifier's search for real_parent once each. */
+extern __u32 fr_current_ppid(void);
+
+/* The header of a record of the current task, `task`, whose parent is
+ * `ppid` (a hot path that has the task already saves a helper call). */
+static __always_inline void fr_fill_header_ppid(struct fr_header *h, struct task_struct *task, __u32 ppid,
 					      __u32 type, __u32 size, __u32 session)
 {
 	h->type = type;
@@ -399,14 +404,15 @@ static __always_inline void fr_fill_header_of(struct fr_header *h, struct task_s
 	 * (SRSO). Its comm may change under a prctl() from another of its
 	 * threads, as it may under bpf_get_current_comm(). A pointer loaded
 	 * from the task costs the verifier a search of the kernel's BTF by
-	 * name at every visit (~1 ms on 6.18): only real_parent is followed
-	 * so (bpf_probe_read_kernel, twice, was the dearest part of a record);
+	 * name at every visit (~1 ms on 6.18): real_parent is loaded where
+	 * the verifier visits it seldom (fr_parent_tgid, fr_current_ppid;
+	 * bpf_probe_read_kernel, twice, was the dearest part of a record);
 	 * the creds and cgroup come from their helpers. */
 	__u64 uid_gid = bpf_get_current_uid_gid();
 	h->cgroup_id = bpf_get_current_cgroup_id();
 	h->pid = task->tgid;
 	h->tid = task->pid;
-	h->ppid = task->real_parent->tgid;
+	h->ppid = ppid;
 	h->uid = (__u32)uid_gid;
 	h->gid = uid_gid >> 32;
 	h->cpu = (__u16)bpf_get_smp_processor_id();
@@ -414,9 +420,18 @@ static __always_inline void fr_fill_header_of(struct fr_header *h, struct task_s
 	__builtin_memcpy(h->comm, task->comm, sizeof(h->comm));
 }
 
+/* The tgid of the current task's parent, read straight from `task` (the
+ * current task): no call's cost, for the syscall records. Each place it is
+ * inlined costs the verifier a search by name at every visit (above), so
+ * the syscall programs read it once, before they branch, and pass it down. */
+static __always_inline __u32 fr_parent_tgid(struct task_struct *task)
+{
+	return task->real_parent->tgid;
+}
+
 static __always_inline void fr_fill_header(struct fr_header *h, __u32 type, __u32 size, __u32 session)
 {
-	fr_fill_header_of(h, bpf_get_current_task_btf(), type, size, session);
+	fr_fill_header_ppid(h, bpf_get_current_task_btf(), fr_current_ppid(), type, size, session);
 }
 
 /* Wake the collector only when this record makes the unread data cross

@@ -55,7 +55,8 @@ void SessionOptions::add_to(po::options_description& desc) {
       "sandbox with a seccomp filter, whose stops it could not tell from failures)")(
       "ring-size", po::value(&ring)->default_value(ring),
       "BPF ring buffer size: a power of two from 64K to 1G")(
-      "verbose,v", po::bool_switch(&verbose), "print libbpf's messages (verifier log on failure)");
+      "verbose,v", po::bool_switch(&verbose),
+      "print libbpf's messages: the verifier's log on a failure, and each program's verification time and states (what start-up is made of)");
 }
 
 session::Settings SessionOptions::settings() const {
