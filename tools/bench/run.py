@@ -359,8 +359,8 @@ def main():
         ("Python loop of 1M iterations", "ms",
          [PY, "-c", "import time\nt=time.perf_counter()\ns=0\nfor i in range(1000000): s += i * i\n"
                     "print((time.perf_counter()-t)*1e3)"], last_float),
-        ("HTTP GET to a localhost server (median of 30)", "ms",
-         ["sh", "-c", f"for i in $(seq 30); do curl -s -o /dev/null -w '%{{time_total}}\\n' {url}; done"],
+        ("HTTP GET to a localhost server (median of 60)", "ms",
+         ["sh", "-c", f"for i in $(seq 60); do curl -s -o /dev/null -w '%{{time_total}}\\n' {url}; done"],
          median_of_lines),
         ("10 MB file write + fsync", "ms", [bench_syscalls, "write", "10", out_file], last_float),
         ("getppid() latency (200k calls)", "ns", [bench_syscalls, "getppid", "200000"], last_float),
@@ -376,7 +376,9 @@ def main():
     for rep in range(args.reps):
         print(f"round {rep + 1}/{args.reps}", flush=True)
         for name, unit, cmd, parse in workloads:
-            for runner in runner_names:
+            # A different runner first each round: none always follows
+            # the same one (a cache, a page cache, a neighbour's burst).
+            for runner in runner_names[rep % len(runner_names):] + runner_names[:rep % len(runner_names)]:
                 if cmd is None:  # whole-command wall time
                     wrapped = runners.wrap(runner, ["/bin/true"])
                     t0_ns = time.time_ns()
@@ -437,10 +439,19 @@ def main():
     def versus(a, b, unit):
         return f"+{a - b:.0f} ns" if unit == "ns" else f"{(a / b - 1) * 100:+.1f}%"
 
+    def paired(runs, bare, unit):
+        """The median of the rounds' own comparisons: each round runs every
+        runner back to back, so its comparison cancels the VM's drift
+        from one round to the next."""
+        per_round = [a - b if unit == "ns" else a / b for a, b in zip(runs, bare)]
+        m = statistics.median(per_round)
+        return f"+{m:.0f} ns" if unit == "ns" else f"{(m - 1) * 100:+.1f}%"
+
     for name, unit, _, _ in workloads:
         med = {r: statistics.median(results[name][r]) for r in runner_names}
         low = {r: min(results[name][r]) for r in runner_names}
-        ratio = {r: f"{versus(med[r], med['bare'], unit)} (min {versus(low[r], low['bare'], unit)})"
+        ratio = {r: f"{paired(results[name][r], results[name]['bare'], unit)} "
+                    f"(min {versus(low[r], low['bare'], unit)})"
                  for r in ("flightrec", "agent", "strace", "bpftrace")}
         lines.append(f"| {name} | {unit} | {med['bare']:.2f} | {med['flightrec']:.2f} | {med['agent']:.2f} "
                      f"| {med['strace']:.2f} | {med['bpftrace']:.2f} | {ratio['flightrec']} | {ratio['agent']} "
@@ -503,8 +514,11 @@ value of every `raw_syscalls:sys_exit` in the workload's cgroup), one after
 the other. Workloads time themselves
 from inside, so a runner's own start-up is only in the start-up row. Under
 the agent policy the 10 MB file is written to the overlay's in-memory upper
-layer, so its fsync is not a disk flush. Ratios compare medians, and in
-brackets the fastest runs (this VM has noisy neighbours; the minimum is the
+layer, so its fsync is not a disk flush. The runners take turns at going
+first, one round to the next. A "vs bare" figure is the median of the
+rounds' own comparisons (each round's runs are back to back, so its
+comparison cancels the VM's drift between rounds), and in brackets the
+fastest runs compared (this VM has noisy neighbours; the minimum is the
 cost without them). Re-run the script to refresh this file;
 numbers from one machine only compare within one run.
 
