@@ -30,6 +30,17 @@ __noinline __u32 fr_current_ppid(void)
 	return bpf_get_current_task_btf()->real_parent->tgid;
 }
 
+__noinline __u32 fr_walk_current_cgroup(__u64 cgroup, __u32 generation)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct fr_cgroup_verdict v = {
+		.generation = generation,
+		.session = fr_cgroup_session(BPF_CORE_READ(task, cgroups, dfl_cgrp)),
+	};
+	bpf_map_update_elem(&fr_verdicts, &cgroup, &v, BPF_ANY);
+	return v.session;
+}
+
 __noinline __u32 fr_leader_tls_probed(__u32 mark)
 {
 	struct task_struct *task = bpf_get_current_task_btf();

@@ -49,10 +49,13 @@ struct argv_pieces {
 	__u32 session;
 };
 
-/* One fr_argv record: argv bytes from FR_ARGV_MAX * (i + 1) on. */
-static long argv_piece(__u32 i, void *ctx)
+/* One fr_argv record: argv bytes from FR_ARGV_MAX * (i + 1) on; 1 when
+ * there are no more. A global function: the verifier checks it once, not
+ * at every step of its loop's convergence in every state of fr_exec. */
+__noinline int fr_argv_piece(__u32 i, struct argv_pieces *a)
 {
-	struct argv_pieces *a = ctx;
+	if (!a)
+		return 1;
 	__u64 offset = (__u64)FR_ARGV_MAX * (i + 1);
 	if (offset >= a->total)
 		return 1;
@@ -72,6 +75,11 @@ static long argv_piece(__u32 i, void *ctx)
 	r->len = (__u32)len;
 	fr_output(r, size & (2 * FR_ARGV_MAX - 1));
 	return 0;
+}
+
+static long argv_piece(__u32 i, void *ctx)
+{
+	return fr_argv_piece(i, ctx) ? 1 : 0;
 }
 
 SEC("tp_btf/sched_process_fork")

@@ -326,6 +326,12 @@ static __always_inline __u32 fr_cgroup_session(struct cgroup *cgrp)
 	return w.session;
 }
 
+/* The session of the current task's cgroup, `cgroup`, by a walk up its
+ * tree, kept in fr_verdicts for `generation`. A global function (maps.bpf.c):
+ * the walk, a bpf_loop with its callback, is checked once per program
+ * instead of in every state a caller reaches it in. */
+extern __u32 fr_walk_current_cgroup(__u64 cgroup, __u32 generation);
+
 /* The session whose cgroup holds the current task (or one of its
  * ancestors); 0 for none. */
 static __always_inline __u32 fr_current_session(void)
@@ -342,13 +348,7 @@ static __always_inline __u32 fr_current_session(void)
 	struct fr_cgroup_verdict *known = bpf_map_lookup_elem(&fr_verdicts, &cgroup);
 	if (known && known->generation == generation)
 		return known->session;
-	struct task_struct *task = (struct task_struct *)bpf_get_current_task_btf();
-	struct fr_cgroup_verdict v = {
-		.generation = generation,
-		.session = fr_cgroup_session(BPF_CORE_READ(task, cgroups, dfl_cgrp)),
-	};
-	bpf_map_update_elem(&fr_verdicts, &cgroup, &v, BPF_ANY);
-	return v.session;
+	return fr_walk_current_cgroup(cgroup, generation);
 }
 
 static __always_inline void fr_count_drop(__u32 session)

@@ -289,6 +289,9 @@ Capture::Capture(const CaptureOptions& opts, Handler handler) : handler_(std::mo
           });
           g_log = &log;  // (unset if the side load ran here, for want of a thread)
           err = flightrec_bpf__load(skel_);
+          // While fr_sys_exit's thread still verifies: the first uprobe of
+          // a while waits for an RCU grace period (~10-25 ms here).
+          if (!err && opts.tls) probe_system_tls();
         }  // both threads joined
       } else {
         err = flightrec_bpf__load(skel_);
@@ -304,6 +307,7 @@ Capture::Capture(const CaptureOptions& opts, Handler handler) : handler_(std::mo
     std::string section = prog ? bpf_program__section_name(prog) : "";
     flightrec_bpf__destroy(side_);
     side_ = nullptr;
+    drop_tls_probes();  // they ran this attempt's programs
     flightrec_bpf__destroy(skel_);
     skel_ = nullptr;
     // The cut of the kernel's BTF is never why a program is lost: where
@@ -363,10 +367,29 @@ Capture::Capture(const CaptureOptions& opts, Handler handler) : handler_(std::mo
     bpf_link__destroy(enter_link_);
     bpf_link__destroy(exit_link_);
     ring_.reset();
+    drop_tls_probes();
     flightrec_bpf__destroy(side_);
     flightrec_bpf__destroy(skel_);
     throw;
   }
+}
+
+void Capture::probe_system_tls() {
+  for (const auto& path : system_tls_libraries()) {
+    bool tls_file = false;
+    std::string err = attach_tls(path, &tls_file);
+    tls_early_[path] = {err, tls_file};
+  }
+}
+
+void Capture::drop_tls_probes() {
+  for (auto* link : tls_links_) bpf_link__destroy(link);
+  for (int fd : tls_link_fds_) close(fd);
+  tls_links_.clear();
+  tls_link_fds_.clear();
+  tls_files_.clear();
+  tls_probed_.clear();
+  tls_early_.clear();
 }
 
 // Removing uprobes makes the kernel wait ~0.1 s: once per probe where they
@@ -424,8 +447,7 @@ Capture::~Capture() {
   bpf_link__destroy(enter_link_);
   bpf_link__destroy(exit_link_);
   hand_uprobes_to_background(tls_links_, tls_link_fds_);
-  for (auto* link : tls_links_) bpf_link__destroy(link);
-  for (int fd : tls_link_fds_) close(fd);
+  drop_tls_probes();
   ring_.reset();
   for (const auto& [index, ring] : rings_) close(ring.fd);
   flightrec_bpf__destroy(side_);
@@ -1049,6 +1071,16 @@ std::vector<std::string> Capture::attached(bool lite, bool entry_times) const {
   return out;
 }
 
+std::vector<std::string> system_tls_libraries() {
+  std::vector<std::string> found;
+  for (const char* name : {"libssl.so.3", "libgnutls.so.30", "libnspr4.so", "libssl3.so"})
+    for (const char* dir : {"/usr/lib/x86_64-linux-gnu/", "/usr/lib64/", "/usr/lib/"}) {
+      std::string path = std::string(dir) + name;
+      if (access(path.c_str(), R_OK) == 0) found.push_back(path);
+    }
+  return found;
+}
+
 const std::vector<TlsStack>& tls_stacks() {
   // Each function's cookie is its enum fr_tls_func: the BPF side reads the
   // arguments and the return by it.
@@ -1082,6 +1114,13 @@ const std::vector<TlsStack>& tls_stacks() {
 }
 
 std::string Capture::attach_tls(const std::string& path, bool* tls_file) {
+  // Probed while the programs loaded (probe_system_tls): that answer, once.
+  if (auto early = tls_early_.find(path); early != tls_early_.end()) {
+    auto [err, was_tls] = early->second;
+    tls_early_.erase(early);
+    if (tls_file) *tls_file = was_tls;
+    return err;
+  }
   int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (fd < 0) return errno_message(path, errno);
   std::string err = attach_tls(fd, path, tls_file);

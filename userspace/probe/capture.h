@@ -238,6 +238,11 @@ class Capture : public Source, public TlsProbes {
  private:
   flightrec_bpf* skel_ = nullptr;
   flightrec_bpf* side_ = nullptr;  // fr_sys_exit alone, loaded beside skel_ on its maps (nullptr: in skel_)
+  // While loading: system_tls_libraries() probed, each answer kept for
+  // attach_tls(path) to give once.
+  void probe_system_tls();
+  std::map<std::string, std::pair<std::string, bool>> tls_early_;
+  void drop_tls_probes();  // every TLS probe gone
   bpf_program* sys_exit_program() const;
   std::vector<bpf_program*> programs() const;  // both objects' (loaded or not)
   std::unique_ptr<RingReader> ring_;
@@ -313,6 +318,10 @@ struct TlsStack {
   std::vector<Function> functions;
 };
 const std::vector<TlsStack>& tls_stacks();
+// The system's TLS libraries that exist here, probed from a session's
+// start: OpenSSL, GnuTLS, and NSS's two files (NSPR's I/O calls and NSS's
+// handshake), where Debian and Fedora keep them.
+std::vector<std::string> system_tls_libraries();
 
 // Loads BPF-LSM programs only if `lsm` (where the kernel allows them) and
 // the TLS uprobe programs only if `tls` (--tls off: not even verified, which

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "common/system.h"
+#include "probe/capture.h"
 
 namespace flightrec::session {
 namespace {
@@ -49,14 +50,8 @@ bool tls_library_name(const std::string& path) {
 
 std::vector<std::string> attach_system_tls(probe::TlsProbes& capture) {
   std::vector<std::string> errors;
-  // Where Debian and Fedora keep each (NSS is two files: NSPR's I/O
-  // calls and NSS's handshake).
-  for (const char* name : {"libssl.so.3", "libgnutls.so.30", "libnspr4.so", "libssl3.so"})
-    for (const char* dir : {"/usr/lib/x86_64-linux-gnu/", "/usr/lib64/", "/usr/lib/"}) {
-      std::string path = std::string(dir) + name;
-      if (access(path.c_str(), R_OK) != 0) continue;
-      if (std::string err = capture.attach_tls(path); !err.empty()) errors.push_back(err);
-    }
+  for (const auto& path : probe::system_tls_libraries())
+    if (std::string err = capture.attach_tls(path); !err.empty()) errors.push_back(err);
   return errors;
 }
 
