@@ -218,26 +218,42 @@ static long kpath_step(__u32 i, void *ctx)
 	return 0;
 }
 
-/* The path of the file at fd of the current task, as the task sees it (up
- * to its root; across mounts), built backwards in s->kpath so that it ends
- * at kpath[FR_STR_MAX]. Returns where it starts, or FR_STR_MAX when there
- * is no such file. Sets FR_SC_KPATH_TRUNC when the walk stopped short. */
-static __always_inline struct file *fd_file(struct task_struct *task, __s64 fd)
+/* The file at fd of the current task, 0 for none; as a number, since a
+ * global function returns a scalar (it is only read through helpers).
+ * Global functions, this and fr_fd_sock: the verifier checks each once
+ * per program instead of at every place and in every state the record's
+ * optional pieces reach it in (most of fr_sys_exit's load time). */
+__noinline __u64 fr_fd_file(__s64 fd)
 {
+	struct task_struct *task = bpf_get_current_task_btf();
 	struct fdtable *fdt = BPF_CORE_READ(task, files, fdt);
 	struct file **fds = BPF_CORE_READ(fdt, fd);
 	struct file *f = NULL;
 
 	if (fd < 0 || (__u64)fd >= BPF_CORE_READ(fdt, max_fds) ||
 	    bpf_probe_read_kernel(&f, sizeof(f), fds + fd))
-		return NULL;
-	return f;
+		return 0;
+	return (__u64)f;
 }
 
+/* The socket at fd of the current task; 0 when fd is no socket. */
+__noinline __u64 fr_fd_sock(__s64 fd)
+{
+	struct file *f = (struct file *)fr_fd_file(fd);
+	if (!f || (BPF_CORE_READ(f, f_inode, i_mode) & FR_S_IFMT) != FR_S_IFSOCK)
+		return 0;
+	struct socket *sock = (struct socket *)BPF_CORE_READ(f, private_data);
+	return (__u64)BPF_CORE_READ(sock, sk);
+}
+
+/* The path of the file at fd of the current task, as the task sees it (up
+ * to its root; across mounts), built backwards in s->kpath so that it ends
+ * at kpath[FR_STR_MAX]. Returns where it starts, or FR_STR_MAX when there
+ * is no such file. Sets FR_SC_KPATH_TRUNC when the walk stopped short. */
 static __always_inline __u32 kernel_path(struct task_struct *task, __s64 fd, struct sys_scratch *s,
 					 __u32 *flags)
 {
-	struct file *f = fd_file(task, fd);
+	struct file *f = (struct file *)fr_fd_file(fd);
 	if (!f)
 		return FR_STR_MAX;
 	struct kpath_walk w = {
@@ -264,19 +280,9 @@ static __always_inline __u32 kernel_path(struct task_struct *task, __s64 fd, str
 /* The name a UNIX socket at fd is bound to, from the kernel's struct
  * unix_address (the bind's argument is user memory another thread can
  * rewrite): its length, or 0 when fd is no bound UNIX socket. */
-/* The socket at fd of the task; NULL when fd is no socket. */
-static __always_inline struct sock *fd_sock(struct task_struct *task, __s64 fd)
+static __always_inline __u32 unix_bound_name(__s64 fd, __u8 *dst)
 {
-	struct file *f = fd_file(task, fd);
-	if (!f || (BPF_CORE_READ(f, f_inode, i_mode) & FR_S_IFMT) != FR_S_IFSOCK)
-		return NULL;
-	struct socket *sock = (struct socket *)BPF_CORE_READ(f, private_data);
-	return BPF_CORE_READ(sock, sk);
-}
-
-static __always_inline __u32 unix_bound_name(struct task_struct *task, __s64 fd, __u8 *dst)
-{
-	struct sock *sk = fd_sock(task, fd);
+	struct sock *sk = (struct sock *)fr_fd_sock(fd);
 	if (!sk || BPF_CORE_READ(sk, __sk_common.skc_family) != FR_AF_UNIX)
 		return 0;
 	return fr_unix_name(sk, dst);
@@ -286,14 +292,15 @@ static __always_inline __u32 unix_bound_name(struct task_struct *task, __s64 fd,
 #define FR_AF_INET6 10
 
 /* The peer of the socket at fd (an accepted connection), from the
- * kernel's socket, as a sockaddr_in or sockaddr_in6 in dst: its length,
- * or 0 when fd is no IP socket. Read at the return alone, accept's own
- * address buffer has no known size. */
-static __always_inline __u32 inet_peer(struct task_struct *task, __s64 fd, __u8 *dst)
+ * kernel's socket, as a sockaddr_in or sockaddr_in6 in d->sockaddr: its
+ * length, or 0 when fd is no IP socket. Read at the return alone, accept's
+ * own address buffer has no known size. A global function, as fr_fd_file. */
+__noinline __u32 fr_inet_peer(__s64 fd, struct fr_syscall_data *d)
 {
-	struct sock *sk = fd_sock(task, fd);
-	if (!sk)
+	struct sock *sk = (struct sock *)fr_fd_sock(fd);
+	if (!d || !sk)
 		return 0;
+	__u8 *dst = d->sockaddr;
 	__u16 family = BPF_CORE_READ(sk, __sk_common.skc_family);
 	__u16 port = BPF_CORE_READ(sk, __sk_common.skc_dport);  /* network order, as in a sockaddr */
 	__builtin_memset(dst, 0, 28);
@@ -313,7 +320,7 @@ static __always_inline __u32 inet_peer(struct task_struct *task, __s64 fd, __u8 
 
 static __always_inline bool tcp_socket(struct task_struct *task, __s64 fd)
 {
-	struct sock *sk = fd_sock(task, fd);
+	struct sock *sk = (struct sock *)fr_fd_sock(fd);
 	if (!sk || BPF_CORE_READ(sk, sk_protocol) != FR_IPPROTO_TCP)
 		return false;
 	__u16 family = BPF_CORE_READ(sk, __sk_common.skc_family);
@@ -353,12 +360,16 @@ struct {
 /* With TLS capture on: a TCP connect is remembered; the first send on it
  * that starts with a TLS ClientHello is recorded (fr_tls_hello), so a TLS
  * connection whose library no probe covers is on the record all the same.
- * One map lookup per send; only a connection's first send is read. */
-static __noinline void note_tls_hello(struct fr_task_state *st, __s64 ret)
+ * One map lookup per send; only a connection's first send is read. A
+ * global function, as emit_with_data: checked once, not in every state
+ * fr_sys_exit ends in. Returns 0. */
+__noinline int note_tls_hello(struct fr_task_state *st, __s64 ret)
 {
+	if (!st)  /* the caller's never is; the verifier checks it here */
+		return 0;
 	__u32 nr = st->nr;
 	if (nr != NR_CONNECT && nr != NR_WRITE && nr != NR_SENDTO && nr != NR_WRITEV && nr != NR_SENDMSG)
-		return;
+		return 0;
 	/* The kernel takes the fd as an int: the upper half of the register is
 	 * the caller's to fill with anything. */
 	__s32 fd = (__s32)st->args[0];
@@ -369,37 +380,37 @@ static __noinline void note_tls_hello(struct fr_task_state *st, __s64 ret)
 			__u8 one = 1;
 			bpf_map_update_elem(&fresh_conns, &key, &one, BPF_ANY);
 		}
-		return;
+		return 0;
 	}
 	if (ret <= 0 || !bpf_map_lookup_elem(&fresh_conns, &key))
-		return;  /* a send that sent nothing leaves the connection fresh */
+		return 0;  /* a send that sent nothing leaves the connection fresh */
 	bpf_map_delete_elem(&fresh_conns, &key);
 	if (!tcp_socket(task, fd))
-		return;  /* closed unsent, and the number reused */
+		return 0;  /* closed unsent, and the number reused */
 	/* Where the bytes were: the buffer, or the first iovec. */
 	__u64 buf = (__u64)st->args[1], len = (__u64)ret;
 	if (nr == NR_WRITEV || nr == NR_SENDMSG) {
 		__u64 iov = buf;
 		if (nr == NR_SENDMSG && bpf_probe_read_user(&iov, sizeof(iov), (void *)(buf + 16)))  /* msg_iov */
-			return;
+			return 0;
 		__u64 first[2];  /* iov_base, iov_len */
 		if (bpf_probe_read_user(first, sizeof(first), (void *)iov))
-			return;
+			return 0;
 		buf = first[0];
 		if (first[1] < len)
 			len = first[1];
 	}
 	__u8 head[6];
 	if (len < sizeof(head) || bpf_probe_read_user(head, sizeof(head), (void *)buf))
-		return;
+		return 0;
 	/* A handshake record (22) of TLS 1.0-1.3 (legacy version 3.x) whose
 	 * first message is a ClientHello (1). */
 	if (head[0] != 22 || head[1] != 3 || head[2] > 4 || head[5] != 1)
-		return;
+		return 0;
 	__u32 zero = 0;
 	struct hello_scratch *hs = bpf_map_lookup_elem(&hello_scratch, &zero);
 	if (!hs)
-		return;
+		return 0;
 	struct fr_tls_hello *r = &hs->r;
 	__builtin_memset(r->data, 0, sizeof(r->data));  /* no earlier hello's bytes after this one's */
 	__u32 n = len < FR_TLS_HELLO_MAX ? (__u32)len : FR_TLS_HELLO_MAX;
@@ -416,6 +427,7 @@ static __noinline void note_tls_hello(struct fr_task_state *st, __s64 ret)
 	r->flags = (bpf_map_lookup_elem(&fr_tls_calls, &tid) ? FR_HELLO_IN_PROBED_CALL : 0) |
 		   (fr_leader_tls_probed(0) ? FR_HELLO_PROBED_PROGRAM : 0);
 	fr_output(r, sizeof(*r));
+	return 0;
 }
 
 static __always_inline bool is_open(__u32 nr)
@@ -458,14 +470,14 @@ __noinline int emit_with_data(struct fr_task_state *st, struct fr_syscall_spec *
 	if (spec->sockaddr_mode != FR_SA_NONE)
 		salen = read_sockaddr(d->sockaddr, spec, st, ret, &flags);
 	if (st->nr == NR_BIND && ret == 0 && !blocked) {
-		__u32 klen = unix_bound_name(bpf_get_current_task_btf(), st->args[0], d->sockaddr);
+		__u32 klen = unix_bound_name(st->args[0], d->sockaddr);
 		if (klen) {
 			salen = klen;
 			flags = (flags & ~FR_SC_SOCKADDR_FAULT) | FR_SC_KADDR;
 		}
 	}
 	if ((st->nr == NR_ACCEPT || st->nr == NR_ACCEPT4) && ret >= 0 && !blocked && salen == 0) {
-		__u32 plen = inet_peer(bpf_get_current_task_btf(), ret, d->sockaddr);
+		__u32 plen = fr_inet_peer(ret, d);
 		if (plen) {
 			salen = plen;
 			flags = (flags & ~(FR_SC_SOCKADDR_UNREAD | FR_SC_SOCKADDR_FAULT)) | FR_SC_KADDR;
@@ -782,7 +794,7 @@ static __always_inline bool proc_mem(struct file *f)
 static __always_inline bool open_recorded(struct fr_task_state *st, struct task_struct *task, __s64 ret)
 {
 	if (ret >= 0) {
-		struct file *f = fd_file(task, ret);
+		struct file *f = (struct file *)fr_fd_file(ret);
 		if (f && ((BPF_CORE_READ(f, f_mode) & FR_FMODE_WRITE) || proc_mem(f)))
 			return true;
 	}
