@@ -344,8 +344,12 @@ class Client : public ClientBase, public std::enable_shared_from_this<Client<Soc
     }
     writing_ = true;
     auto self = this->shared_from_this();
-    ws_->async_write(net::buffer(*queue_.front()), [self](beast::error_code ec, size_t) {
-      self->queued_bytes_ -= self->queue_.front()->size();
+    // The frame is held here: gone() (a shut at close, an error) may empty
+    // the queue while it is being written, and has counted it out then.
+    std::shared_ptr<const std::string> frame = queue_.front();
+    ws_->async_write(net::buffer(*frame), [self, frame](beast::error_code ec, size_t) {
+      if (self->queue_.empty() || self->queue_.front() != frame) return self->gone();
+      self->queued_bytes_ -= frame->size();
       self->queue_.pop_front();
       self->impl_.queued -= 1;
       if (ec) return self->gone();
