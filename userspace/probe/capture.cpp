@@ -205,18 +205,16 @@ Capture::Capture(const CaptureOptions& opts, Handler handler) : handler_(std::mo
       throw Error(errno_message("cannot share the runtime grants' maps with the BPF programs", e));
     }
     bpf_program* prog;
+    // --verbose: each program's verifier statistics (time, states), what
+    // start-up is made of.
+    if (g_verbose) bpf_object__for_each_program(prog, s->obj) bpf_program__set_log_level(prog, 4);
     if (role != Role::Main) {
-      bpf_object__for_each_program(prog, s->obj) {
+      bpf_object__for_each_program(prog, s->obj)
         bpf_program__set_autoload(prog, role == Role::Side && prog == s->progs.fr_sys_exit);
-        if (g_verbose) bpf_program__set_log_level(prog, 4);
-      }
       bpf_program__set_autoattach(s->progs.fr_sys_exit, false);
       return s;
     }
     select_programs(s->obj, lsm, opts.tls);
-    // --verbose: each program's verifier statistics (time, states), what
-    // start-up is made of.
-    if (g_verbose) bpf_object__for_each_program(prog, s->obj) bpf_program__set_log_level(prog, 4);
     if (!opts.entry_times || !opts.raw_syscalls) bpf_program__set_autoload(s->progs.fr_sys_enter, false);
     if (!opts.raw_syscalls || split) bpf_program__set_autoload(s->progs.fr_sys_exit, false);
     if (!opts.lite) bpf_program__set_autoload(s->progs.fr_lite_exit, false);
