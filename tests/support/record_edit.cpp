@@ -5,6 +5,8 @@
 #include <stdexcept>
 
 #include "ledger/block.h"
+#include "ledger/canonical.h"
+#include "ledger/path_index.h"
 #include "ledger/store.h"
 
 using namespace flightrec::ledger;
@@ -36,7 +38,12 @@ void store_entries(const std::string& db, const std::vector<StoredEntry>& entrie
     int64_t ts = body.is_object() && body.contains("ts_real_ns") && body["ts_real_ns"].is_number_integer()
                      ? body["ts_real_ns"].get<int64_t>()
                      : 0;
-    builder.add(e.type, e.pid, ts, leaf, e.body);
+    // Its paths too, read as verify reads them (all paths where the body is
+    // not canonical: such an entry fails verify for its own sake).
+    TopLevel top;
+    std::vector<uint64_t> paths;
+    bool all = !check_canonical(e.body, &top).empty() || !entry_path_hashes(top, paths);
+    builder.add(e.type, e.pid, ts, leaf, e.body, paths, all);
     BlockRow row = builder.seal(e.session, e.seq, kChainStart);
     row.chain.clear();
     store.insert_block(row);

@@ -31,4 +31,19 @@ inline void sql(const std::string& path, const std::string& statement) {
   REQUIRE(rc == SQLITE_OK);
 }
 
+// The first column of the first row of a query, as an integer.
+inline int64_t sql_int(const std::string& path, const std::string& query) {
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  sqlite3_stmt* st = nullptr;
+  int64_t v = -1;
+  if (sqlite3_prepare_v2(db, query.c_str(), -1, &st, nullptr) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+    v = sqlite3_column_int64(st, 0);
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  INFO(query);
+  REQUIRE(v >= 0);
+  return v;
+}
+
 }  // namespace unit

@@ -27,6 +27,7 @@ import platform
 import re
 import shutil
 import socketserver
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -307,6 +308,18 @@ def reading_costs(flightrec, db, tmp):
     out = {}
     out["verify --db"] = timed([flightrec, "verify", "--db", db])
     out["query --type exec"] = timed([flightrec, "query", "--db", db, "--type", "exec"])
+    # The path index: /etc is named only by the storm's start-up (its
+    # loader's opens); the blocks of getppid() entries name no path at all.
+    out["query --path /etc"] = timed([flightrec, "query", "--db", db, "--path", "/etc"])
+    # The time index: 10 ms from the middle of the storm.
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    lo, hi = con.execute("SELECT min(ts_min), max(ts_max) FROM blocks WHERE ts_min > 0").fetchone()
+    con.close()
+    def utc(ns):
+        return datetime.datetime.fromtimestamp(ns / 1e9, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    mid = (lo + hi) // 2
+    out["query --since/--until (10 ms of it)"] = timed([flightrec, "query", "--db", db, "--since", utc(mid),
+                                                        "--until", utc(mid + 10_000_000)])
     out["export --session 1 (JSON)"] = timed([flightrec, "export", "--db", db, "--session", "1", "--out", bundle])
     out["verify bundle.json"] = timed([flightrec, "verify", bundle])
     os.unlink(bundle)

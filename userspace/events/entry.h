@@ -49,6 +49,8 @@ class Entry {
   }
 
   const Value* get(std::string_view key) const;
+  // Every field, in the order set.
+  const std::vector<std::pair<std::string_view, Value>>& fields() const { return fields_; }
   // Typed reads of a field; the fallback when it is absent or of another type.
   int64_t int_or(std::string_view key, int64_t fallback = 0) const;
   std::string string_or(std::string_view key, std::string fallback = "") const;

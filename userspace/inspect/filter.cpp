@@ -6,6 +6,7 @@
 #include <ctime>
 
 #include "common/text.h"
+#include "ledger/path_index.h"
 #include "policy/judge.h"
 
 namespace flightrec::inspect {
@@ -114,11 +115,8 @@ const std::vector<std::string>& entry_types() {
 }
 
 const std::vector<std::string>& path_members() {
-  // syscall strings, the kernel's resolved path, exec's file, LSM and
-  // file_change paths (docs/FORMAT.md).
-  static const std::vector<std::string> members = {"path",     "kernel_path", "oldpath",      "newpath",  "target",
-                                                   "linkpath", "filename",    "new_path",     "from_path", "to_path",
-                                                   "new_root", "put_old",     "mount_source", "cgroup",    "to_cgroup", "exe"};
+  // The record's own list: the blocks' path index holds what it names.
+  static const std::vector<std::string> members(ledger::path_members().begin(), ledger::path_members().end());
   return members;
 }
 
@@ -145,6 +143,9 @@ ledger::EntryFilter Matcher::store_filter(std::optional<int64_t> session) const 
   if (c_.exec) return f;
   f.types = c_.types;
   f.pid = c_.pid;
+  f.since_ns = c_.since_ns;
+  f.until_ns = c_.until_ns;
+  f.path = c_.path;
   return f;
 }
 

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -40,6 +41,7 @@ struct BlockRow {
   std::string types;                // its distinct types, sorted, space-separated
   uint64_t pid_bits = 0;
   int64_t ts_min = 0, ts_max = 0;  // ts_real_ns of its entries (0 where an entry has none)
+  std::string path_bits;           // the paths its entries name (ledger/path_index.h)
   std::string chain;               // 32 raw bytes: the chain value after its last entry
   std::string data;                // zstd frame of the entries (layout in FORMAT.md §7)
 };
@@ -52,7 +54,11 @@ class BlockBuilder {
   BlockBuilder(const BlockBuilder&) = delete;
   BlockBuilder& operator=(const BlockBuilder&) = delete;
 
-  void add(std::string_view type, int64_t pid, int64_t ts, const Hash& leaf, std::string_view body);
+  // path_hashes: the entry's paths as path_prefix_hashes gives them;
+  // paths_all: one had too many parts, so the block's path index matches
+  // every path. They must describe body: verify checks.
+  void add(std::string_view type, int64_t pid, int64_t ts, const Hash& leaf, std::string_view body,
+           std::span<const uint64_t> path_hashes = {}, bool paths_all = false);
   bool empty() const { return count_ == 0; }
   bool full() const { return size_t(count_) >= kBlockMaxEntries || heads_.size() + bodies_.size() >= kBlockTargetBytes; }
   // Compresses what was added into a row and starts a new block.
@@ -66,6 +72,8 @@ class BlockBuilder {
   std::vector<std::string> types_;  // distinct, few: a short vector beats a set
   uint64_t pid_bits_ = 0;
   int64_t ts_min_ = 0, ts_max_ = 0;
+  std::vector<uint64_t> path_hashes_;
+  bool paths_all_ = false;
 };
 
 // One entry as a block holds it. The views are valid during the callback.

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "common/error.h"
+#include "ledger/path_index.h"
 
 namespace flightrec::ledger {
 namespace {
@@ -54,7 +55,8 @@ CREATE TABLE blocks(
   chain BLOB NOT NULL,
   data BLOB NOT NULL,
   session INTEGER GENERATED ALWAYS AS (id >> 40) VIRTUAL,
-  first_seq INTEGER GENERATED ALWAYS AS (id & 1099511627775) VIRTUAL);
+  first_seq INTEGER GENERATED ALWAYS AS (id & 1099511627775) VIRTUAL,
+  path_bits BLOB);
 CREATE TABLE checkpoints(
   session INTEGER NOT NULL,
   tree_size INTEGER NOT NULL,
@@ -323,6 +325,17 @@ void Store::check_or_create_schema() {
   if (version_ != kFormatVersion && mode_ == Mode::Write)
     throw Error(path_ + " has record format version " + *version + " (an older flightrec); this flightrec reads it "
                 "but appends only to version " + std::to_string(kFormatVersion) + ": record into a new file");
+  if (version_ == 2) return;
+  // Records of builds before the path index have no path_bits column:
+  // read without it (no block is skipped by path), and given it before
+  // blocks are appended (their older blocks keep NULL: no index).
+  sqlite3_stmt* probe = nullptr;
+  path_bits_column_ = sqlite3_prepare_v2(db_, "SELECT path_bits FROM blocks LIMIT 0", -1, &probe, nullptr) == SQLITE_OK;
+  sqlite3_finalize(probe);
+  if (!path_bits_column_ && mode_ == Mode::Write) {
+    exec("ALTER TABLE blocks ADD COLUMN path_bits BLOB");
+    path_bits_column_ = true;
+  }
 }
 
 void Store::release_memory() { sqlite3_db_release_memory(db_); }
@@ -365,8 +378,8 @@ void Store::rollback() noexcept { sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr
 void Store::insert_block(const BlockRow& b) {
   if (!insert_ &&
       sqlite3_prepare_v2(db_,
-                         "INSERT INTO blocks(id, count, types, pid_bits, ts_min, ts_max, chain, data)"
-                         " VALUES (?,?,?,?,?,?,?,?)",
+                         "INSERT INTO blocks(id, count, types, pid_bits, ts_min, ts_max, chain, data, path_bits)"
+                         " VALUES (?,?,?,?,?,?,?,?,?)",
                          -1, &insert_, nullptr) != SQLITE_OK)
     fail("cannot prepare insert");
   if (b.session < 1 || b.session >= kMaxSessions || b.first_seq < 1 || b.count < 1 ||
@@ -380,6 +393,8 @@ void Store::insert_block(const BlockRow& b) {
   sqlite3_bind_int64(insert_, 6, b.ts_max);
   sqlite3_bind_blob(insert_, 7, b.chain.data(), int(b.chain.size()), SQLITE_STATIC);
   sqlite3_bind_blob(insert_, 8, b.data.data(), int(b.data.size()), SQLITE_STATIC);
+  // (a zero-length blob, not NULL, where no entry names a path)
+  sqlite3_bind_blob(insert_, 9, b.path_bits.empty() ? "" : b.path_bits.data(), int(b.path_bits.size()), SQLITE_STATIC);
   int rc = sqlite3_step(insert_);
   sqlite3_reset(insert_);
   if (rc != SQLITE_DONE) fail("cannot insert entries");
@@ -449,7 +464,8 @@ void Store::for_each_entry(const EntryFilter& f, const std::function<bool(const 
 }
 
 void Store::for_each_block_entry(const EntryFilter& f, const std::function<bool(const EntryRow&)>& fn) {
-  std::string sql = "SELECT id, count, types, pid_bits, chain, data, ts_min, ts_max FROM blocks";
+  std::string sql = std::string("SELECT id, count, types, pid_bits, chain, data, ts_min, ts_max, ") +
+                    (path_bits_column_ ? "path_bits" : "NULL") + " FROM blocks";
   if (f.session) sql += " WHERE id BETWEEN ? AND ?";
   sql += " ORDER BY id";
   Stmt s(db_, sql);
@@ -458,6 +474,9 @@ void Store::for_each_block_entry(const EntryFilter& f, const std::function<bool(
     sqlite3_bind_int64(s.s, 2, (*f.session << kSeqBits) | (kMaxSeq - 1));
   }
   uint64_t want_pid = f.pid ? index_bit(*f.pid) : 0;
+  // A query for "/" matches every absolute path: only a block naming none is skipped.
+  std::optional<uint64_t> want_path;
+  if (f.path && *f.path != "/") want_path = path_hash(*f.path);
   std::string scratch;
   EntryRow r;
   BlockIndex index;
@@ -475,11 +494,24 @@ void Store::for_each_block_entry(const EntryFilter& f, const std::function<bool(
         continue;
     }
     if (want_pid && !(uint64_t(sqlite3_column_int64(s.s, 3)) & want_pid)) continue;
+    int64_t ts_min = sqlite3_column_int64(s.s, 6), ts_max = sqlite3_column_int64(s.s, 7);
+    // ts_min/ts_max span the entries that have a time; 0 when none has one.
+    if ((f.since_ns && (ts_max == 0 || ts_max < *f.since_ns)) || (f.until_ns && (ts_min == 0 || ts_min > *f.until_ns)))
+      continue;
+    bool has_path_bits = sqlite3_column_type(s.s, 8) != SQLITE_NULL;
+    std::string_view path_bits;
+    if (has_path_bits) {
+      auto bits = static_cast<const char*>(sqlite3_column_blob(s.s, 8));
+      path_bits = std::string_view(bits ? bits : "", size_t(sqlite3_column_bytes(s.s, 8)));
+      if (f.path && (want_path ? !path_bits_may_hold(path_bits, *want_path) : path_bits.empty())) continue;
+    }
     index.first_seq = id & (kMaxSeq - 1);
     index.types = s.text(2);
     index.pid_bits = uint64_t(sqlite3_column_int64(s.s, 3));
-    index.ts_min = sqlite3_column_int64(s.s, 6);
-    index.ts_max = sqlite3_column_int64(s.s, 7);
+    index.ts_min = ts_min;
+    index.ts_max = ts_max;
+    if (has_path_bits) index.path_bits = std::string(path_bits);
+    else index.path_bits.reset();
     r.session = id >> kSeqBits;
     int64_t seq = id & (kMaxSeq - 1);
     std::string chain = s.text(4);

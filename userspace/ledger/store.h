@@ -35,6 +35,7 @@ struct BlockIndex {
   std::string types;  // distinct types, sorted, space-separated
   uint64_t pid_bits = 0;
   int64_t ts_min = 0, ts_max = 0;
+  std::optional<std::string> path_bits;  // none: written without a path index
 };
 
 struct EntryRow {
@@ -59,6 +60,8 @@ struct EntryFilter {
   std::optional<int64_t> session;
   std::vector<std::string> types;  // any of these (empty: all)
   std::optional<int64_t> pid;
+  std::optional<int64_t> since_ns, until_ns;  // ts_real_ns within (entries without one never match)
+  std::optional<std::string> path;            // names this path or one under it (policy::path_under)
 };
 
 class Store {
@@ -121,6 +124,7 @@ class Store {
   sqlite3* db_ = nullptr;
   std::unique_ptr<Checkpointer> checkpointer_;  // made when the log first grows large
   int version_ = 0;
+  bool path_bits_column_ = true;  // false in records of builds before the path index
   sqlite3_stmt* insert_ = nullptr;
   sqlite3_stmt* insert_checkpoint_ = nullptr;
 };

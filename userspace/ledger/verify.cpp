@@ -2,6 +2,7 @@
 
 #include "common/progress.h"
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <condition_variable>
@@ -12,6 +13,7 @@
 #include <thread>
 
 #include "common/text.h"
+#include "ledger/path_index.h"
 #include "ledger/sha256_many.h"
 
 namespace flightrec::ledger {
@@ -305,6 +307,14 @@ bool SessionVerifier::add_entry(std::string_view body, const std::string* stored
   return true;
 }
 
+// Whether a block's path index (ledger/path_index.h) may hold every path
+// the entry being checked names, and every directory above them.
+bool SessionVerifier::paths_indexed(std::string_view bits) {
+  path_hashes_.clear();
+  if (!entry_path_hashes(top_, path_hashes_) && !path_bits_hold_all(bits)) return false;
+  return std::all_of(path_hashes_.begin(), path_hashes_.end(), [&](uint64_t h) { return path_bits_may_hold(bits, h); });
+}
+
 bool SessionVerifier::check_index(std::string_view type, int64_t pid, const BlockIndex* block) {
   if (!v_.ok) return false;
   // What the recorder stores beside each entry: its type, its pid (0 when
@@ -326,6 +336,7 @@ bool SessionVerifier::check_index(std::string_view type, int64_t pid, const Bloc
   else if (block && !has_type(block->types, type)) wrong = "a block without this type";
   else if (block && !(block->pid_bits & index_bit(body_pid))) wrong = "a block without this pid";
   else if (block && ts && (ts < block->ts_min || ts > block->ts_max)) wrong = "a block of another time span";
+  else if (block && block->path_bits && !paths_indexed(*block->path_bits)) wrong = "a block without a path it names";
   if (wrong.empty()) return true;
   return fail(entry_name(count_), count_,
               "the record's index disagrees with the entry (it says " + wrong +

@@ -105,6 +105,8 @@ class SessionVerifier {
   uint64_t lost_entries_ = 0;   // sum of the lost entries' "lost" so far
   bool finished_ = false;
   TopLevel top_;
+  std::vector<uint64_t> path_hashes_;  // of the entry being checked, reused
+  bool paths_indexed(std::string_view bits);
 };
 
 // Every session in a database (or one). Stops at the first failure.

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 
+#include "ledger/canonical.h"
+#include "ledger/path_index.h"
+
 namespace flightrec::ledger {
 
 SessionWriter::SessionWriter(Store& store, int64_t session)
@@ -20,8 +23,19 @@ SessionWriter::~SessionWriter() {
   thread_.join();
 }
 
-void SessionWriter::append(std::string_view canonical, std::string_view type, int64_t pid, int64_t ts) {
-  batch_.entries.push_back({batch_.bodies.size(), canonical.size(), std::string(type), pid, ts});
+void SessionWriter::append(std::string_view canonical, std::string_view type, int64_t pid, int64_t ts,
+                           std::optional<Paths> paths) {
+  size_t paths_at = batch_.path_hashes.size();
+  bool paths_all;
+  if (paths) {
+    batch_.path_hashes.insert(batch_.path_hashes.end(), paths->hashes.begin(), paths->hashes.end());
+    paths_all = paths->all;
+  } else {
+    TopLevel top;  // (a body that is not canonical fails verify anyway; its block then matches every path)
+    paths_all = !check_canonical(canonical, &top).empty() || !entry_path_hashes(top, batch_.path_hashes);
+  }
+  batch_.entries.push_back({batch_.bodies.size(), canonical.size(), std::string(type), pid, ts, uint32_t(paths_at),
+                            uint32_t(batch_.path_hashes.size() - paths_at), paths_all});
   batch_.bodies.append(canonical);
   ++count_;
   if (batch_.entries.size() >= kBatch) submit();
@@ -112,7 +126,8 @@ void SessionWriter::seal(Batch& batch, std::vector<BlockRow>& blocks, std::vecto
     const Hash& leaf = leaves_[i];
     head_ = chain_next(head_, leaf);
     ++sealed_;
-    builder_.add(e.type, e.pid, e.ts, leaf, leaf_inputs_[i].body);
+    builder_.add(e.type, e.pid, e.ts, leaf, leaf_inputs_[i].body,
+                 std::span(batch.path_hashes).subspan(e.paths_at, e.paths_count), e.paths_all);
     if (sink_) sealed.push_back({sealed_, e.type, leaf_inputs_[i].body, leaf});
     if (builder_.full()) seal_block();
   }
@@ -168,6 +183,7 @@ void SessionWriter::run() {
     if (batch.entries.size() >= kBatch / 4 && spare_.size() < kMaxSpare) {
       batch.bodies.clear();
       batch.entries.clear();
+      batch.path_hashes.clear();
       batch.checkpoints.clear();
       spare_.push_back(std::move(batch));
     }

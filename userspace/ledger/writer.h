@@ -12,6 +12,7 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -80,7 +81,14 @@ class SessionWriter {
   // pid and ts feed the store's index and must be the body's own "type",
   // "pid" (0 if none) and "ts_real_ns" (0 if none): verify checks them, as
   // queries that skip by the index would miss an entry it misdescribes.
-  void append(std::string_view canonical, std::string_view type, int64_t pid, int64_t ts);
+  // So must paths (the hashes of the paths it names, ledger/path_index.h);
+  // without them they are read from canonical, which costs a parse.
+  struct Paths {
+    std::span<const uint64_t> hashes;
+    bool all = false;  // a path with too many parts: its block matches every path
+  };
+  void append(std::string_view canonical, std::string_view type, int64_t pid, int64_t ts,
+              std::optional<Paths> paths = std::nullopt);
   // A checkpoint of everything appended so far, signed if key (which must
   // outlive the writer); stored in the same transaction as the entries it covers.
   void checkpoint(const std::string& origin, const SigningKey* key);
@@ -93,6 +101,8 @@ class SessionWriter {
     size_t offset, size;  // of the body in Batch::bodies
     std::string type;
     int64_t pid, ts;
+    uint32_t paths_at, paths_count;  // its path hashes in Batch::path_hashes
+    bool paths_all;
   };
   struct CheckpointRequest {
     size_t after;  // entries of the batch before it
@@ -104,6 +114,7 @@ class SessionWriter {
   struct Batch {
     std::string bodies;
     std::vector<Pending> entries;
+    std::vector<uint64_t> path_hashes;
     std::vector<CheckpointRequest> checkpoints;
   };
   void run();

@@ -9,6 +9,7 @@
 #include "common/error.h"
 #include "common/system.h"
 #include "common/text.h"
+#include "ledger/path_index.h"
 
 extern "C" {
 #include "flightrec/abi/events.h"
@@ -151,6 +152,22 @@ events::Entry Recorder::own_entry(const char* type) const {
   return e;
 }
 
+ledger::SessionWriter::Paths entry_paths(const events::Entry& e, std::vector<uint64_t>& scratch) {
+  scratch.clear();
+  bool all = false;
+  for (const auto& [key, value] : e.fields()) {
+    ledger::PathKey kind = ledger::path_key(key);
+    const auto* text = std::get_if<std::string>(&value);
+    if (kind == ledger::PathKey::kNone || !text) continue;
+    if (kind == ledger::PathKey::kPlain) {
+      all = !ledger::path_prefix_hashes(*text, scratch) || all;
+    } else if (auto bytes = base64_decode(*text)) {
+      all = !ledger::path_prefix_hashes(*bytes, scratch) || all;
+    }
+  }
+  return {scratch, all};
+}
+
 bool Recorder::append(events::Entry& e, int64_t pid, std::optional<size_t> record_size) {
   e.set("seq", writer_.next_seq());
   e.set("session", writer_.session());
@@ -169,7 +186,7 @@ bool Recorder::append(events::Entry& e, int64_t pid, std::optional<size_t> recor
   }
   const events::Value* type = e.get("type");
   writer_.append(canonical_, type && std::holds_alternative<std::string>(*type) ? std::get<std::string>(*type) : "?",
-                 pid, e.int_or("ts_real_ns"));
+                 pid, e.int_or("ts_real_ns"), entry_paths(e, path_hashes_));
   if (uint64_t(writer_.count()) - writer_.checkpointed() >= checkpoint_entries_) checkpoint_if_due();
   return true;
 }

@@ -52,6 +52,11 @@ struct SessionMeta {
   std::shared_ptr<ledger::SealedSink> sink;
 };
 
+// The paths e names, for its block's path index: what query --path and
+// verify read from its canonical form (ledger::entry_path_hashes), taken
+// from its fields without a parse. scratch holds the hashes.
+ledger::SessionWriter::Paths entry_paths(const events::Entry& e, std::vector<uint64_t>& scratch);
+
 class Recorder {
  public:
   // Creates the session and writes its session_start entry.
@@ -112,6 +117,7 @@ class Recorder {
   std::optional<RateLimiter> rate_;
   events::Entry last_;     // what on_record returned
   std::string canonical_;  // the entry being appended, reused
+  std::vector<uint64_t> path_hashes_;  // the paths it names, for the block's index; reused
 };
 
 }  // namespace flightrec::recorder
