@@ -42,7 +42,7 @@ void store_entries(const std::string& db, const std::vector<StoredEntry>& entrie
     // not canonical: such an entry fails verify for its own sake).
     TopLevel top;
     std::vector<uint64_t> paths;
-    bool all = !check_canonical(e.body, &top).empty() || !entry_path_hashes(top, paths);
+    bool all = !check_canonical(e.body, &top).empty() || !entry_path_hashes(top, paths, kMaxPathHashes);
     builder.add(e.type, e.pid, ts, leaf, e.body, paths, all);
     BlockRow row = builder.seal(e.session, e.seq, kChainStart);
     row.chain.clear();

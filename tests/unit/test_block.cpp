@@ -57,7 +57,7 @@ TEST_CASE("a block gives back what was put in, in order, with its index") {
   std::vector<std::string> bodies;
   for (int i = 1; i <= 300; ++i) {
     bodies.push_back(body(i, i % 3 ? "syscall" : "file_open", 100 + i % 4));
-    b.add(i % 3 ? "syscall" : "file_open", 100 + i % 4, 1000 + i, leaf_hash(bodies.back()), bodies.back());
+    b.add(i % 3 ? "syscall" : "file_open", 100 + i % 4, 1000 + i, leaf_hash(bodies.back()), bodies.back(), {}, false);
   }
   Hash chain = sha256("chain");
   BlockRow row = b.seal(1, 1, chain);
@@ -86,7 +86,7 @@ TEST_CASE("a block gives back what was put in, in order, with its index") {
 TEST_CASE("a corrupt or hostile block is refused with a message, never read past") {
   BlockBuilder b;
   std::string one = body(1, "syscall", 7);
-  b.add("syscall", 7, 0, leaf_hash(one), one);
+  b.add("syscall", 7, 0, leaf_hash(one), one, {}, false);
   BlockRow row = b.seal(1, 1, kChainStart);
   CHECK(read_error(row.data, 1) == "");
   CHECK(read_error(row.data, 2).find("a block is malformed") != std::string::npos);
@@ -103,8 +103,8 @@ TEST_CASE("a corrupt or hostile block is refused with a message, never read past
   CHECK(read_error(compress(std::string(64, 'x')), 1).find("malformed") != std::string::npos);
   // Trailing bytes beyond the entries it claims.
   std::string two = body(2, "syscall", 7);
-  b.add("syscall", 7, 0, leaf_hash(one), one);
-  b.add("syscall", 7, 0, leaf_hash(two), two);
+  b.add("syscall", 7, 0, leaf_hash(one), one, {}, false);
+  b.add("syscall", 7, 0, leaf_hash(two), two, {}, false);
   BlockRow row2 = b.seal(1, 1, kChainStart);
   CHECK(read_error(row2.data, 1).find("more than its 1 entries") != std::string::npos);
   // More entries than any block holds: refused before a head is read.

@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <memory>
 #include <random>
@@ -14,12 +15,14 @@
 
 #include "common/text.h"
 #include "events/entry.h"
+#include "ledger/block.h"
 #include "ledger/canonical.h"
 #include "ledger/hash.h"
 #include "ledger/path_index.h"
 #include "ledger/store.h"
 #include "ledger/verify.h"
 #include "ledger/writer.h"
+#include "inspect/filter.h"
 #include "policy/judge.h"
 #include "recorder/recorder.h"
 #include "support/record_edit.h"
@@ -42,7 +45,7 @@ std::vector<uint64_t> prefixes(std::string_view path) {
 // Paths of every awkward shape: doubled and trailing slashes, relative
 // ones, bytes that are not UTF-8, look-alike components.
 std::string random_path(std::mt19937& rng) {
-  static const char* parts[] = {"etc", "etcx", "e", "passwd", "usr", "lib", "a b", "\xff\xfe", "..", ".", ""};
+  static const char* parts[] = {"etc", "etcx", "e", "passwd", "usr", "lib", "a b", "\xff\xfe", "..", ".", "", "q\"b\\c\t"};
   std::string p = rng() % 8 ? "/" : "";
   int n = 1 + int(rng() % 5);
   for (int i = 0; i < n; ++i) {
@@ -78,40 +81,33 @@ events::Entry entry_with(int64_t seq, const std::vector<std::pair<const char*, s
   return e;
 }
 
-// Every (session, seq) a filter yields after checking each body the way
-// query does (the store may skip blocks; the bodies decide).
-std::set<std::pair<int64_t, int64_t>> read_matching(const std::string& db, const EntryFilter& f) {
+// Every (session, seq) query's own matcher wants of what the store gives
+// for these criteria (the store may skip blocks; the bodies decide).
+std::set<std::pair<int64_t, int64_t>> read_matching(const std::string& db, const inspect::Criteria& c) {
   Store s(db, Store::Mode::Read);
+  inspect::Matcher matcher(c);
   std::set<std::pair<int64_t, int64_t>> out;
   TopLevel top;
   int not_canonical = 0;
-  s.for_each_entry(f, [&](const EntryRow& e) {
-    if (!check_canonical(e.body, &top).empty()) {
-      ++not_canonical;
-      return true;
-    }
-    bool any = !f.path;
-    if (f.path)
-      for (auto m : path_members()) {
-        std::optional<std::string> p = top.string(m);
-        if (!p)
-          if (auto b64 = top.string(std::string(m) + "_b64")) p = base64_decode(*b64);
-        if (p && policy::path_under(*p, *f.path)) any = true;
-      }
-    auto ts = top.integer("ts_real_ns");
-    if ((f.since_ns || f.until_ns) && (!ts || (f.since_ns && *ts < *f.since_ns) || (f.until_ns && *ts > *f.until_ns)))
-      any = false;
-    if (any) out.insert({e.session, e.seq});
+  s.for_each_entry(matcher.store_filter(std::nullopt), [&](const EntryRow& e) {
+    if (!check_canonical(e.body, &top).empty()) ++not_canonical;
+    else if (matcher.matches(e.session, top)) out.insert({e.session, e.seq});
     return true;
   });
   CHECK(not_canonical == 0);
   return out;
 }
 
-int64_t blocks_read(const std::string& db, const EntryFilter& f) {
+inspect::Criteria by_path(const std::string& path) {
+  inspect::Criteria c;
+  c.path = path;
+  return c;
+}
+
+int64_t blocks_read(const std::string& db, const inspect::Criteria& c) {
   Store s(db, Store::Mode::Read);
   std::set<int64_t> firsts;
-  s.for_each_entry(f, [&](const EntryRow& e) {
+  s.for_each_entry(inspect::Matcher(c).store_filter(std::nullopt), [&](const EntryRow& e) {
     firsts.insert(e.block->first_seq);
     return true;
   });
@@ -187,13 +183,22 @@ StoreVerdict verdict(const std::string& db) {
 
 }  // namespace
 
+// A filter of these paths, as a block stores it.
+std::string filter_of(const std::vector<std::string>& paths) {
+  PathFilter f;
+  std::vector<uint64_t> hashes;
+  for (const auto& p : paths) path_prefix_hashes(p, hashes, SIZE_MAX);
+  for (uint64_t h : hashes) f.add(h);
+  return f.stored();
+}
+
 TEST_CASE("a path's index hashes are its own and every directory above it, as query --path matches") {
   CHECK(prefixes("/etc/passwd") == std::vector<uint64_t>{path_hash("/etc"), path_hash("/etc/passwd")});
   CHECK(prefixes("/") == std::vector<uint64_t>{path_hash("/")});
   CHECK(prefixes("/etc/") == std::vector<uint64_t>{path_hash("/etc"), path_hash("/etc/")});
   CHECK(prefixes("a/b") == std::vector<uint64_t>{path_hash("a"), path_hash("a/b")});
   CHECK(path_hash("/etc") != path_hash("/etcx"));
-  // Too many parts: nothing listed, and the caller marks its block as matching every path.
+  // Too many parts for the recorder: nothing listed (its block then matches every path).
   std::string deep;
   for (size_t i = 0; i < kMaxPathHashes; ++i) deep += "/d";
   std::vector<uint64_t> out;
@@ -202,22 +207,44 @@ TEST_CASE("a path's index hashes are its own and every directory above it, as qu
   out.clear();
   CHECK_FALSE(path_prefix_hashes(deep + "/d", out));
   CHECK(out.empty());
+  CHECK(path_prefix_hashes(deep + "/d", out, SIZE_MAX));  // verify's reading has no bound
+  CHECK(out.size() == kMaxPathHashes + 1);
+}
+
+TEST_CASE("the path index is FNV-1a-64 and two bits per hash, as docs/FORMAT.md §7 says") {
+  // FNV-1a-64's published values (offset basis 14695981039346656037).
+  CHECK(path_hash("") == 0xcbf29ce484222325ull);
+  CHECK(path_hash("a") == 0xaf63dc4c8601ec8cull);
+  CHECK(path_hash("foobar") == 0x85944171f73967e8ull);
+  // One path in the smallest filter: bits (h >> 20) mod 64 and (h >> 40)
+  // mod 64 of each hash, bit b in byte b / 8 at (b mod 8), LSB first.
+  std::string bits = filter_of({"/etc"});
+  REQUIRE(bits.size() == 8);
+  uint64_t want = 0, h = path_hash("/etc");
+  want |= 1ull << ((h >> 20) % 64);
+  want |= 1ull << ((h >> 40) % 64);
+  uint64_t got = 0;
+  for (size_t i = 0; i < 8; ++i) got |= uint64_t(uint8_t(bits[i])) << (8 * i);
+  CHECK(got == want);
+  // The pid set's hash (§7: FNV-1a-64 from 1469598103934665603, the
+  // constant records have carried since format 3).
+  for (int64_t pid : {0, 1, 42, 4194304, -1}) {
+    uint64_t f = 1469598103934665603ull;
+    for (int i = 0; i < 8; ++i) f = (f ^ uint8_t(uint64_t(pid) >> (8 * i))) * 1099511628211ull;
+    CHECK(index_bit(pid) == 1ull << (f % 64));
+  }
 }
 
 TEST_CASE("the Bloom filter never says no to a path it holds; empty means no path, all-ones every path") {
   std::mt19937 rng(7);
   for (int round = 0; round < 200; ++round) {
     std::vector<std::string> paths;
-    std::vector<uint64_t> hashes;
     int n = 1 + int(rng() % (round < 100 ? 8 : 700));
-    for (int i = 0; i < n; ++i) {
-      paths.push_back(random_path(rng));
-      path_prefix_hashes(paths.back(), hashes);
-    }
-    std::string bits = path_bits_of(hashes);
+    for (int i = 0; i < n; ++i) paths.push_back(random_path(rng));
+    std::string bits = filter_of(paths);
     INFO("round " << round);
     CHECK(bits.size() >= 8);
-    CHECK(bits.size() <= 512);
+    CHECK(bits.size() <= kPathBitsMaxBytes);
     CHECK((bits.size() & (bits.size() - 1)) == 0);
     int missed = 0;
     for (const auto& p : paths)
@@ -225,20 +252,25 @@ TEST_CASE("the Bloom filter never says no to a path it holds; empty means no pat
         missed += q != "/" && !path_bits_may_hold(bits, path_hash(q));
     CHECK(missed == 0);
   }
-  std::vector<uint64_t> none;
-  CHECK(path_bits_of(none).empty());
+  CHECK(filter_of({}).empty());
   CHECK_FALSE(path_bits_may_hold("", path_hash("/etc")));
-  CHECK(path_bits_may_hold(path_bits_all(), path_hash("/anything")));
-  CHECK(path_bits_hold_all(path_bits_all()));
+  PathFilter all;
+  all.set_all();
+  CHECK(path_bits_may_hold(all.stored(), path_hash("/anything")));
   // Lengths flightrec never writes hide nothing.
   CHECK(path_bits_may_hold(std::string(3, '\0'), path_hash("/etc")));
   CHECK(path_bits_may_hold(std::string(1024, '\0'), path_hash("/etc")));
-  // A sparse filter says no to most other paths (what makes skipping pay).
-  std::vector<uint64_t> one = prefixes("/work/src/main.c");
-  std::string bits = path_bits_of(one);
-  int maybe = 0;
-  for (int i = 0; i < 1000; ++i) maybe += path_bits_may_hold(bits, path_hash("/other/" + std::to_string(i)));
-  CHECK(maybe < 100);
+  // Sparse filters say no to most other paths (what makes skipping pay),
+  // small and large alike.
+  for (int n : {1, 30, 300}) {
+    std::vector<std::string> paths;
+    for (int i = 0; i < n; ++i) paths.push_back("/work/src/f" + std::to_string(i) + ".c");
+    std::string bits = filter_of(paths);
+    int maybe = 0;
+    for (int i = 0; i < 1000; ++i) maybe += path_bits_may_hold(bits, path_hash("/other/" + std::to_string(i)));
+    INFO(n << " paths, " << bits.size() << " bytes");
+    CHECK(maybe < 100);
+  }
 }
 
 TEST_CASE("the recorder lists at least the paths verify reads from an entry's canonical form") {
@@ -290,23 +322,27 @@ TEST_CASE("query --path and --since/--until skip blocks, and find everything a w
     for (const auto& q : queries_matching(named[i])) queries.insert(q);
   int64_t all_blocks = blocks_read(bare, {});
   for (const auto& q : queries) {
-    EntryFilter f;
-    f.path = q;
     INFO("--path " << q);
-    CHECK(read_matching(db, f) == read_matching(bare, f));
+    CHECK(read_matching(db, by_path(q)) == read_matching(bare, by_path(q)));
     if (q == "/nowhere") {
-      CHECK(read_matching(db, f).empty());
-      CHECK(blocks_read(db, f) * 4 < all_blocks);  // most blocks skipped
+      CHECK(read_matching(db, by_path(q)).empty());
+      CHECK(blocks_read(db, by_path(q)) * 4 < all_blocks);  // most blocks skipped
     }
   }
+  // A span edited wider (one bound at 0) only skips less; verify accepts it.
+  std::string wider = dir.file("wider.db");
+  std::filesystem::copy_file(db, wider);
+  sql(wider, "UPDATE blocks SET ts_min=0");
+  CHECK(verdict(wider).ok);
   for (auto [since, until] : std::vector<std::pair<int64_t, int64_t>>{
            {1'000'000 + 5000, 1'000'000 + 5100}, {0, 1'000'000 + 3}, {1'000'000 + n + 1, 1'000'000 + n + 9}, {2'000'000, 3'000'000}}) {
-    EntryFilter f;
-    f.since_ns = since;
-    f.until_ns = until;
+    inspect::Criteria c;
+    c.since_ns = since;
+    c.until_ns = until;
     INFO(since << " .. " << until);
-    CHECK(read_matching(db, f) == read_matching(bare, f));
-    CHECK(blocks_read(db, f) <= 2);
+    CHECK(read_matching(db, c) == read_matching(bare, c));
+    CHECK(read_matching(wider, c) == read_matching(bare, c));
+    CHECK(blocks_read(db, c) <= 2);
   }
 }
 
@@ -333,9 +369,52 @@ TEST_CASE("a path index edited to hide an entry fails verification; one removed 
   std::string c = fresh();
   sql(c, "UPDATE blocks SET path_bits=NULL");
   CHECK(verdict(c).ok);
-  EntryFilter f;
-  f.path = named.front()[0] == '/' ? named.front() : "/etc";
-  CHECK(read_matching(c, f) == read_matching(db, f));
+  auto q = by_path(named.front()[0] == '/' ? named.front() : "/etc");
+  CHECK(read_matching(c, q) == read_matching(db, q));
+}
+
+TEST_CASE("verify takes any filter holding every part of a path, also one deeper than flightrec lists") {
+  TempDir dir;
+  std::string db = dir.file("r.db");
+  std::string deep;
+  for (int i = 0; i < 100; ++i) deep += "/d" + std::to_string(i);
+  {
+    Store store(db, Store::Mode::Write);
+    auto w = begin_session(store);
+    events::Entry e;
+    e.set("type", "file_open");
+    e.set("path", deep);
+    append(*w, e);
+    w->flush();
+  }
+  REQUIRE(verdict(db).ok);
+  // flightrec's own filter for it: all bits set.
+  REQUIRE(unit::sql_int(db, "SELECT count(*) FROM blocks WHERE path_bits = x'ffffffffffffffff'") == 1);
+  auto hex = [](const std::string& bytes) {
+    std::string out;
+    for (unsigned char c : bytes) out += "0123456789abcdef"[c >> 4], out += "0123456789abcdef"[c & 15];
+    return out;
+  };
+  auto store_filter = [&](const std::string& bits) {
+    sql(db, "UPDATE blocks SET path_bits = x'" + hex(bits) + "' WHERE length(path_bits) > 0");
+  };
+  // Another writer's: every one of its 100 parts hashed.
+  store_filter(filter_of({deep}));
+  CHECK(verdict(db).ok);
+  // One part left out: verify finds it missing.
+  std::vector<uint64_t> hashes;
+  REQUIRE(path_prefix_hashes(deep, hashes, SIZE_MAX));
+  for (size_t skip : {size_t(0), size_t(57), hashes.size() - 1}) {
+    PathFilter f;
+    for (size_t i = 0; i < hashes.size(); ++i)
+      if (i != skip) f.add(hashes[i]);
+    std::string bits = f.stored();
+    if (path_bits_may_hold(bits, hashes[skip])) continue;  // its bits set by others: nothing is missing
+    store_filter(bits);
+    auto v = verdict(db);
+    INFO("without part " << skip);
+    CHECK_FALSE(v.ok);
+  }
 }
 
 TEST_CASE("a record without the path column (an older build's) reads, verifies, and takes new blocks with it") {
@@ -344,8 +423,7 @@ TEST_CASE("a record without the path column (an older build's) reads, verifies, 
   std::string db = mixed_record(dir, 2000, 9, &named);
   sql(db, "ALTER TABLE blocks DROP COLUMN path_bits");
   CHECK(verdict(db).ok);
-  EntryFilter f;
-  f.path = "/etc";
+  auto f = by_path("/etc");
   auto before = read_matching(db, f);
   // Appending gives the table its column; the old blocks keep none.
   {

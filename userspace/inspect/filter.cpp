@@ -193,8 +193,9 @@ bool Matcher::matches(int64_t session, const ledger::TopLevel& top) {
     return false;
   if (c_.pid && pid != c_.pid) return false;
   if (c_.since_ns || c_.until_ns) {
+    // 0 is no time, as in the blocks' index (docs/FORMAT.md §7).
     auto ts = top.integer("ts_real_ns");
-    if (!ts || (c_.since_ns && *ts < *c_.since_ns) || (c_.until_ns && *ts > *c_.until_ns)) return false;
+    if (!ts || *ts == 0 || (c_.since_ns && *ts < *c_.since_ns) || (c_.until_ns && *ts > *c_.until_ns)) return false;
   }
   if (!c_.rules.empty()) {
     auto rule = top.string("rule_id");

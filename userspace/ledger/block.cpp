@@ -7,7 +7,6 @@
 #include <vector>
 
 #include "common/error.h"
-#include "ledger/path_index.h"
 
 namespace flightrec::ledger {
 namespace {
@@ -83,8 +82,8 @@ void BlockBuilder::add(std::string_view type, int64_t pid, int64_t ts, const Has
   bodies_.append(body);
   if (std::find(types_.begin(), types_.end(), type) == types_.end()) types_.emplace_back(type);
   pid_bits_ |= index_bit(pid);
-  if (paths_all) paths_all_ = true;
-  else if (!paths_all_) path_hashes_.insert(path_hashes_.end(), path_hashes.begin(), path_hashes.end());
+  if (paths_all) paths_.set_all();
+  for (uint64_t h : path_hashes) paths_.add(h);
   if (ts) {
     ts_min_ = ts_min_ && ts_min_ < ts ? ts_min_ : ts;
     ts_max_ = ts_max_ > ts ? ts_max_ : ts;
@@ -102,7 +101,7 @@ BlockRow BlockBuilder::seal(int64_t session, int64_t first_seq, const Hash& chai
   row.pid_bits = pid_bits_;
   row.ts_min = ts_min_;
   row.ts_max = ts_max_;
-  row.path_bits = paths_all_ ? path_bits_all() : path_bits_of(path_hashes_);
+  row.path_bits = paths_.stored();
   row.chain.assign(as_bytes(chain));
   heads_ += bodies_;
   // (frame_ only grows: sized afresh per block, it would be zeroed, and
@@ -122,16 +121,13 @@ BlockRow BlockBuilder::seal(int64_t session, int64_t first_seq, const Hash& chai
     cctx_ = new_cctx();
     heads_.shrink_to_fit();  // (assigning an empty string would keep the room)
     bodies_.shrink_to_fit();
-    path_hashes_.clear();
-    path_hashes_.shrink_to_fit();
     frame_ = {};
   }
   count_ = 0;
   types_.clear();
   pid_bits_ = 0;
   ts_min_ = ts_max_ = 0;
-  path_hashes_.clear();
-  paths_all_ = false;
+  paths_.clear();
   return row;
 }
 

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "ledger/hash.h"
+#include "ledger/path_index.h"
 
 namespace flightrec::ledger {
 
@@ -58,7 +59,7 @@ class BlockBuilder {
   // paths_all: one had too many parts, so the block's path index matches
   // every path. They must describe body: verify checks.
   void add(std::string_view type, int64_t pid, int64_t ts, const Hash& leaf, std::string_view body,
-           std::span<const uint64_t> path_hashes = {}, bool paths_all = false);
+           std::span<const uint64_t> path_hashes, bool paths_all);
   bool empty() const { return count_ == 0; }
   bool full() const { return size_t(count_) >= kBlockMaxEntries || heads_.size() + bodies_.size() >= kBlockTargetBytes; }
   // Compresses what was added into a row and starts a new block.
@@ -72,8 +73,7 @@ class BlockBuilder {
   std::vector<std::string> types_;  // distinct, few: a short vector beats a set
   uint64_t pid_bits_ = 0;
   int64_t ts_min_ = 0, ts_max_ = 0;
-  std::vector<uint64_t> path_hashes_;
-  bool paths_all_ = false;
+  PathFilter paths_;
 };
 
 // One entry as a block holds it. The views are valid during the callback.

@@ -6,6 +6,7 @@
 // "under" means, are query --path's own rules: the index and the filter
 // cannot disagree. Like the rest of the index it is trusted by nothing but
 // queries; verify checks that it covers every entry.
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -27,30 +28,41 @@ std::span<const std::string_view> path_members();
 enum class PathKey { kNone, kPlain, kBase64 };
 PathKey path_key(std::string_view key);
 
-// Appends the hashes of what a query for path matches by: path itself and
-// each leading part that ends before a '/' (for "/a/b": "/a" and "/a/b";
-// the same as policy::path_under, whole components). At most
-// kMaxPathHashes per call; returns false (and appends nothing) past that:
-// the block's index must then match every path (path_bits_all()).
+// Appends the FNV-1a-64 hashes of what a query for path matches by: path
+// itself and each leading part that ends before a '/' (for "/a/b": "/a"
+// and "/a/b"; policy::path_under, whole components). More than `limit`:
+// returns false and appends nothing (the recorder's block then matches
+// every path: PathFilter::set_all).
 constexpr size_t kMaxPathHashes = 64;
-bool path_prefix_hashes(std::string_view path, std::vector<uint64_t>& out);
+bool path_prefix_hashes(std::string_view path, std::vector<uint64_t>& out, size_t limit = kMaxPathHashes);
 
 // The hash of a --path query, as path_prefix_hashes hashes its parts.
 uint64_t path_hash(std::string_view path);
 
 // The paths an entry names, as query --path reads them: for each member, its
 // string, else the bytes its _b64 twin holds. Appends their prefix hashes;
-// false where one path has too many parts (see above).
-bool entry_path_hashes(const TopLevel& top, std::vector<uint64_t>& out);
+// false where one path has more than limit parts (see above).
+bool entry_path_hashes(const TopLevel& top, std::vector<uint64_t>& out, size_t limit = SIZE_MAX);
 
-// The stored Bloom filter of the hashes (sorted and made unique here): ""
-// when there are none, else 2^k bytes (8 to 512), 8 bits per hash or more.
-std::string path_bits_of(std::vector<uint64_t>& hashes);
-// What a block stores when some entry's path had too many parts: all bits set.
-std::string path_bits_all();
-// Whether bits may hold hash h (false: no entry of its block names a path it matches).
+// A block's filter while it fills: every hash sets two bits of 4096, in
+// constant time (a path an agent makes deep costs no sort at the seal);
+// stored folded to the smallest size that keeps it sparse.
+class PathFilter {
+ public:
+  void add(uint64_t h);
+  void set_all() { all_ = true; }
+  // "" when nothing was added, else 2^k bytes (8 to 512); all bits set after set_all().
+  std::string stored() const;
+  void clear();
+
+ private:
+  uint64_t words_[64] = {};
+  bool any_ = false, all_ = false;
+};
+
+constexpr size_t kPathBitsMaxBytes = 512;
+// Whether stored filter bits may hold hash h (false: no entry of its block
+// names a path it matches). A length flightrec never writes hides nothing.
 bool path_bits_may_hold(std::string_view bits, uint64_t h);
-// Whether bits may hold every hash (all set, or not a filter flightrec writes).
-bool path_bits_hold_all(std::string_view bits);
 
 }  // namespace flightrec::ledger

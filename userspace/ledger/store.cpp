@@ -304,6 +304,7 @@ void Store::check_or_create_schema() {
       throw;
     }
     version_ = kFormatVersion;
+    path_bits_column_ = true;
     return;
   }
   std::optional<std::string> format, version;
@@ -329,11 +330,22 @@ void Store::check_or_create_schema() {
   // Records of builds before the path index have no path_bits column:
   // read without it (no block is skipped by path), and given it before
   // blocks are appended (their older blocks keep NULL: no index).
-  sqlite3_stmt* probe = nullptr;
-  path_bits_column_ = sqlite3_prepare_v2(db_, "SELECT path_bits FROM blocks LIMIT 0", -1, &probe, nullptr) == SQLITE_OK;
-  sqlite3_finalize(probe);
+  auto has_column = [&] {
+    sqlite3_stmt* probe = nullptr;
+    bool has = sqlite3_prepare_v2(db_, "SELECT path_bits FROM blocks LIMIT 0", -1, &probe, nullptr) == SQLITE_OK;
+    sqlite3_finalize(probe);
+    return has;
+  };
+  path_bits_column_ = has_column();
   if (!path_bits_column_ && mode_ == Mode::Write) {
-    exec("ALTER TABLE blocks ADD COLUMN path_bits BLOB");
+    exec("BEGIN IMMEDIATE");  // another writer may be adding it this moment
+    try {
+      if (!has_column()) exec("ALTER TABLE blocks ADD COLUMN path_bits BLOB");
+      exec("COMMIT");
+    } catch (...) {
+      sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+      throw;
+    }
     path_bits_column_ = true;
   }
 }
@@ -474,9 +486,9 @@ void Store::for_each_block_entry(const EntryFilter& f, const std::function<bool(
     sqlite3_bind_int64(s.s, 2, (*f.session << kSeqBits) | (kMaxSeq - 1));
   }
   uint64_t want_pid = f.pid ? index_bit(*f.pid) : 0;
-  // A query for "/" matches every absolute path: only a block naming none is skipped.
+  // A query for "/" (or "") matches every absolute path: only a block naming none is skipped.
   std::optional<uint64_t> want_path;
-  if (f.path && *f.path != "/") want_path = path_hash(*f.path);
+  if (f.path && *f.path != "/" && !f.path->empty()) want_path = path_hash(*f.path);
   std::string scratch;
   EntryRow r;
   BlockIndex index;
@@ -495,10 +507,16 @@ void Store::for_each_block_entry(const EntryFilter& f, const std::function<bool(
     }
     if (want_pid && !(uint64_t(sqlite3_column_int64(s.s, 3)) & want_pid)) continue;
     int64_t ts_min = sqlite3_column_int64(s.s, 6), ts_max = sqlite3_column_int64(s.s, 7);
-    // ts_min/ts_max span the entries that have a time; 0 when none has one.
-    if ((f.since_ns && (ts_max == 0 || ts_max < *f.since_ns)) || (f.until_ns && (ts_min == 0 || ts_min > *f.until_ns)))
+    // ts_min..ts_max spans the entries that have a time (both 0: none has
+    // one). verify checks that it holds each; a span edited wider only
+    // skips less, so one bound alone at 0 is taken as it stands.
+    bool timeless = ts_min == 0 && ts_max == 0;
+    if ((f.since_ns && (timeless || ts_max < *f.since_ns)) || (f.until_ns && (timeless || ts_min > *f.until_ns)))
       continue;
-    bool has_path_bits = sqlite3_column_type(s.s, 8) != SQLITE_NULL;
+    // A filter longer than any flightrec writes is no index (it would hide
+    // nothing anyway): not copied, not checked.
+    bool has_path_bits =
+        sqlite3_column_type(s.s, 8) != SQLITE_NULL && size_t(sqlite3_column_bytes(s.s, 8)) <= kPathBitsMaxBytes;
     std::string_view path_bits;
     if (has_path_bits) {
       auto bits = static_cast<const char*>(sqlite3_column_blob(s.s, 8));

@@ -124,7 +124,7 @@ class Store {
   sqlite3* db_ = nullptr;
   std::unique_ptr<Checkpointer> checkpointer_;  // made when the log first grows large
   int version_ = 0;
-  bool path_bits_column_ = true;  // false in records of builds before the path index
+  bool path_bits_column_ = false;  // blocks.path_bits exists (not in records of earlier builds)
   sqlite3_stmt* insert_ = nullptr;
   sqlite3_stmt* insert_checkpoint_ = nullptr;
 };

@@ -32,7 +32,7 @@ void SessionWriter::append(std::string_view canonical, std::string_view type, in
     paths_all = paths->all;
   } else {
     TopLevel top;  // (a body that is not canonical fails verify anyway; its block then matches every path)
-    paths_all = !check_canonical(canonical, &top).empty() || !entry_path_hashes(top, batch_.path_hashes);
+    paths_all = !check_canonical(canonical, &top).empty() || !entry_path_hashes(top, batch_.path_hashes, kMaxPathHashes);
   }
   batch_.entries.push_back({batch_.bodies.size(), canonical.size(), std::string(type), pid, ts, uint32_t(paths_at),
                             uint32_t(batch_.path_hashes.size() - paths_at), paths_all});
