@@ -65,7 +65,9 @@ struct {
 static __always_inline void fill_syscall(struct fr_syscall *r, struct task_struct *task, __u32 ppid,
 					 struct fr_task_state *st, __u32 size, __s64 ret, __u32 flags)
 {
-	fr_fill_header_ppid(&r->h, task, ppid, FR_REC_SYSCALL, size, st->session);
+	__u64 uid_gid, cgroup_id;
+	fr_task_ids(st, &uid_gid, &cgroup_id);
+	fr_fill_header_ids(&r->h, task, ppid, FR_REC_SYSCALL, size, st->session, uid_gid, cgroup_id);
 	r->enter_ns = st->enter_ns;
 	for (int i = 0; i < 6; i++)
 		r->args[i] = st->args[i];
@@ -705,6 +707,8 @@ int BPF_PROG(fr_sys_exit, struct pt_regs *regs, long ret)
 		st->sa_buf_len = 0;
 	}
 	st->active = 0;
+	if (fr_changes_ids(task, st->nr))
+		st->ids_valid = 0;  /* its record shows the ids it returned with */
 	record_return(task, ppid, st, ret, blocked);
 	if (fr_tls_enabled && !blocked)
 		note_tls_hello(st, ret);

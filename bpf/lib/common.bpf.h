@@ -420,6 +420,67 @@ static __always_inline void fr_fill_header_ppid(struct fr_header *h, struct task
 	__builtin_memcpy(h->comm, task->comm, sizeof(h->comm));
 }
 
+/* The same for a syscall record, with the ids its task's state kept
+ * (fr_task_ids). A header of its own, not fr_fill_header_ppid with its ids
+ * passed in: that changed how clang compiled fr_exec's size, which 6.1's
+ * verifier then could not bound. */
+static __always_inline void fr_fill_header_ids(struct fr_header *h, struct task_struct *task, __u32 ppid,
+					     __u32 type, __u32 size, __u32 session, __u64 uid_gid, __u64 cgroup_id)
+{
+	h->type = type;
+	h->size = size;
+	h->ts_mono_ns = bpf_ktime_get_ns();
+	h->cgroup_id = cgroup_id;
+	h->pid = task->tgid;
+	h->tid = task->pid;
+	h->ppid = ppid;
+	h->uid = (__u32)uid_gid;
+	h->gid = uid_gid >> 32;
+	h->cpu = (__u16)bpf_get_smp_processor_id();
+	h->session = session;
+	__builtin_memcpy(h->comm, task->comm, sizeof(h->comm));
+}
+
+/* x86's thread_info.status bit for a call made through the 32-bit entry
+ * (int 0x80), set from its entry until the return to user space. */
+#define FR_TS_COMPAT 0x0002
+
+/* Whether the current task's uid and gid may differ after this call
+ * returns: set*id, and exec (a set-user-ID program), also as x32 calls;
+ * and any call through the 32-bit entry, whose numbers are i386's
+ * (setuid32 is 213, execve 11), rare enough to take all of. */
+static __always_inline bool fr_changes_ids(struct task_struct *task, long nr)
+{
+	if (task->thread_info.status & FR_TS_COMPAT)
+		return true;
+	switch (nr & ~0x40000000L) {
+	case 105: case 106: case 113: case 114: case 117: case 119: case 122: case 123: case 59: case 322:
+		return true;
+	}
+	return false;
+}
+
+/* The current task's uid/gid and cgroup id for a syscall record, as their
+ * helpers give them, kept in its state: two helper calls a record cost
+ * ~50 ns here (each return pays for the SRSO mitigation). Creds are the
+ * task's own; only its own calls change them, and fr_sys_exit clears
+ * ids_valid after those (fr_changes_ids). A cgroup move (of any task; for
+ * a whole process it fires for its leader alone) bumps fr_session_gen. The
+ * generation is read first: a move meanwhile leaves them stale for one
+ * record at most, as the helpers read at that moment would. */
+static __always_inline void fr_task_ids(struct fr_task_state *st, __u64 *uid_gid, __u64 *cgroup_id)
+{
+	__u32 gen = fr_session_gen;
+	if (!st->ids_valid || st->ids_gen != gen) {
+		st->uid_gid = bpf_get_current_uid_gid();
+		st->cgroup_id = bpf_get_current_cgroup_id();
+		st->ids_gen = gen;
+		st->ids_valid = 1;
+	}
+	*uid_gid = st->uid_gid;
+	*cgroup_id = st->cgroup_id;
+}
+
 /* The tgid of the current task's parent, read straight from `task` (the
  * current task): no call's cost, for the syscall records. Each place it is
  * inlined costs the verifier a search by name at every visit (above), so

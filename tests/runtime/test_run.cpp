@@ -82,9 +82,10 @@ TEST_CASE("every record's header names who made it: process, thread, parent, ids
     Result r = flightrec({"run", "--policy", "observe", "--tls", "off", "--entry-times", entry_times, "--db", db,
                           "--", HEADER_PROBE_BIN});
     REQUIRE(r.code == 0);
-    unsigned long long cgroup = 0;
-    int main_pid = 0, thread_tid = 0, child = 0;
-    REQUIRE(sscanf(r.out.c_str(), "cgroup %llu main %d thread %d child %d", &cgroup, &main_pid, &thread_tid, &child) == 4);
+    unsigned long long cgroup = 0, sub = 0;
+    int main_pid = 0, thread_tid = 0, child = 0, compat = 0;
+    REQUIRE(sscanf(r.out.c_str(), "cgroup %llu main %d thread %d child %d sub %llu compat %d", &cgroup, &main_pid,
+                   &thread_tid, &child, &sub, &compat) == 6);
     REQUIRE(thread_tid != main_pid);
     auto all = entries(db);
     auto marker = [&](long arg) {
@@ -119,6 +120,27 @@ TEST_CASE("every record's header names who made it: process, thread, parent, ids
     REQUIRE(spawn);
     CHECK((*spawn)["child_pid"] == main_pid);
     CHECK((*spawn)["thread"] == 1);
+    // A move of the whole process (a cgroup.procs write) shows in every
+    // thread's next record, also in the thread the kernel did not name.
+    const json* before_move = marker(4242005);
+    const json* moved_main = marker(4242003);
+    const json* moved_thread = marker(4242004);
+    REQUIRE(before_move);
+    REQUIRE(moved_main);
+    REQUIRE(moved_thread);
+    CHECK((*before_move)["cgroup_id"] == cgroup);
+    CHECK((*moved_main)["cgroup_id"] == sub);
+    CHECK((*moved_thread)["cgroup_id"] == sub);
+    CHECK((*moved_thread)["tid"] != main_pid);
+    // A uid set through the 32-bit entry (i386's call numbers) shows too.
+    if (compat) {
+      const json* after_compat = marker(4242006);
+      REQUIRE(after_compat);
+      CHECK((*after_compat)["pid"] == compat);
+      CHECK((*after_compat)["uid"] == 4322);
+    } else {
+      MESSAGE("this kernel has no 32-bit syscall entry: the int 0x80 case is not tried");
+    }
     const json* gone = find(all, [&](const json& e) { return e["type"] == "exit" && e["pid"] == child; });
     REQUIRE(gone);
     CHECK((*gone)["uid"] == 4321);

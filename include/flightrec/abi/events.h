@@ -370,9 +370,13 @@ struct fr_task_state {
 	                          * new task, or a task that was in a syscall when storage was made) */
 	__u32 session;           /* the session the task was recorded in first; it stays there */
 	__u32 tls_probed;        /* (a group leader's) its program called a probed TLS library function since exec */
+	__u64 uid_gid;           /* its ids as bpf_get_current_uid_gid() gave them, and its cgroup's id, */
+	__u64 cgroup_id;         /* kept for its syscall records (fr_task_ids) */
+	__u32 ids_valid;         /* 0: read them afresh (a set*id call or exec returned) */
+	__u32 ids_gen;           /* fr_session_gen when they were read (a cgroup move bumps it) */
 	char exec_path[FR_STR_MAX];
 };
-FR_STATIC_ASSERT(sizeof(struct fr_task_state) == 4184, "fr_task_state layout");
+FR_STATIC_ASSERT(sizeof(struct fr_task_state) == 4208, "fr_task_state layout");
 
 /* Which session a cgroup's tasks belong to: fr_sessions maps a cgroup id
  * to a session number, for the cgroup and everything below it (the
