@@ -51,7 +51,7 @@ const json* change_of(const std::vector<json>& all, const std::string& path) {
 
 }  // namespace
 
-TEST_CASE("agent, the default: host files hidden and read-only, changes recorded with hashes, host untouched") {
+TEST_CASE("agent, the default: host files hidden and read-only, changes recorded with hashes, only the work directory's written") {
   REQUIRE_MESSAGE(is_root(), "runtime tests need root");
   TempDir dir;
   std::string work = dir.file("work"), db = dir.file("s.db");
@@ -78,11 +78,14 @@ TEST_CASE("agent, the default: host files hidden and read-only, changes recorded
   CHECK(r.out.find("SQLite format") == std::string::npos);  // the record is hidden
   CHECK(r.out.find("root:") == std::string::npos);          // /etc/shadow
 
-  // The host saw none of it: the writes went to the session's overlay.
-  CHECK(access((work + "/created.txt").c_str(), F_OK) != 0);
-  CHECK(slurp(work + "/existing.txt") == "old\n");
-  CHECK(slurp(work + "/gone.txt") == "bye\n");
+  // Outside the work directory the host saw none of it (the writes went
+  // to the session's overlay); the work directory's changes were written
+  // to it at the end (work_dir_mode: write).
   CHECK(access("/etc/flightrec-test", F_OK) != 0);
+  CHECK(slurp(work + "/created.txt") == "new\n");
+  CHECK(slurp(work + "/existing.txt") == "old\nmore\n");
+  CHECK(access((work + "/gone.txt").c_str(), F_OK) != 0);
+  CHECK(slurp(work + "/py.txt") == "data!");
 
   auto all = entries(db);
   REQUIRE(all.size() > 10);

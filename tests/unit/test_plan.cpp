@@ -151,7 +151,7 @@ TEST_CASE("plan: path rules go to BPF-LSM, or the plan is refused where it canno
 
 TEST_CASE("plan: a run's policy, with its command-line overrides") {
   SUBCASE("observe: nothing confined") {
-    auto plan = compile(Settings{}, PolicyChoice{"observe", {}, {}, false});
+    auto plan = compile(Settings{}, PolicyChoice{"observe", {}, {}, false, {}});
     REQUIRE(plan.policy);
     CHECK(plan.policy->name == "observe");
     CHECK_FALSE(plan.sandboxed);
@@ -160,16 +160,16 @@ TEST_CASE("plan: a run's policy, with its command-line overrides") {
   SUBCASE("--entry-times off: refused where a seccomp filter would make stops look like failures") {
     Settings off;
     off.entry_times = false;
-    CHECK(refusal(off, PolicyChoice{"agent", {}, {}, false}) ==
+    CHECK(refusal(off, PolicyChoice{"agent", {}, {}, false, {}}) ==
           "--entry-times off cannot record a sandbox with a seccomp filter (policy agent): without the entry "
           "trace, a call the filter stopped cannot be told from one that failed");
-    CHECK(refusal(off, PolicyChoice{"strict", {}, {}, false}).find("(policy strict)") != std::string::npos);
-    CHECK(refusal(off, PolicyChoice{"observe", {}, {}, false}).empty());
-    CHECK(refusal(off, PolicyChoice{"agent", {}, {}, true}).empty());  // shadow: no sandbox, the judge decides
-    CHECK_FALSE(compile(off, PolicyChoice{"observe", {}, {}, false}).capture.entry_times);
+    CHECK(refusal(off, PolicyChoice{"strict", {}, {}, false, {}}).find("(policy strict)") != std::string::npos);
+    CHECK(refusal(off, PolicyChoice{"observe", {}, {}, false, {}}).empty());
+    CHECK(refusal(off, PolicyChoice{"agent", {}, {}, true, {}}).empty());  // shadow: no sandbox, the judge decides
+    CHECK_FALSE(compile(off, PolicyChoice{"observe", {}, {}, false, {}}).capture.entry_times);
   }
   SUBCASE("agent with --allow: the allowlist is what the egress programs get") {
-    auto plan = compile(Settings{}, PolicyChoice{"agent", {"10.1.2.3:443", "192.168.0.0/16:*"}, {"pids=64"}, false});
+    auto plan = compile(Settings{}, PolicyChoice{"agent", {"10.1.2.3:443", "192.168.0.0/16:*"}, {"pids=64"}, false, {}});
     REQUIRE(plan.policy);
     CHECK(plan.sandboxed);
     CHECK(plan.policy->limits.pids == 64);
@@ -185,17 +185,17 @@ TEST_CASE("plan: a run's policy, with its command-line overrides") {
     CHECK(plan.capture.egress[1].port == 0);
   }
   SUBCASE("agent in shadow mode: no sandbox, nothing enforced by the egress programs") {
-    auto plan = compile(Settings{}, PolicyChoice{"agent", {"10.1.2.3:443"}, {}, true});
+    auto plan = compile(Settings{}, PolicyChoice{"agent", {"10.1.2.3:443"}, {}, true, {}});
     CHECK_FALSE(plan.sandboxed);
     CHECK(plan.capture.egress.empty());
     CHECK(plan.policy->mode == flightrec::policy::Mode::Shadow);
   }
   SUBCASE("refused") {
-    CHECK(refusal(Settings{}, PolicyChoice{"no-such-policy", {}, {}, false}) != "");
-    CHECK(refusal(Settings{}, PolicyChoice{"agent", {"not an endpoint"}, {}, false}) != "");
-    CHECK(refusal(Settings{}, PolicyChoice{"agent", {}, {"pids=lots"}, false}) != "");
+    CHECK(refusal(Settings{}, PolicyChoice{"no-such-policy", {}, {}, false, {}}) != "");
+    CHECK(refusal(Settings{}, PolicyChoice{"agent", {"not an endpoint"}, {}, false, {}}) != "");
+    CHECK(refusal(Settings{}, PolicyChoice{"agent", {}, {"pids=lots"}, false, {}}) != "");
     Settings s;
     s.allow_exec = {"/usr"};
-    CHECK(refusal(s, PolicyChoice{"agent", {}, {}, false}).find("--allow-exec") != std::string::npos);
+    CHECK(refusal(s, PolicyChoice{"agent", {}, {}, false, {}}).find("--allow-exec") != std::string::npos);
   }
 }

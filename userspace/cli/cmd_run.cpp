@@ -44,7 +44,7 @@ int cmd_run(const Args& all) {
   po::options_description desc("options");
   SessionOptions so;
   std::string policy_name = "agent";
-  std::vector<std::string> allow, limit;
+  std::vector<std::string> allow, limit, env;
   std::string grant_socket, daemon_mode = "auto", daemon_socket = "/run/flightrec/flightrecd.sock";
   desc.add_options()("help,h", "show this help")
       ("policy", po::value(&policy_name)->value_name("NAME|FILE"),
@@ -52,6 +52,9 @@ int cmd_run(const Args& all) {
       ("shadow", po::bool_switch(), "block nothing; record what the policy would deny (would-deny entries)")
       ("allow", po::value(&allow)->value_name("HOST:PORT"),
        "add to the policy's egress allowlist (CIDR:PORT, HOST:PORT, ADDR:*); repeatable")
+      ("env", po::value(&env)->value_name("NAME[=VALUE]"),
+       "pass the host's variable NAME into the sandbox (even one whose name looks like a secret: its "
+       "value is never recorded), or set NAME to VALUE; repeatable (policy env: section)")
       ("limit", po::value(&limit)->value_name("KEY=VALUE"),
        "override one of the policy's limits: memory, pids, cpu, wall_time, cpu_time, file_size, "
        "open_files, disk (e.g. --limit wall_time=10m); repeatable")
@@ -73,7 +76,7 @@ int cmd_run(const Args& all) {
   if (daemon_mode != "auto" && daemon_mode != "off" && daemon_mode != "require")
     throw UsageError("--daemon must be auto, off or require");
   if (daemon_socket.empty() || daemon_socket[0] != '/') throw UsageError("--daemon-socket needs an absolute path");
-  session::PolicyChoice choice{policy_name, allow, limit, vm["shadow"].as<bool>()};
+  session::PolicyChoice choice{policy_name, allow, limit, vm["shadow"].as<bool>(), env};
   session::Plan plan;
   try {
     plan = session::compile(so.settings(), choice);

@@ -28,5 +28,7 @@ int cmd_verify_proof(const Args& args);
 int cmd_checkpoint(const Args& args);
 int cmd_status(const Args& args);
 int cmd_collect(const Args& args);
+int cmd_changes(const Args& args);
+int cmd_apply(const Args& args);
 
 }  // namespace flightrec::cli

@@ -17,6 +17,8 @@ commands:
   query    print recorded entries, filtered (JSON Lines with --json)
   summary  each session at a glance: programs, files, hosts, violations, loss
   replay   what another policy would have denied in a recorded session
+  changes  what a session changed in its work directory, as a diff
+  apply    write a session's kept changes to its work directory, refusing conflicts
   report   one session as a self-contained HTML page for reviewers
   verify   check a record or bundle: hashes, chain, Merkle roots, signatures
   export   write one session as a signed bundle (JSON or JSON Lines)
@@ -56,6 +58,8 @@ int main(int argc, char** argv) {
     if (command == "checkpoint") return cmd_checkpoint(args);
     if (command == "status") return cmd_status(args);
     if (command == "collect") return cmd_collect(args);
+    if (command == "changes") return cmd_changes(args);
+    if (command == "apply") return cmd_apply(args);
     if (command == "--help" || command == "-h" || command == "help") {
       std::cout << kUsage << "\n";
       return 0;

@@ -46,6 +46,11 @@ void SessionOptions::add_to(po::options_description& desc) {
       "X-Goog-Api-Key, Private-Token, X-Csrf-Token) with [REDACTED]")(
       "tls-redact-header", po::value(&tls_redact_more)->value_name("NAME"),
       "redact this header too (repeatable)")(
+      "redact", po::value(&redact)->default_value(redact),
+      "on: credentials in command lines (every exec's argv, the recorded command) are replaced with "
+      "[REDACTED] before they are sealed: bearer tokens, sk-/ghp_/AKIA/xox?-/glpat- tokens and the "
+      "like, --password=/--token= values, URL passwords, private-key blocks, and the policy's own "
+      "redact: prefixes; each entry says what kinds it redacted; off: keep them")(
       "entry-times", po::value(&entry_times)->default_value(entry_times),
       "on (run's default): trace every syscall's entry too: its start time (ts_enter_mono_ns), "
       "calls seccomp stopped marked by the kernel, exit and exit_group as entries, addresses that "
@@ -68,8 +73,9 @@ session::Settings SessionOptions::settings() const {
   s.deny_paths = deny_paths;
   s.allow_exec = allow_exec;
   if ((tls != "on" && tls != "off") || (tls_redact != "on" && tls_redact != "off") ||
-      (entry_times != "on" && entry_times != "off"))
-    throw UsageError("--tls, --tls-redact and --entry-times take on or off");
+      (entry_times != "on" && entry_times != "off") || (redact != "on" && redact != "off"))
+    throw UsageError("--tls, --tls-redact, --redact and --entry-times take on or off");
+  s.redact = redact == "on";
   s.entry_times = entry_times == "on";
   s.tls = tls == "on";
   s.tls_redact = tls_redact == "on";

@@ -16,6 +16,7 @@ struct SessionOptions {
   uint64_t checkpoint_ms = 1000;
   std::string on_loss = "backpressure";  // watch: continue
   std::vector<std::string> deny_paths, allow_exec;
+  std::string redact = "on";
   std::string tls = "on", tls_redact = "on", tls_chunk = "16K", tls_cap = "256K";
   std::string entry_times = "on";        // watch: off
   std::vector<std::string> tls_redact_more;  // --tls-redact-header

@@ -1,5 +1,7 @@
 #include "events/decode.h"
 
+#include "events/secrets.h"
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -169,6 +171,17 @@ void decode_syscall(Entry& e, const uint8_t* p, size_t size, const DecodeContext
   else if (r.nr == 85) e.set("flags", int64_t(O_CREAT | O_WRONLY | O_TRUNC));
 }
 
+// argv bytes with credentials redacted (in `storage`, when any was), the
+// kinds redacted named in the entry.
+std::string_view without_secrets(Entry& e, std::string_view bytes, std::string& storage, const DecodeContext& ctx) {
+  if (!ctx.secrets) return bytes;
+  storage.assign(bytes);
+  std::vector<std::string> kinds = ctx.secrets->scrub(storage);
+  if (kinds.empty()) return bytes;
+  e.set("redacted", std::move(kinds));
+  return storage;
+}
+
 void decode_exec(Entry& e, const uint8_t* p, size_t size, const DecodeContext& ctx) {
   if (size < sizeof(fr_exec)) return malformed(e, "short exec record", size);
   fr_exec r;
@@ -183,8 +196,11 @@ void decode_exec(Entry& e, const uint8_t* p, size_t size, const DecodeContext& c
   e.set("old_pid", r.old_pid);
 
   std::string_view block(data + r.filename_len, r.argv_len);
+  std::string scrubbed;
+  block = without_secrets(e, block, scrubbed, ctx);
   if (r.flags & FR_EXEC_ARGV_FAULT) e.set("argv_error", "unreadable");
   std::vector<std::string> argv;
+  const std::string_view whole = block;
   bool utf8 = is_valid_utf8(block);
   while (!block.empty()) {
     size_t nul = block.find('\0');
@@ -195,7 +211,7 @@ void decode_exec(Entry& e, const uint8_t* p, size_t size, const DecodeContext& c
   if (utf8)
     e.set("argv", std::move(argv));
   else
-    e.set("argv_b64", base64_encode({data + r.filename_len, r.argv_len}));
+    e.set("argv_b64", base64_encode(whole));
   e.set("argv_bytes", r.argv_total);
   if (r.flags & FR_EXEC_ARGV_TRUNC) e.set("argv_truncated", 1);
 }
@@ -211,7 +227,10 @@ void decode_argv(Entry& e, const uint8_t* p, size_t size, const DecodeContext& c
   e.set("type", "exec_argv");
   add_header(e, r.h, ctx);
   e.set("offset", r.offset);
-  e.set_bytes("data", {reinterpret_cast<const char*>(p + sizeof(fr_argv)), r.len});
+  std::string_view piece(reinterpret_cast<const char*>(p + sizeof(fr_argv)), r.len);
+  std::string scrubbed;
+  piece = without_secrets(e, piece, scrubbed, ctx);
+  e.set_bytes("data", piece);
 }
 
 void decode_fork(Entry& e, const uint8_t* p, size_t size, const DecodeContext& ctx) {

@@ -9,11 +9,14 @@
 
 namespace flightrec::events {
 
+class SecretScrubber;
+
 class TlsStreams;
 
 struct DecodeContext {
   int64_t real_minus_mono_ns = 0;  // added to CLOCK_MONOTONIC for wall-clock time
   TlsStreams* tls = nullptr;       // connection state for TLS records
+  const SecretScrubber* secrets = nullptr;  // credentials redacted from argv; null: kept
 };
 
 Entry decode_record(const void* data, size_t size, const DecodeContext& ctx);

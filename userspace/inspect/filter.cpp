@@ -169,24 +169,17 @@ bool Matcher::matches(int64_t session, const ledger::TopLevel& top) {
     exe_.clear();
     session_ = session;
   }
-  for (int64_t gone : exits_) exe_.erase(gone);
-  exits_.clear();
+  exe_.settle();
   auto type = top.string("type");
   auto pid = top.integer("pid");
   if (c_.exec && type && pid) {
     // Follow who runs what, whether or not this entry is wanted.
     if (*type == "exec") {
-      if (auto f = bytes_member(top, "filename")) exe_[*pid] = *f;
-      else exe_.erase(*pid);  // it runs something else now, whatever it was
+      exe_.exec(*pid, bytes_member(top, "filename"));
     } else if (*type == "fork" && top.integer("thread").value_or(0) == 0) {
-      // A reused pid must not inherit what its previous owner ran.
-      if (auto child = top.integer("child_pid")) {
-        auto parent = exe_.find(*pid);
-        if (parent != exe_.end()) exe_[*child] = parent->second;
-        else exe_.erase(*child);
-      }
+      if (auto child = top.integer("child_pid")) exe_.fork(*pid, *child);
     } else if (*type == "exit" && top.integer("process_exit").value_or(0) == 1) {
-      exits_.push_back(*pid);  // forgotten after this entry: it is the process's own
+      exe_.exit(*pid);
     }
   }
   if (!c_.types.empty() && (!type || std::find(c_.types.begin(), c_.types.end(), *type) == c_.types.end()))
@@ -214,10 +207,10 @@ bool Matcher::matches(int64_t session, const ledger::TopLevel& top) {
   }
   if (c_.comm && top.string("comm") != c_.comm) return false;
   if (c_.exec) {
-    auto it = pid ? exe_.find(*pid) : exe_.end();
-    if (it == exe_.end()) return false;
+    const std::string* exe = pid ? exe_.find(*pid) : nullptr;
+    if (!exe) return false;
     bool by_name = c_.exec->find('/') == std::string::npos;
-    if (by_name ? base_name(it->second) != *c_.exec : it->second != *c_.exec) return false;
+    if (by_name ? base_name(*exe) != *c_.exec : *exe != *c_.exec) return false;
   }
   return true;
 }

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "events/exe_table.h"
 #include "ledger/canonical.h"
 #include "ledger/store.h"
 
@@ -54,9 +55,8 @@ class Matcher {
 
  private:
   Criteria c_;
-  std::map<int64_t, std::string> exe_;  // pid -> executable, for --exec
-  int64_t session_ = 0;                 // whose processes exe_ describes
-  std::vector<int64_t> exits_;          // processes whose last entry was just seen
+  events::ExeTable exe_;  // for --exec
+  int64_t session_ = 0;   // whose processes exe_ describes
 };
 
 // The members that name a file, in the entry types that have them (each

@@ -60,12 +60,21 @@ bool exists_on_host(const std::string& path) {
 }  // namespace
 
 bool harmless_probe_read(const std::string& path) {
+  // What runtimes read to size themselves: CPUs, NUMA nodes (Bun and
+  // JavaScriptCore list /sys/devices/system/node), huge pages, cgroups.
+  // (Not the rest of /sys/devices/system/cpu: its vulnerabilities say
+  // which side channels this host leaves open.)
   static const std::set<std::string> files = {
       "/sys/devices/system/cpu/online", "/sys/devices/system/cpu/possible", "/sys/devices/system/cpu/present",
-      "/sys/devices/system/cpu/kernel_max", "/sys/devices/system/node/online", "/sys/devices/system/node/possible",
-      "/sys/kernel/mm/transparent_hugepage/enabled", "/sys/kernel/mm/transparent_hugepage/defrag",
-      "/sys/kernel/mm/transparent_hugepage/hpage_pmd_size"};
-  return files.count(path) || path_under(path, "/sys/fs/cgroup");
+      "/sys/devices/system/cpu/kernel_max", "/sys/kernel/mm/transparent_hugepage/enabled",
+      "/sys/kernel/mm/transparent_hugepage/defrag", "/sys/kernel/mm/transparent_hugepage/hpage_pmd_size"};
+  return files.count(path) || path_under(path, "/sys/fs/cgroup") || path_under(path, "/sys/devices/system/node");
+}
+
+bool harmless_probe_write(const std::string& path) {
+  // Profilers built into runtimes (JavaScriptCore's signposts) open the
+  // ftrace marker for writing at start when it is there.
+  return path == "/sys/kernel/debug/tracing/trace_marker" || path == "/sys/kernel/tracing/trace_marker";
 }
 
 bool looks_like_credentials(const std::string& path) {
@@ -123,6 +132,7 @@ Judge::Judge(const Policy& policy, std::string work_dir)
     : policy_(policy), shadow_(policy.mode == Mode::Shadow), work_dir_(std::move(work_dir)) {
   writable_ = policy.filesystem.read_write;
   writable_.push_back(work_dir_);
+  for (const auto& p : policy.filesystem.protect) protected_.push_back(normalize_path(work_dir_ + "/" + p));
   for (const char* dev : {"/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/pts", "/dev/shm", "/dev/ptmx"})
     writable_.push_back(dev);
 }
@@ -250,6 +260,13 @@ std::optional<Violation> Judge::judge_path(const events::Entry& e, const std::st
   std::string name = e.string_or("name");
   std::string raw = e.string_or(key);
   std::string path = normalize_path(raw);
+  if (ret < 0 && cwd_ && !raw.empty() && raw[0] != '/') {
+    // Relative to the process's directory (not to another directory fd).
+    const auto* args = std::get_if<std::vector<int64_t>>(e.get("args"));
+    bool at_call = name.ends_with("at") || name.ends_with("at2");
+    if (!at_call || (args && !args->empty() && int32_t((*args)[0]) == AT_FDCWD))
+      if (auto cwd = cwd_(e.int_or("pid"))) path = normalize_path(*cwd + "/" + raw);
+  }
   bool eacces = ret == -EACCES;
   bool absolute = !path.empty() && path[0] == '/';
   // Looking a path up (stat, access, a PATH search) only learns whether
@@ -269,8 +286,14 @@ std::optional<Violation> Judge::judge_path(const events::Entry& e, const std::st
           return Violation{"filesystem.hidden", "INFO", v, name + " of hidden " + raw + " (no such file on the host)", path};
         if (failed_read && harmless_probe_read(path))
           return Violation{"filesystem.hidden", "INFO", v, name + " of hidden " + raw + " (a runtime's probe)", path};
+        if (ret < 0 && opens && harmless_probe_write(path))
+          return Violation{"filesystem.hidden", "INFO", v, name + " of hidden " + raw + " (a runtime's trace marker)", path};
         return Violation{"filesystem.hidden", "ALERT", v, name + " of hidden " + raw, path};
       }
+  for (const auto& p : protected_)
+    if (write && absolute && path_under(path, p))
+      if (const char* v = verdict(ret == -EROFS || eacces))
+        return Violation{"filesystem.protect", "ALERT", v, name + " of protected " + raw + " (it would run at the user's next command)", p};
   if (write && (absolute ? !writable(path) : eacces))
     if (const char* v = verdict(eacces))
       return Violation{"filesystem.read_only", "ALERT", v, name + " writes outside the writable paths: " + raw, dir_of(path)};

@@ -3,6 +3,7 @@
 // entry of a confined session: in enforce mode it names the rule behind a
 // denial the kernel already made (seccomp, Landlock, egress), in shadow mode
 // it says what enforce mode would have denied.
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -28,8 +29,10 @@ struct Violation {
 // with ENOSYS (libc falls back, e.g. clone3 to clone), a failed look at a
 // hidden path that does not exist on the host and does not look like a
 // credential (a PATH search, a missing ~/.curlrc), and reading the few
-// /sys files and the cgroup files runtimes size themselves by.
+// /sys files and the cgroup files runtimes size themselves by, or a
+// refused open of the ftrace marker (runtimes' built-in profilers).
 bool harmless_probe_read(const std::string& path);
+bool harmless_probe_write(const std::string& path);
 bool looks_like_credentials(const std::string& path);
 
 class Judge {
@@ -47,6 +50,9 @@ class Judge {
   // kernel loaded lsm/unix_*): an abstract name bound in a shared network
   // namespace is then no inbound channel.
   void set_unix_inbound_refused(bool refused) { unix_inbound_refused_ = refused; }
+  // Where a process is (its cwd, as the sandbox sees it): a failed call on
+  // a relative path is judged by the path it named.
+  void set_cwd_resolver(std::function<std::optional<std::string>(int64_t pid)> cwd) { cwd_ = std::move(cwd); }
   // Whether a path's absence on this host may lower a level to INFO: on
   // in a live session, off when replaying (the host is not the session's).
   void set_host_checks(bool on) { host_checks_ = on; }
@@ -62,6 +68,8 @@ class Judge {
   bool shadow_;
   std::string work_dir_;
   std::vector<std::string> writable_;
+  std::vector<std::string> protected_;  // filesystem.protect, absolute
+  std::function<std::optional<std::string>(int64_t)> cwd_;
   bool unix_inbound_refused_ = false;
   bool host_checks_ = true;
 };

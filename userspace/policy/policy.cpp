@@ -2,6 +2,7 @@
 // node, so errors can point at the line), then checked key by key.
 #include "policy/policy.h"
 
+#include "policy/judge.h"
 #include "policy/yaml_reader.h"
 #include "events/syscall_table.h"
 
@@ -413,6 +414,63 @@ std::optional<uint64_t> parse_duration_ms(const std::string& s, bool* too_large)
   return with_unit(s, {{"ms", 1}, {"s", 1000}, {"m", 60'000}, {"h", 3'600'000}}, too_large);
 }
 
+namespace {
+
+bool env_name_ok(const std::string& name, bool glob) {
+  if (name.empty() || name.size() > 255) return false;
+  for (char c : name)
+    if (!(isalnum(static_cast<unsigned char>(c)) || c == '_' || (glob && c == '*'))) return false;
+  return true;
+}
+
+// fnmatch's '*' alone: names hold no other special character.
+bool glob_match(std::string_view glob, std::string_view name) {
+  size_t star = glob.find('*');
+  if (star == std::string_view::npos) return glob == name;
+  if (name.size() < star || name.substr(0, star) != glob.substr(0, star)) return false;
+  for (size_t i = star; i <= name.size(); ++i)
+    if (glob_match(glob.substr(star + 1), name.substr(i))) return true;
+  return false;
+}
+
+}  // namespace
+
+bool secret_env_name(const std::string& name) {
+  std::string up;
+  for (char c : name) up += char(toupper(static_cast<unsigned char>(c)));
+  for (const char* suffix : {"_KEY", "_KEYS", "_TOKEN", "_TOKENS", "_PAT", "_AUTH", "_DSN"})
+    if (up.ends_with(suffix)) return true;
+  for (const char* part : {"SECRET", "PASSWORD", "PASSWD", "PASSPHRASE", "TOKEN", "CREDENTIAL", "API_KEY", "APIKEY",
+                           "PRIVATE_KEY", "ACCESS_KEY", "SESSION_KEY", "COOKIE"})
+    if (up.find(part) != std::string::npos) return true;
+  return false;
+}
+
+std::vector<std::string> sandbox_env(const Policy& p, char** host_env, std::vector<std::string>* passed) {
+  std::vector<std::string> out;
+  auto is_set = [&](std::string_view name) {
+    for (const auto& [k, v] : p.env.set)
+      if (k == name) return true;
+    return false;
+  };
+  for (char** e = host_env; e && *e; ++e) {
+    std::string_view var(*e);
+    size_t eq = var.find('=');
+    if (eq == std::string_view::npos || eq == 0) continue;
+    std::string name(var.substr(0, eq));
+    if (is_set(name) || !env_name_ok(name, false)) continue;
+    bool secret = secret_env_name(name), pass = false;
+    for (const auto& g : p.env.pass)
+      // A secret's name must be written out: no glob passes one.
+      if (secret ? g == name : glob_match(g, name)) pass = true;
+    if (!pass) continue;
+    out.emplace_back(var);
+    if (passed) passed->push_back(name);
+  }
+  for (const auto& [k, v] : p.env.set) out.push_back(k + "=" + v);
+  return out;
+}
+
 Policy parse(const std::string& text, const std::string& source) {
   return Reader::converting(source, [&] { return parse_yaml(text, source); });
 }
@@ -421,7 +479,7 @@ Policy parse_yaml(const std::string& text, const std::string& source) {
   Reader r(source);
   YAML::Node root = r.load(text);
   r.only_keys(root, "", {"version", "name", "description", "confine", "mode", "on_violation", "filesystem",
-                         "network", "seccomp", "ask", "limits", "capabilities", "hostname", "log"});
+                         "network", "seccomp", "ask", "limits", "capabilities", "hostname", "log", "env", "redact"});
   Policy p;
   p.source = source;
   p.text = text;
@@ -451,7 +509,8 @@ Policy parse_yaml(const std::string& text, const std::string& source) {
   }
 
   if (const auto& fs = root["filesystem"]) {
-    r.only_keys(fs, "filesystem", {"root", "work_dir", "read_only", "read_write", "hidden", "exec", "keep_changes", "proc", "sys", "dev_pts"});
+    r.only_keys(fs, "filesystem", {"root", "work_dir", "work_dir_mode", "protect", "read_only", "read_write", "hidden",
+                                   "exec", "keep_changes", "proc", "sys", "dev_pts"});
     auto& f = p.filesystem;
     if (fs["root"]) f.root = r.abs_path(fs["root"], "filesystem.root");
     if (fs["work_dir"]) {
@@ -469,6 +528,19 @@ Policy parse_yaml(const std::string& text, const std::string& source) {
         f.exec = r.paths(fs["exec"], "filesystem.exec");
     }
     if (fs["keep_changes"]) f.keep_changes = r.boolean(fs["keep_changes"], "filesystem.keep_changes");
+    if (fs["work_dir_mode"])
+      f.work_dir_mode = r.choice<WorkDirMode>(fs["work_dir_mode"], "filesystem.work_dir_mode",
+                                              {{"write", WorkDirMode::Write}, {"overlay", WorkDirMode::Overlay}});
+    if (fs["protect"]) {
+      f.protect = r.strings(fs["protect"], "filesystem.protect");
+      for (size_t i = 0; i < f.protect.size(); ++i) {
+        const std::string& e = f.protect[i];
+        std::string norm = normalize_path("/" + e);
+        if (e.empty() || e[0] == '/' || norm == "/" || norm.substr(1) != e)
+          r.fail(fs["protect"][i], "filesystem.protect",
+                 "'" + e + "' must be a path relative to the work directory, without '.', '..' or empty parts");
+      }
+    }
     if (fs["proc"]) f.proc = r.boolean(fs["proc"], "filesystem.proc");
     if (fs["sys"]) f.sys = r.boolean(fs["sys"], "filesystem.sys");
     if (fs["dev_pts"]) f.dev_pts = r.boolean(fs["dev_pts"], "filesystem.dev_pts");
@@ -504,12 +576,51 @@ Policy parse_yaml(const std::string& text, const std::string& source) {
     if (p.allow_dns && p.network == Network::Allowlist)
       for (auto& e : resolvers()) p.allow.push_back(e);
   }
+  if (const auto& env = root["env"]) {
+    r.only_keys(env, "env", {"pass", "set"});
+    if (env["pass"]) {
+      p.env.pass = r.strings(env["pass"], "env.pass");
+      for (size_t i = 0; i < p.env.pass.size(); ++i)
+        if (!env_name_ok(p.env.pass[i], true))
+          r.fail(env["pass"][i], "env.pass", "'" + p.env.pass[i] + "' is not a variable name or a glob of one (A-Z a-z 0-9 _ *)");
+    }
+    if (env["set"]) {
+      if (!env["set"].IsMap()) r.fail(env["set"], "env.set", "must be a mapping of NAME: value");
+      for (const auto& kv : env["set"]) {
+        std::string name = r.str(kv.first, "env.set");
+        if (!env_name_ok(name, false)) r.fail(kv.first, "env.set", "'" + name + "' is not a variable name (A-Z a-z 0-9 _)");
+        p.env.set.emplace_back(name, r.str(kv.second, "env.set." + name));
+      }
+    }
+  }
+  if (root["redact"]) {
+    p.redact = r.strings(root["redact"], "redact");
+    for (size_t i = 0; i < p.redact.size(); ++i)
+      if (p.redact[i].size() < 3)
+        r.fail(root["redact"][i], "redact", "'" + p.redact[i] + "' is too short to name a credential (at least 3 characters)");
+  }
   if (root["seccomp"]) parse_seccomp(r, root["seccomp"], p);
   if (root["limits"]) parse_limits(r, root["limits"], p.limits);
   if (root["ask"]) parse_ask(r, root["ask"], p);
-  if (!p.confine && (root["filesystem"] || root["network"] || root["seccomp"] || root["ask"]))
-    r.fail(root["confine"], "confine", "false (observe only) cannot have filesystem, network, seccomp or ask rules");
+  if (!p.confine && (root["filesystem"] || root["network"] || root["seccomp"] || root["ask"] || root["env"]))
+    r.fail(root["confine"], "confine", "false (observe only) cannot have filesystem, network, seccomp, ask or env rules");
   return p;
+}
+
+void override_env(Policy& p, const std::string& item) {
+  if (!p.confine) throw PolicyError("--env: policy " + p.name + " does not confine: the command gets flightrec's environment");
+  size_t eq = item.find('=');
+  std::string name = item.substr(0, eq);
+  if (!env_name_ok(name, false))
+    throw PolicyError("--env " + item + ": expected NAME or NAME=VALUE with a variable name (A-Z a-z 0-9 _)");
+  if (eq == std::string::npos) {
+    p.env.pass.push_back(name);
+    p.overrides.push_back("env.pass+=" + name);
+    return;
+  }
+  std::erase_if(p.env.set, [&](const auto& kv) { return kv.first == name; });
+  p.env.set.emplace_back(name, item.substr(eq + 1));
+  p.overrides.push_back("env.set+=" + name);  // the name only: a value may be a secret
 }
 
 void add_allowed(Policy& p, const std::string& endpoint) {

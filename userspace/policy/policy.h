@@ -20,6 +20,10 @@ enum class Mode { Enforce, Shadow };
 enum class OnViolation { DenyAndContinue, Kill };
 enum class Network { None, Allowlist, Host };
 enum class Action { Allow, Errno, Kill };
+// What becomes of the work directory's changes: written to the host's work
+// directory at the session's end (each where the host file still has its
+// before-hash), or kept aside for `flightrec changes` and `flightrec apply`.
+enum class WorkDirMode { Write, Overlay };
 
 // One seccomp argument comparison, as libseccomp and OCI profiles have them.
 struct ArgCheck {
@@ -104,12 +108,30 @@ struct Policy {
     std::vector<std::string> exec;        // executable paths (empty: any readable)
     bool exec_only_command = false;       // exec: [command]
     bool keep_changes = false;     // keep the overlay's upper layer after the session
+    WorkDirMode work_dir_mode = WorkDirMode::Overlay;
+    // Paths relative to the work directory that stay read-only and are never
+    // written to the host (an agent must not plant what runs at the user's
+    // next command: .git/hooks, .vscode, ...).
+    std::vector<std::string> protect;
     bool proc = true, sys = false, dev_pts = true;
   } filesystem;
 
   Network network = Network::None;
   std::vector<Endpoint> allow;        // resolved at load time
   bool allow_dns = false;             // nameservers of /etc/resolv.conf, port 53
+
+  // The environment the command gets: host variables passed by name or
+  // glob (a name that looks like a secret only when named exactly), then
+  // values set. HOME is a private, empty directory unless set or passed.
+  struct Env {
+    std::vector<std::string> pass = {"PATH", "LANG", "LANGUAGE", "LC_*", "TERM", "COLORTERM", "NO_COLOR", "TZ",
+                                     "USER", "LOGNAME", "SHELL", "PWD", "TMPDIR", "EDITOR", "PAGER"};
+    std::vector<std::pair<std::string, std::string>> set;
+  } env;
+  // Prefixes of credentials of the policy's own (besides the built-in
+  // patterns): what follows one, up to the end of the token, is redacted
+  // from argv before it is sealed.
+  std::vector<std::string> redact;
 
   Seccomp seccomp;
   Ask ask;
@@ -131,11 +153,22 @@ std::vector<std::string> executable_paths(const Policy& p, const std::string& wo
 // stack; then the sandbox's abstract UNIX names are the host's too.
 bool own_network(const Policy& p);
 
+// Whether a variable's name looks like it holds a credential (*_KEY,
+// *_TOKEN, *SECRET*, *PASSWORD*, ...): passed only when named exactly.
+bool secret_env_name(const std::string& name);
+// The host environment filtered and set as p.env says ("NAME=value" each);
+// *passed gets the names passed (for the record).
+std::vector<std::string> sandbox_env(const Policy& p, char** host_env, std::vector<std::string>* passed);
+
 // CAP_CHOWN -> 0 ... CAP_CHECKPOINT_RESTORE -> 40; -1 if not a capability.
 int capability_number(const std::string& name);
 
 // Overrides one limit: "memory=512M", "cpu_time=30s" (flightrec run --limit).
 void override_limit(Policy& p, const std::string& key_value);
+
+// "NAME" passes the host's NAME (named exactly: even a secret's name);
+// "NAME=VALUE" sets it (flightrec run --env). Throws PolicyError.
+void override_env(Policy& p, const std::string& item);
 
 // Adds "HOST:PORT" / "CIDR:PORT" to the allowlist (flightrec run --allow).
 // Throws PolicyError.

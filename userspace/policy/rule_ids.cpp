@@ -10,7 +10,7 @@ namespace flightrec::policy {
 const std::vector<std::string>& known_rule_ids() {
   static const std::vector<std::string> ids = {
       "seccomp", "seccomp.default", "seccomp.kill", "seccomp.deny", "seccomp.allow", "oci", "oci.syscalls",
-      "filesystem", "filesystem.hidden", "filesystem.read_only", "filesystem.read", "filesystem.exec",
+      "filesystem", "filesystem.hidden", "filesystem.read_only", "filesystem.read", "filesystem.exec", "filesystem.protect",
       "filesystem.refer", "filesystem.view", "network", "network.none", "network.allow", "network.bind",
       "network.socket", "network.unix_abstract", "network.inbound", "proc", "proc.access", "landlock",
       "landlock.scope", "limits", "limits.memory", "limits.pids", "limits.file_size", "limits.wall_time",

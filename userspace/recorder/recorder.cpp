@@ -9,6 +9,7 @@
 #include "common/error.h"
 #include "common/system.h"
 #include "common/text.h"
+#include "events/secrets.h"
 #include "ledger/path_index.h"
 
 extern "C" {
@@ -32,10 +33,27 @@ void set_strings(events::Entry& e, const char* key, const char* b64_key, const s
   e.set(b64_key, encoded);
 }
 
+// The command as recorded: credentials in it redacted (unless asked not
+// to), as they are in every exec entry's argv.
+std::vector<std::string> recorded_command(const SessionMeta& meta) {
+  if (!meta.redact || meta.command.empty()) return meta.command;
+  std::string joined;
+  for (const auto& a : meta.command) joined += a + '\0';
+  joined.pop_back();
+  events::SecretScrubber(meta.redact_prefixes).scrub(joined);
+  std::vector<std::string> out;
+  for (size_t start = 0;;) {
+    size_t nul = joined.find('\0', start);
+    out.push_back(joined.substr(start, nul - start));
+    if (nul == std::string::npos) return out;
+    start = nul + 1;
+  }
+}
+
 int64_t begin_session(ledger::Store& store, const SessionMeta& meta) {
   ledger::SessionRow row;
   row.mode = meta.mode;
-  row.command = nlohmann::json(meta.command).dump(-1, ' ', false,
+  row.command = nlohmann::json(recorded_command(meta)).dump(-1, ' ', false,
                                                   nlohmann::json::error_handler_t::replace);
   row.host = host_name();
   row.start_real_ns = int64_t(real_ns());
@@ -61,6 +79,10 @@ Recorder::Recorder(ledger::Store& store, const SessionMeta& meta)
       tls_(meta.tls_redact ? meta.tls_redact_headers : std::vector<std::string>{}, meta.tls_cap) {
   ctx_.real_minus_mono_ns = int64_t(real_ns()) - int64_t(mono_ns());
   ctx_.tls = &tls_;
+  if (meta.redact) {
+    secrets_.emplace(meta.redact_prefixes);
+    ctx_.secrets = &*secrets_;
+  }
   if (meta.record_rate) rate_.emplace(meta.record_rate);
   drops_checked_ns_ = last_flush_ns_ = last_checkpoint_ns_ = mono_ns();
   // The log's name in every checkpoint: unique per session, so a checkpoint
@@ -78,7 +100,8 @@ Recorder::Recorder(ledger::Store& store, const SessionMeta& meta)
   e.set_bytes("boot_id", boot_id());
   e.set("flightrec_version", FLIGHTREC_VERSION);
   e.set("abi_version", FR_ABI_VERSION);
-  set_strings(e, "command", "command_b64", meta.command);
+  set_strings(e, "command", "command_b64", recorded_command(meta));
+  e.set("argv_redact", meta.redact ? 1 : 0);
   set_strings(e, "cgroups", "cgroups_b64", meta.cgroups);
   if (!meta.watch_rule.empty()) e.set("watch_rule", meta.watch_rule);
   for (const auto& [key, value] : {std::pair{"pod_uid", &meta.pod_uid}, {"container_id", &meta.container_id},
@@ -103,6 +126,8 @@ Recorder::Recorder(ledger::Store& store, const SessionMeta& meta)
   if (!meta.policy_mode.empty()) e.set("policy_mode", meta.policy_mode);
   if (!meta.work_dir.empty()) e.set_bytes("work_dir", meta.work_dir);
   if (!meta.sandbox.empty()) e.set("sandbox", meta.sandbox);
+  if (!meta.env_passed.empty()) e.set("env_passed", meta.env_passed);
+  if (!meta.env_set.empty()) e.set("env_set", meta.env_set);
   if (meta.tls) {
     e.set("tls_redact", meta.tls_redact ? 1 : 0);
     if (meta.tls_redact) e.set("tls_redact_headers", meta.tls_redact_headers);
@@ -149,6 +174,21 @@ events::Entry Recorder::own_entry(const char* type) const {
   e.set("comm", "flightrec");
   e.set("ts_mono_ns", now);
   e.set("ts_real_ns", int64_t(now) + ctx_.real_minus_mono_ns);
+  return e;
+}
+
+events::Entry Recorder::entry_about(const char* type, const events::Entry& subject) const {
+  events::Entry own = own_entry(type), e;
+  auto copy = [&](std::string_view key, const events::Value& v) { std::visit([&](const auto& x) { e.set(key, x); }, v); };
+  for (const auto& [key, value] : own.fields()) {
+    const events::Value* theirs = key == "type" || key.starts_with("ts_") ? nullptr : subject.get(key);
+    if (key == "comm" && !theirs)
+      if (const events::Value* raw = subject.get("comm_b64")) {  // a name that is not UTF-8
+        copy("comm_b64", *raw);
+        continue;
+      }
+    copy(key, theirs ? *theirs : value);
+  }
   return e;
 }
 
@@ -232,7 +272,8 @@ void Recorder::count_drops_from(const std::vector<uint64_t>& per_cpu, uint64_t p
   drops_checked_ns_ = mono_ns();
 }
 
-void Recorder::record_own(events::Entry& e) { append(e, getpid()); }
+// The index keeps the pid the entry names (a violation names its subject).
+void Recorder::record_own(events::Entry& e) { append(e, e.int_or("pid", getpid())); }
 
 void Recorder::write_summary() {
   events::Entry e = own_entry("summary");

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "events/decode.h"
+#include "events/secrets.h"
 #include "events/entry.h"
 #include "events/tls.h"
 #include "ledger/keys.h"
@@ -41,6 +42,9 @@ struct SessionMeta {
   std::vector<std::string> lsm_hidden, lsm_exec;
   std::string policy_mode;             // "enforce" | "shadow" | "" (observe)
   std::vector<std::string> sandbox;    // what confinement was in force, for the genesis entry
+  std::vector<std::string> env_passed, env_set;  // the names of the command's environment (never the values)
+  bool redact = true;                  // credentials redacted from argv (events/secrets.h)
+  std::vector<std::string> redact_prefixes;  // the policy's own credential prefixes
   uint64_t tls_chunk = 16384, tls_cap = 262144;
   uint64_t record_rate = 0;            // limits.record_rate: plain syscall entries per second (0: all)
   // flightrecd: the watch rule that chose the cgroup, and what the
@@ -86,6 +90,9 @@ class Recorder {
   // Entries flightrec writes with fields of their own (violations, file
   // changes): make one, set its fields, record it.
   events::Entry own_entry(const char* type) const;
+  // The same for an entry about what a process did (a violation): its ids
+  // and comm are that process's, taken from the kernel entry judged.
+  events::Entry entry_about(const char* type, const events::Entry& subject) const;
   void record_own(events::Entry& e);
   // Checkpoint now if entries or time since the last one call for it.
   void checkpoint_if_due();
@@ -109,6 +116,7 @@ class Recorder {
   uint64_t last_checkpoint_ns_ = 0;
   events::DecodeContext ctx_;
   events::TlsStreams tls_;
+  std::optional<events::SecretScrubber> secrets_;
   std::vector<uint64_t> drops_seen_;
   uint64_t misses_seen_ = 0;
   uint64_t drops_checked_ns_ = 0;

@@ -222,6 +222,10 @@ void build_root(const SandboxSpec& s, int userns_fd) {
   mount_or_fail("overlay", work_at, "overlay", MS_NOSUID | MS_NODEV, opts.c_str());
   for (const auto& h : s.hidden)
     if (inside_work(h) && h != s.work_dir) hide(root, h, d + "/mask", s.work_dir);
+  // Protected paths that exist: read-only where they are (those made in
+  // the session are never written to the host: sandbox/apply.h).
+  for (const auto& p : s.protect)
+    if (std::string at = in_root(root, p); !at.empty()) bind_readonly(at, at, false);
   if (chdir(root.c_str()) != 0) fail("chdir to the new root");
   if (syscall(SYS_pivot_root, ".", ".") != 0) fail("pivot_root");
   if (umount2(".", MNT_DETACH) != 0) fail("detaching the host root");

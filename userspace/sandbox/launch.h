@@ -38,6 +38,7 @@ struct SandboxSpec {
   uid_t uid = 0;                       // the command's ids inside: the work directory's owner
   gid_t gid = 0;
   std::vector<std::string> hidden;     // the policy's, plus the record and the key
+  std::vector<std::string> protect;    // read-only inside the work directory (absolute), where they exist
   Cgroup* cgroup = nullptr;            // the session's: the sandbox's init is born in it
   std::vector<std::string> v1_tasks;   // v1 cgroups' "tasks" files its init moves itself into first
 };
@@ -57,6 +58,7 @@ class SessionDir {
   std::string tmp() const { return path_ + "/tmp"; }                // the sandbox's /tmp
   std::string shm() const { return path_ + "/shm"; }                // the sandbox's /dev/shm
   void discard();  // unmounts the tmpfs / removes the directory (unless kept)
+  void keep() { keep_ = true; }  // stays, mounted, for an operator to recover
  private:
   std::string path_;
   bool keep_, mounted_ = false;

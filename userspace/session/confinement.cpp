@@ -26,6 +26,8 @@
 #include "common/error.h"
 #include "common/system.h"
 #include "common/text.h"
+#include "sandbox/apply.h"
+#include "sandbox/kept.h"
 #include "sandbox/changes.h"
 #include "grants/supervisor.h"
 
@@ -132,6 +134,7 @@ Confinement::Confinement(policy::Policy policy, sandbox::Cgroup& cgroup, const s
     if (realpath(p.c_str(), real)) policy_.filesystem.hidden.push_back(real);
   }
   judge_ = std::make_unique<policy::Judge>(policy_, work_dir_);
+  judge_->set_cwd_resolver([this](int64_t pid) { return cwd_of_process(pid); });
   if (!sandboxes(policy_)) return;  // shadow: nothing blocked, everything judged
 
   sandboxed_ = true;
@@ -152,6 +155,12 @@ Confinement::Confinement(policy::Policy policy, sandbox::Cgroup& cgroup, const s
     throw Error("the work directory " + work_dir_ + " is owned by an id above 65535, which the sandbox cannot map");
   dir_ = std::make_unique<sandbox::SessionDir>(name, policy_.filesystem.keep_changes, policy_.limits.disk);
   work_lower_ = starts_empty ? dir_->empty() : work_dir_;
+  work_on_host_ = !starts_empty;
+  timespec now{};
+  clock_gettime(CLOCK_REALTIME_COARSE, &now);  // the clock file times are taken from
+  work_start_ns_ = int64_t(now.tv_sec) * 1'000'000'000 + now.tv_nsec;
+  work_uid_ = wst.st_uid;
+  work_gid_ = wst.st_gid;
   // The work overlay's root directory takes its owner and mode from the
   // upper directory: make them the work directory's, as seen inside.
   if (chown(dir_->upper_work().c_str(), sandbox::kSandboxIdBase + wst.st_uid, sandbox::kSandboxIdBase + wst.st_gid) != 0 ||
@@ -169,10 +178,7 @@ Confinement::Confinement(policy::Policy policy, sandbox::Cgroup& cgroup, const s
   spec.policy = &policy_;
   spec.program = program;
   spec.argv = command;
-  for (char** e = environ; *e; ++e)
-    if (std::strncmp(*e, "HOME=", 5) != 0 && std::strncmp(*e, "PATH=", 5) != 0) spec.env.push_back(*e);
-  spec.env.push_back("HOME=" + work_dir_);
-  spec.env.push_back("PATH=" + sandbox_search_path(policy_));
+  spec.env = sandbox_environment(wst);
   spec.work_dir = work_dir_;
   spec.work_lower = work_lower_;
   spec.session_dir = dir_->path();
@@ -182,6 +188,8 @@ Confinement::Confinement(policy::Policy policy, sandbox::Cgroup& cgroup, const s
   spec.uid = wst.st_uid;
   spec.gid = wst.st_gid;
   spec.hidden = policy_.filesystem.hidden;
+  if (!starts_empty)
+    for (const auto& p : policy_.filesystem.protect) spec.protect.push_back(policy::normalize_path(work_dir_ + "/" + p));
   spec.cgroup = &cgroup;
   if (limits_) spec.v1_tasks = limits_->v1_task_files();
   if (seccomp_ && seccomp_->notifies()) {
@@ -215,6 +223,33 @@ Confinement::Confinement(policy::Policy policy, sandbox::Cgroup& cgroup, const s
     if (!grant_socket_.empty()) unlink(grant_socket_.c_str());
     throw;
   }
+}
+
+// The command's environment, as the policy's env section says. PATH only
+// names directories the sandbox can read; HOME, unless the policy sets or
+// passes it, is an empty directory of the session's own /tmp (an agent's
+// config and caches stay out of the work directory and the host's home).
+std::vector<std::string> Confinement::sandbox_environment(const struct stat& work_owner) {
+  std::vector<std::string> env = policy::sandbox_env(policy_, environ, &env_passed_);
+  bool home = false;
+  for (auto it = env.begin(); it != env.end();) {
+    if (it->starts_with("PATH=")) {
+      it = env.erase(it);
+      continue;
+    }
+    home = home || it->starts_with("HOME=");
+    ++it;
+  }
+  env.push_back("PATH=" + sandbox_search_path(policy_));
+  for (const auto& [name, value] : policy_.env.set) env_set_.push_back(name);
+  if (!home) {
+    std::string dir = dir_->tmp() + "/home";
+    if (mkdir(dir.c_str(), 0700) != 0 ||
+        chown(dir.c_str(), sandbox::kSandboxIdBase + work_owner.st_uid, sandbox::kSandboxIdBase + work_owner.st_gid) != 0)
+      throw Error(errno_message("cannot make the sandbox's home directory " + dir, errno));
+    env.push_back("HOME=/tmp/home");
+  }
+  return env;
 }
 
 // The grant socket and the supervisor behind it (grants/supervisor.h).
@@ -412,6 +447,8 @@ void Confinement::fill(recorder::SessionMeta& meta) const {
   if (!policy_.confine) return;
   meta.policy_mode = policy_.mode == policy::Mode::Shadow ? "shadow" : "enforce";
   meta.work_dir = work_dir_;
+  meta.env_passed = env_passed_;
+  meta.env_set = env_set_;
   auto& s = meta.sandbox;
   s.push_back("policy source: " + policy_.source);
   for (const auto& o : policy_.overrides) s.push_back("override: " + o);
@@ -423,7 +460,16 @@ void Confinement::fill(recorder::SessionMeta& meta) const {
               "), mount, pid, ipc, uts" + (policy::own_network(policy_) ? ", net" : ""));
   s.push_back("root: overlay of " + policy_.filesystem.root + ", writes in " + dir_->path() +
               (policy_.filesystem.keep_changes ? " (kept)" : " (memory, discarded)"));
-  s.push_back("work_dir: " + work_dir_);
+  s.push_back("work_dir: " + work_dir_ +
+              (!work_on_host_ ? " (private, discarded)"
+               : policy_.filesystem.work_dir_mode == policy::WorkDirMode::Write
+                   ? " (changes written to it at the end, where the host still has what the session started from)"
+                   : " (changes kept for flightrec changes / flightrec apply)"));
+  if (!policy_.filesystem.protect.empty() && work_on_host_) {
+    std::string list;
+    for (const auto& p : policy_.filesystem.protect) list += (list.empty() ? "" : ", ") + p;
+    s.push_back("protected in the work directory (read-only, never written to the host): " + list);
+  }
   s.push_back("landlock: " + landlock_.describe());
   if (seccomp_)
     s.push_back("seccomp: " + std::to_string(policy_.seccomp.rules.size()) + " rules, default " +
@@ -460,25 +506,79 @@ void Confinement::start(Pipeline& pipeline, const probe::CaptureTraits& capture)
 
 void Confinement::observe(const events::Entry& e, Emitted& out) {
   if (!judge_) return;
+  exe_.settle();
+  follow_process(e);
   if (sandboxed_) track_writes(e);
-  if (auto v = judge_->judge(e)) violation(*v, e.int_or("pid", -1), e.int_or("seq", -1), out, e.string_or("comm"));
+  if (auto v = judge_->judge(e)) violation(*v, &e, out);
 }
 
-void Confinement::record_violation(const policy::Violation& v, int64_t pid, int64_t seq, Emitted& out,
+void Confinement::follow_process(const events::Entry& e) {
+  for (int64_t gone : cwd_gone_) cwd_.erase(gone);
+  cwd_gone_.clear();
+  const std::string type = e.type();
+  int64_t pid = e.int_or("pid", -1);
+  if (type == "exec") {
+    const events::Value* name = e.get("filename");
+    const std::string* text = name ? std::get_if<std::string>(name) : nullptr;
+    exe_.exec(pid, text ? std::optional<std::string>(*text) : std::nullopt);
+  } else if (type == "fork" && e.int_or("thread") == 0) {
+    int64_t child = e.int_or("child_pid", -1);
+    exe_.fork(pid, child);
+    if (auto it = cwd_.find(pid); it != cwd_.end()) cwd_[child] = it->second;
+    else cwd_.erase(child);
+  } else if (type == "exit" && e.int_or("process_exit") == 1) {
+    exe_.exit(pid);
+    cwd_gone_.push_back(pid);
+  } else if (type == "syscall" && e.int_or("ret", -1) == 0) {
+    // Where each process is, from the record: it is gone from /proc by the
+    // time a short-lived one's entries are judged.
+    const std::string name = e.string_or("name");
+    if (name == "chdir") {
+      std::string path = e.string_or("path");
+      std::optional<std::string> from = cwd_of_process(pid);
+      if (!path.empty() && (path[0] == '/' || from))
+        cwd_[pid] = policy::normalize_path(path[0] == '/' ? path : *from + "/" + path);
+    } else if (name == "fchdir" || name == "chroot") {
+      cwd_[pid] = "";  // unknown from here: /proc says, while the process lives
+    }
+  }
+}
+
+std::optional<std::string> Confinement::cwd_of_process(int64_t pid) const {
+  // Processes start in the work directory (the sandbox's init chdirs there).
+  auto it = cwd_.find(pid);
+  if (it == cwd_.end()) return work_dir_;
+  if (!it->second.empty()) return it->second;
+  return cwd_of(int(pid));
+}
+
+void Confinement::record_violation(const policy::Violation& v, const events::Entry* subject, Emitted& out,
                                    uint64_t count) {
-  events::Entry& e = out.add("violation");
+  events::Entry& e = subject ? out.add_about("violation", *subject) : out.add("violation");
   e.set("level", v.level);
   e.set("rule_id", v.rule);
   e.set("action", v.action);
   e.set_bytes("detail", v.detail);
+  int64_t pid = subject ? subject->int_or("pid", -1) : -1;
   e.set("subject_pid", pid);
-  e.set("of_seq", seq);
+  e.set("of_seq", subject ? subject->int_or("seq", -1) : -1);
+  if (subject) {
+    if (const std::string* exe = exe_.find(pid)) e.set_bytes("exe", *exe);
+    // The file it was about, where query --path finds it: the one the
+    // kernel resolved when it has one.
+    for (const char* key : {"kernel_path", "path"})
+      if (const events::Value* p = subject->get(key); p && std::holds_alternative<std::string>(*p)) {
+        e.set_bytes("path", std::get<std::string>(*p));
+        break;
+      }
+  }
   if (count) e.set("count", count);
 }
 
-void Confinement::violation(const policy::Violation& v, int64_t pid, int64_t seq, Emitted& out,
-                            const std::string& comm) {
-  record_violation(v, pid, seq, out);
+void Confinement::violation(const policy::Violation& v, const events::Entry* subject, Emitted& out) {
+  record_violation(v, subject, out);
+  int64_t pid = subject ? subject->int_or("pid", -1) : -1;
+  std::string comm = subject ? subject->string_or("comm") : "";
   // On stderr as they happen, once per rule, program and scope: repeats
   // are counted and told at the end, and a flood of distinct ones stays
   // in the record only.
@@ -492,7 +592,7 @@ void Confinement::violation(const policy::Violation& v, int64_t pid, int64_t seq
     } else {
       alerted_.emplace(fingerprint, Alert{std::string(v.level) + " " + v.rule + " " + v.action, comm, v.scope, 0});
       StderrLog::get().line("flightrec: " + std::string(v.level) + " " + v.rule + " " + v.action + ": " + v.detail +
-                            " (pid " + std::to_string(pid) + ")");
+                            (subject ? " (" + (comm.empty() ? std::string("?") : comm) + ", pid " + std::to_string(pid) + ")" : ""));
       if (alerted_.size() == kMaxPrinted) StderrLog::get().line("flightrec: further violations are in the record only");
     }
   }
@@ -557,7 +657,7 @@ void Confinement::record_changes() {
   }
 }
 
-void Confinement::record_change(const sandbox::FileChange& c, const char* when, Emitted& out) {
+events::Entry& Confinement::record_change(const sandbox::FileChange& c, const char* when, Emitted& out) {
   events::Entry& e = out.add("file_change");
   e.set("change", c.change);
   e.set("when", when);
@@ -568,6 +668,90 @@ void Confinement::record_change(const sandbox::FileChange& c, const char* when, 
   if (!c.sha256_before.empty()) e.set("sha256_before", c.sha256_before);
   if (!c.sha256_after.empty()) e.set("sha256_after", c.sha256_after);
   if (!c.link_target.empty()) e.set_bytes("link_target", c.link_target);
+  return e;
+}
+
+void Confinement::settle_work_changes(std::vector<sandbox::FileChange>& work, Emitted& entries) {
+  bool write = policy_.filesystem.work_dir_mode == policy::WorkDirMode::Write;
+  if (!work_on_host_ || work.empty()) {
+    for (const auto& c : work) {
+      record_change(c, "end", entries);
+      pipeline_->write(entries);
+    }
+    return;
+  }
+  sandbox::ApplyOptions o;
+  o.upper = dir_->upper_work();
+  o.uid = work_uid_;
+  o.gid = work_gid_;
+  o.protect = policy_.filesystem.protect;
+  o.session_start_ns = work_start_ns_;
+  std::string kept;  // overlay: where the changes are kept
+  if (write) {
+    o.work_dir = work_dir_;
+  } else {
+    // Kept aside in a directory of flightrec's, on disk: the session's
+    // tmpfs goes away now, and `flightrec apply` reads the copy later.
+    // Beside the copy, what it belongs to, in a file only root can have
+    // written: `flightrec apply` takes the work directory and owner from
+    // it, never from the record alone (sandbox/kept.h).
+    kept = sandbox::kKeptChangesDir + "/" + dir_->path().substr(dir_->path().rfind('/') + 1);
+    o.work_dir = kept + "/files";
+    o.into_empty = true;
+    o.uid = o.gid = 0;
+    std::filesystem::create_directories(sandbox::kKeptChangesDir);
+    chmod(sandbox::kKeptChangesDir.c_str(), 0700);
+    if (mkdir(kept.c_str(), 0700) != 0 || mkdir(o.work_dir.c_str(), 0700) != 0 ||
+        !sandbox::write_kept_meta(kept, {work_dir_, work_uid_, work_gid_, work_start_ns_})) {
+      note_error(entries, errno_message("cannot keep the work directory's changes in " + o.work_dir, errno));
+      for (const auto& c : work) {
+        record_change(c, "end", entries);
+        pipeline_->write(entries);
+      }
+      return;
+    }
+  }
+  // Copies of the changes' paths: a kept copy's paths are below its own root.
+  std::vector<sandbox::FileChange> targets = work;
+  if (!write)
+    for (auto& c : targets) c.path = o.work_dir + c.path.substr(work_dir_.size());
+  size_t applied = 0;
+  std::vector<std::string> refused;
+  for (const auto& a : sandbox::apply_changes(targets, o)) {
+    const sandbox::FileChange& c = work[size_t(a.change - targets.data())];
+    events::Entry& e = record_change(c, "end", entries);
+    if (write) {
+      e.set("applied", a.ok ? 1 : 0);
+      if (!a.ok) e.set_bytes("refused", a.why);
+    } else if (!a.ok && c.change != "deleted") {
+      e.set_bytes("not_kept", a.why);
+    }
+    if (!a.ok && write && sandbox::protected_path(c.path, work_dir_, o.protect))
+      record_violation({"filesystem.protect", "ALERT", "denied",
+                        c.change + " " + c.path + " not written to the work directory: a protected path"},
+                       nullptr, entries);
+    pipeline_->write(entries);
+    if (a.ok) ++applied;
+    else if (write) refused.push_back(c.path + ": " + a.why);
+  }
+  if (write) {
+    StderrLog::get().line("flightrec: " + std::to_string(applied) + " change(s) written to " + work_dir_ +
+                          (refused.empty() ? "" : "; " + std::to_string(refused.size()) + " refused (in the record):"));
+    for (size_t i = 0; i < refused.size() && i < 20; ++i) StderrLog::get().line("flightrec:   " + refused[i]);
+  } else {
+    auto& e = entries.add("changes_kept");
+    e.set_bytes("detail", kept);
+    e.set_bytes("work_dir_changes", kept);
+    pipeline_->write(entries);
+    StderrLog::get().line("flightrec: the work directory's " + std::to_string(work.size()) +
+                          " change(s) are kept; review them with flightrec changes, write them with flightrec apply");
+  }
+}
+
+void Confinement::note_error(Emitted& entries, const std::string& detail) {
+  entries.add("error").set_bytes("detail", detail);
+  pipeline_->write(entries);
+  StderrLog::get().line("flightrec: " + detail);
 }
 
 void Confinement::note_packet_drops() {
@@ -585,7 +769,7 @@ void Confinement::note_packet_drops() {
     std::string detail = std::to_string(fresh) + (in ? " packet(s) from " : " packet(s) to ") +
                          "hosts outside loopback and the allowlist dropped (last: " + addr + " port " +
                          std::to_string(d.port) + ")";
-    violation({in ? "network.inbound" : "network.allow", "ALERT", "denied", detail}, -1, -1, out);
+    violation({in ? "network.inbound" : "network.allow", "ALERT", "denied", detail}, nullptr, out);
   }
   pipeline_->write(out);
 }
@@ -722,7 +906,7 @@ void Confinement::record_kill(const KillReport& r, Emitted& out) {
   snap.set_bytes("open_fds", r.open_fds);
   if (!r.memory_current.empty()) snap.set_bytes("memory_current", r.memory_current);
   snap.set("frozen", r.frozen ? 1 : 0);
-  record_violation({r.rule, "CRITICAL", "killed", "session killed: " + r.why}, -1, -1, out);
+  record_violation({r.rule, "CRITICAL", "killed", "session killed: " + r.why}, nullptr, out);
   StderrLog::get().line("flightrec: CRITICAL " + r.rule + ": session killed: " + r.why);
 }
 
@@ -757,11 +941,11 @@ sandbox::Outcome Confinement::finish() {
     if (c.oom_kills)
       record_violation({"limits.memory", "CRITICAL", "killed",
                         std::to_string(c.oom_kills) + " process(es) killed by the OOM killer at the memory limit"},
-                       -1, -1, entries, c.oom_kills);
+                       nullptr, entries, c.oom_kills);
     if (c.pids_refused)
       record_violation({"limits.pids", "ALERT", "denied",
                         std::to_string(c.pids_refused) + " fork(s) refused at the pids limit"},
-                       -1, -1, entries, c.pids_refused);
+                       nullptr, entries, c.pids_refused);
     pipeline_->write(entries);
     limits_->remove();
   }
@@ -771,28 +955,48 @@ sandbox::Outcome Confinement::finish() {
     note("file_changes_at_close_skipped",
          std::to_string(closes_left_to_end_) + " closed files were left to the end-of-session diff");
   size_t more = 0, more_work = 0;
-  std::vector<sandbox::FileChange> changes;
+  std::vector<sandbox::FileChange> changes, work;
   try {
     changes = sandbox::diff_layers(dir_->upper(), policy_.filesystem.root, "", 100000, &more);
-    auto work = sandbox::diff_layers(dir_->upper_work(), work_lower_, work_dir_, 100000, &more_work);
-    changes.insert(changes.end(), work.begin(), work.end());
+    // The work directory's list is what is written to the host or kept: it must be whole.
+    work = sandbox::diff_layers(dir_->upper_work(), work_lower_, work_dir_, 1000000, &more_work);
     for (const auto& [at, dir] : private_dirs()) {
       size_t more_here = 0;
       for (auto& c : sandbox::diff_layers(dir, dir_->empty(), at, 100000, &more_here))
-        // flightrec made the directories a work directory under /tmp is mounted on.
-        if (!(c.kind == "dir" && policy::path_under(work_dir_, c.path))) changes.push_back(std::move(c));
-      more_work += more_here;
+        // flightrec made the directories a work directory under /tmp is
+        // mounted on, and the private home.
+        if (!(c.kind == "dir" && (policy::path_under(work_dir_, c.path) || c.path == "/tmp/home")))
+          changes.push_back(std::move(c));
+      more += more_here;
     }
   } catch (const std::exception& e) {
     note("error", std::string("file changes could not be diffed: ") + e.what());
   }
-  more += more_work;
   for (const auto& c : changes) {
     record_change(c, "end", entries);
     pipeline_->write(entries);
   }
+  if (more_work && work_on_host_) {
+    // Writing part of the work would be worse than writing none: all of it stays where it is.
+    policy_.filesystem.keep_changes = true;
+    dir_->keep();
+    note("error", "the work directory has more than " + std::to_string(work.size()) +
+                      " changes: none was written to the host or kept aside; all are in " + dir_->upper_work());
+    StderrLog::get().line("flightrec: ALERT the work directory has more changes than flightrec lists (" +
+                          std::to_string(work.size()) + "+): nothing was written to it; they are in " +
+                          dir_->upper_work());
+    work_on_host_ = false;
+  }
+  settle_work_changes(work, entries);
+  more += more_work;
   if (more) note("file_changes_truncated", std::to_string(more) + " more file changes not listed");
-  if (policy_.filesystem.keep_changes) note("changes_kept", dir_->upper());
+  if (policy_.filesystem.keep_changes) {
+    auto& e = entries.add("changes_kept");
+    e.set_bytes("detail", dir_->path());
+    e.set_bytes("root_changes", dir_->upper());
+    e.set_bytes("work_dir_changes", dir_->upper_work());
+    pipeline_->write(entries);
+  }
   dir_->discard();
   return out;
 }

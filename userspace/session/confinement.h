@@ -3,6 +3,7 @@
 // resource limits, the egress allowlist, the judge that turns denials into
 // violation entries, circuit breakers (wall clock, CPU time, on_violation:
 // kill) and, at the end, limit counters and the file changes.
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include <array>
@@ -14,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "events/exe_table.h"
 #include "recorder/watchdog.h"
 #include "policy/judge.h"
 #include "policy/policy.h"
@@ -94,12 +96,18 @@ class Confinement : public Observer {
 
  private:
   // Judged: recorded, printed, and ends the session under on_violation: kill.
-  void violation(const policy::Violation& v, int64_t pid, int64_t seq, Emitted& out, const std::string& comm = "");
-  void record_violation(const policy::Violation& v, int64_t pid, int64_t seq, Emitted& out, uint64_t count = 0);
+  // subject: the kernel entry judged (its process is the violation's
+  // pid, comm and exe), or none for the session as a whole.
+  void violation(const policy::Violation& v, const events::Entry* subject, Emitted& out);
+  void record_violation(const policy::Violation& v, const events::Entry* subject, Emitted& out, uint64_t count = 0);
+  // Who runs what, and where (a failed call's relative path is judged by it).
+  void follow_process(const events::Entry& e);
+  std::optional<std::string> cwd_of_process(int64_t pid) const;
   // Files opened for writing, by (pid, fd): when closed, their change is
   // recorded right away (the end-of-session diff has the final state).
   void track_writes(const events::Entry& e);
-  void record_change(const sandbox::FileChange& c, const char* when, Emitted& out);
+  events::Entry& record_change(const sandbox::FileChange& c, const char* when, Emitted& out);
+  void note_error(Emitted& entries, const std::string& detail);
   std::optional<sandbox::FileChange> diff_one(const std::string& path) const;
   // The sandbox's /tmp and /dev/shm (empty at the start) and where their contents live.
   std::array<std::pair<std::string, std::string>, 2> private_dirs() const;
@@ -122,6 +130,15 @@ class Confinement : public Observer {
   bool sandboxed_ = false;
   std::string work_dir_;
   std::string work_lower_;  // the work overlay's lower layer: work_dir_, or an empty directory
+  bool work_on_host_ = false;  // the work directory is the host's (not a private, empty one)
+  uid_t work_uid_ = 0;         // its owner: the command's ids, and those of what is written to it
+  gid_t work_gid_ = 0;
+  int64_t work_start_ns_ = 0;  // sandbox::ApplyOptions::session_start_ns
+  std::vector<std::string> env_passed_, env_set_;
+  std::vector<std::string> sandbox_environment(const struct stat& work_owner);
+  // The work directory's changes at the end: written to the host or kept,
+  // as work_dir_mode says; each entry says what became of it.
+  void settle_work_changes(std::vector<sandbox::FileChange>& work, Emitted& entries);
   std::unique_ptr<sandbox::SessionDir> dir_;
   std::unique_ptr<sandbox::SeccompFilter> seccomp_;
   std::unique_ptr<sandbox::ResourceLimits> limits_;
@@ -142,6 +159,9 @@ class Confinement : public Observer {
   std::map<std::string, Alert> alerted_;  // by fingerprint: level, rule, program, scope
   uint64_t not_shown_ = 0;                // distinct ones past kMaxPrinted
   std::map<std::pair<int64_t, int64_t>, std::string> written_;
+  events::ExeTable exe_;  // a violation's exe
+  std::map<int64_t, std::string> cwd_;  // processes that left the work directory ("": unknown)
+  std::vector<int64_t> cwd_gone_;       // exited: forgotten after their last entry
   std::unique_ptr<sandbox::PathDiffer> differ_;
   std::unique_ptr<probe::EgressFilter> egress_;
   // The grant supervisor (policy ask:) and its reports.

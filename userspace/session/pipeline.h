@@ -23,6 +23,10 @@ class Emitted {
  public:
   explicit Emitted(const recorder::Recorder& rec) : rec_(rec) {}
   events::Entry& add(const char* type) { return entries_.emplace_back(rec_.own_entry(type)); }
+  // One about what a process did: its ids and comm are the subject's.
+  events::Entry& add_about(const char* type, const events::Entry& subject) {
+    return entries_.emplace_back(rec_.entry_about(type, subject));
+  }
   std::deque<events::Entry>& entries() { return entries_; }
 
  private:

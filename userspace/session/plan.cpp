@@ -97,6 +97,7 @@ Plan compile(Settings s) {
   m.checkpoint_ms = s.checkpoint_ms;
   m.tls = s.tls;
   m.tls_redact = s.tls_redact;
+  m.redact = s.redact;
   for (const auto& given : s.tls_redact_headers) {
     auto name = header_name(given);
     if (std::find(m.tls_redact_headers.begin(), m.tls_redact_headers.end(), name) == m.tls_redact_headers.end())
@@ -113,6 +114,7 @@ Plan compile(Settings settings, const PolicyChoice& choice) {
     policy = policy::load(choice.name);
     for (const auto& a : choice.allow) policy::add_allowed(policy, a);
     for (const auto& l : choice.limits) policy::override_limit(policy, l);
+    for (const auto& e : choice.env) policy::override_env(policy, e);
   } catch (const policy::PolicyError& e) {
     throw PlanError(e.what());
   }
@@ -130,6 +132,7 @@ Plan compile(Settings settings, const PolicyChoice& choice) {
   Plan plan = compile(std::move(settings));
   plan.sandboxed = sandboxed;
   if (sandboxed && policy.network == policy::Network::Allowlist) plan.capture.egress = egress_rules(policy);
+  plan.meta.redact_prefixes = policy.redact;
   plan.policy = std::move(policy);
   return plan;
 }

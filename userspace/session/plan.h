@@ -33,6 +33,7 @@ struct Settings {
   std::vector<std::string> allow_exec;   // BPF-LSM only; sessions without a sandbox
   bool tls = true;
   bool tls_redact = true;
+  bool redact = true;                    // credentials in argv (recorder::SessionMeta::redact)
   size_t tls_chunk = 16384;
   size_t tls_cap = 262144;
   std::vector<std::string> tls_redact_headers;  // beyond the default list
@@ -45,6 +46,7 @@ struct PolicyChoice {
   std::vector<std::string> allow;        // --allow HOST:PORT
   std::vector<std::string> limits;       // --limit KEY=VALUE
   bool shadow = false;
+  std::vector<std::string> env;          // --env NAME or NAME=VALUE
 };
 
 struct Plan {
