@@ -31,3 +31,15 @@ if [ ! -s "$profile" ]; then
     echo "warning: could not fetch Docker's seccomp profile; its test will fail" >&2
   rm -rf "$tmp"
 fi
+
+# The coding agents the agent tests drive (tests/runtime/test_agents.cpp),
+# from npm at pinned versions, where the sandbox can read them (/opt).
+agents=/opt/flightrec-test-agents
+claude_version=2.1.332 codex_version=0.171.0
+if ! command -v npm >/dev/null; then apt-get install -y -q --no-install-recommends nodejs npm; fi
+if [ "$(cat "$agents/versions" 2>/dev/null)" != "$claude_version $codex_version" ]; then
+  rm -rf "$agents"
+  npm install --prefix "$agents" --no-audit --no-fund --loglevel=error \
+    "@anthropic-ai/claude-code@$claude_version" "@openai/codex@$codex_version"
+  echo "$claude_version $codex_version" > "$agents/versions"
+fi

@@ -40,7 +40,7 @@ events::Entry syscall(const char* name, int nr, int64_t ret, std::vector<int64_t
 }  // namespace
 
 TEST_CASE("the shipped policies parse and say what they are") {
-  REQUIRE(shipped().size() == 3);
+  REQUIRE(shipped().size() == 5);  // agent, claude-code, codex, observe, strict
   Policy agent = load("agent");
   CHECK(agent.name == "agent");
   CHECK(agent.confine);
@@ -359,4 +359,39 @@ TEST_CASE("harmless probing is INFO, the same acts on what exists are ALERT, and
   v = j.judge(c);
   REQUIRE(v);
   CHECK(v->scope == "1.2.3.4 port 443");
+}
+
+TEST_CASE("extends: a shipped policy with the file's keys laid over it; nested_sandboxes lifts the namespace rules") {
+  Policy p = parse("version: 1\nname: mine\nextends: agent\nlimits: {wall_time: 30m}\nnested_sandboxes: true\n", "mine.yaml");
+  Policy agent = load("agent");
+  CHECK(p.name == "mine");
+  CHECK(p.source == "mine.yaml (extends builtin:agent)");
+  CHECK(p.limits.wall_ms == 30 * 60 * 1000);
+  CHECK(p.limits.memory_bytes == agent.limits.memory_bytes);  // merged, not replaced
+  CHECK(p.filesystem.hidden == agent.filesystem.hidden);
+  CHECK(p.filesystem.work_dir_mode == WorkDirMode::Write);
+  // Lifted: the rules on mount, unshare and clone's CLONE_NEW* flags; kept: the rest.
+  auto has = [](const Policy& q, const std::string& id) {
+    for (const auto& r : q.seccomp.rules)
+      if (r.id == id) return true;
+    return false;
+  };
+  for (const char* id : {"seccomp.deny.mount", "seccomp.deny.unshare", "seccomp.deny.pivot_root", "seccomp.deny.clone-newns",
+                         "seccomp.deny.clone-newuser", "seccomp.deny.setns"}) {
+    CHECK(has(agent, id));
+    CHECK_FALSE(has(p, id));
+  }
+  for (const char* id : {"seccomp.deny.ptrace", "seccomp.deny.bpf", "seccomp.deny.clone3", "seccomp.deny.raw-socket",
+                         "seccomp.deny.open_tree", "seccomp.deny.fsopen"})
+    CHECK(has(p, id));
+  CHECK(p.seccomp.rules.size() == agent.seccomp.rules.size() - 12);  // 7 clone flags, mount, umount2, pivot_root, unshare, setns
+  CHECK(load("codex").nested_sandboxes);
+  CHECK(load("claude-code").nested_sandboxes);
+  CHECK_FALSE(agent.nested_sandboxes);
+  try {
+    parse("version: 1\nname: x\nextends: ./agent.yaml\n", "x.yaml");
+    FAIL("a file as a base was accepted");
+  } catch (const PolicyError& e) {
+    CHECK(std::string(e.what()).starts_with("x.yaml:3: extends: './agent.yaml' is not a shipped policy (shipped: "));
+  }
 }

@@ -71,10 +71,18 @@ bool harmless_probe_read(const std::string& path) {
   return files.count(path) || path_under(path, "/sys/fs/cgroup") || path_under(path, "/sys/devices/system/node");
 }
 
+bool in_agent_config(const std::string& path) {
+  for (const char* dir : {"/.claude/", "/.codex/", "/.gemini/", "/.config/claude/", "/.config/codex/"})
+    if (path.find(dir) != std::string::npos) return true;
+  return path.ends_with("/.claude.json") || path.ends_with("/.claude.json.backup");
+}
+
 bool harmless_probe_write(const std::string& path) {
   // Profilers built into runtimes (JavaScriptCore's signposts) open the
   // ftrace marker for writing at start when it is there.
-  return path == "/sys/kernel/debug/tracing/trace_marker" || path == "/sys/kernel/tracing/trace_marker";
+  // mount(8) keeps its utab under /run/mount (a nested sandbox's mounts).
+  return path == "/sys/kernel/debug/tracing/trace_marker" || path == "/sys/kernel/tracing/trace_marker" ||
+         path_under(path, "/run/mount");
 }
 
 bool looks_like_credentials(const std::string& path) {
@@ -282,11 +290,15 @@ std::optional<Violation> Judge::judge_path(const events::Entry& e, const std::st
         // Probes are failed reads only: what succeeded, or wrote, or looks
         // like a credential is an alert whether or not it exists.
         bool failed_read = !write && ret < 0 && !looks_like_credentials(path);
+        // A coding agent looking for its own files (tokens included) in
+        // its config directory, where the host has none: nothing to take.
+        if (!write && ret < 0 && host_checks_ && in_agent_config(path) && !exists_on_host(path))
+          return Violation{"filesystem.hidden", "INFO", v, name + " of hidden " + raw + " (an agent's own config, absent on the host)", path};
         if (failed_read && host_checks_ && !exists_on_host(path))
           return Violation{"filesystem.hidden", "INFO", v, name + " of hidden " + raw + " (no such file on the host)", path};
         if (failed_read && harmless_probe_read(path))
           return Violation{"filesystem.hidden", "INFO", v, name + " of hidden " + raw + " (a runtime's probe)", path};
-        if (ret < 0 && opens && harmless_probe_write(path))
+        if (ret < 0 && harmless_probe_write(path))
           return Violation{"filesystem.hidden", "INFO", v, name + " of hidden " + raw + " (a runtime's trace marker)", path};
         return Violation{"filesystem.hidden", "ALERT", v, name + " of hidden " + raw, path};
       }
@@ -294,8 +306,10 @@ std::optional<Violation> Judge::judge_path(const events::Entry& e, const std::st
     if (write && absolute && path_under(path, p))
       if (const char* v = verdict(ret == -EROFS || eacces))
         return Violation{"filesystem.protect", "ALERT", v, name + " of protected " + raw + " (it would run at the user's next command)", p};
+  // EACCES from Landlock; EROFS from the read-only root of a sandbox that
+  // may nest others (nested_sandboxes: no Landlock file rules).
   if (write && (absolute ? !writable(path) : eacces))
-    if (const char* v = verdict(eacces))
+    if (const char* v = verdict(eacces || ret == -EROFS))
       return Violation{"filesystem.read_only", "ALERT", v, name + " writes outside the writable paths: " + raw, dir_of(path)};
   // Landlock refuses links and renames across its rules with EXDEV.
   if (!shadow_ && ret == -EXDEV && (name.starts_with("link") || name.starts_with("rename")))

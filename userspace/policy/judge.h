@@ -33,6 +33,8 @@ struct Violation {
 // refused open of the ftrace marker (runtimes' built-in profilers).
 bool harmless_probe_read(const std::string& path);
 bool harmless_probe_write(const std::string& path);
+// Inside a coding agent's config directory (~/.claude, ~/.codex, ...).
+bool in_agent_config(const std::string& path);
 bool looks_like_credentials(const std::string& path);
 
 class Judge {

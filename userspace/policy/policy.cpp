@@ -416,6 +416,17 @@ std::optional<uint64_t> parse_duration_ms(const std::string& s, bool* too_large)
 
 namespace {
 
+// `over` laid on `base`: mappings merged key by key, anything else (a
+// value, a list) replaced.
+YAML::Node merge_policy(YAML::Node base, const YAML::Node& over) {
+  if (!base.IsMap() || !over.IsMap()) return YAML::Clone(over);
+  for (const auto& kv : over) {
+    std::string key = kv.first.Scalar();
+    base[key] = base[key] && base[key].IsMap() && kv.second.IsMap() ? merge_policy(base[key], kv.second) : YAML::Clone(kv.second);
+  }
+  return base;
+}
+
 bool env_name_ok(const std::string& name, bool glob) {
   if (name.empty() || name.size() > 255) return false;
   for (char c : name)
@@ -478,10 +489,26 @@ Policy parse(const std::string& text, const std::string& source) {
 Policy parse_yaml(const std::string& text, const std::string& source) {
   Reader r(source);
   YAML::Node root = r.load(text);
-  r.only_keys(root, "", {"version", "name", "description", "confine", "mode", "on_violation", "filesystem",
-                         "network", "seccomp", "ask", "limits", "capabilities", "hostname", "log", "env", "redact"});
+  r.only_keys(root, "", {"version", "name", "description", "extends", "confine", "mode", "on_violation", "filesystem",
+                         "network", "seccomp", "ask", "limits", "capabilities", "hostname", "log", "env", "redact",
+                         "nested_sandboxes"});
   Policy p;
   p.source = source;
+  if (root["extends"]) {
+    // A shipped policy only (no file: nothing to chase, no cycle), as
+    // this flightrec carries it; the record names it with the text.
+    std::string base = r.str(root["extends"], "extends");
+    const std::string* base_text = nullptr;
+    std::string names;
+    for (const auto& [name, t] : shipped()) {
+      if (name == base) base_text = &t;
+      names += (names.empty() ? "" : ", ") + name;
+    }
+    if (!base_text) r.fail(root["extends"], "extends", "'" + base + "' is not a shipped policy (shipped: " + names + ")");
+    if (YAML::Node b = YAML::Load(*base_text); b["extends"]) r.fail(root["extends"], "extends", "'" + base + "' extends another");
+    root = merge_policy(YAML::Load(*base_text), root);
+    p.source = source + " (extends builtin:" + base + ")";
+  }
   p.text = text;
   if (!root["version"]) r.fail(root, "version", "missing (this flightrec reads version 1)");
   if (r.number(root["version"], "version") != 1) r.fail(root["version"], "version", "only version 1 is known");
@@ -600,11 +627,29 @@ Policy parse_yaml(const std::string& text, const std::string& source) {
         r.fail(root["redact"][i], "redact", "'" + p.redact[i] + "' is too short to name a credential (at least 3 characters)");
   }
   if (root["seccomp"]) parse_seccomp(r, root["seccomp"], p);
+  if (root["nested_sandboxes"]) {
+    p.nested_sandboxes = r.boolean(root["nested_sandboxes"], "nested_sandboxes");
+    if (p.nested_sandboxes) std::erase_if(p.seccomp.rules, nested_sandbox_rule);
+    if (p.nested_sandboxes && p.ask.any())
+      r.fail(root["nested_sandboxes"], "nested_sandboxes", "cannot be combined with ask: (grants are judged on paths a nested mount namespace could rename)");
+  }
   if (root["limits"]) parse_limits(r, root["limits"], p.limits);
   if (root["ask"]) parse_ask(r, root["ask"], p);
   if (!p.confine && (root["filesystem"] || root["network"] || root["seccomp"] || root["ask"] || root["env"]))
     r.fail(root["confine"], "confine", "false (observe only) cannot have filesystem, network, seccomp, ask or env rules");
   return p;
+}
+
+bool nested_sandbox_rule(const SyscallRule& rule) {
+  static const std::set<std::string> calls = {"mount", "umount2", "pivot_root", "unshare", "setns"};
+  constexpr uint64_t kCloneNew = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000;
+  for (const auto& name : rule.names) {
+    if (calls.count(name)) return true;
+    if (name == "clone")
+      for (const auto& c : rule.args)
+        if (c.index == 0 && c.op == ArgCheck::Op::MaskedEq && (c.value & kCloneNew) && !(c.value & ~kCloneNew)) return true;
+  }
+  return false;
 }
 
 void override_env(Policy& p, const std::string& item) {

@@ -133,6 +133,15 @@ struct Policy {
   // from argv before it is sealed.
   std::vector<std::string> redact;
 
+  // The command may build sandboxes of its own (bubblewrap, as Claude Code
+  // and Codex do): unprivileged user, mount, pid, net, ipc and uts
+  // namespaces inside ours, with mount and pivot_root there. The seccomp
+  // rules against those calls are lifted; Landlock, which forbids any
+  // mount to the processes it restricts, keeps its network and scope rules
+  // but not its file system rules, whose work the mount view then does
+  // (the root read-only, unreadable trees masked, every mask locked).
+  bool nested_sandboxes = false;
+
   Seccomp seccomp;
   Ask ask;
   Limits limits;
@@ -146,6 +155,10 @@ struct Policy {
 // readable trees and the work directory; exec: [command] is the command and
 // the ELF interpreter. Landlock and BPF-LSM enforce the same list.
 std::vector<std::string> executable_paths(const Policy& p, const std::string& work_dir, const std::string& command);
+
+// The seccomp rules nested_sandboxes lifts: those naming mount, umount2,
+// pivot_root, unshare or setns, and clone rules on CLONE_NEW* flags.
+bool nested_sandbox_rule(const SyscallRule& rule);
 
 // Whether the sandbox gets a network namespace of its own (only its own
 // loopback): with no network, and with an allowlist that lists nothing and

@@ -72,6 +72,7 @@ LandlockPlan LandlockPlan::from(const policy::Policy& p, const std::string& work
                                 const std::string& command) {
   LandlockPlan plan;
   plan.abi = landlock_abi();
+  plan.filesystem = !p.nested_sandboxes;
   const auto& fs = p.filesystem;
   plan.read = fs.read_only;
   plan.read.push_back("/proc");
@@ -105,8 +106,9 @@ LandlockPlan LandlockPlan::from(const policy::Policy& p, const std::string& work
 
 int LandlockPlan::apply() const {
   if (abi <= 0) return 0;
+  if (!filesystem && !(abi >= 4 && restrict_connect) && abi < 6) return 0;  // nothing it could handle
   RulesetAttr attr{};
-  attr.handled_access_fs = fs_rights(abi);
+  attr.handled_access_fs = filesystem ? fs_rights(abi) : 0;
   size_t size = sizeof(uint64_t);
   if (abi >= 4) {
     size = 2 * sizeof(uint64_t);
@@ -122,10 +124,12 @@ int LandlockPlan::apply() const {
   const uint64_t read_rights = kRead;
   const uint64_t write_rights = all & ~LANDLOCK_ACCESS_FS_EXECUTE;
   int err = 0;
-  for (const auto& p : read) err = err ? err : add_path(ruleset, p, read_rights);
-  for (const auto& p : write) err = err ? err : add_path(ruleset, p, write_rights);
-  for (const auto& p : write_files) err = err ? err : add_path(ruleset, p, write_rights);
-  for (const auto& p : exec) err = err ? err : add_path(ruleset, p, LANDLOCK_ACCESS_FS_EXECUTE | read_rights);
+  if (filesystem) {
+    for (const auto& p : read) err = err ? err : add_path(ruleset, p, read_rights);
+    for (const auto& p : write) err = err ? err : add_path(ruleset, p, write_rights);
+    for (const auto& p : write_files) err = err ? err : add_path(ruleset, p, write_rights);
+    for (const auto& p : exec) err = err ? err : add_path(ruleset, p, LANDLOCK_ACCESS_FS_EXECUTE | read_rights);
+  }
   if (abi >= 4 && restrict_connect)
     for (uint16_t port : connect_ports) {
       NetPortAttr np{kNetConnectTcp, port};
@@ -138,7 +142,7 @@ int LandlockPlan::apply() const {
 
 std::string LandlockPlan::describe() const {
   if (abi <= 0) return "unavailable";
-  std::string s = "abi " + std::to_string(abi) + ": filesystem";
+  std::string s = "abi " + std::to_string(abi) + (filesystem ? ": filesystem" : ": no filesystem rules (nested sandboxes: the mount view bounds files)");
   if (abi >= 4 && restrict_connect) s += ", tcp connect ports";
   if (abi >= 6) s += ", abstract unix sockets and signals scoped";
   return s;

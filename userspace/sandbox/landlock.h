@@ -15,6 +15,7 @@ struct LandlockPlan {
   int abi = 0;                           // 0: Landlock unavailable
   std::vector<std::string> read, write, exec;
   std::vector<std::string> write_files;  // single files (devices) to read and write
+  bool filesystem = true;                // false (nested_sandboxes): no file system rules, which forbid mounts
   bool restrict_connect = false;         // TCP connect only to connect_ports
   std::vector<uint16_t> connect_ports;
 

@@ -1,5 +1,6 @@
 #include "sandbox/launch.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <linux/capability.h>
@@ -21,11 +22,13 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 
 #include "common/error.h"
 #include "common/system.h"
+#include "policy/judge.h"
 
 namespace flightrec::sandbox {
 namespace {
@@ -179,6 +182,57 @@ void hide(const std::string& root, const std::string& path, const std::string& m
   mount_or_fail(nullptr, at, nullptr, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr);
 }
 
+// nested_sandboxes: every entry below `dir` (an ancestor of a readable
+// tree, not readable itself) that is neither readable nor on the way to a
+// readable tree is masked as a hidden path is. Symlinks are left alone:
+// what they point to is judged by its own path.
+void mask_unreadable(const std::string& root, const std::string& dir, const std::vector<std::string>& readable,
+                     const std::string& mask, const std::string& work_dir) {
+  auto covered = [&](const std::string& path) {
+    for (const auto& r : readable)
+      if (policy::path_under(path, r)) return true;
+    return false;
+  };
+  auto leads_to = [&](const std::string& path) {
+    for (const auto& r : readable)
+      if (policy::path_under(r, path)) return true;
+    return false;
+  };
+  std::string at = in_root(root, dir);
+  DIR* d = at.empty() ? nullptr : opendir(at.c_str());
+  if (!d) return;
+  std::vector<std::string> names;
+  while (dirent* e = readdir(d))
+    if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) names.emplace_back(e->d_name);
+  closedir(d);
+  for (const auto& name : names) {
+    std::string child = (dir == "/" ? "" : dir) + "/" + name;
+    struct stat st;
+    if (covered(child) || lstat((at + "/" + name).c_str(), &st) != 0 || S_ISLNK(st.st_mode)) continue;
+    if (S_ISDIR(st.st_mode) && leads_to(child)) mask_unreadable(root, child, readable, mask, work_dir);
+    else hide(root, child, mask, work_dir);
+  }
+}
+
+// nested_sandboxes: the mount view does what Landlock's file rules would
+// (they forbid mounts, so a nested sandbox could not be built under them):
+// the root read-only but for the policy's writable trees, and what the
+// policy does not let the command read masked.
+void bound_by_mounts(const SandboxSpec& s, const std::string& root) {
+  const policy::Policy& p = *s.policy;
+  std::vector<std::string> readable = p.filesystem.read_only;
+  readable.insert(readable.end(), p.filesystem.read_write.begin(), p.filesystem.read_write.end());
+  for (const char* own : {"/proc", "/dev", "/tmp", "/sys"}) readable.push_back(own);
+  readable.push_back(s.work_dir);
+  if (std::find(readable.begin(), readable.end(), "/") == readable.end())
+    mask_unreadable(root, "/", readable, s.session_dir + "/mask", s.work_dir);
+  // Writable trees keep their own (read-write) mount; a bind copies the
+  // flags of its source, so they are made before the root turns read-only.
+  for (const auto& w : p.filesystem.read_write)
+    if (std::string at = in_root(root, w); !at.empty()) mount_or_fail(at.c_str(), at, nullptr, MS_BIND | MS_REC, nullptr);
+  mount_or_fail(nullptr, root, nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, nullptr);
+}
+
 void build_root(const SandboxSpec& s, int userns_fd) {
   const policy::Policy& p = *s.policy;
   const std::string& d = s.session_dir;
@@ -210,8 +264,12 @@ void build_root(const SandboxSpec& s, int userns_fd) {
   // Hidden paths outside the work directory now, those inside it once it
   // is mounted (else its overlay would cover their masks).
   auto inside_work = [&](const std::string& h) { return h == s.work_dir || h.starts_with(s.work_dir + "/"); };
+  // A nested sandbox mounts a /proc of its own, which the kernel allows
+  // only where no locked mount covers part of ours: nothing is hidden
+  // there then (sysrq-trigger and kcore stay out of reach: their owner,
+  // host root, is nobody inside).
   for (const auto& h : s.hidden)
-    if (!inside_work(h)) hide(root, h, d + "/mask", s.work_dir);
+    if (!inside_work(h) && !(p.nested_sandboxes && policy::path_under(h, "/proc"))) hide(root, h, d + "/mask", s.work_dir);
   // The work directory: an overlay of its own, its files owned inside by
   // whom owns them outside (the command runs as the directory's owner).
   if (s.work_dir.starts_with("/tmp/")) make_path(root + "/tmp", s.work_dir.substr(4));
@@ -226,6 +284,7 @@ void build_root(const SandboxSpec& s, int userns_fd) {
   // the session are never written to the host: sandbox/apply.h).
   for (const auto& p : s.protect)
     if (std::string at = in_root(root, p); !at.empty()) bind_readonly(at, at, false);
+  if (p.nested_sandboxes) bound_by_mounts(s, root);
   if (chdir(root.c_str()) != 0) fail("chdir to the new root");
   if (syscall(SYS_pivot_root, ".", ".") != 0) fail("pivot_root");
   if (umount2(".", MNT_DETACH) != 0) fail("detaching the host root");
@@ -238,6 +297,12 @@ void drop_privileges(const policy::Policy& p, uid_t uid, gid_t gid) {
   uint64_t keep = 0;
   for (const auto& name : p.keep_capabilities)
     if (int cap = policy::capability_number(name); cap >= 0 && cap <= CAP_LAST_CAP) keep |= 1ull << cap;
+  // A nested user namespace may map its creator's uid 0 only with
+  // CAP_SETFCAP (Linux 5.12): a command that runs as root inside keeps it
+  // to build its own sandbox. It reaches no further than ours: file
+  // capabilities set with it are our namespace's, and no_new_privs
+  // ignores them at exec.
+  if (p.nested_sandboxes && uid == 0) keep |= 1ull << CAP_SETFCAP;
   for (int cap = 0; cap <= CAP_LAST_CAP; ++cap)
     if (!(keep & (1ull << cap)) && prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno != EINVAL)
       fail("dropping the capability bounding set");

@@ -496,6 +496,10 @@ void Confinement::fill(recorder::SessionMeta& meta) const {
   if (limits_)
     for (const auto& c : limits_->describe()) s.push_back("limit: " + c);
   s.push_back("capabilities kept: " + std::to_string(policy_.keep_capabilities.size()) + ", no_new_privs");
+  if (policy_.nested_sandboxes)
+    s.push_back(std::string("nested sandboxes: user, mount, pid, net, ipc and uts namespaces may be made inside; "
+                            "the root read-only and unreadable trees masked instead of Landlock's file rules") +
+                (work_uid_ == 0 ? "; CAP_SETFCAP kept (a nested user namespace may map root)" : ""));
 }
 
 void Confinement::start(Pipeline& pipeline, const probe::CaptureTraits& capture) {
