@@ -95,7 +95,7 @@ void check_record(const std::string& db, const std::string& work) {
 
 }  // namespace
 
-TEST_CASE("agents: Claude Code under its shipped policy runs a command and edits a file; the record says so, no ALERT") {
+TEST_CASE("coding agents: Claude Code under its shipped policy runs a command and edits a file; the record says so, no ALERT") {
   REQUIRE_MESSAGE(is_root(), "runtime tests need root");
   REQUIRE_MESSAGE(access((kAgents + "claude").c_str(), X_OK) == 0, "Claude Code is not installed: run tools/install-deps.sh");
   MockApi api;
@@ -118,7 +118,7 @@ TEST_CASE("agents: Claude Code under its shipped policy runs a command and edits
   for (const auto& e : entries(db)) CHECK(e.dump().find("sk-ant-flightrec-test-key") == std::string::npos);
 }
 
-TEST_CASE("agents: Codex with its own sandbox (-s workspace-write) under its shipped policy; the record says so, no ALERT") {
+TEST_CASE("coding agents: Codex with its own sandbox (-s workspace-write) under its shipped policy; the record says so, no ALERT") {
   REQUIRE_MESSAGE(is_root(), "runtime tests need root");
   REQUIRE_MESSAGE(access((kAgents + "codex").c_str(), X_OK) == 0, "Codex is not installed: run tools/install-deps.sh");
   MockApi api;
