@@ -239,3 +239,36 @@ TEST_CASE("a violation names the process that did it: pid, comm, exe and path, f
     CHECK(occurrences(q.out, "\"rule_id\":\"filesystem.hidden\"") == 1);
   }
 }
+
+TEST_CASE("no resolver in the sandbox: every lookup is answered NXDOMAIN at once by flightrec's stub, in either network namespace") {
+  REQUIRE_MESSAGE(is_root(), "runtime tests need root");
+  TempDir dir;
+  std::string work = dir.file("work");
+  mkdir(work.c_str(), 0755);
+  // One query to the nameserver resolv.conf names; its answer's rcode, or
+  // "none" when nothing answered within 5 s (musl's resolver would wait
+  // that long, then fail).
+  put(work + "/q.py",
+      "import socket, struct\n"
+      "ns = [l.split()[1] for l in open('/etc/resolv.conf') if l.startswith('nameserver')][0]\n"
+      "q = struct.pack('>HHHHHH', 0x1234, 0x0100, 1, 0, 0, 1) + b'\\x07example\\x03com\\x00' + struct.pack('>HH', 1, 1)\n"
+      "q += b'\\x00\\x00\\x29\\x04\\xd0\\x00\\x00\\x00\\x00\\x00\\x00'  # EDNS OPT, dropped from the answer\n"
+      "s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(5); s.sendto(q, (ns, 53))\n"
+      "try:\n    r = s.recv(512)\n    print(ns.startswith('127.53.'), hex(struct.unpack('>H', r[:2])[0]), r[3] & 15, r[4:12].hex(), r[12:] == q[12:29])\n"
+      "except socket.timeout:\n    print('none')\n");
+  for (const auto& allow : std::vector<std::vector<std::string>>{{}, {"--allow", "127.0.0.1:9"}}) {
+    std::string db = dir.file("s" + std::to_string(allow.size()) + ".db");
+    std::vector<std::string> argv = {FLIGHTREC_BIN, "run", "--db", db};
+    argv.insert(argv.end(), allow.begin(), allow.end());
+    argv.insert(argv.end(), {"--", "sh", "-c", "python3 q.py; getent hosts example.com; echo getent=$?"});
+    Result r = run_in(work, argv);
+    INFO(r.err);
+    CHECK(r.code == 0);
+    // The stub's address, the query's id, NXDOMAIN, one question and nothing else, the question echoed.
+    CHECK(r.out == "True 0x1234 3 0001000000000000 True\ngetent=2\n");
+    CHECK(r.err.find("ALERT") == std::string::npos);
+    auto all = entries(db);
+    CHECK(all.front()["sandbox"].dump().find("dns: every name refused at once by flightrec's stub at 127.53.") != std::string::npos);
+    CHECK_FALSE(end_change(all, "/etc/resolv.conf"));
+  }
+}

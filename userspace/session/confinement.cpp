@@ -29,7 +29,9 @@
 #include "sandbox/apply.h"
 #include "sandbox/kept.h"
 #include "sandbox/changes.h"
+#include "sandbox/dns_stub.h"
 #include "grants/supervisor.h"
+#include "ledger/hash.h"
 
 extern char** environ;
 
@@ -174,6 +176,20 @@ Confinement::Confinement(policy::Policy policy, sandbox::Cgroup& cgroup, const s
     throw Error("ask.exec: an exec path of " + std::to_string(FR_PATH_RULE_MAX) +
                 " bytes or more cannot be enforced by BPF-LSM, which decides every exec under ask.exec");
 
+  // No resolver in the sandbox: a stub refuses every name at once
+  // (sandbox/dns_stub.h). In a network namespace of its own the stub is
+  // bound once that namespace exists; in the host's, now.
+  bool stub_dns = policy_.network != policy::Network::Host && !policy_.allow_dns;
+  if (stub_dns) {
+    if (!policy::own_network(policy_)) dns_ = std::make_unique<sandbox::DnsStub>(-1, "");
+    dns_resolv_ = sandbox::stub_resolv_conf(dns_ ? dns_->address() : sandbox::DnsStub::kOwnNetworkAddress);
+    std::string etc = dir_->upper() + "/etc";
+    int fd = mkdir(etc.c_str(), 0755) == 0 ? ::open((etc + "/resolv.conf").c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644) : -1;
+    if (fd < 0 || write(fd, dns_resolv_.data(), dns_resolv_.size()) != ssize_t(dns_resolv_.size()))
+      throw Error(errno_message("cannot write the sandbox's /etc/resolv.conf", errno));
+    close(fd);
+  }
+
   sandbox::SandboxSpec spec;
   spec.policy = &policy_;
   spec.program = program;
@@ -207,6 +223,20 @@ Confinement::Confinement(policy::Policy policy, sandbox::Cgroup& cgroup, const s
     // After the sandbox is spawned: its init is a fork of this process and
     // must not inherit a thread's locks.
     differ_ = std::make_unique<sandbox::PathDiffer>([this](const std::string& path) { return diff_one(path); });
+    if (stub_dns) {
+      if (!dns_) {
+        int netns = ::open(("/proc/" + std::to_string(child_.pid) + "/ns/net").c_str(), O_RDONLY | O_CLOEXEC);
+        if (netns < 0) throw Error(errno_message("cannot open the sandbox's network namespace", errno));
+        try {
+          dns_ = std::make_unique<sandbox::DnsStub>(netns, sandbox::DnsStub::kOwnNetworkAddress);
+        } catch (...) {
+          close(netns);
+          throw;
+        }
+        close(netns);
+      }
+      dns_->start();
+    }
   } catch (...) {
     // No destructor runs: the init (in the session's cgroups, which it
     // would keep from being removed) is ended here.
@@ -488,6 +518,8 @@ void Confinement::fill(recorder::SessionMeta& meta) const {
              (ep.port ? std::to_string(ep.port) : "*");
     }
   s.push_back("network: " + net);
+  if (dns_) s.push_back("dns: every name refused at once by flightrec's stub at " + dns_->address() +
+                        " (/etc/resolv.conf names it; network.dns is false)");
   // Shadow mode never gets here: there every entry may be a would-deny.
   meta.record_rate = policy_.limits.record_rate;
   if (meta.record_rate)
@@ -962,6 +994,11 @@ sandbox::Outcome Confinement::finish() {
   std::vector<sandbox::FileChange> changes, work;
   try {
     changes = sandbox::diff_layers(dir_->upper(), policy_.filesystem.root, "", 100000, &more);
+    // flightrec wrote /etc/resolv.conf (the DNS stub's); as it left it, it is no change of the session's.
+    std::erase_if(changes, [&](const sandbox::FileChange& c) {
+      return dns_ && c.path == "/etc" + std::string(c.kind == "dir" ? "" : "/resolv.conf") &&
+             (c.kind == "dir" || c.sha256_after == ledger::to_hex(ledger::sha256(dns_resolv_)));
+    });
     // The work directory's list is what is written to the host or kept: it must be whole.
     work = sandbox::diff_layers(dir_->upper_work(), work_lower_, work_dir_, 1000000, &more_work);
     for (const auto& [at, dir] : private_dirs()) {

@@ -26,6 +26,7 @@
 #include "session/pipeline.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/changes.h"
+#include "sandbox/dns_stub.h"
 #include "sandbox/launch.h"
 #include "sandbox/limits.h"
 
@@ -164,6 +165,8 @@ class Confinement : public Observer {
   std::vector<int64_t> cwd_gone_;       // exited: forgotten after their last entry
   std::unique_ptr<sandbox::PathDiffer> differ_;
   std::unique_ptr<probe::EgressFilter> egress_;
+  std::unique_ptr<sandbox::DnsStub> dns_;  // the sandbox's nameserver, when it has no resolver
+  std::string dns_resolv_;                 // the /etc/resolv.conf that names it
   // The grant supervisor (policy ask:) and its reports.
   void start_grants(const std::string& socket_path);
   void stop_grants();
