@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "events/secrets.h"
+#include "sandbox/apply.h"
 #include "policy/policy.h"
 
 using flightrec::events::SecretScrubber;
@@ -28,7 +29,7 @@ TEST_CASE("argv credentials: each known shape redacted, its kind named, the rest
   };
   const std::vector<Case> cases = {
       {argv({"curl", "-H", "Authorization: Bearer abcdef0123456789xyz", "https://x"}),
-       argv({"curl", "-H", "Authorization: Bearer [REDACTED]", "https://x"}), {"bearer"}},
+       argv({"curl", "-H", "Authorization: Bearer [REDACTED]", "https://x"}), {"Authorization"}},
       {argv({"codex", "--key", "sk-proj-ABCDEFGHIJKLMNOPqrstuvwx"}), argv({"codex", "--key", "sk-[REDACTED]"}), {"sk-"}},
       {argv({"git", "push", "https://bob:ghp_0123456789abcdefghijKLMNOP@github.com/x.git"}),
        argv({"git", "push", "https://bob:[REDACTED]@github.com/x.git"}), {"url password"}},
@@ -40,6 +41,12 @@ TEST_CASE("argv credentials: each known shape redacted, its kind named, the rest
       {argv({"sh", "-c", "echo '-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXk\n-----END OPENSSH PRIVATE KEY-----'"}),
        argv({"sh", "-c", "echo '-----BEGIN OPENSSH PRIVATE KEY-----[REDACTED]-----END OPENSSH PRIVATE KEY-----'"}),
        {"private key"}},
+      {argv({"curl", "-u", "bob:hunter2", "-H", "X-Api-Key: abcdef", "https://x"}),
+       argv({"curl", "-u", "bob:[REDACTED]", "-H", "X-Api-Key: [REDACTED]", "https://x"}), {"-u", "X-Api-Key"}},
+      {argv({"env", "MYSQL_PWD=pw1", "npm", "config", "set", "//r/:_authToken=0123-4567"}),
+       argv({"env", "MYSQL_PWD=[REDACTED]", "npm", "config", "set", "//r/:_authToken=[REDACTED]"}), {"MYSQL_PWD", "_authToken"}},
+      {argv({"curl", "-H", "Authorization: token_abcdefghijklmnop"}), argv({"curl", "-H", "Authorization: [REDACTED]"}),
+       {"Authorization"}},
   };
   for (const auto& c : cases) {
     std::string text = c.in;
@@ -74,6 +81,22 @@ TEST_CASE("argv credentials: a policy's own prefixes, and a megabyte of hostile 
   CHECK(copy.ends_with("password=[REDACTED]"));
 }
 
+TEST_CASE("protected paths: the policy's list, and every git directory or gitfile at any depth") {
+  using flightrec::sandbox::protected_path;
+  const std::vector<std::string> list = {".claude", ".vscode"};
+  CHECK(protected_path("/w/.claude/settings.json", "/w", list));
+  CHECK(protected_path("/w/.vscode", "/w", list));
+  CHECK_FALSE(protected_path("/w/.claudex", "/w", list));
+  CHECK_FALSE(protected_path("/w/src/main.c", "/w", list));
+  // git reads hooks and config wherever a git directory points: any of them.
+  CHECK(protected_path("/w/.git", "/w", {}));
+  CHECK(protected_path("/w/.git/commondir", "/w", {}));
+  CHECK(protected_path("/w/sub/.git", "/w", {}));
+  CHECK(protected_path("/w/vendor/lib/.git/hooks/post-checkout", "/w", {}));
+  CHECK_FALSE(protected_path("/w/.gitignore", "/w", {}));
+  CHECK_FALSE(protected_path("/w/docs/.github/workflows/ci.yml", "/w", {}));
+}
+
 TEST_CASE("env: the policy's pass list, globs, and names that look like secrets") {
   using namespace flightrec::policy;
   CHECK(secret_env_name("OPENAI_API_KEY"));
@@ -98,5 +121,5 @@ TEST_CASE("env: the policy's pass list, globs, and names that look like secrets"
   CHECK_THROWS_AS(parse("version: 1\nname: t\nfilesystem:\n  work_dir_mode: live\n", "t.yaml"), PolicyError);
   Policy agent = load("agent");
   CHECK(agent.filesystem.work_dir_mode == WorkDirMode::Write);
-  CHECK(std::find(agent.filesystem.protect.begin(), agent.filesystem.protect.end(), ".git/hooks") != agent.filesystem.protect.end());
+  CHECK(std::find(agent.filesystem.protect.begin(), agent.filesystem.protect.end(), ".git") != agent.filesystem.protect.end());
 }

@@ -96,20 +96,43 @@ bool binary_fd(int fd) {
   return n > 0 && std::string_view(buf, size_t(n)).find('\0') != std::string_view::npos;
 }
 
-// diff -u of two open files (diffutils is Essential on Debian: no diff of our own).
+// diff -u of two open files (diffutils is Essential on Debian: no diff of
+// our own), each line escaped: the agent wrote these bytes, and terminal
+// escapes in them could hide lines from the reviewer.
 void unified_diff(int before, int after, const std::string& label_a, const std::string& label_b) {
-  std::cout.flush();
+  int out[2];
+  if (pipe2(out, O_CLOEXEC) != 0) {
+    std::cout << "    (diff could not be run)\n";
+    return;
+  }
   pid_t pid = fork();
   if (pid == 0) {
     int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    if (dup2(before >= 0 ? before : null, 3) < 0 || dup2(after >= 0 ? after : null, 4) < 0) _exit(127);
+    if (dup2(before >= 0 ? before : null, 3) < 0 || dup2(after >= 0 ? after : null, 4) < 0 || dup2(out[1], 1) < 0)
+      _exit(127);
     execlp("diff", "diff", "-u", "--label", label_a.c_str(), "--label", label_b.c_str(), "/dev/fd/3", "/dev/fd/4",
            static_cast<char*>(nullptr));
     _exit(127);
   }
+  close(out[1]);
+  // Streamed, a line at a time (a line longer than 1 MiB is cut there).
+  std::string line;
+  char buf[65536];
+  for (ssize_t n; pid > 0 && (n = read(out[0], buf, sizeof(buf))) > 0;)
+    for (ssize_t i = 0; i < n; ++i) {
+      if (buf[i] != '\n' && line.size() < (1u << 20)) line += buf[i];
+      if (buf[i] != '\n') continue;
+      std::cout << printable(line) << "\n";
+      line.clear();
+    }
+  if (!line.empty()) std::cout << printable(line) << "\n";
+  close(out[0]);
   int status = 0;
   if (pid > 0) waitpid(pid, &status, 0);
-  if (pid < 0 || !WIFEXITED(status) || WEXITSTATUS(status) > 1) std::cout << "(diff could not be run)\n";
+  if (pid < 0 || !WIFEXITED(status) || WEXITSTATUS(status) > 1) {
+    std::cout << "    (diff could not be run)\n";
+    return;
+  }
 }
 
 void show(const sandbox::FileChange& c, const SessionChanges& s, const sandbox::Layer& host, const sandbox::Layer& kept) {
@@ -132,7 +155,9 @@ void show(const sandbox::FileChange& c, const SessionChanges& s, const sandbox::
   int after = kept.open_at(rel, O_RDONLY);
   if (after < 0) {
     std::cout << "    (the kept file is missing)\n";
-  } else if (binary_fd(after) || (before >= 0 && binary_fd(before))) {
+  } else if ((c.mode & 0111) == 0 && (binary_fd(after) || (before >= 0 && binary_fd(before)))) {
+    // (An executable is shown as text whatever bytes it holds: a script
+    // with a NUL in it still runs.)
     std::cout << "    binary: sha256 " << (c.sha256_before.empty() ? "-" : c.sha256_before.substr(0, 12)) << " -> "
               << c.sha256_after.substr(0, 12) << "\n";
   } else if (c.change == "created" || before >= 0) {
@@ -203,6 +228,8 @@ int cmd_apply(const Args& args) {
   o.uid = meta.uid;
   o.gid = meta.gid;
   o.session_start_ns = meta.session_start_ns;
+  o.work_dev = dev_t(meta.work_dev);
+  o.work_ino = ino_t(meta.work_ino);
   o.dry_run = vm["dry-run"].as<bool>();
   // The policy the session ran under protects them; so does the shipped
   // agent list, whatever an edited record says.

@@ -25,12 +25,14 @@ bool iequal(std::string_view a, std::string_view b) {
 // Names of options and keys whose value is a secret (compared without
 // leading dashes, case-insensitively, '-' and '_' alike).
 bool secret_key(std::string_view key) {
-  while (!key.empty() && key.front() == '-') key.remove_prefix(1);
+  while (!key.empty() && (key.front() == '-' || key.front() == '_')) key.remove_prefix(1);
   std::string k;
   for (char c : key) k += c == '-' ? '_' : char(std::tolower(static_cast<unsigned char>(c)));
   static const char* const names[] = {"password", "passwd", "pass", "token", "secret", "api_key", "apikey", "access_key",
                                       "secret_key", "client_secret", "auth_token", "access_token", "private_key",
-                                      "passphrase", "refresh_token", "aws_secret_access_key"};
+                                      "passphrase", "refresh_token", "aws_secret_access_key", "pwd", "authtoken",
+                                      "accountkey", "cookie", "x_api_key", "sas_token", "sig", "authorization",
+                                      "proxy_authorization"};
   for (const char* n : names)
     if (k == n || (k.size() > std::string_view(n).size() + 1 && k.ends_with(std::string("_") + n))) return true;
   return false;
@@ -55,7 +57,7 @@ struct Finder {
 SecretScrubber::SecretScrubber(std::vector<std::string> extra) {
   for (const char* p : {"sk-", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "glpat-", "xoxb-", "xoxp-",
                         "xoxa-", "xoxr-", "xoxs-", "xapp-", "AKIA", "ASIA", "AIza", "sk_live_", "rk_live_", "npm_",
-                        "hf_", "pypi-", "dop_v1_", "SG."})
+                        "hf_", "pypi-", "dop_v1_", "SG.", "ya29.", "eyJ"})
     prefixes_.push_back({p, 16});
   for (auto& p : extra) prefixes_.push_back({std::move(p), 8});
 }
@@ -118,6 +120,36 @@ std::vector<std::string> SecretScrubber::scrub(std::string& text) const {
           i = f.redact(i + 1, end, kind);
           continue;
         }
+      }
+    }
+    // "X-Api-Key: VALUE" (a header given on a command line).
+    if (c == ':' && i > 0 && i + 1 < text.size() && text[i + 1] == ' ') {
+      size_t k = i;
+      while (k > 0 && (word_char(text[k - 1]) || text[k - 1] == '-')) --k;
+      if (k < i && secret_key(std::string_view(text).substr(k, i - k))) {
+        size_t start = i + 2, end = start;
+        for (std::string_view scheme : {"bearer ", "basic ", "token "})  // the scheme stays readable
+          if (start + scheme.size() < text.size() && iequal(std::string_view(text).substr(start, scheme.size()), scheme))
+            start += scheme.size();
+        end = start;
+        while (end < text.size() && text[end] != '\0' && text[end] != '\n') ++end;
+        if (end > start) {
+          i = f.redact(start, end, text.substr(k, i - k));
+          continue;
+        }
+      }
+    }
+    // "-u USER:PASSWORD" (curl, wget --user): the part after the colon.
+    if (c == '\0' && i >= 2) {
+      size_t k = text.rfind('\0', i - 1);
+      k = k == std::string::npos ? 0 : k + 1;
+      std::string_view arg = std::string_view(text).substr(k, i - k);
+      size_t end = text.find('\0', i + 1);
+      if (end == std::string::npos) end = text.size();
+      size_t colon = text.find(':', i + 1);
+      if ((arg == "-u" || arg == "--user" || arg == "--proxy-user") && colon < end && colon + 1 < end) {
+        i = f.redact(colon + 1, end, std::string(arg));
+        continue;
       }
     }
     // "--password VALUE": an argument that is only a secret option's name

@@ -268,12 +268,20 @@ std::optional<Violation> Judge::judge_path(const events::Entry& e, const std::st
   std::string name = e.string_or("name");
   std::string raw = e.string_or(key);
   std::string path = normalize_path(raw);
-  if (ret < 0 && cwd_ && !raw.empty() && raw[0] != '/') {
-    // Relative to the process's directory (not to another directory fd).
+  // A failed call's relative path, relative to the process's directory (not
+  // to another directory fd: the first argument is the dirfd of `path` and
+  // `oldpath` alone). The directory is followed from the record's chdir
+  // calls, which another thread could dodge: such a path never lowers an
+  // alert to INFO.
+  bool from_cwd = false;
+  if (ret < 0 && cwd_ && !raw.empty() && raw[0] != '/' && (key == "path" || key == "oldpath")) {
     const auto* args = std::get_if<std::vector<int64_t>>(e.get("args"));
     bool at_call = name.ends_with("at") || name.ends_with("at2");
     if (!at_call || (args && !args->empty() && int32_t((*args)[0]) == AT_FDCWD))
-      if (auto cwd = cwd_(e.int_or("pid"))) path = normalize_path(*cwd + "/" + raw);
+      if (auto cwd = cwd_(e.int_or("pid"))) {
+        path = normalize_path(*cwd + "/" + raw);
+        from_cwd = true;
+      }
   }
   bool eacces = ret == -EACCES;
   bool absolute = !path.empty() && path[0] == '/';
@@ -289,19 +297,24 @@ std::optional<Violation> Judge::judge_path(const events::Entry& e, const std::st
       if (const char* v = verdict(eacces || ret == -ENOENT)) {
         // Probes are failed reads only: what succeeded, or wrote, or looks
         // like a credential is an alert whether or not it exists.
-        bool failed_read = !write && ret < 0 && !looks_like_credentials(path);
+        bool failed_read = !write && ret < 0 && !looks_like_credentials(path) && !from_cwd;
         // A coding agent looking for its own files (tokens included) in
         // its config directory, where the host has none: nothing to take.
-        if (!write && ret < 0 && host_checks_ && in_agent_config(path) && !exists_on_host(path))
+        if (!write && ret < 0 && !from_cwd && host_checks_ && in_agent_config(path) && !exists_on_host(path))
           return Violation{"filesystem.hidden", "INFO", v, name + " of hidden " + raw + " (an agent's own config, absent on the host)", path};
         if (failed_read && host_checks_ && !exists_on_host(path))
           return Violation{"filesystem.hidden", "INFO", v, name + " of hidden " + raw + " (no such file on the host)", path};
         if (failed_read && harmless_probe_read(path))
           return Violation{"filesystem.hidden", "INFO", v, name + " of hidden " + raw + " (a runtime's probe)", path};
-        if (ret < 0 && harmless_probe_write(path))
+        if (ret < 0 && !from_cwd && harmless_probe_write(path))
           return Violation{"filesystem.hidden", "INFO", v, name + " of hidden " + raw + " (a runtime's trace marker)", path};
         return Violation{"filesystem.hidden", "ALERT", v, name + " of hidden " + raw, path};
       }
+  bool nested_git = !protected_.empty() && absolute && path_under(path, work_dir_) &&
+                    (path.find("/.git/") != std::string::npos || path.ends_with("/.git"));
+  if (write && nested_git && ret == -EROFS)
+    if (const char* v = verdict(true))
+      return Violation{"filesystem.protect", "ALERT", v, name + " of protected " + raw + " (a git directory)", path};
   for (const auto& p : protected_)
     if (write && absolute && path_under(path, p))
       if (const char* v = verdict(ret == -EROFS || eacces))

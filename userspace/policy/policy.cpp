@@ -630,11 +630,12 @@ Policy parse_yaml(const std::string& text, const std::string& source) {
   if (root["nested_sandboxes"]) {
     p.nested_sandboxes = r.boolean(root["nested_sandboxes"], "nested_sandboxes");
     if (p.nested_sandboxes) std::erase_if(p.seccomp.rules, nested_sandbox_rule);
-    if (p.nested_sandboxes && p.ask.any())
-      r.fail(root["nested_sandboxes"], "nested_sandboxes", "cannot be combined with ask: (grants are judged on paths a nested mount namespace could rename)");
   }
   if (root["limits"]) parse_limits(r, root["limits"], p.limits);
   if (root["ask"]) parse_ask(r, root["ask"], p);
+  if (p.nested_sandboxes && p.ask.any())
+    r.fail(root["nested_sandboxes"], "nested_sandboxes",
+           "cannot be combined with ask: (grants are judged on paths a nested mount namespace could rebind)");
   if (!p.confine && (root["filesystem"] || root["network"] || root["seccomp"] || root["ask"] || root["env"]))
     r.fail(root["confine"], "confine", "false (observe only) cannot have filesystem, network, seccomp, ask or env rules");
   return p;

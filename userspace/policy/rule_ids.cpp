@@ -13,7 +13,7 @@ const std::vector<std::string>& known_rule_ids() {
       "filesystem", "filesystem.hidden", "filesystem.read_only", "filesystem.read", "filesystem.exec", "filesystem.protect",
       "filesystem.refer", "filesystem.view", "network", "network.none", "network.allow", "network.bind",
       "network.socket", "network.unix_abstract", "network.inbound", "proc", "proc.access", "landlock",
-      "landlock.scope", "limits", "limits.memory", "limits.pids", "limits.file_size", "limits.wall_time",
+      "landlock.scope", "limits", "limits.memory", "limits.pids", "limits.file_size", "limits.disk", "limits.wall_time",
       "limits.cpu_time", "limits.record_size", "limits.record_rate", "on_violation"};
   return ids;
 }

@@ -103,9 +103,12 @@ class Applier {
 
  private:
   std::string check_and_do(const FileChange& c) {
-    if (!policy::path_under(c.path, o_.work_dir) || c.path == o_.work_dir) return "not below the work directory";
+    if (!policy::path_under(c.path, o_.work_dir) || c.path == o_.work_dir || policy::normalize_path(c.path) != c.path)
+      return "not a plain path below the work directory";
     if (protected_path(c.path, o_.work_dir, o_.protect)) return "a protected path (filesystem.protect)";
     if (!upper_.ok() || !host_.ok()) return "the session's layer or the work directory cannot be opened";
+    if (!o_.into_empty && !host_.is(o_.work_dev, o_.work_ino))
+      return "the work directory is not the one the session began in (replaced, or a symlink now)";
     const std::string rel = c.path.substr(o_.work_dir.size());
     std::string name;
     if (o_.into_empty && c.change == "deleted") return "";
@@ -205,7 +208,11 @@ class Applier {
 bool protected_path(const std::string& path, const std::string& work_dir, const std::vector<std::string>& protect) {
   for (const auto& p : protect)
     if (policy::path_under(path, policy::normalize_path(work_dir + "/" + p))) return true;
-  return false;
+  // Any repository's git directory, or gitfile, at any depth: git takes
+  // hooks and config from wherever one points (commondir, modules/,
+  // worktrees), so no list of its files inside could be whole.
+  std::string rel = path.substr(std::min(path.size(), work_dir.size()));
+  return rel == "/.git" || rel.find("/.git/") != std::string::npos || rel.ends_with("/.git");
 }
 
 std::vector<Applied> apply_changes(const std::vector<FileChange>& changes, const ApplyOptions& o) {

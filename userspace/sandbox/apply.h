@@ -31,6 +31,10 @@ struct ApplyOptions {
   // overlay's lower layer is the live work directory, so its "before" is
   // not enough) and is refused. ctime cannot be set back by a user.
   int64_t session_start_ns = 0;
+  // The work directory as it was when the session began: if the path names
+  // another directory now (replaced, or by a symlink), nothing is written.
+  dev_t work_dev = 0;
+  ino_t work_ino = 0;
   bool dry_run = false;
   // work_dir is a new, empty directory of flightrec's: the after-state of
   // every file, directory and symlink is copied into it (parents made as

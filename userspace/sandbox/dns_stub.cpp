@@ -18,8 +18,8 @@
 namespace flightrec::sandbox {
 namespace {
 
-int bind_udp(const std::string& address) {
-  int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+int bind_port53(const std::string& address, int type) {
+  int s = socket(AF_INET, type | SOCK_CLOEXEC, 0);
   if (s < 0) return -errno;
   sockaddr_in a{};
   a.sin_family = AF_INET;
@@ -80,12 +80,20 @@ DnsStub::DnsStub(int netns_fd, const std::string& address) {
       (void)!getrandom(r, sizeof(r), 0);
       a = "127.53." + std::to_string(r[0]) + "." + std::to_string(r[1] | 1);
     }
-    int s = bind_udp(a);
-    if (s >= 0) {
+    // TCP too, on the same address, listening: a connection there reaches
+    // the stub (which closes it), never a host resolver bound to every address.
+    int s = bind_port53(a, SOCK_DGRAM), t = s >= 0 ? bind_port53(a, SOCK_STREAM) : -1;
+    if (t >= 0 && listen(t, 8) != 0) {
+      close(t);
+      t = -errno;
+    }
+    if (s >= 0 && t >= 0) {
       sock_ = s;
+      tcp_ = t;
       address_ = a;
     } else {
-      err = -s;
+      err = s < 0 ? -s : -t;
+      if (s >= 0) close(s);
       if (!address.empty()) break;
     }
   }
@@ -98,6 +106,7 @@ DnsStub::DnsStub(int netns_fd, const std::string& address) {
   stop_fd_ = eventfd(0, EFD_CLOEXEC);
   if (stop_fd_ < 0) {
     close(sock_);
+    close(tcp_);
     throw Error(errno_message("eventfd", errno));
   }
 }
@@ -109,15 +118,18 @@ DnsStub::~DnsStub() {
   (void)!write(stop_fd_, &one, sizeof(one));
   if (thread_.joinable()) thread_.join();
   close(sock_);
+  close(tcp_);
   close(stop_fd_);
 }
 
 void DnsStub::serve() {
   uint8_t query[4096], reply[4096];
   for (;;) {
-    pollfd fds[2] = {{sock_, POLLIN, 0}, {stop_fd_, POLLIN, 0}};
-    if (poll(fds, 2, -1) < 0 && errno != EINTR) return;
+    pollfd fds[3] = {{sock_, POLLIN, 0}, {stop_fd_, POLLIN, 0}, {tcp_, POLLIN, 0}};
+    if (poll(fds, 3, -1) < 0 && errno != EINTR) return;
     if (fds[1].revents) return;
+    if (fds[2].revents & POLLIN)
+      if (int c = accept4(tcp_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK); c >= 0) close(c);
     if (!(fds[0].revents & POLLIN)) continue;
     sockaddr_storage from{};
     socklen_t len = sizeof(from);

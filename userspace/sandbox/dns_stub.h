@@ -5,7 +5,8 @@
 // and waits out its 5 s timeout. This stub is the sandbox's nameserver
 // (its /etc/resolv.conf names it): it answers every query at once with
 // REFUSED, so a lookup fails in a millisecond, whatever the libc.
-// UDP on 127.53.x.y port 53, in the sandbox's network namespace.
+// UDP on 127.53.x.y port 53, in the sandbox's network namespace (TCP there
+// is accepted and closed).
 #include <atomic>
 #include <cstdint>
 #include <string>
@@ -30,7 +31,7 @@ class DnsStub {
 
  private:
   void serve();
-  int sock_ = -1, stop_fd_ = -1;
+  int sock_ = -1, tcp_ = -1, stop_fd_ = -1;
   std::string address_;
   std::atomic<uint64_t> refused_{0};
   std::thread thread_;

@@ -11,7 +11,8 @@
 namespace flightrec::sandbox {
 
 bool write_kept_meta(const std::string& kept, const KeptMeta& meta) {
-  nlohmann::json j = {{"work_dir", meta.work_dir}, {"uid", meta.uid}, {"gid", meta.gid}, {"session_start_ns", meta.session_start_ns}};
+  nlohmann::json j = {{"work_dir", meta.work_dir}, {"uid", meta.uid}, {"gid", meta.gid}, {"session_start_ns", meta.session_start_ns},
+                      {"work_dev", meta.work_dev}, {"work_ino", meta.work_ino}};
   std::string text = j.dump() + "\n";
   int fd = open((kept + "/meta.json").c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) return false;
@@ -44,12 +45,13 @@ std::optional<KeptMeta> read_kept(const std::string& kept, std::string* why) {
   auto j = nlohmann::json::parse(text, nullptr, false);
   if (!j.is_object() || !j.contains("work_dir") || !j["work_dir"].is_string() || !j.contains("uid") ||
       !j["uid"].is_number_unsigned() || !j.contains("gid") || !j["gid"].is_number_unsigned() ||
-      !j.contains("session_start_ns") || !j["session_start_ns"].is_number_integer()) {
+      !j.contains("session_start_ns") || !j["session_start_ns"].is_number_integer() || !j.contains("work_dev") ||
+      !j["work_dev"].is_number_unsigned() || !j.contains("work_ino") || !j["work_ino"].is_number_unsigned()) {
     *why = kept + "/meta.json is missing or malformed";
     return std::nullopt;
   }
   return KeptMeta{j["work_dir"].get<std::string>(), j["uid"].get<uid_t>(), j["gid"].get<gid_t>(),
-                  j["session_start_ns"].get<int64_t>()};
+                  j["session_start_ns"].get<int64_t>(), j["work_dev"].get<uint64_t>(), j["work_ino"].get<uint64_t>()};
 }
 
 }  // namespace flightrec::sandbox

@@ -20,6 +20,7 @@ struct KeptMeta {
   uid_t uid = 0;
   gid_t gid = 0;
   int64_t session_start_ns = 0;  // ApplyOptions::session_start_ns
+  uint64_t work_dev = 0, work_ino = 0;  // ApplyOptions::work_dev, work_ino
 };
 
 bool write_kept_meta(const std::string& kept, const KeptMeta& meta);

@@ -58,7 +58,6 @@ class SessionDir {
   std::string tmp() const { return path_ + "/tmp"; }                // the sandbox's /tmp
   std::string shm() const { return path_ + "/shm"; }                // the sandbox's /dev/shm
   void discard();  // unmounts the tmpfs / removes the directory (unless kept)
-  void keep() { keep_ = true; }  // stays, mounted, for an operator to recover
  private:
   std::string path_;
   bool keep_, mounted_ = false;

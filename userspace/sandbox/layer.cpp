@@ -60,7 +60,13 @@ std::string sha256_fd(int fd) {
   return hex_encode(std::string_view(reinterpret_cast<const char*>(md), len));
 }
 
-Layer::Layer(const std::string& root) : fd_(open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC)) {}
+// O_NOFOLLOW: a tree whose last component was replaced by a symlink is not that tree.
+Layer::Layer(const std::string& root) : fd_(open(root.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) {}
+
+bool Layer::is(dev_t dev, ino_t ino) const {
+  struct stat st;
+  return fd_ >= 0 && fstat(fd_, &st) == 0 && st.st_dev == dev && st.st_ino == ino;
+}
 
 Layer::~Layer() {
   if (fd_ >= 0) close(fd_);

@@ -20,6 +20,7 @@ class Layer {
   Layer(const Layer&) = delete;
   Layer& operator=(const Layer&) = delete;
   bool ok() const { return fd_ >= 0; }
+  bool is(dev_t dev, ino_t ino) const;  // the same directory as one seen before
 
   // rel: "" for the root, or "/a/b". An fd, or -1 with errno set.
   int open_at(const std::string& rel, int flags) const;

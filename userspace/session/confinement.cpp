@@ -161,6 +161,8 @@ Confinement::Confinement(policy::Policy policy, sandbox::Cgroup& cgroup, const s
   timespec now{};
   clock_gettime(CLOCK_REALTIME_COARSE, &now);  // the clock file times are taken from
   work_start_ns_ = int64_t(now.tv_sec) * 1'000'000'000 + now.tv_nsec;
+  work_dev_ = wst.st_dev;
+  work_ino_ = wst.st_ino;
   work_uid_ = wst.st_uid;
   work_gid_ = wst.st_gid;
   // The work overlay's root directory takes its owner and mode from the
@@ -452,6 +454,16 @@ void Confinement::fill(probe::CaptureOptions& copts) const {
   }
   // The allowlist's rules are in the plan (session/plan.h); BPF-LSM applies them too where it loads.
   copts.egress_allowlist = policy_.network == policy::Network::Allowlist;
+  if (dns_ && copts.egress_allowlist) {
+    // The DNS stub: its own address alone (its TCP port is its own too,
+    // so no resolver of the host's listening on every address answers).
+    fr_egress_rule stub{};
+    stub.family = AF_INET;
+    inet_pton(AF_INET, dns_->address().c_str(), stub.addr);
+    stub.prefix = 32;
+    stub.port = 53;
+    copts.egress.push_back(stub);
+  }
   copts.egress_granted_fd = egress_granted_fd_;
   copts.egress_tickets_fd = egress_tickets_fd_;
   copts.view_gen_fd = view_gen_fd_;
@@ -722,6 +734,8 @@ void Confinement::settle_work_changes(std::vector<sandbox::FileChange>& work, Em
   o.gid = work_gid_;
   o.protect = policy_.filesystem.protect;
   o.session_start_ns = work_start_ns_;
+  o.work_dev = dev_t(work_dev_);
+  o.work_ino = ino_t(work_ino_);
   std::string kept;  // overlay: where the changes are kept
   if (write) {
     o.work_dir = work_dir_;
@@ -738,7 +752,7 @@ void Confinement::settle_work_changes(std::vector<sandbox::FileChange>& work, Em
     std::filesystem::create_directories(sandbox::kKeptChangesDir);
     chmod(sandbox::kKeptChangesDir.c_str(), 0700);
     if (mkdir(kept.c_str(), 0700) != 0 || mkdir(o.work_dir.c_str(), 0700) != 0 ||
-        !sandbox::write_kept_meta(kept, {work_dir_, work_uid_, work_gid_, work_start_ns_})) {
+        !sandbox::write_kept_meta(kept, {work_dir_, work_uid_, work_gid_, work_start_ns_, work_dev_, work_ino_})) {
       note_error(entries, errno_message("cannot keep the work directory's changes in " + o.work_dir, errno));
       for (const auto& c : work) {
         record_change(c, "end", entries);
@@ -1017,15 +1031,22 @@ sandbox::Outcome Confinement::finish() {
     record_change(c, "end", entries);
     pipeline_->write(entries);
   }
-  if (more_work && work_on_host_) {
-    // Writing part of the work would be worse than writing none: all of it stays where it is.
-    policy_.filesystem.keep_changes = true;
-    dir_->keep();
-    note("error", "the work directory has more than " + std::to_string(work.size()) +
-                      " changes: none was written to the host or kept aside; all are in " + dir_->upper_work());
-    StderrLog::get().line("flightrec: ALERT the work directory has more changes than flightrec lists (" +
-                          std::to_string(work.size()) + "+): nothing was written to it; they are in " +
-                          dir_->upper_work());
+  // Writing part of the work would be worse than writing none; so would
+  // filling the host's disk (a sparse file costs the tmpfs nothing and
+  // the host its whole size): past either bound, none of it is written.
+  uint64_t work_bytes = 0;
+  for (const auto& c : work)
+    if (c.change != "deleted") work_bytes += c.size;
+  std::string too_much = more_work ? "more than " + std::to_string(work.size()) + " changes"
+                         : work_bytes > policy_.limits.disk
+                             ? std::to_string(work_bytes) + " bytes of files, past limits.disk (" + std::to_string(policy_.limits.disk) + ")"
+                             : "";
+  if (!too_much.empty() && work_on_host_) {
+    note("error", "the work directory's changes were not written to the host nor kept: " + too_much);
+    record_violation({"limits.disk", "ALERT", "denied", "the work directory's changes were not written to the host: " + too_much},
+                     nullptr, entries);
+    pipeline_->write(entries);
+    StderrLog::get().line("flightrec: ALERT the work directory's changes were not written to it: " + too_much);
     work_on_host_ = false;
   }
   settle_work_changes(work, entries);

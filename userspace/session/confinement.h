@@ -135,6 +135,7 @@ class Confinement : public Observer {
   uid_t work_uid_ = 0;         // its owner: the command's ids, and those of what is written to it
   gid_t work_gid_ = 0;
   int64_t work_start_ns_ = 0;  // sandbox::ApplyOptions::session_start_ns
+  uint64_t work_dev_ = 0, work_ino_ = 0;  // the work directory itself, seen at the start
   std::vector<std::string> env_passed_, env_set_;
   std::vector<std::string> sandbox_environment(const struct stat& work_owner);
   // The work directory's changes at the end: written to the host or kept,

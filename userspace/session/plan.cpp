@@ -133,19 +133,7 @@ Plan compile(Settings settings, const PolicyChoice& choice) {
                     "): without the entry trace, a call the filter stopped cannot be told from one that failed");
   Plan plan = compile(std::move(settings));
   plan.sandboxed = sandboxed;
-  if (sandboxed && policy.network == policy::Network::Allowlist) {
-    plan.capture.egress = egress_rules(policy);
-    if (!policy.allow_dns) {
-      // The sandbox's DNS stub (sandbox/dns_stub.h).
-      fr_egress_rule stub{};
-      stub.family = AF_INET;
-      stub.addr[0] = 127;
-      stub.addr[1] = 53;
-      stub.prefix = 16;
-      stub.port = 53;
-      plan.capture.egress.push_back(stub);
-    }
-  }
+  if (sandboxed && policy.network == policy::Network::Allowlist) plan.capture.egress = egress_rules(policy);
   plan.meta.redact_prefixes = policy.redact;
   plan.policy = std::move(policy);
   return plan;
