@@ -5,9 +5,11 @@
 // environment as the policy says; violations named after their process.
 #include <doctest/doctest.h>
 
+#include <pwd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 
 #include "runtime/harness.h"
@@ -271,4 +273,38 @@ TEST_CASE("no resolver in the sandbox: every lookup is answered NXDOMAIN at once
     CHECK(all.front()["sandbox"].dump().find("dns: every name refused at once by flightrec's stub at 127.53.") != std::string::npos);
     CHECK_FALSE(end_change(all, "/etc/resolv.conf"));
   }
+}
+
+TEST_CASE("filesystem.home: the invoking user's agent config is read from the host, written only in the session") {
+  REQUIRE_MESSAGE(is_root(), "runtime tests need root");
+  TempDir dir;
+  std::string work = dir.file("work"), db = dir.file("s.db");
+  mkdir(work.c_str(), 0755);
+  // In the invoking user's home (root's: the tests run as root, not via sudo).
+  const std::string name = ".flightrec-test-home-" + std::to_string(getpid());
+  const std::string host = std::string(getpwuid(0)->pw_dir) + "/" + name;
+  mkdir(host.c_str(), 0700);
+  put(host + "/config", "from the host\n");
+  put(host + ".json", "{\"a\": 1}\n");
+  symlink("/etc/shadow", (host + "-link").c_str());  // never followed
+  std::string p = dir.file("home.yaml");
+  put(p, "version: 1\nname: home\nextends: agent\nfilesystem:\n  home: [" + name + ", " + name + ".json, " + name + "-link]\n");
+  Result r = run_in(work, {FLIGHTREC_BIN, "run", "--db", db, "--policy", p, "--", "sh", "-c",
+                           "cat $HOME/" + name + "/config $HOME/" + name + ".json; echo session > $HOME/" + name +
+                               "/config; echo new > $HOME/" + name + "/new; ls -A $HOME"});
+  INFO(r.err);
+  CHECK(r.code == 0);
+  CHECK(r.out == "from the host\n{\"a\": 1}\n" + name + "\n" + name + ".json\n");
+  CHECK(slurp(host + "/config") == "from the host\n");  // the host's is untouched
+  CHECK(access((host + "/new").c_str(), F_OK) != 0);
+  auto all = entries(db);
+  CHECK(all.front()["sandbox"].dump().find("home: /tmp/home, private; from the invoking user's home, read there and written here: " +
+                                           name + ", " + name + ".json") != std::string::npos);
+  const json* changed = end_change(all, "/tmp/home/" + name + "/config");
+  REQUIRE(changed);
+  CHECK((*changed)["change"] == "modified");
+  CHECK(end_change(all, "/tmp/home/" + name + "/new"));
+  std::filesystem::remove_all(host);
+  unlink((host + ".json").c_str());
+  unlink((host + "-link").c_str());
 }

@@ -536,7 +536,7 @@ Policy parse_yaml(const std::string& text, const std::string& source) {
   }
 
   if (const auto& fs = root["filesystem"]) {
-    r.only_keys(fs, "filesystem", {"root", "work_dir", "work_dir_mode", "protect", "read_only", "read_write", "hidden",
+    r.only_keys(fs, "filesystem", {"root", "work_dir", "work_dir_mode", "protect", "home", "read_only", "read_write", "hidden",
                                    "exec", "keep_changes", "proc", "sys", "dev_pts"});
     auto& f = p.filesystem;
     if (fs["root"]) f.root = r.abs_path(fs["root"], "filesystem.root");
@@ -558,14 +558,20 @@ Policy parse_yaml(const std::string& text, const std::string& source) {
     if (fs["work_dir_mode"])
       f.work_dir_mode = r.choice<WorkDirMode>(fs["work_dir_mode"], "filesystem.work_dir_mode",
                                               {{"write", WorkDirMode::Write}, {"overlay", WorkDirMode::Overlay}});
-    if (fs["protect"]) {
-      f.protect = r.strings(fs["protect"], "filesystem.protect");
-      for (size_t i = 0; i < f.protect.size(); ++i) {
-        const std::string& e = f.protect[i];
+    for (const char* key : {"protect", "home"}) {
+      if (!fs[key]) continue;
+      std::string name = std::string("filesystem.") + key;
+      auto& list = std::string(key) == "protect" ? f.protect : f.home;
+      list = r.strings(fs[key], name);
+      for (size_t i = 0; i < list.size(); ++i) {
+        const std::string& e = list[i];
         std::string norm = normalize_path("/" + e);
         if (e.empty() || e[0] == '/' || norm == "/" || norm.substr(1) != e)
-          r.fail(fs["protect"][i], "filesystem.protect",
-                 "'" + e + "' must be a path relative to the work directory, without '.', '..' or empty parts");
+          r.fail(fs[key][i], name,
+                 "'" + e + "' must be a path relative to the " + (std::string(key) == "protect" ? "work directory" : "home directory") +
+                     ", without '.', '..' or empty parts");
+        if (std::string(key) == "home" && e.find('/') != std::string::npos)
+          r.fail(fs[key][i], name, "'" + e + "' must be a name in the home directory (no '/')");
       }
     }
     if (fs["proc"]) f.proc = r.boolean(fs["proc"], "filesystem.proc");

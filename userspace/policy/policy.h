@@ -113,6 +113,10 @@ struct Policy {
     // written to the host (an agent must not plant what runs at the user's
     // next command: .git/hooks, .vscode, ...).
     std::vector<std::string> protect;
+    // Entries of the invoking user's home (an agent's config: .codex,
+    // .claude, .claude.json) shown in the sandbox's private home: read from
+    // the host, what the command writes there kept in the session.
+    std::vector<std::string> home;
     bool proc = true, sys = false, dev_pts = true;
   } filesystem;
 

@@ -83,8 +83,9 @@ void lo_up() {
 // by the ids they map to inside (the work directory: its owner is the
 // command's uid). Without, host ids stay unmapped inside (the root file
 // system: what host root owns is nobody's to the command).
-void clone_readonly(const std::string& from, const std::string& at, int userns_fd) {
-  int tree = int(syscall(SYS_open_tree, AT_FDCWD, from.c_str(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC));
+void clone_readonly(const std::string& from, const std::string& at, int userns_fd, int from_fd = -1) {
+  int tree = from_fd >= 0 ? int(syscall(SYS_open_tree, from_fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH))
+                          : int(syscall(SYS_open_tree, AT_FDCWD, from.c_str(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC));
   if (tree < 0) fail(stage_with("open_tree", from));
   mount_attr attr{};
   attr.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOSUID;
@@ -251,6 +252,22 @@ void build_root(const SandboxSpec& s, int userns_fd) {
   // where flightrec can diff them at the end like the overlays' layers.
   minimal_dev(root, p, d + "/shm");
   mount_or_fail((d + "/tmp").c_str(), root + "/tmp", nullptr, MS_BIND, nullptr);
+  // The agent's config from the invoking user's home: the host's read,
+  // the session's writes above it.
+  for (size_t i = 0; i < s.home_dirs.size(); ++i) {
+    std::string n = std::to_string(i);
+    // The directory flightrec checked (its owner, no symlink), found again
+    // in this mount namespace: the same inode, or nothing.
+    const SandboxSpec::HomeDir& h = s.home_dirs[i];
+    int fd = open(h.path.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0 || st.st_dev != h.dev || st.st_ino != h.ino) fail(stage_with("sharing", h.path), EXDEV);
+    clone_readonly(h.path, d + "/home-lower-" + n, userns_fd, fd);
+    close(fd);
+    std::string o = "lowerdir=" + d + "/home-lower-" + n + ",upperdir=" + d + "/home-upper-" + n + ",workdir=" + d +
+                    "/home-work-" + n;
+    mount_or_fail("overlay", root + "/tmp/home/" + h.name, "overlay", MS_NOSUID | MS_NODEV, o.c_str());
+  }
   if (p.filesystem.sys) bind_readonly("/sys", root + "/sys", true);
   // Readable trees that are file systems of their own (the overlay shows
   // only the root file system's directories).

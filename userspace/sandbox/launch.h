@@ -39,6 +39,15 @@ struct SandboxSpec {
   gid_t gid = 0;
   std::vector<std::string> hidden;     // the policy's, plus the record and the key
   std::vector<std::string> protect;    // read-only inside the work directory (absolute), where they exist
+  // Directories of the invoking user's home, each shown at /tmp/home/NAME
+  // as an overlay; the session directory holds
+  // home-lower-N, home-upper-N (made by the caller) and home-work-N.
+  struct HomeDir {
+    std::string path, name;  // on the host; at /tmp/home/NAME inside
+    dev_t dev;               // what flightrec checked: found again by these
+    ino_t ino;
+  };
+  std::vector<HomeDir> home_dirs;
   Cgroup* cgroup = nullptr;            // the session's: the sandbox's init is born in it
   std::vector<std::string> v1_tasks;   // v1 cgroups' "tasks" files its init moves itself into first
 };

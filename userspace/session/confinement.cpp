@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <dirent.h>
+#include <pwd.h>
 #include <sys/stat.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -206,6 +207,11 @@ Confinement::Confinement(policy::Policy policy, sandbox::Cgroup& cgroup, const s
   spec.uid = wst.st_uid;
   spec.gid = wst.st_gid;
   spec.hidden = policy_.filesystem.hidden;
+  for (size_t i = 0; i < home_fds_.size(); ++i) {
+    struct stat st {};
+    fstat(home_fds_[i], &st);
+    spec.home_dirs.push_back({home_dir_paths_[i], home_dir_names_[i], st.st_dev, st.st_ino});
+  }
   if (!starts_empty)
     for (const auto& p : policy_.filesystem.protect) spec.protect.push_back(policy::normalize_path(work_dir_ + "/" + p));
   spec.cgroup = &cgroup;
@@ -216,6 +222,7 @@ Confinement::Confinement(policy::Policy policy, sandbox::Cgroup& cgroup, const s
     spec.notify_sock = notify_sock_[1];
   }
   child_ = sandbox::spawn_sandboxed(spec);
+  for (int fd : home_fds_) close(fd);
   try {
     if (notify_sock_[0] >= 0) {
       close(notify_sock_[1]);
@@ -280,8 +287,56 @@ std::vector<std::string> Confinement::sandbox_environment(const struct stat& wor
         chown(dir.c_str(), sandbox::kSandboxIdBase + work_owner.st_uid, sandbox::kSandboxIdBase + work_owner.st_gid) != 0)
       throw Error(errno_message("cannot make the sandbox's home directory " + dir, errno));
     env.push_back("HOME=/tmp/home");
+    share_home(dir, work_owner);
   }
   return env;
+}
+
+// filesystem.home: the invoking user's own entries (through sudo: the
+// user who ran sudo), opened here without following a symlink and owned by
+// that user, so neither the agent nor a link makes root read another file.
+// A directory is shown as an overlay (sandbox_init keeps its fd); a file of
+// at most 1 MiB is copied. Absent entries are skipped.
+void Confinement::share_home(const std::string& home, const struct stat& work_owner) {
+  if (policy_.filesystem.home.empty()) return;
+  uid_t uid = getuid();
+  if (const char* sudo = getenv("SUDO_UID"); sudo && uid == 0) uid = uid_t(strtoul(sudo, nullptr, 10));
+  const passwd* pw = getpwuid(uid);
+  if (!pw || !pw->pw_dir || pw->pw_dir[0] != '/') return;
+  const uid_t inside_uid = sandbox::kSandboxIdBase + work_owner.st_uid, inside_gid = sandbox::kSandboxIdBase + work_owner.st_gid;
+  for (const auto& name : policy_.filesystem.home) {
+    std::string src = std::string(pw->pw_dir) + "/" + name;
+    int fd = ::open(src.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0 || st.st_uid != uid || !(S_ISDIR(st.st_mode) || S_ISREG(st.st_mode))) {
+      if (fd >= 0) close(fd);
+      continue;
+    }
+    std::string at = home + "/" + name;
+    if (S_ISDIR(st.st_mode)) {
+      std::string n = std::to_string(home_fds_.size());
+      for (const char* part : {"/home-lower-", "/home-upper-", "/home-work-"})
+        if (mkdir((dir_->path() + part + n).c_str(), 0700) != 0) throw Error(errno_message("cannot share " + src, errno));
+      if (mkdir(at.c_str(), 0700) != 0 || chown(at.c_str(), inside_uid, inside_gid) != 0 ||
+          chown((dir_->path() + "/home-upper-" + n).c_str(), inside_uid, inside_gid) != 0 ||
+          chmod((dir_->path() + "/home-upper-" + n).c_str(), st.st_mode & 0777) != 0)
+        throw Error(errno_message("cannot share " + src, errno));
+      home_fds_.push_back(fd);
+      home_dir_names_.push_back(name);
+      home_dir_paths_.push_back(src);
+      home_shared_.push_back(name);
+      continue;
+    }
+    std::string data(size_t(std::min<off_t>(st.st_size, 1 << 20)), '\0');
+    ssize_t got = st.st_size <= (1 << 20) ? read(fd, data.data(), data.size()) : -1;
+    close(fd);
+    if (got != ssize_t(data.size())) continue;
+    int out = ::open(at.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (out < 0 || write(out, data.data(), data.size()) != ssize_t(data.size()) || fchown(out, inside_uid, inside_gid) != 0)
+      throw Error(errno_message("cannot share " + src, errno));
+    close(out);
+    home_shared_.push_back(name);
+  }
 }
 
 // The grant socket and the supervisor behind it (grants/supervisor.h).
@@ -507,6 +562,11 @@ void Confinement::fill(recorder::SessionMeta& meta) const {
                : policy_.filesystem.work_dir_mode == policy::WorkDirMode::Write
                    ? " (changes written to it at the end, where the host still has what the session started from)"
                    : " (changes kept for flightrec changes / flightrec apply)"));
+  if (!home_shared_.empty()) {
+    std::string list;
+    for (const auto& h : home_shared_) list += (list.empty() ? "" : ", ") + h;
+    s.push_back("home: /tmp/home, private; from the invoking user's home, read there and written here: " + list);
+  }
   if (!policy_.filesystem.protect.empty() && work_on_host_) {
     std::string list;
     for (const auto& p : policy_.filesystem.protect) list += (list.empty() ? "" : ", ") + p;
@@ -1006,6 +1066,11 @@ sandbox::Outcome Confinement::finish() {
          std::to_string(closes_left_to_end_) + " closed files were left to the end-of-session diff");
   size_t more = 0, more_work = 0;
   std::vector<sandbox::FileChange> changes, work;
+  auto home_mount = [&](const std::string& path) {  // where a shared home directory is mounted
+    for (const auto& n : home_dir_names_)
+      if (path == "/tmp/home/" + n) return true;
+    return false;
+  };
   try {
     changes = sandbox::diff_layers(dir_->upper(), policy_.filesystem.root, "", 100000, &more);
     // flightrec wrote /etc/resolv.conf (the DNS stub's); as it left it, it is no change of the session's.
@@ -1013,6 +1078,14 @@ sandbox::Outcome Confinement::finish() {
       return dns_ && c.path == "/etc" + std::string(c.kind == "dir" ? "" : "/resolv.conf") &&
              (c.kind == "dir" || c.sha256_after == ledger::to_hex(ledger::sha256(dns_resolv_)));
     });
+    // What the command wrote in the home entries shared with it (filesystem.home).
+    for (size_t i = 0; i < home_dir_names_.size(); ++i) {
+      size_t more_here = 0;
+      for (auto& c : sandbox::diff_layers(dir_->path() + "/home-upper-" + std::to_string(i), home_dir_paths_[i],
+                                          "/tmp/home/" + home_dir_names_[i], 100000, &more_here))
+        changes.push_back(std::move(c));
+      more += more_here;
+    }
     // The work directory's list is what is written to the host or kept: it must be whole.
     work = sandbox::diff_layers(dir_->upper_work(), work_lower_, work_dir_, 1000000, &more_work);
     for (const auto& [at, dir] : private_dirs()) {
@@ -1020,7 +1093,7 @@ sandbox::Outcome Confinement::finish() {
       for (auto& c : sandbox::diff_layers(dir, dir_->empty(), at, 100000, &more_here))
         // flightrec made the directories a work directory under /tmp is
         // mounted on, and the private home.
-        if (!(c.kind == "dir" && (policy::path_under(work_dir_, c.path) || c.path == "/tmp/home")))
+        if (!(c.kind == "dir" && (policy::path_under(work_dir_, c.path) || c.path == "/tmp/home" || home_mount(c.path))))
           changes.push_back(std::move(c));
       more += more_here;
     }

@@ -138,6 +138,11 @@ class Confinement : public Observer {
   uint64_t work_dev_ = 0, work_ino_ = 0;  // the work directory itself, seen at the start
   std::vector<std::string> env_passed_, env_set_;
   std::vector<std::string> sandbox_environment(const struct stat& work_owner);
+  void share_home(const std::string& home, const struct stat& work_owner);
+  std::vector<int> home_fds_;                 // filesystem.home directories, open until the sandbox has them
+  std::vector<std::string> home_dir_names_;   // their names, in the same order
+  std::vector<std::string> home_dir_paths_;   // and where they are on the host
+  std::vector<std::string> home_shared_;      // every entry shared, for the record
   // The work directory's changes at the end: written to the host or kept,
   // as work_dir_mode says; each entry says what became of it.
   void settle_work_changes(std::vector<sandbox::FileChange>& work, Emitted& entries);
