@@ -98,14 +98,14 @@ TEST_CASE("work_dir_mode write (agent's default): edits land on the host, each r
   CHECK((*claude)["applied"] == 0);
   CHECK((*claude)["refused"] == "a protected path (filesystem.protect)");
   auto prot = violations(all, "filesystem.protect");
-  // Two refused at the call (hooks, config: read-only), two at the end (.claude and its file).
-  REQUIRE(prot.size() == 4);
+  // Two refused at the call (hooks, config: read-only), one at the end (.claude: one per protected tree).
+  REQUIRE(prot.size() == 3);
   CHECK(prot[0]["comm"] == "sh");
   CHECK(prot[0]["action"] == "denied");
   CHECK(prot[0]["path"] == ".git/hooks/pre-commit");
   CHECK(prot[1]["path"] == ".git/config");
   CHECK(prot[2]["subject_pid"] == -1);
-  CHECK(prot[2]["detail"].get<std::string>().find(work + "/.claude not written") != std::string::npos);
+  CHECK(prot[2]["detail"] == "created " + work + "/.claude not written to the work directory: " + work + "/.claude is protected");
 }
 
 TEST_CASE("work_dir_mode write: a file changed on the host while the session ran is refused by name, not overwritten") {

@@ -205,14 +205,19 @@ class Applier {
 
 }  // namespace
 
-bool protected_path(const std::string& path, const std::string& work_dir, const std::vector<std::string>& protect) {
+std::string protected_root(const std::string& path, const std::string& work_dir, const std::vector<std::string>& protect) {
   for (const auto& p : protect)
-    if (policy::path_under(path, policy::normalize_path(work_dir + "/" + p))) return true;
+    if (std::string root = policy::normalize_path(work_dir + "/" + p); policy::path_under(path, root)) return root;
   // Any repository's git directory, or gitfile, at any depth: git takes
   // hooks and config from wherever one points (commondir, modules/,
   // worktrees), so no list of its files inside could be whole.
-  std::string rel = path.substr(std::min(path.size(), work_dir.size()));
-  return rel == "/.git" || rel.find("/.git/") != std::string::npos || rel.ends_with("/.git");
+  if (!policy::path_under(path, work_dir)) return "";
+  size_t git = (path + "/").find("/.git/", work_dir.size());
+  return git == std::string::npos ? "" : path.substr(0, git + 5);
+}
+
+bool protected_path(const std::string& path, const std::string& work_dir, const std::vector<std::string>& protect) {
+  return !protected_root(path, work_dir, protect).empty();
 }
 
 std::vector<Applied> apply_changes(const std::vector<FileChange>& changes, const ApplyOptions& o) {

@@ -51,6 +51,9 @@ struct Applied {
 // Whether `path` (absolute) is protected: at or below an entry of
 // `protect` (relative to work_dir).
 bool protected_path(const std::string& path, const std::string& work_dir, const std::vector<std::string>& protect);
+// The protected path it is at or below ("" when none): the entry of
+// `protect`, or the git directory.
+std::string protected_root(const std::string& path, const std::string& work_dir, const std::vector<std::string>& protect);
 
 // Deletions first (deepest first), then the rest (shallowest first); the
 // result follows that order.

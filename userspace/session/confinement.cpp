@@ -21,6 +21,7 @@
 #include <iostream>
 #include <mutex>
 #include <thread>
+#include <set>
 #include <sstream>
 
 #include "session/path_rules.h"
@@ -827,6 +828,7 @@ void Confinement::settle_work_changes(std::vector<sandbox::FileChange>& work, Em
     for (auto& c : targets) c.path = o.work_dir + c.path.substr(work_dir_.size());
   size_t applied = 0;
   std::vector<std::string> refused;
+  std::set<std::string> protected_seen;
   for (const auto& a : sandbox::apply_changes(targets, o)) {
     const sandbox::FileChange& c = work[size_t(a.change - targets.data())];
     events::Entry& e = record_change(c, "end", entries);
@@ -836,9 +838,12 @@ void Confinement::settle_work_changes(std::vector<sandbox::FileChange>& work, Em
     } else if (!a.ok && c.change != "deleted") {
       e.set_bytes("not_kept", a.why);
     }
-    if (!a.ok && write && sandbox::protected_path(c.path, work_dir_, o.protect))
+    // One violation per protected tree (a new repository's .git holds
+    // hundreds of files); each path's entry says it was refused.
+    if (std::string root = !a.ok && write ? sandbox::protected_root(c.path, work_dir_, o.protect) : "";
+        !root.empty() && protected_seen.insert(root).second)
       record_violation({"filesystem.protect", "ALERT", "denied",
-                        c.change + " " + c.path + " not written to the work directory: a protected path"},
+                        c.change + " " + c.path + " not written to the work directory: " + root + " is protected"},
                        nullptr, entries);
     pipeline_->write(entries);
     if (a.ok) ++applied;
