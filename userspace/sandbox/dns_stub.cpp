@@ -21,6 +21,10 @@ namespace {
 int bind_port53(const std::string& address, int type) {
   int s = socket(AF_INET, type | SOCK_CLOEXEC, 0);
   if (s < 0) return -errno;
+  // In a namespace of its own the sandbox's init may not have brought its
+  // loopback up yet: the address is bound now and served once it is.
+  int on = 1;
+  setsockopt(s, IPPROTO_IP, IP_FREEBIND, &on, sizeof(on));
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(53);
