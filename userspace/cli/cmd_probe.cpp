@@ -10,6 +10,7 @@
 #include "probe/capture.h"
 #include "probe/features.h"
 #include "sandbox/cgroup.h"
+#include "sandbox/leftovers.h"
 
 namespace flightrec::cli {
 
@@ -45,8 +46,10 @@ int cmd_probe(const Args& args) {
   // cgroup): each hook attached, or refused alone and left to the tracepoints.
   if (ok) {
     try {
-      sandbox::Cgroup cgroup = sandbox::Cgroup::create("probe-" + std::to_string(getpid()));
-      sandbox::Cgroup lite_cgroup = sandbox::Cgroup::create("probe-lite-" + std::to_string(getpid()));
+      // Claimed: a probe killed midway leaves its cgroups to the next reaper.
+      sandbox::SessionClaim claim("probe-" + std::to_string(getpid())), lite_claim("probe-lite-" + std::to_string(getpid()));
+      sandbox::Cgroup cgroup = sandbox::Cgroup::create(claim.name());
+      sandbox::Cgroup lite_cgroup = sandbox::Cgroup::create(lite_claim.name());
       probe::CaptureOptions copts;
       copts.session_cgroups = {cgroup.id()};
       copts.ring_bytes = 64u << 10;

@@ -30,5 +30,6 @@ int cmd_status(const Args& args);
 int cmd_collect(const Args& args);
 int cmd_changes(const Args& args);
 int cmd_apply(const Args& args);
+int cmd_gc(const Args& args);
 
 }  // namespace flightrec::cli

@@ -27,6 +27,7 @@ commands:
   checkpoint  print a session's latest signed checkpoint, to keep elsewhere
   keygen   create the Ed25519 key that signs checkpoints
   probe    show which kernel features load on this machine
+  gc       remove what killed sessions left: processes, cgroups, tmpfs, sockets
   status   what a running flightrecd records: sessions, rates, loss, disk use
   collect  pull hosts' shipped logs from NATS JetStream and verify each
 
@@ -59,6 +60,7 @@ int main(int argc, char** argv) {
     if (command == "status") return cmd_status(args);
     if (command == "collect") return cmd_collect(args);
     if (command == "changes") return cmd_changes(args);
+    if (command == "gc") return cmd_gc(args);
     if (command == "apply") return cmd_apply(args);
     if (command == "--help" || command == "-h" || command == "help") {
       std::cout << kUsage << "\n";

@@ -29,6 +29,7 @@
 #include "probe/features.h"
 #include "recorder/recorder.h"
 #include "sandbox/cgroup.h"
+#include "sandbox/leftovers.h"
 #include "session/engine.h"
 #include "session/lite_counts.h"
 #include "session/pipeline.h"
@@ -77,6 +78,20 @@ constexpr int kTickMs = 50;
 constexpr uint64_t kProgramLingerNs = 1'000'000'000;
 constexpr int kCacheKib = 256;  // SQLite's page cache per record: a busy session's RSS grows by this at most (a quiet one keeps none)
 constexpr uint64_t kRescanNs = 10'000'000'000;  // the whole tree walked again this often
+constexpr uint64_t kReapNs = 60'000'000'000;     // killed `flightrec run`s' leftovers looked for this often
+
+// What killed `flightrec run`s left on this host (sandbox/leftovers.h),
+// removed and said in the log: on a host that runs agents all day, a
+// killed run's cgroups and sockets do not wait for the next run.
+void reap_leftovers() {
+  try {
+    // Killed processes awaited briefly: the ring is read on this thread.
+    for (const auto& l : sandbox::reap_leftovers(false, false, 100))
+      std::cerr << "flightrecd: reaped a killed session: " << sandbox::describe(l) << "\n";
+  } catch (const std::exception& e) {
+    std::cerr << "flightrecd: looking for killed sessions' leftovers failed: " << e.what() << "\n";
+  }
+}
 constexpr uint64_t kRetryNs = 2'000'000'000;  // a cgroup that could not be recorded is tried again this often
 
 void make_dir(const std::string& path) {
@@ -926,11 +941,13 @@ int Daemon::run() {
   }
   apply(discovery_->rescan());
   retain();  // what an earlier run left beyond the bounds
+  reap_leftovers();
   std::cerr << "flightrecd: running, " << config_.watch.size() << " watch rule(s), recording " << by_path_.size()
             << " cgroup(s)\n";
   std::string reason;
   uint64_t next_tick = mono_ns(), next_rescan = next_tick + kRescanNs, next_rotation_check = next_tick, next_disk_check = next_tick;
   uint64_t next_counts = next_tick + config_.lite_counts_ms * 1'000'000ull;
+  uint64_t next_reap = next_tick + kReapNs;
   bool more = false;  // the last read stopped at its budget: the ring has more now
   while (reason.empty()) {
     epoll_event events[8];
@@ -953,6 +970,10 @@ int Daemon::run() {
       }
     }
     uint64_t now = mono_ns();
+    if (now >= next_reap) {
+      next_reap = now + kReapNs;
+      reap_leftovers();
+    }
     if (now >= next_tick) {
       next_tick = now + kTickMs * 1'000'000ull;
       uint64_t misses = capture_->program_misses();

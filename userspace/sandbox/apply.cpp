@@ -40,15 +40,32 @@ mode_t host_mode(uint32_t mode) { return mode_t(mode & 01777); }
 
 std::string refusal(const char* what, int err) { return std::string(what) + " (" + std::strerror(err) + ")"; }
 
-// A new file `tmp` in dir with the session's bytes of `rel`, owned as the
-// options say; "" or why it could not be made. The bytes must hash to the
-// record's after-hash: a kept layer edited since is refused.
-std::string write_copy(const Layer& upper, const std::string& rel, int dir, const std::string& tmp,
-                       const FileChange& c, const ApplyOptions& o) {
+// Puts `tmp` in place of `name` (which must not exist when `create`).
+std::string put_in_place(int dir, const std::string& tmp, const std::string& name, bool create) {
+  if (renameat2(dir, tmp.c_str(), dir, name.c_str(), create ? RENAME_NOREPLACE : 0) == 0) return "";
+  int err = errno;
+  unlinkat(dir, tmp.c_str(), 0);
+  return refusal(err == EEXIST ? "appeared on the host meanwhile" : "cannot put it in place", err);
+}
+
+// The session's bytes of `rel` put at `name` in dir (which must not exist
+// when `create`), owned as the options say; "" or why not. They are written
+// to an unnamed file (O_TMPFILE) that is named only once complete: a
+// flightrec killed meanwhile leaves nothing half-written in the work
+// directory. The bytes must hash to the record's after-hash: a kept layer
+// edited since is refused.
+std::string put_copy(const Layer& upper, const std::string& rel, int dir, const std::string& name, bool create,
+                     const FileChange& c, const ApplyOptions& o) {
   Fd in(upper.open_at(rel, O_RDONLY));
   struct stat st;
   if (in.fd < 0 || fstat(in.fd, &st) != 0 || !S_ISREG(st.st_mode)) return "the session's file is gone from its layer";
-  Fd out(openat(dir, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+  std::string tmp = temp_name();
+  bool unnamed = true;
+  Fd out(openat(dir, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600));
+  if (out.fd < 0) {  // a file system without O_TMPFILE: a named one, beside it
+    unnamed = false;
+    out.fd = openat(dir, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  }
   if (out.fd < 0) return refusal("cannot create a file beside it", errno);
   EVP_MD_CTX* ctx = EVP_MD_CTX_new();
   EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr);
@@ -77,16 +94,20 @@ std::string write_copy(const Layer& upper, const std::string& rel, int dir, cons
     why = "the session's file is not what the record says it wrote (sha256_after differs)";
   if (why.empty() && (fchown(out.fd, o.uid, o.gid) != 0 || fchmod(out.fd, host_mode(c.mode)) != 0 || fsync(out.fd) != 0))
     why = refusal("cannot set the host copy's owner and mode", errno);
-  if (!why.empty()) unlinkat(dir, tmp.c_str(), 0);
-  return why;
-}
-
-// Puts `tmp` in place of `name` (which must not exist when `create`).
-std::string put_in_place(int dir, const std::string& tmp, const std::string& name, bool create) {
-  if (renameat2(dir, tmp.c_str(), dir, name.c_str(), create ? RENAME_NOREPLACE : 0) == 0) return "";
-  int err = errno;
-  unlinkat(dir, tmp.c_str(), 0);
-  return refusal(err == EEXIST ? "appeared on the host meanwhile" : "cannot put it in place", err);
+  if (!why.empty()) {
+    if (!unnamed) unlinkat(dir, tmp.c_str(), 0);
+    return why;
+  }
+  if (unnamed) {
+    std::string self = "/proc/self/fd/" + std::to_string(out.fd);
+    if (create) {  // named at once where it goes, if nothing is there
+      if (linkat(AT_FDCWD, self.c_str(), dir, name.c_str(), AT_SYMLINK_FOLLOW) == 0) return "";
+      return refusal(errno == EEXIST ? "appeared on the host meanwhile" : "cannot put it in place", errno);
+    }
+    if (linkat(AT_FDCWD, self.c_str(), dir, tmp.c_str(), AT_SYMLINK_FOLLOW) != 0)
+      return refusal("cannot put it in place", errno);
+  }
+  return put_in_place(dir, tmp, name, create);
 }
 
 class Applier {
@@ -169,9 +190,7 @@ class Applier {
         !(hs && S_ISREG(hs->st_mode) && !c.sha256_before.empty() && host_.sha256(rel) == c.sha256_before))
       return "changed on the host since the session began";
     if (o_.dry_run) return "";
-    std::string tmp = temp_name();
-    if (std::string why = write_copy(upper_, rel, dir, tmp, c, o_); !why.empty()) return why;
-    return put_in_place(dir, tmp, name, c.change == "created" || o_.into_empty);
+    return put_copy(upper_, rel, dir, name, c.change == "created" || o_.into_empty, c, o_);
   }
 
   std::string put_link(const FileChange& c, int dir, const std::string& name, const struct stat* hs) {

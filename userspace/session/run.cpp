@@ -27,6 +27,7 @@
 #include "recorder/event_loop.h"
 #include "recorder/recorder.h"
 #include "sandbox/cgroup.h"
+#include "sandbox/leftovers.h"
 #include "sandbox/launch.h"
 #include "session/confinement.h"
 #include "session/engine.h"
@@ -212,12 +213,23 @@ int run(Plan plan, const RunTarget& target) {
   auto program = locate_command(policy, plan.sandboxed, command[0], &not_found);
   if (!program) return not_found;
   probe::require_recording_features();
+  // Before any thread exists (each inherits it): the sandbox's tmpfs is
+  // then mounted where only flightrec and the sandbox see it, and goes
+  // with them however flightrec ends. An unconfined command shares the
+  // host's mounts, as it would without flightrec.
+  if (plan.sandboxed && !sandbox::own_mount_namespace())
+    std::cerr << "flightrec: note: no mount namespace of its own: a SIGKILL of flightrec would leave the session's "
+                 "tmpfs mounted until `flightrec gc` or the next run\n";
+  // What killed sessions left (their owner gone): said, then removed.
+  for (const auto& l : sandbox::reap_leftovers(false)) std::cerr << "flightrec: reaped a killed session: " << describe(l) << "\n";
   TerminalSettings terminal;
   // Before any thread exists, so that every thread inherits the mask and
   // SIGINT/SIGTERM arrive only through the signalfd.
   int sigfd = block_termination_signals();
-  sandbox::Cgroup cgroup = sandbox::Cgroup::create("run-" + std::to_string(getpid()) + "-" +
-                                                   std::to_string(mono_ns()));
+  // Made first and released last: while it is held no reaper touches the
+  // session's cgroups, directory or sockets.
+  sandbox::SessionClaim claim("run-" + std::to_string(getpid()) + "-" + std::to_string(mono_ns()));
+  sandbox::Cgroup cgroup = sandbox::Cgroup::create(claim.name());
 
   // The sandbox is started while flightrec has a single thread, after the
   // record exists (it is hidden from the command) and before the signing
