@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -156,4 +157,29 @@ TEST_CASE("go tls: a cut program, or a Go table with any byte changed, finds not
   REQUIRE(refused.has_value());
   CHECK(refused->empty());
   CHECK(why.find("before Go 1.18") != std::string::npos);
+}
+
+TEST_CASE("go tls: a function made of RETs is refused, not probed at each (kernel memory no cgroup pays for)") {
+  std::string why;
+  auto real = functions_of(GO_TLS_CLIENT_BIN, &why);
+  REQUIRE(real.has_value());
+  std::string file = slurp(GO_TLS_CLIENT_BIN);
+  size_t most = 0;
+  for (const auto& f : *real) {
+    most = std::max(most, f.rets.size());
+    if (f.func != FR_TLS_GO_READ) continue;
+    // Its body, from the entry to its last RET, all RET bytes: a sea of them.
+    uint64_t last = *std::max_element(f.rets.begin(), f.rets.end());
+    REQUIRE(last - f.entry + 1 > flightrec::probe::kGoRetsMax);
+    std::fill(file.begin() + long(f.entry), file.begin() + long(last) + 1, char(0xc3));
+  }
+  MESSAGE("the real crypto/tls functions have " << most << " RETs at most");
+  CHECK(most <= flightrec::probe::kGoRetsMax / 4);  // far below the bound: real programs are never refused
+  unit::TempDir dir;
+  write_file(dir.file("fake"), file);
+  std::string fake_why;
+  auto found = functions_of(dir.file("fake"), &fake_why);
+  REQUIRE(found.has_value());
+  CHECK(found->empty());
+  CHECK(fake_why.find("crypto/tls.(*Conn).Read has more than 64 RET instructions") != std::string::npos);
 }

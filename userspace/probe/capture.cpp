@@ -1135,7 +1135,8 @@ std::string Capture::attach_tls(int fd, const std::string& path, bool* tls_file)
   struct stat st {};
   if (fstat(fd, &st) != 0) return errno_message(path, errno);
   if (!S_ISREG(st.st_mode)) return path + " is not a regular file";
-  if (tls_files_.size() >= 64) return "TLS capture: already 64 files probed; not probing " + path;
+  if (tls_files_.size() >= kTlsFilesMax)
+    return "TLS capture: already " + std::to_string(kTlsFilesMax) + " files probed; not probing " + path;
   if (tls_refused_.size() >= 4096) tls_refused_.clear();
   std::pair<uint64_t, uint64_t> id{st.st_dev, st.st_ino};
   for (const auto& f : tls_files_)
@@ -1178,6 +1179,11 @@ std::string Capture::attach_tls(int fd, const std::string& path, bool* tls_file)
     }
   }
   *tls_file = true;
+  // Bounded per file (and so per capture, at 64 files: 16384 uprobes, a
+  // few MB of kernel memory no cgroup is charged for), whatever the file says.
+  if (size_t n = entries.offsets.size() + rets.offsets.size(); n > kUprobesPerFileMax)
+    return "TLS capture: " + path + " would take " + std::to_string(n) + " uprobes (at most " +
+           std::to_string(kUprobesPerFileMax) + " per file): not probed";
   if (std::string err = attach_uprobes(fd, path, entries, rets, !go); !err.empty()) return err;
   tls_files_.push_back(id);
   std::string line = "uprobe:" + path + ":";

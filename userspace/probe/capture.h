@@ -201,6 +201,11 @@ class Capture : public Source, public TlsProbes {
   bool probes_file(const std::string& path) override;
   bool probes_file(int fd) const;  // the file open there
   size_t tls_files_probed() const { return tls_files_.size(); }
+  // Kernel memory the TLS probes may pin, by design: files probed, and
+  // uprobes per file (a Go program: 3 entries and at most kGoRetsMax RETs
+  // for each of Read and Write; a C library: a few entries and returns).
+  static constexpr size_t kTlsFilesMax = 64;
+  static constexpr size_t kUprobesPerFileMax = 256;
 
   // Calls of lite sessions since the last take, per (session, cgroup,
   // syscall): the kernel's per-CPU counts, summed, and removed from its

@@ -72,8 +72,8 @@ const Capstone* capstone(std::string* why) {
   return loaded;
 }
 
-// Offsets (from `start`) of the RET instructions in code.
-std::vector<uint64_t> ret_offsets(const Capstone& cap, const std::string& code, uint64_t address) {
+// Offsets (from `start`) of the RET instructions in code, up to max + 1.
+std::vector<uint64_t> ret_offsets(const Capstone& cap, const std::string& code, uint64_t address, size_t max) {
   std::vector<uint64_t> out;
   csh cs;
   if (cap.open(CS_ARCH_X86, CS_MODE_64, &cs) != CS_ERR_OK) return out;
@@ -83,7 +83,7 @@ std::vector<uint64_t> ret_offsets(const Capstone& cap, const std::string& code, 
   uint64_t at = address;
   // Stops at the first byte that is no instruction: Go pads between
   // functions with INT3, and the function's end comes from the table.
-  while (insn && cap.disasm_iter(cs, &p, &left, &at, insn))
+  while (out.size() <= max && insn && cap.disasm_iter(cs, &p, &left, &at, insn))
     if (insn->id == X86_INS_RET) out.push_back(insn->address - address);
   if (insn) cap.free(insn, 1);
   cap.close(&cs);
@@ -178,8 +178,15 @@ std::optional<std::vector<GoTlsFunction>> go_tls_functions(int fd, std::string* 
       if (!cap) return std::vector<GoTlsFunction>{};  // a Go program that cannot be probed, and why
       std::string code(size, '\0');
       if (!read_at(fd, code.data(), code.size(), f.entry)) continue;
-      for (uint64_t r : ret_offsets(*cap, code, vaddr)) f.rets.push_back(f.entry + r);
+      for (uint64_t r : ret_offsets(*cap, code, vaddr, kGoRetsMax)) f.rets.push_back(f.entry + r);
       if (f.rets.empty()) continue;
+      if (f.rets.size() > kGoRetsMax) {
+        // Each RET is a uprobe, in kernel memory no cgroup is charged for:
+        // a table that points at a sea of RETs is a program made to pin it.
+        *why = f.name + " has more than " + std::to_string(kGoRetsMax) +
+               " RET instructions (crypto/tls's has a handful): not probed";
+        return std::vector<GoTlsFunction>{};
+      }
     }
     out.push_back(std::move(f));
   }

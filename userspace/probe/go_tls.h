@@ -18,6 +18,10 @@ struct GoTlsFunction {
   std::vector<uint64_t> rets;  // file offsets of its RET instructions (none for a handshake)
 };
 
+// RETs probed per function at most: a function with more is refused (and
+// with it the program), whatever its table says.
+constexpr size_t kGoRetsMax = 64;
+
 // nullopt: `fd` is no Go program for x86-64. A Go program whose TLS cannot
 // be probed gives an empty list and says why in *why (built before Go 1.18,
 // or without crypto/tls). fd: a regular file opened for reading.
