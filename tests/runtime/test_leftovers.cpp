@@ -139,8 +139,12 @@ TEST_CASE("SIGKILL of flightrec during set-up, at several points: `flightrec gc`
           "claim, socket, mount or process of those runs") {
   REQUIRE_MESSAGE(is_root(), "runtime tests need root");
   TempDir dir;
+  // BPF links (the capture's programs, uprobes, the egress programs) live on
+  // flightrec's descriptors only: the host's count comes back to this.
+  auto links = [] { return nlohmann::json::parse(run({"bpftool", "link", "list", "-j"}).out, nullptr, false).size(); };
+  size_t links_before = links();
   std::vector<std::string> prefixes;
-  for (int delay_ms : {0, 5, 15, 30, 60, 120, 250}) {
+  for (int delay_ms : {0, 5, 15, 30, 60, 120, 250, 1000}) {
     Proc p = start({FLIGHTREC_BIN, "run", "--db", dir.file("s" + std::to_string(delay_ms) + ".db"), "--", "sleep", "60"});
     std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
     kill(p.pid, SIGKILL);
@@ -158,6 +162,7 @@ TEST_CASE("SIGKILL of flightrec during set-up, at several points: `flightrec gc`
   // No process of theirs lives on: each `sleep 60` died with its session.
   Result ps = run({"pgrep", "-x", "sleep", "-a"});
   CHECK(ps.out.find("sleep 60") == std::string::npos);
+  CHECK(eventually([&] { return links() == links_before; }, 10));
   Result dry = flightrec({"gc", "--dry-run"});
   for (const auto& prefix : prefixes) CHECK(dry.out.find(prefix) == std::string::npos);
 }
