@@ -9,6 +9,7 @@
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "common/error.h"
+#include "common/text.h"
 #include "policy/policy.h"
 #include "ship/collect.h"
 
@@ -48,6 +49,12 @@ int cmd_collect(const Args& args) {
       "  tls: {ca: /path/ca.pem}        # for tls:// servers\n"
       "  hosts:\n"
       "    node-17: /etc/flightrec/fleet/node-17.pub\n\n"
+      "Memory is bounded whatever publishers send: nothing of a log is held or written\n"
+      "before a signed checkpoint proves its key; entries that come ahead of a gap are\n"
+      "held up to 32 MiB per host and 128 MiB in all (past that, that log fails); 256\n"
+      "logs are followed in memory, others read back from their files when they grow;\n"
+      "one collect takes at most 50000 logs per host, 100000 in all (run it again: it\n"
+      "resumes).\n\n"
       "Prints, per host, each log's entries, checkpoints, gaps, whether it ended, and\n"
       "its verification. Exit 0 when every log verifies (unterminated ones are named),\n"
       "1 when one fails or messages were refused, 2 on bad usage.";
@@ -80,14 +87,14 @@ int cmd_collect(const Args& args) {
     report.push_back({{"host", h.host}, {"ok", h.ok()}, {"logs", logs}, {"rejected", h.rejected},
                       {"rejected_reason", h.rejected_reason}});
     if (json) continue;
-    std::cout << "host " << h.host << ": " << (h.ok() ? "OK" : "FAIL") << ", " << h.logs.size() << " log(s), " << entries
+    std::cout << "host " << printable(h.host) << ": " << (h.ok() ? "OK" : "FAIL") << ", " << h.logs.size() << " log(s), " << entries
               << " entries";
-    if (h.rejected) std::cout << "; " << h.rejected << " message(s) refused: " << h.rejected_reason;
+    if (h.rejected) std::cout << "; " << h.rejected << " message(s) refused: " << printable(h.rejected_reason);
     std::cout << "\n";
     for (const auto& l : h.logs) {
-      std::cout << "  " << l.origin << ": ";
+      std::cout << "  " << printable(l.origin) << ": ";
       if (!l.ok) {
-        std::cout << "FAIL: " << l.reason << " (" << l.entries << " entries verified before)\n";
+        std::cout << "FAIL: " << printable(l.reason) << " (" << l.entries << " entries verified before)\n";
         continue;
       }
       std::cout << "OK, " << l.entries << " entries, " << l.checkpoints << " checkpoints; "
@@ -99,7 +106,9 @@ int cmd_collect(const Args& args) {
       std::cout << "\n";
     }
   }
-  if (json) std::cout << report.dump(2) << "\n";
+  // Hosts' subjects and origins are the publishers' text: never raw bytes,
+  // never an exception after the messages were acknowledged.
+  if (json) std::cout << report.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   return ok ? 0 : 1;
 }
 

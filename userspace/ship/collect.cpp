@@ -3,7 +3,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
+#include <deque>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -20,9 +22,22 @@ namespace flightrec::ship {
 
 namespace {
 
-constexpr size_t kMaxPending = 100000;            // entries held while one before them has not come
-constexpr uint64_t kMaxPendingBytes = 64ull << 20;  // ... and their bytes
-constexpr size_t kMaxLogsPerHost = 100000;         // a stream's publisher cannot make the collector hold more
+// What a stream's publishers can make the collector hold, whatever they
+// send (aim: under 256 MiB in all). Entries that come before one they
+// follow cannot be verified yet: they are held only in a log whose key is
+// proven (its genesis sealed by a signed checkpoint), and only this much:
+constexpr size_t kMaxPending = 100000;                 // entries and checkpoints held by one log
+constexpr uint64_t kHeldPerHostMax = 32ull << 20;      // bytes held ahead of gaps for one host's logs
+constexpr uint64_t kHeldTotalMax = 128ull << 20;       // ... and for all hosts
+constexpr uint64_t kHeldOverhead = 96;                 // what holding one line costs beyond its bytes
+// Logs followed in memory at once; the least recently used one that holds
+// nothing ahead is let go (its file is read back if it grows again).
+constexpr size_t kResidentLogs = 256;
+constexpr size_t kMaxLogsPerHost = 50000;              // logs one host may have in one collect
+constexpr size_t kMaxLogs = 100000;                    // ... all hosts (a collect that resumes starts again)
+constexpr size_t kLeafWindow = 4096;                   // recent leaves kept to check entries that come twice
+constexpr size_t kNotesWindow = 1024;                  // recent checkpoints kept to check those that come twice
+constexpr size_t kMaxRefusalKeys = 1024;               // subjects whose refusals are counted apart
 
 void make_dirs(const std::string& path) {
   for (size_t i = 1; i <= path.size(); ++i)
@@ -120,28 +135,64 @@ bool HostReport::ok() const {
   return true;
 }
 
+// Bytes held ahead of gaps, by host and in all.
+struct Collector::Held {
+  uint64_t total = 0;
+  std::map<std::string, uint64_t> by_host;
+};
+
 struct Collector::Log {
-  std::string origin, file;
+  std::string host, origin, file;
   int64_t session;
+  Held& held;
   ledger::SessionVerifier verifier;
   std::string out;  // lines not written to the file yet (written, and the file closed, per message)
-  uint64_t ahead_bytes = 0;
+  uint64_t ahead_bytes = 0;  // charged to `held`
   bool header = false;  // the bundle's first line is written
-  std::vector<std::array<uint8_t, 16>> leaves;  // a prefix of each leaf: what comes twice must be the same
+  std::deque<std::array<uint8_t, 16>> leaves;  // a prefix of each recent leaf: what comes twice must be the same
+  int64_t leaves_from = 1;                     // the seq of leaves.front()
   std::map<int64_t, std::string> entries_ahead;   // seq -> body, before one not come yet
   std::map<uint64_t, std::string> checkpoints_ahead;
-  std::map<uint64_t, ledger::Hash> notes;  // each checkpoint's hash, by tree size
+  std::map<uint64_t, ledger::Hash> notes;  // recent checkpoints' hashes, by tree size
   uint64_t duplicates = 0, last_checkpoint = 0;
+  uint64_t last_used = 0;  // the collector's message count when it was last given one
   bool failed = false;
   std::string reason;
 
-  Log(std::string o, std::string f, int64_t s, const ledger::VerifierKey* key)
-      : origin(std::move(o)), file(std::move(f)), session(s), verifier(s, key, nullptr) {}
+  Log(std::string h, std::string o, std::string f, int64_t s, Held& held, const ledger::VerifierKey* key)
+      : host(std::move(h)), origin(std::move(o)), file(std::move(f)), session(s), held(held), verifier(s, key, nullptr) {}
+  ~Log() { release(ahead_bytes); }
+  Log(const Log&) = delete;
+  Log& operator=(const Log&) = delete;
 
+  // Its key is proven: the genesis entry is sealed by a signed checkpoint.
+  // Before that nothing of it is held or written.
+  bool proven() const { return verifier.verdict().signed_checkpoints > 0; }
+  bool hold(size_t bytes) {
+    uint64_t charge = bytes + kHeldOverhead;
+    uint64_t& host_held = held.by_host[host];
+    if (held.total + charge > kHeldTotalMax || host_held + charge > kHeldPerHostMax) return false;
+    held.total += charge;
+    host_held += charge;
+    ahead_bytes += charge;
+    return true;
+  }
+  void release_one(size_t bytes) { release(bytes + kHeldOverhead); }
+  void release(uint64_t charge) {
+    held.total -= charge;
+    held.by_host[host] -= charge;
+    ahead_bytes -= charge;
+  }
   void fail(const std::string& why) {
     if (failed) return;
     failed = true;
-    reason = why;
+    reason = why.size() > 256 ? why.substr(0, 256) + "..." : why;
+    // A failed log takes nothing more: what it held goes.
+    entries_ahead.clear();
+    checkpoints_ahead.clear();
+    release(ahead_bytes);
+    leaves.clear();
+    notes.clear();
   }
   void fail_from_verifier() {
     const auto& v = verifier.verdict();
@@ -154,6 +205,10 @@ struct Collector::Log {
     std::array<uint8_t, 16> p;
     std::memcpy(p.data(), leaf.data(), 16);
     leaves.push_back(p);
+    if (leaves.size() > kLeafWindow) {
+      leaves.pop_front();
+      ++leaves_from;
+    }
     if (!write) return;
     if (!header) {
       // The genesis entry names the key; the verifier has checked it is the pinned one.
@@ -170,23 +225,32 @@ struct Collector::Log {
   void add_checkpoint(const std::string& note, bool write) {
     if (!verifier.add_checkpoint(note)) return fail_from_verifier();
     notes[uint64_t(verifier.entries())] = ledger::sha256(note);
+    if (notes.size() > kNotesWindow) notes.erase(notes.begin());
     if (write) out += nlohmann::json({{"checkpoint", note}}).dump() + "\n";
   }
   void entry(int64_t seq, const std::string& body) {
     if (failed) return;
     int64_t have = verifier.entries();
     if (seq <= have) {
+      // Checked against the recent leaves; an older one is counted only
+      // (the log keeps the copy that came first and was verified).
       ledger::Hash leaf = ledger::leaf_hash(body);
-      if (std::memcmp(leaves[size_t(seq - 1)].data(), leaf.data(), 16) != 0)
+      if (seq >= leaves_from && std::memcmp(leaves[size_t(seq - leaves_from)].data(), leaf.data(), 16) != 0)
         return fail("entry " + std::to_string(seq) + " came twice with different contents (one of them forged or edited)");
       ++duplicates;
       return;
     }
     if (seq > have + 1) {
-      if (entries_ahead.size() >= kMaxPending || ahead_bytes + body.size() > kMaxPendingBytes)
+      if (!proven())
+        return fail("entries from " + std::to_string(have + 1) +
+                    " have not come, and the log's key is not proven yet (no signed checkpoint): nothing ahead is held");
+      if (entries_ahead.count(seq)) return;
+      if (entries_ahead.size() >= kMaxPending || !hold(body.size()))
         return fail("entries from " + std::to_string(have + 1) + " have not come, and too many after them have (" +
-                    std::to_string(entries_ahead.size()) + " held)");
-      if (entries_ahead.emplace(seq, body).second) ahead_bytes += body.size();
+                    std::to_string(entries_ahead.size()) + " held by this log; the collector holds at most " +
+                    std::to_string(kHeldPerHostMax >> 20) + " MiB per host, " + std::to_string(kHeldTotalMax >> 20) +
+                    " MiB in all, ahead of gaps)");
+      entries_ahead.emplace(seq, body);
       return;
     }
     add(body, true);
@@ -203,9 +267,11 @@ struct Collector::Log {
       return;
     }
     if (size > uint64_t(verifier.entries())) {
-      if (checkpoints_ahead.size() >= kMaxPending || ahead_bytes + note.size() > kMaxPendingBytes)
+      if (!proven()) return fail("a checkpoint beyond entries that have not come, before the log's key is proven");
+      if (checkpoints_ahead.count(size)) return;
+      if (checkpoints_ahead.size() >= kMaxPending || !hold(note.size()))
         return fail("checkpoints beyond entries that have not come: too many held");
-      if (checkpoints_ahead.emplace(size, note).second) ahead_bytes += note.size();
+      checkpoints_ahead.emplace(size, note);
       return;
     }
     if (size < uint64_t(verifier.entries()))
@@ -217,7 +283,7 @@ struct Collector::Log {
     while (!failed) {
       if (auto c = checkpoints_ahead.find(uint64_t(verifier.entries())); c != checkpoints_ahead.end()) {
         std::string note = std::move(c->second);
-        ahead_bytes -= note.size();
+        release_one(note.size());
         checkpoints_ahead.erase(c);
         last_checkpoint = uint64_t(verifier.entries());
         add_checkpoint(note, true);
@@ -226,7 +292,7 @@ struct Collector::Log {
       auto e = entries_ahead.find(verifier.entries() + 1);
       if (e == entries_ahead.end()) break;
       std::string body = std::move(e->second);
-      ahead_bytes -= body.size();
+      release_one(body.size());
       entries_ahead.erase(e);
       add(body, true);
     }
@@ -234,7 +300,7 @@ struct Collector::Log {
   // What this message added, appended to the file (opened and closed here:
   // a collector follows many logs and holds no descriptor for each).
   void write_out() {
-    if (out.empty()) return;
+    if (out.empty() || !proven()) return;  // a log whose key is not proven leaves no file
     std::ofstream f(file, std::ios::app | std::ios::binary);
     f << out;
     f.close();
@@ -272,15 +338,37 @@ struct Collector::Log {
   }
 };
 
-Collector::Collector(CollectSettings settings) : settings_(std::move(settings)) {}
+Collector::Collector(CollectSettings settings) : settings_(std::move(settings)), held_(std::make_unique<Held>()) {}
 Collector::~Collector() = default;
 
-Collector::Log* Collector::log_for(const std::string& host, const std::string& origin, int64_t session, std::string& why) {
+LogReport Collector::report_of(Log& log, bool finish) {
+  LogReport l;
+  l.origin = log.origin;
+  l.file = log.file;
+  l.duplicates = log.duplicates;
+  const auto& v = log.failed || !finish ? log.verifier.verdict() : log.verifier.finish();
+  l.entries = v.entries;
+  l.checkpoints = v.checkpoints;
+  l.gaps = v.gaps;
+  l.lost = v.lost;
+  l.terminated = v.terminated;
+  l.entries_after_checkpoint = v.entries - int64_t(v.last_checkpoint);
+  if (!log.entries_ahead.empty()) l.missing_from = log.verifier.entries() + 1;
+  l.ok = !log.failed && v.ok;
+  if (log.failed) l.reason = log.reason;
+  else if (!v.ok) l.reason = (v.where.empty() ? "" : v.where + ": ") + v.reason;
+  return l;
+}
+
+Collector::Log* Collector::log_for(const std::string& host, const std::string& origin, int64_t session, int64_t first,
+                                   std::string& why) {
   auto& logs = logs_[host];
   if (auto it = logs.find(origin); it != logs.end()) {
     if (it->second->session != session) why = "a message of " + origin + " names another session";
+    it->second->last_used = ++messages_;
     return it->second.get();
   }
+  if (failed_[host].count(origin)) return nullptr;  // failed: it stays so, nothing more is added
   std::string id = log_id(origin);  // the log's file name
   if (id.empty()) {
     why = "the origin " + origin + " is not a flightrec log's";
@@ -292,28 +380,76 @@ Collector::Log* Collector::log_for(const std::string& host, const std::string& o
     why = "a log of host " + named + " came on host " + host + "'s subject";
     return nullptr;
   }
-  std::string dir = settings_.out_dir + "/" + host;
-  make_dirs(dir);
-  std::string file = dir + "/" + id + ".jsonl";
-  auto log = std::make_unique<Log>(origin, file, session, &settings_.hosts.at(host));
-  if (std::filesystem::exists(file)) log->load();
-  if (logs.size() >= kMaxLogsPerHost) {
-    why = "host " + host + " has " + std::to_string(kMaxLogsPerHost) + " logs in this collect already";
+  std::string file = settings_.out_dir + "/" + host + "/" + id + ".jsonl";
+  auto let_go = let_go_[host].find(origin);
+  bool known = let_go != let_go_[host].end() || std::filesystem::exists(file);
+  // A log begins at its genesis entry (or goes on from its file): what
+  // comes before that cannot be verified and is not held.
+  if (!known && first != 1) {
+    why = "a message of a log not seen from its genesis entry (it begins at seq " + std::to_string(first) +
+          "): not held, as nothing before it can verify it";
     return nullptr;
   }
+  if (!known && (logs_by_host_[host] >= kMaxLogsPerHost || logs_total_ >= kMaxLogs)) {
+    why = "host " + host + " has " + std::to_string(logs_by_host_[host]) + " logs in this collect already (at most " +
+          std::to_string(kMaxLogsPerHost) + " per host, " + std::to_string(kMaxLogs) + " in all)";
+    return nullptr;
+  }
+  if (resident_ >= kResidentLogs && !let_one_go()) {
+    why = "the collector follows " + std::to_string(kResidentLogs) + " logs already, each holding entries ahead of a gap";
+    return nullptr;
+  }
+  make_dirs(settings_.out_dir + "/" + host);
+  auto log = std::make_unique<Log>(host, origin, file, session, *held_, &settings_.hosts.at(host));
+  if (std::filesystem::exists(file)) log->load();
+  if (let_go != let_go_[host].end()) {
+    log->duplicates = let_go->second.duplicates;
+    let_go_[host].erase(let_go);
+  } else {
+    ++logs_by_host_[host];
+    ++logs_total_;
+  }
+  log->last_used = ++messages_;
+  ++resident_;
   return logs.emplace(origin, std::move(log)).first->second.get();
+}
+
+bool Collector::let_one_go() {
+  Log* oldest = nullptr;
+  for (auto& [host, logs] : logs_)
+    for (auto& [origin, log] : logs)
+      if (log->entries_ahead.empty() && log->checkpoints_ahead.empty() && (!oldest || log->last_used < oldest->last_used))
+        oldest = log.get();
+  if (!oldest) return false;
+  std::string host = oldest->host, origin = oldest->origin;
+  oldest->write_out();
+  if (oldest->proven()) {
+    let_go_[host][origin] = {oldest->session, oldest->duplicates};  // its file holds the rest: read back if it grows again
+  } else {
+    // Nothing of it was written: a log flooded out before its key was proven.
+    refuse(host, "logs whose key was not proven yet were let go, to follow newer ones");
+    --logs_by_host_[host];
+    --logs_total_;
+  }
+  logs_[host].erase(origin);
+  --resident_;
+  return true;
+}
+
+void Collector::refuse(const std::string& key, const std::string& why) {
+  // Keyed by what the publisher chose: bounded, the rest counted together.
+  std::string k = rejected_.count(key) || rejected_.size() < kMaxRefusalKeys ? key : "(other subjects)";
+  HostReport& r = rejected_[k];
+  r.host = k;
+  ++r.rejected;
+  if (r.rejected_reason.empty()) r.rejected_reason = why.size() > 512 ? why.substr(0, 512) + "..." : why;
 }
 
 void Collector::take(const std::string& subject, const std::map<std::string, std::string>& headers,
                      std::string_view payload) {
   std::string prefix = settings_.subject_prefix + ".";
   std::string host = subject.starts_with(prefix) ? subject.substr(prefix.size()) : "";
-  auto refuse = [&](const std::string& why) {
-    HostReport& r = rejected_[host.empty() ? subject : host];
-    r.host = host.empty() ? subject : host;
-    ++r.rejected;
-    if (r.rejected_reason.empty()) r.rejected_reason = why;
-  };
+  auto refuse = [&](const std::string& why) { this->refuse(host.empty() ? subject : host, why); };
   if (host.empty() || host.find('.') != std::string::npos) return refuse("not a host's subject: " + subject);
   if (!settings_.hosts.count(host)) return refuse("no key is pinned for host " + host + " (trust on first use is refused)");
   auto header = [&](const char* k) -> std::string {
@@ -331,8 +467,19 @@ void Collector::take(const std::string& subject, const std::map<std::string, std
   }
   if (first < 0 || last < first || (first == 0) != (last == 0)) return refuse("a message whose first and last seq do not hold");
   std::string why;
-  Log* log = log_for(host, origin, session, why);
-  if (!log) return refuse(why);
+  Log* log = log_for(host, origin, session, first, why);
+  if (!log) {
+    if (!why.empty()) refuse(why);
+    return;  // (or a log that failed already)
+  }
+  // A failed log keeps only its report.
+  struct Settle {
+    Collector& c;
+    Log* log;
+    ~Settle() {
+      if (log->failed) c.settle_failed(*log);
+    }
+  } settle{*this, log};
   if (!why.empty()) return log->fail(why);
   // Its lines: entries first..last, each checkpoint right after the entry that completes it.
   int64_t seq = first;
@@ -424,6 +571,14 @@ void Collector::run(const std::atomic<bool>& stop) {
   }
 }
 
+void Collector::settle_failed(Log& log) {
+  log.write_out();  // what was verified before the failure
+  std::string host = log.host, origin = log.origin;
+  failed_[host][origin] = report_of(log, false);
+  logs_[host].erase(origin);
+  --resident_;
+}
+
 std::vector<HostReport> Collector::report() {
   std::map<std::string, HostReport> by_host = rejected_;
   for (auto& [host, logs] : logs_) {
@@ -431,26 +586,32 @@ std::vector<HostReport> Collector::report() {
     r.host = host;
     for (auto& [origin, log] : logs) {
       log->write_out();
-      LogReport l;
-      l.origin = origin;
-      l.file = log->file;
-      l.duplicates = log->duplicates;
-      const auto& v = log->failed ? log->verifier.verdict() : log->verifier.finish();
-      l.entries = v.entries;
-      l.checkpoints = v.checkpoints;
-      l.gaps = v.gaps;
-      l.lost = v.lost;
-      l.terminated = v.terminated;
-      l.entries_after_checkpoint = v.entries - int64_t(v.last_checkpoint);
-      if (!log->entries_ahead.empty()) l.missing_from = log->verifier.entries() + 1;
-      l.ok = !log->failed && v.ok;
-      if (log->failed) l.reason = log->reason;
-      else if (!v.ok) l.reason = (v.where.empty() ? "" : v.where + ": ") + v.reason;
-      r.logs.push_back(l);
+      r.logs.push_back(report_of(*log, true));
     }
   }
+  for (auto& [host, logs] : let_go_) {
+    HostReport& r = by_host[host];
+    r.host = host;
+    for (auto& [origin, gone] : logs) {  // read back, one at a time
+      Log log(host, origin, settings_.out_dir + "/" + host + "/" + log_id(origin) + ".jsonl", gone.session, *held_,
+              &settings_.hosts.at(host));
+      log.load();
+      log.duplicates = gone.duplicates;
+      LogReport l = report_of(log, true);
+      l.origin = origin;
+      r.logs.push_back(std::move(l));
+    }
+  }
+  for (auto& [host, logs] : failed_) {
+    HostReport& r = by_host[host];
+    r.host = host;
+    for (auto& [origin, l] : logs) r.logs.push_back(l);
+  }
   std::vector<HostReport> out;
-  for (auto& [h, r] : by_host) out.push_back(std::move(r));
+  for (auto& [h, r] : by_host) {
+    std::sort(r.logs.begin(), r.logs.end(), [](const LogReport& a, const LogReport& b) { return a.origin < b.origin; });
+    out.push_back(std::move(r));
+  }
   return out;
 }
 

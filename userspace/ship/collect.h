@@ -73,11 +73,28 @@ class Collector {
 
  private:
   struct Log;
-  Log* log_for(const std::string& host, const std::string& origin, int64_t session, std::string& why);
+  struct Held;
+  // The log a message of (host, origin) goes to; nullptr with `why` for a
+  // refused message, nullptr alone for a log that has failed already.
+  Log* log_for(const std::string& host, const std::string& origin, int64_t session, int64_t first, std::string& why);
+  bool let_one_go();  // the least recently used log that holds nothing ahead leaves memory
+  void settle_failed(Log& log);
+  void refuse(const std::string& key, const std::string& why);
+  LogReport report_of(Log& log, bool finish);
 
   CollectSettings settings_;
-  std::map<std::string, std::map<std::string, std::unique_ptr<Log>>> logs_;  // host -> origin -> log
-  std::map<std::string, HostReport> rejected_;                                // host -> its refusals
+  std::unique_ptr<Held> held_;  // bytes held ahead of gaps, by host and in all
+  std::map<std::string, std::map<std::string, std::unique_ptr<Log>>> logs_;  // host -> origin -> log in memory
+  struct LetGo {
+    int64_t session;
+    uint64_t duplicates;
+  };
+  std::map<std::string, std::map<std::string, LetGo>> let_go_;               // host -> origin -> a log left in its file
+  std::map<std::string, std::map<std::string, LogReport>> failed_;           // host -> origin -> how it failed
+  std::map<std::string, HostReport> rejected_;                                // host (or subject) -> its refusals
+  std::map<std::string, size_t> logs_by_host_;
+  size_t logs_total_ = 0, resident_ = 0;
+  uint64_t messages_ = 0;
 };
 
 }  // namespace flightrec::ship
