@@ -315,6 +315,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             msg = anthropic_message(body or {}, content, stop)
             entry["reply"] = note
             entry["step"] = anthropic_step(body or {})
+            entry["reply_id"] = msg["id"]
+            entry["tool_ids"] = [c["id"] for c in content if c["type"] == "tool_use"]
             log(entry)
             if (body or {}).get("stream"):
                 self.send_sse(anthropic_events(msg))
@@ -329,6 +331,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             resp = openai_response(body, output)
             entry["reply"] = note
             entry["step"] = openai_step(body)
+            entry["reply_id"] = resp["id"]
+            entry["tool_ids"] = [o["call_id"] for o in output if "call_id" in o]
             log(entry)
             if body.get("stream"):
                 self.send_sse(openai_events(resp))

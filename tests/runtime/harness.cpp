@@ -268,4 +268,39 @@ std::string sha256_hex(const std::string& data) {
   return out;
 }
 
+MockApi::MockApi() {
+  ca = dir.file("ca.pem");
+  std::string key = dir.file("key.pem"), cert = dir.file("cert.pem"), csr = dir.file("cert.csr"), ext = dir.file("leaf.ext");
+  std::ofstream(ext) << "basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature\n"
+                        "extendedKeyUsage=serverAuth\nsubjectAltName=DNS:localhost,IP:127.0.0.1\n";
+  for (const auto& argv : std::vector<std::vector<std::string>>{
+           {"openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout",
+            dir.file("ca-key.pem"), "-out", ca, "-days", "2", "-subj", "/CN=flightrec test CA", "-addext",
+            "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign"},
+           {"openssl", "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", key,
+            "-out", csr, "-subj", "/CN=localhost"},
+           {"openssl", "x509", "-req", "-in", csr, "-CA", ca, "-CAkey", dir.file("ca-key.pem"), "-CAcreateserial",
+            "-out", cert, "-days", "2", "-extfile", ext}})
+    REQUIRE(run(argv).code == 0);
+  proc = start({"python3", std::string(SOURCE_DIR) + "/tests/programs/mock_llm_api.py", "--port", "0", "--cert", cert,
+                "--key", key, "--log", dir.file("requests.jsonl")});
+  std::string line;
+  char c;
+  while (line.find('\n') == std::string::npos && read(proc.out_fd, &c, 1) == 1) line += c;
+  REQUIRE_MESSAGE(line.starts_with("PORT "), "the mock API did not start: " << line);
+  port = std::stoi(line.substr(5));
+}
+
+MockApi::~MockApi() {
+  kill(proc.pid, SIGTERM);
+  wait(proc);
+}
+
+std::vector<nlohmann::json> MockApi::requests() const {
+  std::vector<nlohmann::json> out;
+  std::istringstream in(slurp(dir.file("requests.jsonl")));
+  for (std::string line; std::getline(in, line);) out.push_back(nlohmann::json::parse(line));
+  return out;
+}
+
 }  // namespace rt

@@ -83,6 +83,21 @@ struct HttpsServer {
   std::string url(const std::string& path) const { return "https://127.0.0.1:" + std::to_string(port) + path; }
 };
 
+// tests/programs/mock_llm_api.py over HTTPS, its certificate signed by a CA
+// of its own (rustls refuses a self-signed server certificate): ca is that
+// CA's file; requests() what the mock logged, one JSON object per request.
+struct MockApi {
+  TempDir dir;
+  Proc proc;
+  int port = 0;
+  std::string ca;
+  MockApi();
+  ~MockApi();
+  MockApi(const MockApi&) = delete;
+  MockApi& operator=(const MockApi&) = delete;
+  std::vector<nlohmann::json> requests() const;
+};
+
 bool is_root();
 std::string cgroup2_root();  // where cgroup v2 is mounted ("" if nowhere)
 std::string sqlite(const std::string& db, const std::string& sql);  // via the sqlite3 API

@@ -22,41 +22,6 @@ namespace {
 
 const std::string kAgents = "/opt/flightrec-test-agents/node_modules/.bin/";
 
-// The mock over HTTPS, its certificate signed by a CA of its own (rustls
-// refuses a self-signed server certificate).
-struct MockApi {
-  TempDir dir;
-  Proc proc;
-  int port = 0;
-  std::string ca;
-  MockApi() {
-    ca = dir.file("ca.pem");
-    std::string key = dir.file("key.pem"), cert = dir.file("cert.pem"), csr = dir.file("cert.csr"), ext = dir.file("leaf.ext");
-    std::ofstream(ext) << "basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature\n"
-                          "extendedKeyUsage=serverAuth\nsubjectAltName=DNS:localhost,IP:127.0.0.1\n";
-    for (const auto& argv : std::vector<std::vector<std::string>>{
-             {"openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout",
-              dir.file("ca-key.pem"), "-out", ca, "-days", "2", "-subj", "/CN=flightrec test CA", "-addext",
-              "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign"},
-             {"openssl", "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", key,
-              "-out", csr, "-subj", "/CN=localhost"},
-             {"openssl", "x509", "-req", "-in", csr, "-CA", ca, "-CAkey", dir.file("ca-key.pem"), "-CAcreateserial",
-              "-out", cert, "-days", "2", "-extfile", ext}})
-      REQUIRE(run(argv).code == 0);
-    proc = start({"python3", std::string(SOURCE_DIR) + "/tests/programs/mock_llm_api.py", "--port", "0", "--cert", cert,
-                  "--key", key, "--log", dir.file("requests.jsonl")});
-    std::string line;
-    char c;
-    while (line.find('\n') == std::string::npos && read(proc.out_fd, &c, 1) == 1) line += c;
-    REQUIRE_MESSAGE(line.starts_with("PORT "), "the mock API did not start: " << line);
-    port = std::stoi(line.substr(5));
-  }
-  ~MockApi() {
-    kill(proc.pid, SIGTERM);
-    wait(proc);
-  }
-};
-
 // A git work tree with the mock's CA in it (where the sandbox can read it).
 std::string git_work(const TempDir& dir, const MockApi& api) {
   std::string work = dir.file("work");

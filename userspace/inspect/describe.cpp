@@ -176,6 +176,12 @@ std::string describe_known(const json& e) {
   if (type == "tls_uncaptured")
     return "no plaintext probe covers pid " + member(e, "subject_pid") + " fd " + member(e, "fd") + " (entry " +
            member(e, "of_seq") + ")" + pairs(e, {"exe", "library", "server_name"});
+  if (type == "llm_call")
+    return member(e, "api") + " " + member(e, "model") + " (call " + member(e, "call_number") + ")" +
+           pairs(e, {"status", "stop_reason", "input_tokens", "output_tokens", "tool_call_names", "tool_result_ids", "problems"});
+  if (type == "tool_call")
+    return member(e, "name") + " " + member(e, "tool_call_id") + pairs(e, {"llm_call", "result_seen", "act_seqs", "act_links"}) +
+           ": " + prose(e, "input");
   if (type == "lsm")
     return member(e, "hook") + pairs(e, {"path", "new_path", "name", "family", "addr", "port", "target_pid", "signal",
                                          "bpf_cmd", "capability", "decision", "rule_id"});

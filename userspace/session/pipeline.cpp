@@ -10,7 +10,10 @@ void Pipeline::on_record(const void* data, size_t size) {
 }
 
 void Pipeline::write(Emitted& out) {
-  for (auto& e : out.entries()) rec_.record_own(e);
+  for (auto& e : out.entries()) {
+    rec_.record_own(e);
+    for (Observer* o : observers_) o->written(e);
+  }
   out.entries().clear();
 }
 

@@ -39,6 +39,8 @@ class Observer {
   virtual ~Observer() = default;
   // Every kernel entry, once recorded (seq set), in record order.
   virtual void observe(const events::Entry& entry, Emitted& out) = 0;
+  // Each of flightrec's own entries once recorded (its seq set), whoever emitted it.
+  virtual void written(const events::Entry&) {}
 };
 
 class Pipeline {

@@ -33,6 +33,7 @@
 #include "session/engine.h"
 #include "session/handed.h"
 #include "session/signals.h"
+#include "session/llm_calls.h"
 #include "session/tls_attach.h"
 
 namespace flightrec::session {
@@ -337,6 +338,9 @@ int run(Plan plan, const RunTarget& target) {
   // execs, then the policy judges it and tracks written files.
   TlsFollower tls_follower(tls_probes, !confinement->sandboxed());
   if (copts.tls) engine->pipeline().add(tls_follower);
+  // The model calls and tool calls in the TLS plaintext (llm_call, tool_call).
+  LlmCalls llm_calls;
+  if (copts.tls) engine->pipeline().add(llm_calls);
   engine->pipeline().add(*confinement);
   confinement->start(engine->pipeline(), source.traits());
   confinement->guard(engine->watchdog(), target.db);
@@ -407,6 +411,11 @@ int run(Plan plan, const RunTarget& target) {
   }
   if (loss_killed && waitpid(child.pid, &status, 0) < 0 && errno != ECHILD) status = 0;
   engine->end();
+  if (copts.tls) {  // exchanges still open, tool calls never answered
+    Emitted tail = engine->pipeline().emitted();
+    llm_calls.finish(tail);
+    engine->pipeline().write(tail);
+  }
   if (handed && handed->connection_lost() && !daemon_lost) {
     // Gone at the very end: what it recorded up to then is in the ring.
     rec.note("error", "flightrecd, whose programs recorded this session, went away before the session ended");

@@ -16,6 +16,7 @@
 #include "session/lite_counts.h"
 #include "session/run.h"
 #include "session/signals.h"
+#include "session/llm_calls.h"
 #include "session/tls_attach.h"
 
 extern "C" {
@@ -69,6 +70,8 @@ void watch(Plan plan, const WatchTarget& target) {
   recorder::Recorder& rec = engine.recorder();
   TlsFollower tls_follower(capture, false);
   if (copts.tls) engine.pipeline().add(tls_follower);
+  LlmCalls llm_calls;  // model calls and tool calls in the TLS plaintext
+  if (copts.tls) engine.pipeline().add(llm_calls);
   recorder::EventLoop& loop = engine.loop();
   std::string reason = "stopped by signal";
 
@@ -125,6 +128,11 @@ void watch(Plan plan, const WatchTarget& target) {
   });
   engine.stop_watchdog();
   engine.end();
+  if (copts.tls) {
+    Emitted tail = engine.pipeline().emitted();
+    llm_calls.finish(tail);
+    engine.pipeline().write(tail);
+  }
   if (counts) seal_counts();
   rec.finish(0, reason);
   std::cerr << "flightrec: session " << rec.session() << " recorded " << rec.entries()

@@ -1,0 +1,132 @@
+#!/usr/bin/python3
+"""A minimal agent over the standard library, for the record's agent turns:
+it asks the model (the mock API, tests/programs/mock_llm_api.py) over one
+HTTPS keep-alive connection, runs each tool call the model makes (a shell
+command with sh -c, or a file write), and sends the results back until the
+model answers with text.  Python's ssl module is OpenSSL, whose plaintext
+flightrec captures.
+
+usage: llm_agent.py --port N --ca CA_PEM --api anthropic|openai [--stream]
+Prints the final answer, and "tool <id>" for each tool call it ran."""
+import argparse
+import http.client
+import json
+import os
+import ssl
+import subprocess
+import sys
+
+
+def sse(body):
+    """(event, data) pairs of a text/event-stream body."""
+    for block in body.decode().split("\n\n"):
+        event, data = None, []
+        for line in block.split("\n"):
+            if line.startswith("event:"):
+                event = line[6:].strip()
+            elif line.startswith("data:"):
+                data.append(line[5:].lstrip())
+        if data:
+            yield event, "\n".join(data)
+
+
+def post(conn, path, body, headers):
+    conn.request("POST", path, body=json.dumps(body), headers=dict(headers, **{"content-type": "application/json"}))
+    r = conn.getresponse()
+    return r.getheader("content-type", ""), r.read()
+
+
+def run_shell(command):
+    return subprocess.run(["sh", "-c", command], capture_output=True, text=True).stdout
+
+
+def write_file(path, content):
+    with open(path, "w") as f:
+        f.write(content)
+    return "written"
+
+
+def apply_patch(patch):
+    """The '*** Add File:' hunks of an apply_patch input."""
+    path, lines = None, []
+    for line in patch.splitlines():
+        if line.startswith("*** Add File: "):
+            path = line[len("*** Add File: "):].strip()
+        elif path and line.startswith("+"):
+            lines.append(line[1:])
+    return write_file(path, "".join(l + "\n" for l in lines)) if path else "no file"
+
+
+def anthropic(conn, stream):
+    headers = {"x-api-key": "sk-ant-test-secret", "anthropic-version": "2023-06-01"}
+    tools = [{"name": "Bash", "input_schema": {"type": "object"}}, {"name": "Write", "input_schema": {"type": "object"}}]
+    messages = [{"role": "user", "content": "Working directory: " + os.getcwd() + "\nRun the command, then write the file."}]
+    while True:
+        body = {"model": "claude-mock-1", "max_tokens": 1024, "tools": tools, "messages": messages, "stream": stream}
+        ctype, raw = post(conn, "/v1/messages", body, headers)
+        if "event-stream" in ctype:
+            content, partial = [], {}
+            for event, data in sse(raw):
+                d = json.loads(data)
+                if d["type"] == "content_block_start":
+                    content.append(dict(d["content_block"]))
+                elif d["type"] == "content_block_delta" and d["delta"]["type"] == "input_json_delta":
+                    partial[d["index"]] = partial.get(d["index"], "") + d["delta"]["partial_json"]
+                elif d["type"] == "content_block_delta" and d["delta"]["type"] == "text_delta":
+                    content[d["index"]]["text"] += d["delta"]["text"]
+            for i, p in partial.items():
+                content[i]["input"] = json.loads(p)
+        else:
+            content = json.loads(raw)["content"]
+        calls = [c for c in content if c["type"] == "tool_use"]
+        if not calls:
+            return "".join(c.get("text", "") for c in content)
+        messages.append({"role": "assistant", "content": content})
+        results = []
+        for c in calls:
+            out = run_shell(c["input"]["command"]) if c["name"] == "Bash" else write_file(c["input"]["file_path"], c["input"]["content"])
+            print("tool", c["id"], flush=True)
+            results.append({"type": "tool_result", "tool_use_id": c["id"], "content": out})
+        messages.append({"role": "user", "content": results})
+
+
+def openai(conn, stream):
+    headers = {"authorization": "Bearer sk-test-secret"}
+    tools = [{"type": "function", "name": "shell_command", "parameters": {"type": "object"}},
+             {"type": "custom", "name": "apply_patch"}]
+    items = [{"role": "user", "content": "Run the command, then add the file."}]
+    while True:
+        body = {"model": "gpt-mock-1", "tools": tools, "input": items, "stream": stream}
+        ctype, raw = post(conn, "/v1/responses", body, headers)
+        if "event-stream" in ctype:
+            output = [json.loads(d)["response"] for e, d in sse(raw) if e == "response.completed"][0]["output"]
+        else:
+            output = json.loads(raw)["output"]
+        calls = [o for o in output if o["type"] in ("function_call", "custom_tool_call")]
+        if not calls:
+            return "".join(c["text"] for o in output for c in o.get("content", []))
+        for c in calls:
+            items.append(c)
+            if c["type"] == "function_call":
+                out = run_shell(json.loads(c["arguments"])["command"])
+            else:
+                out = apply_patch(c["input"])
+            print("tool", c["call_id"], flush=True)
+            kind = "function_call_output" if c["type"] == "function_call" else "custom_tool_call_output"
+            items.append({"type": kind, "call_id": c["call_id"], "output": out})
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--port", type=int, required=True)
+    p.add_argument("--ca", required=True)
+    p.add_argument("--api", choices=("anthropic", "openai"), required=True)
+    p.add_argument("--stream", action="store_true")
+    a = p.parse_args()
+    ctx = ssl.create_default_context(cafile=a.ca)
+    conn = http.client.HTTPSConnection("localhost", a.port, context=ctx)
+    print((anthropic if a.api == "anthropic" else openai)(conn, a.stream), flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,130 @@
+// The agent's turns in the record: a real agent loop (tests/programs/
+// llm_agent.py: Python, OpenAI's libssl) against the mock model API over
+// HTTPS. Each model call is an llm_call entry whose ids are the mock's, and
+// each tool call a tool_call entry linked to the llm_call that asked for it,
+// the request that returned its result, and the exec or file write it caused.
+#include <doctest/doctest.h>
+
+#include <sys/stat.h>
+
+#include <map>
+
+#include "runtime/harness.h"
+
+using nlohmann::json;
+using namespace rt;
+
+namespace {
+
+std::vector<std::string> strings(const json& e, const char* key) {
+  std::vector<std::string> out;
+  if (e.contains(key))
+    for (const auto& s : e[key]) out.push_back(s.get<std::string>());
+  return out;
+}
+
+void check_turns(const std::string& api, bool stream) {
+  CAPTURE(api);
+  CAPTURE(stream);
+  MockApi mock;
+  TempDir dir;
+  std::string work = dir.file("work"), db = dir.file("t.db");
+  mkdir(work.c_str(), 0755);
+  std::vector<std::string> argv = {FLIGHTREC_BIN, "run", "--policy", "observe", "--db", db, "--",
+                                   "python3", std::string(SOURCE_DIR) + "/tests/programs/llm_agent.py",
+                                   "--port", std::to_string(mock.port), "--ca", mock.ca, "--api", api};
+  if (stream) argv.push_back("--stream");
+  Result r = run_in(work, argv);
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  REQUIRE(slurp(work + "/tool_ran.txt") == "flightrec-tool-ran\n");
+
+  // What the mock answered: three model calls, a shell tool call, then an edit.
+  std::vector<json> asked;
+  for (const auto& q : mock.requests())
+    if (q.contains("reply_id")) asked.push_back(q);
+  REQUIRE(asked.size() == 3);
+
+  auto all = entries(db);
+  std::map<int64_t, const json*> by_seq;
+  for (const auto& e : all) by_seq[e["seq"].get<int64_t>()] = &e;
+  auto calls = of_type(all, "llm_call");
+  auto tools = of_type(all, "tool_call");
+  REQUIRE(calls.size() == 3);
+  REQUIRE(tools.size() == 2);
+  for (size_t i = 0; i < 3; ++i) {
+    const json& c = calls[i];
+    CAPTURE(c.dump());
+    CHECK(c["api"] == (api == "anthropic" ? "anthropic.messages" : "openai.responses"));
+    CHECK(c["model"] == (api == "anthropic" ? "claude-mock-1" : "gpt-mock-1"));
+    CHECK(c["stream"] == (stream ? 1 : 0));
+    CHECK(c["status"] == 200);
+    CHECK(c["response_id"] == asked[i]["reply_id"]);
+    CHECK(c["input_tokens"] == 100);
+    CHECK(c["output_tokens"] == 20);
+    CHECK(c["comm"] == "python3");
+    CHECK_FALSE(c.contains("problems"));
+    CHECK(strings(c, "tool_call_ids") == asked[i]["tool_ids"].get<std::vector<std::string>>());
+    // Its bytes are in tls entries of the same connection, sent then received.
+    for (const char* key : {"request_seqs", "response_seqs"})
+      for (const auto& s : c[key]) {
+        const json& t = *by_seq.at(s.get<int64_t>());
+        CHECK(t["type"] == "tls");
+        CHECK(t["direction"] == (std::string(key) == "request_seqs" ? "send" : "recv"));
+        CHECK(t["ssl"] == c["ssl"]);
+      }
+  }
+  // The second call returns the first tool call's result, the third both.
+  std::string shell_id = asked[0]["tool_ids"][0], edit_id = asked[1]["tool_ids"][0];
+  CHECK(strings(calls[1], "tool_result_ids") == std::vector<std::string>{shell_id});
+  CHECK(strings(calls[2], "tool_result_ids") == std::vector<std::string>{shell_id, edit_id});
+  // The API key never reaches an llm_call; in the tls entries it is redacted.
+  for (const auto& c : calls) CHECK(c.dump().find("secret") == std::string::npos);
+
+  for (size_t i = 0; i < 2; ++i) {
+    const json& t = tools[i];
+    CAPTURE(t.dump());
+    CHECK(t["tool_call_id"] == (i == 0 ? shell_id : edit_id));
+    CHECK(t["llm_call"] == calls[i]["seq"]);
+    // Written when the request carrying its result was seen: before the llm_call of that exchange.
+    CHECK(t["seq"].get<int64_t>() < calls[i + 1]["seq"].get<int64_t>());
+    CHECK(t["result_request_seqs"] == calls[i + 1]["request_seqs"]);
+    CHECK(t["duration_ns"].get<int64_t>() > 0);
+    std::vector<std::string> links = strings(t, "act_links"), kinds = strings(t, "act_kinds");
+    REQUIRE(links.size() == t["act_seqs"].size());
+    bool linked = false;
+    for (size_t k = 0; k < links.size(); ++k) {
+      const json& act = *by_seq.at(t["act_seqs"][k].get<int64_t>());
+      if (i == 0 && links[k] == "argv") {
+        CHECK(act["type"] == "exec");
+        std::string joined;
+        for (const auto& a : act["argv"]) joined += a.get<std::string>() + " ";
+        CHECK(joined.find("echo flightrec-tool-ran > tool_ran.txt") != std::string::npos);
+        linked = true;
+      }
+      if (i == 1 && links[k] == "path") {
+        CHECK(act["type"] == "file_open");
+        CHECK(act["kernel_path"] == work + "/hello.txt");
+        linked = true;
+      }
+    }
+    CHECK_MESSAGE(linked, "the tool call's own act is not linked to it");
+  }
+  // The shell's write of tool_ran.txt is the shell tool's (its subtree), not the edit's.
+  CHECK(tools[1].dump().find("tool_ran.txt") == std::string::npos);
+  CHECK(flightrec({"verify", "--db", db}).code == 0);
+}
+
+}  // namespace
+
+TEST_CASE("model calls: a Python agent on the Anthropic Messages API, streamed and not: llm_call and tool_call entries") {
+  REQUIRE_MESSAGE(is_root(), "runtime tests need root");
+  check_turns("anthropic", true);
+  check_turns("anthropic", false);
+}
+
+TEST_CASE("model calls: a Python agent on the OpenAI Responses API, streamed and not: llm_call and tool_call entries") {
+  REQUIRE_MESSAGE(is_root(), "runtime tests need root");
+  check_turns("openai", true);
+  check_turns("openai", false);
+}

@@ -1,0 +1,364 @@
+#include "agent/llm_api.h"
+
+#include <map>
+#include <nlohmann/json.hpp>
+
+namespace flightrec::agent {
+namespace {
+
+using nlohmann::json;
+
+constexpr size_t kMaxToolCalls = 1024;
+constexpr size_t kMaxInput = 64 << 10;  // bytes of one tool call's input kept
+
+std::string path_of(std::string_view target) { return std::string(target.substr(0, target.find('?'))); }
+
+bool ends_with(std::string_view s, std::string_view tail) { return s.size() >= tail.size() && s.substr(s.size() - tail.size()) == tail; }
+
+std::string str(const json& j, const char* key) {
+  if (!j.is_object()) return "";
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+int64_t num(const json& j, const char* key) {
+  if (!j.is_object()) return -1;
+  auto it = j.find(key);
+  return it != j.end() && it->is_number_integer() ? it->get<int64_t>() : -1;
+}
+
+const json& member(const json& j, const char* key) {
+  static const json none;
+  if (!j.is_object()) return none;
+  auto it = j.find(key);
+  return it == j.end() ? none : *it;
+}
+
+std::string cut(std::string s) {
+  if (s.size() > kMaxInput) s.resize(kMaxInput);
+  return s;
+}
+
+std::string text_of(const json& j) { return j.is_string() ? j.get<std::string>() : j.is_null() ? "" : j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+void add_call(LlmExchange& x, std::string id, std::string name, std::string input) {
+  if (x.tool_calls.size() >= kMaxToolCalls) return;
+  x.tool_calls.push_back({std::move(id), std::move(name), cut(std::move(input))});
+}
+
+void add_result(LlmExchange& x, std::string id) {
+  if (!id.empty() && x.tool_results.size() < kMaxToolCalls) x.tool_results.push_back(std::move(id));
+}
+
+json parse(std::string_view text) { return json::parse(text.begin(), text.end(), nullptr, false); }
+
+// Server-sent events: (event name, data) pairs, data lines joined.
+std::vector<std::pair<std::string, std::string>> sse_events(std::string_view body) {
+  std::vector<std::pair<std::string, std::string>> out;
+  std::string event, data;
+  bool any = false;
+  auto flush = [&] {
+    if (any) out.emplace_back(event, data);
+    event.clear();
+    data.clear();
+    any = false;
+  };
+  while (!body.empty()) {
+    size_t eol = body.find('\n');
+    std::string_view line = body.substr(0, eol);
+    body.remove_prefix(eol == std::string_view::npos ? body.size() : eol + 1);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (line.empty()) {
+      flush();
+      continue;
+    }
+    size_t colon = line.find(':');
+    std::string_view field = line.substr(0, colon), value = colon == std::string_view::npos ? "" : line.substr(colon + 1);
+    if (!value.empty() && value.front() == ' ') value.remove_prefix(1);
+    if (field == "event") event = std::string(value);
+    if (field == "data") {
+      if (any) data += '\n';
+      data += value;
+      any = true;
+    }
+  }
+  flush();
+  return out;
+}
+
+// Each event's data as a JSON object ("[DONE]" skipped); one that is not is said.
+std::vector<json> json_events(std::string_view body, LlmExchange& x) {
+  std::vector<json> out;
+  for (const auto& [event, data] : sse_events(body)) {
+    if (data == "[DONE]") continue;
+    json d = parse(data);
+    if (d.is_object()) out.push_back(std::move(d));
+    else x.problems.push_back("an event that is not JSON");
+  }
+  return out;
+}
+
+// ---- Anthropic Messages
+
+void anthropic_message(const json& m, LlmExchange& x) {
+  if (auto id = str(m, "id"); !id.empty()) x.response_id = id;
+  if (auto model = str(m, "model"); !model.empty()) x.response_model = model;
+  if (auto stop = str(m, "stop_reason"); !stop.empty()) x.stop_reason = stop;
+  const json& usage = member(m, "usage");
+  if (num(usage, "input_tokens") >= 0) x.input_tokens = num(usage, "input_tokens");
+  if (num(usage, "output_tokens") >= 0) x.output_tokens = num(usage, "output_tokens");
+  const json& content = member(m, "content");
+  if (content.is_array())
+    for (const auto& c : content)
+      if (str(c, "type") == "tool_use") add_call(x, str(c, "id"), str(c, "name"), text_of(member(c, "input")));
+}
+
+void anthropic_stream(std::string_view body, LlmExchange& x) {
+  std::map<int64_t, size_t> block_call;  // content block index -> tool call
+  std::map<size_t, std::string> partial;
+  for (const json& d : json_events(body, x)) {
+    std::string type = str(d, "type");
+    if (type == "message_start") {
+      anthropic_message(member(d, "message"), x);
+    } else if (type == "content_block_start") {
+      const json& block = member(d, "content_block");
+      if (str(block, "type") == "tool_use" && x.tool_calls.size() < kMaxToolCalls) {
+        block_call[num(d, "index")] = x.tool_calls.size();
+        add_call(x, str(block, "id"), str(block, "name"), "");
+      }
+    } else if (type == "content_block_delta") {
+      const json& delta = member(d, "delta");
+      auto it = block_call.find(num(d, "index"));
+      if (it != block_call.end() && str(delta, "type") == "input_json_delta") {
+        std::string& p = partial[it->second];
+        if (p.size() < kMaxInput) p += str(delta, "partial_json");
+      }
+    } else if (type == "message_delta") {
+      if (auto stop = str(member(d, "delta"), "stop_reason"); !stop.empty()) x.stop_reason = stop;
+      if (num(member(d, "usage"), "output_tokens") >= 0) x.output_tokens = num(member(d, "usage"), "output_tokens");
+    } else if (type == "error") {
+      x.error = text_of(member(d, "error"));
+    }
+  }
+  for (auto& [i, p] : partial) x.tool_calls[i].input = cut(p.empty() ? "{}" : p);
+  for (auto& [index, i] : block_call)
+    if (!partial.count(i)) x.tool_calls[i].input = "{}";
+}
+
+void anthropic_request(const json& r, LlmExchange& x) {
+  const json& messages = member(r, "messages");
+  if (!messages.is_array()) return;
+  for (const auto& m : messages) {
+    const json& content = member(m, "content");
+    if (content.is_array())
+      for (const auto& c : content)
+        if (str(c, "type") == "tool_result") add_result(x, str(c, "tool_use_id"));
+  }
+}
+
+// ---- OpenAI Chat Completions
+
+// A completion's or a chunk's id, model, usage and finish reason; its first choice, or null.
+const json* chat_common(const json& r, LlmExchange& x) {
+  if (auto id = str(r, "id"); !id.empty()) x.response_id = id;
+  if (auto model = str(r, "model"); !model.empty()) x.response_model = model;
+  const json& usage = member(r, "usage");
+  if (num(usage, "prompt_tokens") >= 0) x.input_tokens = num(usage, "prompt_tokens");
+  if (num(usage, "completion_tokens") >= 0) x.output_tokens = num(usage, "completion_tokens");
+  const json& choices = member(r, "choices");
+  if (!choices.is_array() || choices.empty()) return nullptr;
+  if (auto f = str(choices[0], "finish_reason"); !f.empty()) x.stop_reason = f;
+  return &choices[0];
+}
+
+void chat_response(const json& r, LlmExchange& x) {
+  const json* choice = chat_common(r, x);
+  if (!choice) return;
+  const json& calls = member(member(*choice, "message"), "tool_calls");
+  if (calls.is_array())
+    for (const auto& c : calls) add_call(x, str(c, "id"), str(member(c, "function"), "name"), text_of(member(member(c, "function"), "arguments")));
+}
+
+void chat_stream(std::string_view body, LlmExchange& x) {
+  std::map<int64_t, size_t> by_index;
+  for (const json& d : json_events(body, x)) {
+    if (d.contains("error")) x.error = text_of(member(d, "error"));
+    const json* choice = chat_common(d, x);
+    if (!choice) continue;
+    const json& calls = member(member(*choice, "delta"), "tool_calls");
+    if (!calls.is_array()) continue;
+    for (const auto& c : calls) {
+      int64_t index = num(c, "index");
+      auto it = by_index.find(index);
+      if (it == by_index.end()) {
+        if (x.tool_calls.size() >= kMaxToolCalls) continue;
+        it = by_index.emplace(index, x.tool_calls.size()).first;
+        add_call(x, "", "", "");
+      }
+      ToolCall& t = x.tool_calls[it->second];
+      if (auto id = str(c, "id"); !id.empty()) t.id = id;
+      const json& f = member(c, "function");
+      if (auto name = str(f, "name"); !name.empty()) t.name += name;
+      if (t.input.size() < kMaxInput) t.input += str(f, "arguments");
+    }
+  }
+}
+
+void chat_request(const json& r, LlmExchange& x) {
+  const json& messages = member(r, "messages");
+  if (!messages.is_array()) return;
+  for (const auto& m : messages)
+    if (str(m, "role") == "tool") add_result(x, str(m, "tool_call_id"));
+}
+
+// ---- OpenAI Responses
+
+void responses_item(const json& item, LlmExchange& x) {
+  std::string type = str(item, "type");
+  if (type == "function_call") add_call(x, str(item, "call_id"), str(item, "name"), text_of(member(item, "arguments")));
+  else if (type == "custom_tool_call") add_call(x, str(item, "call_id"), str(item, "name"), text_of(member(item, "input")));
+  else if (type == "local_shell_call" || type == "shell_call")
+    add_call(x, str(item, "call_id"), type == "local_shell_call" ? "local_shell" : "shell", text_of(member(item, "action")));
+}
+
+void responses_response(const json& r, LlmExchange& x) {
+  if (auto id = str(r, "id"); !id.empty()) x.response_id = id;
+  if (auto model = str(r, "model"); !model.empty()) x.response_model = model;
+  if (auto status = str(r, "status"); !status.empty()) x.stop_reason = status;
+  if (auto why = str(member(r, "incomplete_details"), "reason"); !why.empty()) x.stop_reason = why;
+  if (!member(r, "error").is_null()) x.error = text_of(member(r, "error"));
+  const json& usage = member(r, "usage");
+  if (num(usage, "input_tokens") >= 0) x.input_tokens = num(usage, "input_tokens");
+  if (num(usage, "output_tokens") >= 0) x.output_tokens = num(usage, "output_tokens");
+  const json& output = member(r, "output");
+  if (output.is_array())
+    for (const auto& item : output) responses_item(item, x);
+}
+
+void responses_stream(std::string_view body, LlmExchange& x) {
+  // The final event carries the whole response; the items that were done
+  // stand in when it never came.
+  LlmExchange items;
+  bool whole = false;
+  for (const json& d : json_events(body, x)) {
+    std::string type = str(d, "type");
+    if (type == "response.created" || type == "response.in_progress") {
+      responses_response(member(d, "response"), x);
+      x.tool_calls.clear();
+    } else if (type == "response.output_item.done") {
+      responses_item(member(d, "item"), items);
+    } else if (type == "response.completed" || type == "response.incomplete" || type == "response.failed") {
+      x.tool_calls.clear();
+      responses_response(member(d, "response"), x);
+      whole = true;
+    } else if (type == "error") {
+      x.error = text_of(d);
+    }
+  }
+  if (!whole) {
+    x.tool_calls = std::move(items.tool_calls);
+    x.problems.push_back("the stream ended before its response.completed event");
+  }
+}
+
+void responses_request(const json& r, LlmExchange& x) {
+  const json& input = member(r, "input");
+  if (!input.is_array()) return;
+  for (const auto& item : input)
+    if (ends_with(str(item, "type"), "_call_output")) add_result(x, str(item, "call_id"));
+}
+
+// ---- Gemini generateContent
+
+void gemini_chunk(const json& r, LlmExchange& x) {
+  if (auto id = str(r, "responseId"); !id.empty()) x.response_id = id;
+  if (auto model = str(r, "modelVersion"); !model.empty()) x.response_model = model;
+  const json& usage = member(r, "usageMetadata");
+  if (num(usage, "promptTokenCount") >= 0) x.input_tokens = num(usage, "promptTokenCount");
+  if (num(usage, "candidatesTokenCount") >= 0) x.output_tokens = num(usage, "candidatesTokenCount");
+  if (!member(r, "error").is_null()) x.error = text_of(member(r, "error"));
+  const json& candidates = member(r, "candidates");
+  if (!candidates.is_array() || candidates.empty()) return;
+  if (auto f = str(candidates[0], "finishReason"); !f.empty()) x.stop_reason = f;
+  const json& parts = member(member(candidates[0], "content"), "parts");
+  if (parts.is_array())
+    for (const auto& p : parts) {
+      const json& call = member(p, "functionCall");
+      if (call.is_object()) add_call(x, str(call, "id"), str(call, "name"), text_of(member(call, "args")));
+    }
+}
+
+void gemini_request(const json& r, LlmExchange& x) {
+  const json& contents = member(r, "contents");
+  if (!contents.is_array()) return;
+  for (const auto& c : contents) {
+    const json& parts = member(c, "parts");
+    if (!parts.is_array()) continue;
+    for (const auto& p : parts) {
+      const json& fr = member(p, "functionResponse");
+      if (fr.is_object()) add_result(x, str(fr, "id").empty() ? str(fr, "name") : str(fr, "id"));
+    }
+  }
+}
+
+}  // namespace
+
+std::string llm_api_of(std::string_view method, std::string_view target) {
+  if (method != "POST") return "";
+  std::string path = path_of(target);
+  if (ends_with(path, "/v1/messages")) return "anthropic.messages";
+  if (ends_with(path, "/chat/completions")) return "openai.chat_completions";
+  if (ends_with(path, "/responses")) return "openai.responses";
+  if (path.find("/models/") != std::string::npos &&
+      (ends_with(path, ":generateContent") || ends_with(path, ":streamGenerateContent")))
+    return "gemini.generate_content";
+  return "";
+}
+
+void decode_llm_request(std::string_view target, std::string_view body, LlmExchange& x) {
+  if (x.api == "gemini.generate_content") {
+    std::string path = path_of(target);
+    size_t at = path.find("/models/") + 8, colon = path.rfind(':');
+    if (colon > at) x.model = path.substr(at, colon - at);
+    x.stream = ends_with(path, ":streamGenerateContent");
+  }
+  json r = parse(body);
+  if (!r.is_object()) {
+    x.problems.push_back(body.empty() ? "the request has no body" : "the request's body is not JSON (compressed, cut, or not an API call)");
+    return;
+  }
+  if (x.model.empty()) x.model = str(r, "model");
+  if (auto s = member(r, "stream"); s.is_boolean()) x.stream = s.get<bool>();
+  if (x.api == "anthropic.messages") anthropic_request(r, x);
+  else if (x.api == "openai.chat_completions") chat_request(r, x);
+  else if (x.api == "openai.responses") responses_request(r, x);
+  else if (x.api == "gemini.generate_content") gemini_request(r, x);
+}
+
+void decode_llm_response(std::string_view content_type, std::string_view body, LlmExchange& x) {
+  bool sse = content_type.find("text/event-stream") != std::string_view::npos;
+  if (sse) {
+    if (x.api == "anthropic.messages") anthropic_stream(body, x);
+    else if (x.api == "openai.chat_completions") chat_stream(body, x);
+    else if (x.api == "openai.responses") responses_stream(body, x);
+    else
+      for (const json& d : json_events(body, x)) gemini_chunk(d, x);
+    return;
+  }
+  json r = parse(body);
+  if (r.is_array() && x.api == "gemini.generate_content") {  // streamGenerateContent without alt=sse
+    for (const auto& chunk : r) gemini_chunk(chunk, x);
+    return;
+  }
+  if (!r.is_object()) {
+    x.problems.push_back(body.empty() ? "the response has no body" : "the response's body is not JSON (compressed, cut, or not an API answer)");
+    return;
+  }
+  if (!member(r, "error").is_null() && x.api != "gemini.generate_content") x.error = text_of(member(r, "error"));
+  if (x.api == "anthropic.messages") anthropic_message(r, x);
+  else if (x.api == "openai.chat_completions") chat_response(r, x);
+  else if (x.api == "openai.responses") responses_response(r, x);
+  else gemini_chunk(r, x);
+}
+
+}  // namespace flightrec::agent

@@ -1,0 +1,336 @@
+#include "session/llm_calls.h"
+
+#include <algorithm>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "common/text.h"
+
+namespace flightrec::session {
+namespace {
+
+constexpr size_t kMaxConns = 4096;   // connections followed at once (the least used goes)
+constexpr size_t kMaxAsked = 4096;   // tool calls waiting for their result
+constexpr size_t kMaxActs = 65536;   // recent acts kept for attribution
+constexpr size_t kMaxLinks = 4096;   // acts linked to one tool call
+
+uint64_t ts_of(const events::Entry& e) { return uint64_t(e.int_or("ts_mono_ns")); }
+
+std::vector<std::string> strings_of(const events::Entry& e, std::string_view key) {
+  const events::Value* v = e.get(key);
+  if (auto* list = v ? std::get_if<std::vector<std::string>>(v) : nullptr) return *list;
+  return {};
+}
+
+std::vector<int64_t> seqs(const std::vector<int64_t>& s) { return s; }
+
+// The shell command a tool call runs, from its input ("" when it is no shell tool).
+std::string command_of(const agent::ToolCall& c) {
+  auto j = nlohmann::json::parse(c.input, nullptr, false);
+  if (!j.is_object()) return "";
+  for (const char* key : {"command", "cmd"}) {
+    auto it = j.find(key);
+    if (it == j.end()) continue;
+    if (it->is_string()) return it->get<std::string>();
+    if (it->is_array()) {
+      // ["bash", "-lc", "make test"]: the script is the last word
+      if (!it->empty() && it->back().is_string()) return it->back().get<std::string>();
+    }
+  }
+  return "";
+}
+
+// The files an edit tool writes: a path member of its input, or the files
+// an apply_patch text adds or updates.
+std::vector<std::string> paths_of(const agent::ToolCall& c) {
+  auto j = nlohmann::json::parse(c.input, nullptr, false);
+  std::vector<std::string> out;
+  std::string patch = j.is_object() ? "" : c.input;
+  if (j.is_object()) {
+    for (const char* key : {"file_path", "path", "filename", "notebook_path"}) {
+      auto it = j.find(key);
+      if (it != j.end() && it->is_string()) out.push_back(it->get<std::string>());
+    }
+    if (auto it = j.find("input"); it != j.end() && it->is_string()) patch = it->get<std::string>();
+  }
+  for (size_t pos = 0; (pos = patch.find("*** ", pos)) != std::string::npos && out.size() < 64; pos += 4)
+    for (const char* verb : {"*** Add File: ", "*** Update File: ", "*** Move to: "})
+      if (patch.compare(pos, std::strlen(verb), verb) == 0) {
+        size_t start = pos + std::strlen(verb), end = patch.find('\n', start);
+        out.push_back(patch.substr(start, end == std::string::npos ? std::string::npos : end - start));
+      }
+  return out;
+}
+
+bool path_matches(const std::string& written, const std::string& named) {
+  if (named.empty() || written.empty()) return false;
+  if (written == named) return true;
+  std::string tail = named.starts_with("/") ? named : "/" + named;
+  return written.size() > tail.size() && written.compare(written.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+}  // namespace
+
+LlmCalls::Who LlmCalls::Who::of(const events::Entry& e) {
+  return Who{e.int_or("pid"), e.int_or("tid"), e.int_or("ppid"), e.int_or("uid"), e.int_or("gid"), e.string_or("comm")};
+}
+
+void LlmCalls::Who::fill(events::Entry& about, uint64_t ts) const {
+  about.clear();
+  about.set("pid", pid);
+  about.set("tid", tid);
+  about.set("ppid", ppid);
+  about.set("uid", uid);
+  about.set("gid", gid);
+  about.set("comm", comm);
+  about.set("ts_mono_ns", ts);
+}
+
+bool LlmCalls::descends(uint32_t pid, uint32_t ancestor) const {
+  for (int i = 0; i < 64 && pid; ++i) {
+    if (pid == ancestor) return true;
+    auto it = parents_.find(pid);
+    if (it == parents_.end() || it->second == pid) return false;
+    pid = it->second;
+  }
+  return false;
+}
+
+void LlmCalls::note_act(const events::Entry& e) {
+  std::string type = e.type();
+  uint32_t pid = uint32_t(e.int_or("pid"));
+  if (parents_.size() > 65536) parents_.clear();
+  if (type == "fork") {
+    if (!e.int_or("thread")) parents_[uint32_t(e.int_or("child_pid"))] = pid;
+    return;
+  }
+  if (uint32_t ppid = uint32_t(e.int_or("ppid")); ppid && !parents_.count(pid)) parents_[pid] = ppid;
+  Act a{e.int_or("seq"), pid, ts_of(e), nullptr, {}};
+  if (type == "exec") {
+    a.kind = "exec";
+    for (const auto& arg : strings_of(e, "argv")) a.what += (a.what.empty() ? "" : " ") + arg;
+  } else if (type == "file_open" && e.int_or("ret", -1) >= 0) {
+    int64_t flags = e.int_or("flags", -1);
+    if (flags < 0 || (flags & 3) == 0) return;  // read-only, or openat2 (flags unknown)
+    a.kind = "file_write";
+    a.what = e.string_or("kernel_path", e.string_or("path"));
+  } else if (type == "connect" && (e.int_or("ret", -1) == 0 || e.string_or("errno") == "EINPROGRESS")) {
+    a.kind = "connect";
+    a.what = e.string_or("addr") + ":" + std::to_string(e.int_or("port"));
+  } else {
+    return;
+  }
+  if (asked_.empty()) return;  // no tool call is waiting: nothing to attribute it to
+  acts_.push_back(std::move(a));
+  if (acts_.size() > kMaxActs) acts_.pop_front();
+}
+
+void LlmCalls::observe(const events::Entry& e, Emitted& out) {
+  std::string type = e.type();
+  if (type == "tls") on_tls(e, out);
+  else if (type == "exec" || type == "fork" || type == "file_open" || type == "connect") note_act(e);
+}
+
+void LlmCalls::written(const events::Entry& own) {
+  if (own.type() == "llm_call") call_seqs_[uint64_t(own.int_or("call_number"))] = own.int_or("seq");
+}
+
+void LlmCalls::on_tls(const events::Entry& e, Emitted& out) {
+  auto data = base64_decode(e.string_or("data_b64"));
+  if (!data) return;
+  uint32_t pid = uint32_t(e.int_or("pid"));
+  auto key = std::make_pair(pid, uint64_t(e.int_or("ssl")));
+  auto it = conns_.find(key);
+  if (it == conns_.end()) {
+    if (conns_.size() >= kMaxConns) {
+      auto least = std::min_element(conns_.begin(), conns_.end(), [](const auto& a, const auto& b) { return a.second.used < b.second.used; });
+      conns_.erase(least);
+    }
+    it = conns_.emplace(key, Conn{}).first;
+    it->second.pid = pid;
+  }
+  Conn& c = it->second;
+  c.used = ++uses_;
+  c.who = Who::of(e);
+  c.fd = e.int_or("fd", -1);
+  bool send = e.string_or("direction") == "send";
+  std::vector<agent::HttpMessage> done;
+  (send ? c.sent : c.received)
+      .feed(uint64_t(e.int_or("stream_offset")), uint64_t(e.int_or("len")), *data, e.int_or("seq"), ts_of(e), done);
+  for (auto& m : done) {
+    if (send && m.request) {
+      Exchange ex{std::move(m), {}};
+      ex.x.api = agent::llm_api_of(ex.request.method, ex.request.target);
+      if (!ex.x.api.empty()) on_request(c, ex, e, out);
+      if (c.waiting.size() < 64) c.waiting.push_back(std::move(ex));
+    } else if (!send && !m.request && !c.waiting.empty()) {
+      if (m.status / 100 == 1) continue;  // an interim response: the final one follows
+      Exchange ex = std::move(c.waiting.front());
+      c.waiting.pop_front();
+      if (!ex.x.api.empty()) write_call(c, ex, &m, e, out);
+    }
+  }
+}
+
+void LlmCalls::on_request(Conn& c, Exchange& ex, const events::Entry& e, Emitted& out) {
+  const agent::HttpMessage& r = ex.request;
+  if (std::string enc = r.header("content-encoding"); !enc.empty() && enc != "identity")
+    ex.x.problems.push_back("the request's body is " + enc + "-encoded: not decoded");
+  else
+    agent::decode_llm_request(r.target, r.body, ex.x);
+  if (!r.problem.empty()) ex.x.problems.push_back("request: " + r.problem);
+  // The results this request returns: their tool calls are complete now.
+  for (const auto& id : ex.x.tool_results) {
+    auto a = asked_.find(id);
+    if (a == asked_.end()) continue;
+    write_tool_call(a->second, &ex, e, out);
+    asked_.erase(a);
+  }
+  (void)c;
+}
+
+void LlmCalls::write_call(Conn& c, Exchange& ex, const agent::HttpMessage* resp, const events::Entry& about,
+                          Emitted& out) {
+  agent::LlmExchange& x = ex.x;
+  if (resp) {
+    if (std::string enc = resp->header("content-encoding"); !enc.empty() && enc != "identity")
+      x.problems.push_back("the response's body is " + enc + "-encoded: not decoded");
+    else
+      agent::decode_llm_response(resp->header("content-type"), resp->body, x);
+    if (!resp->problem.empty()) x.problems.push_back("response: " + resp->problem);
+  } else {
+    x.problems.push_back("no response was recorded");
+  }
+  uint64_t number = ++calls_;
+  events::Entry& e = out.add_about("llm_call", about);
+  e.set("call_number", number);
+  e.set("api", x.api);
+  e.set("ssl", uint64_t(about.int_or("ssl")));
+  e.set("fd", c.fd);
+  if (auto host = ex.request.header("host"); !host.empty()) e.set_bytes("host", host);
+  e.set_bytes("path", ex.request.target);
+  if (!x.model.empty()) e.set_bytes("model", x.model);
+  if (!x.response_model.empty() && x.response_model != x.model) e.set_bytes("response_model", x.response_model);
+  e.set("stream", x.stream ? 1 : 0);
+  e.set("request_seqs", seqs(ex.request.seqs));
+  if (resp) {
+    e.set("status", resp->status);
+    e.set("response_seqs", seqs(resp->seqs));
+    e.set("duration_ns", resp->last_ts >= ex.request.first_ts ? resp->last_ts - ex.request.first_ts : 0);
+    for (const char* h : {"request-id", "x-request-id"})
+      if (auto id = resp->header(h); !id.empty()) {
+        e.set_bytes("request_id", id);
+        break;
+      }
+  }
+  if (!x.response_id.empty()) e.set_bytes("response_id", x.response_id);
+  if (x.input_tokens >= 0) e.set("input_tokens", x.input_tokens);
+  if (x.output_tokens >= 0) e.set("output_tokens", x.output_tokens);
+  if (!x.stop_reason.empty()) e.set_bytes("stop_reason", x.stop_reason);
+  if (!x.error.empty()) e.set_bytes("error", x.error.substr(0, 4096));
+  std::vector<std::string> ids, names;
+  for (const auto& t : x.tool_calls) {
+    ids.push_back(printable(t.id));
+    names.push_back(printable(t.name));
+  }
+  if (!ids.empty()) {
+    e.set("tool_call_ids", std::move(ids));
+    e.set("tool_call_names", std::move(names));
+  }
+  if (!x.tool_results.empty()) {
+    std::vector<std::string> results;
+    for (const auto& id : x.tool_results) results.push_back(printable(id));
+    e.set("tool_result_ids", std::move(results));
+  }
+  if (!x.problems.empty()) {
+    std::vector<std::string> problems(x.problems.begin(), x.problems.begin() + long(std::min<size_t>(x.problems.size(), 16)));
+    e.set("problems", std::move(problems));
+  }
+  // Its tool calls wait for their results.
+  for (const auto& t : x.tool_calls) {
+    if (t.id.empty() || asked_.size() >= kMaxAsked) continue;
+    asked_[t.id] = Asked{t, number, resp ? resp->last_ts : ex.request.last_ts, c.pid, c.who};
+  }
+}
+
+void LlmCalls::write_tool_call(const Asked& a, const Exchange* result, const events::Entry& about, Emitted& out) {
+  uint64_t end = result ? result->request.first_ts : ts_of(about);
+  std::string command = command_of(a.call);
+  std::vector<std::string> paths = paths_of(a.call);
+  auto writes_named = [](const Act& act, const std::vector<std::string>& named) {
+    return std::string_view(act.kind) == "file_write" &&
+           std::any_of(named.begin(), named.end(), [&](const std::string& p) { return path_matches(act.what, p); });
+  };
+  // Acts of the agent's processes while the tool ran, each linked by the
+  // most specific method that holds: its argv has the tool's command
+  // ("argv"), it descends from such a process ("subtree"), it writes the
+  // file the tool names ("path"), or it only fell in the window ("window").
+  std::vector<uint32_t> matched;
+  std::vector<int64_t> act_seqs;
+  std::vector<std::string> kinds, links;
+  auto in_window = [&](const Act& act) {
+    return act.ts >= a.asked_ts && act.ts <= end && (act.pid == a.agent || descends(act.pid, a.agent));
+  };
+  for (const auto& act : acts_)
+    if (in_window(act) && std::string_view(act.kind) == "exec" && !command.empty() &&
+        act.what.find(command) != std::string::npos)
+      matched.push_back(act.pid);
+  // Another waiting tool call that explains an act better takes it.
+  auto claimed_elsewhere = [&](const Act& act) {
+    for (const auto& [id, other] : asked_) {
+      if (id == a.call.id) continue;
+      std::string oc = command_of(other.call);
+      if (std::string_view(act.kind) == "exec" && !oc.empty() && act.what.find(oc) != std::string::npos) return true;
+      if (writes_named(act, paths_of(other.call))) return true;
+    }
+    return false;
+  };
+  for (const auto& act : acts_) {
+    if (!in_window(act) || act_seqs.size() >= kMaxLinks) continue;
+    std::string link;
+    if (std::string_view(act.kind) == "exec" && !command.empty() && act.what.find(command) != std::string::npos) link = "argv";
+    else if (std::any_of(matched.begin(), matched.end(), [&](uint32_t m) { return act.pid == m || descends(act.pid, m); }))
+      link = "subtree";
+    else if (writes_named(act, paths)) link = "path";
+    else if (!claimed_elsewhere(act)) link = "window";
+    if (link.empty()) continue;
+    act_seqs.push_back(act.seq);
+    kinds.push_back(act.kind);
+    links.push_back(link);
+  }
+  events::Entry& e = out.add_about("tool_call", about);
+  e.set_bytes("tool_call_id", a.call.id);
+  e.set_bytes("name", a.call.name);
+  e.set_bytes("input", a.call.input);
+  if (auto seq = call_seqs_.find(a.call_number); seq != call_seqs_.end()) e.set("llm_call", seq->second);
+  e.set("agent_pid", a.agent);
+  if (result) {
+    e.set("result_request_seqs", seqs(result->request.seqs));
+    e.set("duration_ns", end >= a.asked_ts ? end - a.asked_ts : 0);
+  } else {
+    e.set("result_seen", 0);
+  }
+  e.set("act_seqs", std::move(act_seqs));
+  e.set("act_kinds", std::move(kinds));
+  e.set("act_links", std::move(links));
+}
+
+void LlmCalls::finish(Emitted& out) {
+  uint64_t last = acts_.empty() ? 0 : acts_.back().ts;
+  events::Entry about;
+  for (auto& [key, c] : conns_) {
+    if (c.waiting.empty() || c.waiting.front().x.api.empty()) continue;
+    agent::HttpMessage open;
+    c.who.fill(about, last);
+    about.set("ssl", key.second);
+    write_call(c, c.waiting.front(), c.received.take_open(open) ? &open : nullptr, about, out);
+  }
+  conns_.clear();
+  for (const auto& [id, a] : asked_) {
+    a.who.fill(about, std::max(a.asked_ts, last));
+    write_tool_call(a, nullptr, about, out);
+  }
+  asked_.clear();
+}
+
+}  // namespace flightrec::session

@@ -1,0 +1,81 @@
+#pragma once
+// The agent's turns in the record. From the `tls` entries of a session's
+// processes: an `llm_call` entry for each model API exchange (HTTP/1; see
+// agent/llm_api.h for the APIs), naming the tls entries that hold its
+// bytes; and a `tool_call` entry for each tool call the model made, written
+// when the request that returns its result is seen, linking the llm_call
+// that asked for it, the request that answered, and what the agent's
+// processes did in between (execs, files opened for writing, connects),
+// each link with the method that made it. docs/FORMAT.md says the members.
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "agent/http1.h"
+#include "agent/llm_api.h"
+#include "session/pipeline.h"
+
+namespace flightrec::session {
+
+class LlmCalls : public Observer {
+ public:
+  void observe(const events::Entry& entry, Emitted& out) override;
+  void written(const events::Entry& own) override;
+  // The session's end: exchanges still open, tool calls never answered.
+  void finish(Emitted& out);
+
+ private:
+  struct Exchange {
+    agent::HttpMessage request;
+    agent::LlmExchange x;
+  };
+  // Whose acts an entry of ours is about (the process that talks to the model).
+  struct Who {
+    int64_t pid = 0, tid = 0, ppid = 0, uid = 0, gid = 0;
+    std::string comm;
+    static Who of(const events::Entry& e);
+    void fill(events::Entry& about, uint64_t ts) const;
+  };
+  struct Conn {
+    agent::Http1Stream sent, received;
+    Who who;
+    std::deque<Exchange> waiting;  // requests whose response has not come (in order: HTTP/1)
+    uint32_t pid = 0;
+    int64_t fd = -1;
+    uint64_t used = 0;
+  };
+  struct Asked {  // a tool call the model made, its result not seen yet
+    agent::ToolCall call;
+    uint64_t call_number = 0;  // of the llm_call that asked (its seq once written)
+    uint64_t asked_ts = 0;     // the model's answer ended
+    uint32_t agent = 0;        // the process that talks to the model
+    Who who;
+  };
+  struct Act {
+    int64_t seq;
+    uint32_t pid;
+    uint64_t ts;
+    const char* kind;  // "exec", "file_write", "connect"
+    std::string what;  // argv joined, the path, or addr:port
+  };
+
+  void on_tls(const events::Entry& e, Emitted& out);
+  void on_request(Conn& c, Exchange& ex, const events::Entry& e, Emitted& out);
+  void write_call(Conn& c, Exchange& ex, const agent::HttpMessage* response, const events::Entry& about, Emitted& out);
+  void write_tool_call(const Asked& a, const Exchange* result, const events::Entry& about, Emitted& out);
+  void note_act(const events::Entry& e);
+  bool descends(uint32_t pid, uint32_t ancestor) const;
+
+  std::map<std::pair<uint32_t, uint64_t>, Conn> conns_;  // (pid, ssl)
+  std::map<std::string, Asked> asked_;                   // by tool call id
+  std::map<uint64_t, int64_t> call_seqs_;                // llm_call number -> its seq
+  std::map<uint32_t, uint32_t> parents_;                 // pid -> its parent, from fork and exec entries
+  std::deque<Act> acts_;                                 // recent acts, for attribution
+  std::vector<uint8_t> scratch_;
+  uint64_t calls_ = 0, uses_ = 0;
+};
+
+}  // namespace flightrec::session
