@@ -113,6 +113,23 @@ void check_turns(const std::string& api, bool stream) {
   // The shell's write of tool_ran.txt is the shell tool's (its subtree), not the edit's.
   CHECK(tools[1].dump().find("tool_ran.txt") == std::string::npos);
   CHECK(flightrec({"verify", "--db", db}).code == 0);
+
+  // For people: turn by turn, from the same entries and the bytes they name.
+  Result view = flightrec({"agent", "--db", db, "--json"});
+  REQUIRE(view.code == 0);
+  json turns = json::parse(view.out)["turns"];
+  REQUIRE(turns.size() == 3);
+  CHECK(turns[0]["prompt"].get<std::string>().find("Run the command") != std::string::npos);
+  CHECK(turns[1]["prompt"] == "");  // its last user message carries only the tool result
+  CHECK(turns[2]["answer"] == "Done: ran the command and wrote hello.txt.");
+  REQUIRE(turns[0]["tool_calls"].size() == 1);
+  CHECK(turns[0]["tool_calls"][0]["id"] == shell_id);
+  CHECK(turns[0]["tool_calls"][0]["acts"][0]["link"] == "argv");
+  CHECK(turns[0]["tool_calls"][0]["acts"][0]["what"].get<std::string>().find("echo flightrec-tool-ran") != std::string::npos);
+  REQUIRE(turns[1]["tool_calls"].size() == 1);
+  CHECK(turns[1]["tool_calls"][0]["result"] == "written");
+  Result text = flightrec({"agent", "--db", db});
+  CHECK(text.out.find("did:    exec") != std::string::npos);
 }
 
 }  // namespace

@@ -134,6 +134,8 @@ TEST_CASE("llm api: OpenAI Chat Completions, streamed tool calls put together by
   CHECK(x.tool_calls[0].input == R"({"command":"ls"})");
   CHECK(x.tool_calls[1].id == "call_b");
   CHECK(x.tool_results == std::vector<std::string>{"call_old"});
+  CHECK(x.result_texts == std::vector<std::string>{"ok"});
+  CHECK(x.prompt.empty());  // the tool's result came after the user's "hi"
   CHECK(x.problems.empty());
 }
 

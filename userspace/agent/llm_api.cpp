@@ -46,9 +46,32 @@ void add_call(LlmExchange& x, std::string id, std::string name, std::string inpu
   x.tool_calls.push_back({std::move(id), std::move(name), cut(std::move(input))});
 }
 
-void add_result(LlmExchange& x, std::string id) {
-  if (!id.empty() && x.tool_results.size() < kMaxToolCalls) x.tool_results.push_back(std::move(id));
+constexpr size_t kMaxExcerpt = 4096;
+
+void excerpt(std::string& to, std::string_view text) {
+  if (to.size() < kMaxExcerpt) to.append(text.substr(0, kMaxExcerpt - to.size()));
 }
+
+// The text of a message's content: a string, or its text parts joined.
+std::string content_text(const json& c) {
+  if (c.is_string()) return c.get<std::string>().substr(0, kMaxExcerpt);
+  std::string out;
+  if (c.is_array())
+    for (const auto& part : c) {
+      if (part.is_string()) excerpt(out, part.get<std::string>());
+      else if (part.is_object() && part.contains("text") && part["text"].is_string()) excerpt(out, part["text"].get<std::string>());
+    }
+  return out;
+}
+
+void add_result(LlmExchange& x, std::string id, std::string text = "") {
+  if (id.empty() || x.tool_results.size() >= kMaxToolCalls) return;
+  x.tool_results.push_back(std::move(id));
+  x.result_texts.push_back(text.substr(0, kMaxExcerpt));
+}
+
+// The text of the request's last user message ("" when tool results came after it).
+void user_text(LlmExchange& x, const std::string& text) { x.prompt = text.substr(0, kMaxExcerpt); }
 
 json parse(std::string_view text) { return json::parse(text.begin(), text.end(), nullptr, false); }
 
@@ -109,8 +132,10 @@ void anthropic_message(const json& m, LlmExchange& x) {
   if (num(usage, "output_tokens") >= 0) x.output_tokens = num(usage, "output_tokens");
   const json& content = member(m, "content");
   if (content.is_array())
-    for (const auto& c : content)
+    for (const auto& c : content) {
       if (str(c, "type") == "tool_use") add_call(x, str(c, "id"), str(c, "name"), text_of(member(c, "input")));
+      if (str(c, "type") == "text") excerpt(x.answer, str(c, "text"));
+    }
 }
 
 void anthropic_stream(std::string_view body, LlmExchange& x) {
@@ -133,6 +158,7 @@ void anthropic_stream(std::string_view body, LlmExchange& x) {
         std::string& p = partial[it->second];
         if (p.size() < kMaxInput) p += str(delta, "partial_json");
       }
+      if (str(delta, "type") == "text_delta") excerpt(x.answer, str(delta, "text"));
     } else if (type == "message_delta") {
       if (auto stop = str(member(d, "delta"), "stop_reason"); !stop.empty()) x.stop_reason = stop;
       if (num(member(d, "usage"), "output_tokens") >= 0) x.output_tokens = num(member(d, "usage"), "output_tokens");
@@ -149,10 +175,17 @@ void anthropic_request(const json& r, LlmExchange& x) {
   const json& messages = member(r, "messages");
   if (!messages.is_array()) return;
   for (const auto& m : messages) {
+    if (str(m, "role") != "user") continue;
     const json& content = member(m, "content");
+    std::string text;
     if (content.is_array())
-      for (const auto& c : content)
-        if (str(c, "type") == "tool_result") add_result(x, str(c, "tool_use_id"));
+      for (const auto& c : content) {
+        if (str(c, "type") == "tool_result") add_result(x, str(c, "tool_use_id"), content_text(member(c, "content")));
+        if (str(c, "type") == "text") excerpt(text, str(c, "text"));
+      }
+    else
+      text = content_text(content);
+    user_text(x, text);
   }
 }
 
@@ -174,6 +207,7 @@ const json* chat_common(const json& r, LlmExchange& x) {
 void chat_response(const json& r, LlmExchange& x) {
   const json* choice = chat_common(r, x);
   if (!choice) return;
+  excerpt(x.answer, content_text(member(member(*choice, "message"), "content")));
   const json& calls = member(member(*choice, "message"), "tool_calls");
   if (calls.is_array())
     for (const auto& c : calls) add_call(x, str(c, "id"), str(member(c, "function"), "name"), text_of(member(member(c, "function"), "arguments")));
@@ -185,6 +219,7 @@ void chat_stream(std::string_view body, LlmExchange& x) {
     if (d.contains("error")) x.error = text_of(member(d, "error"));
     const json* choice = chat_common(d, x);
     if (!choice) continue;
+    excerpt(x.answer, str(member(*choice, "delta"), "content"));
     const json& calls = member(member(*choice, "delta"), "tool_calls");
     if (!calls.is_array()) continue;
     for (const auto& c : calls) {
@@ -207,8 +242,13 @@ void chat_stream(std::string_view body, LlmExchange& x) {
 void chat_request(const json& r, LlmExchange& x) {
   const json& messages = member(r, "messages");
   if (!messages.is_array()) return;
-  for (const auto& m : messages)
-    if (str(m, "role") == "tool") add_result(x, str(m, "tool_call_id"));
+  for (const auto& m : messages) {
+    if (str(m, "role") == "tool") {
+      add_result(x, str(m, "tool_call_id"), content_text(member(m, "content")));
+      x.prompt.clear();
+    }
+    if (str(m, "role") == "user") user_text(x, content_text(member(m, "content")));
+  }
 }
 
 // ---- OpenAI Responses
@@ -219,6 +259,7 @@ void responses_item(const json& item, LlmExchange& x) {
   else if (type == "custom_tool_call") add_call(x, str(item, "call_id"), str(item, "name"), text_of(member(item, "input")));
   else if (type == "local_shell_call" || type == "shell_call")
     add_call(x, str(item, "call_id"), type == "local_shell_call" ? "local_shell" : "shell", text_of(member(item, "action")));
+  else if (type == "message") excerpt(x.answer, content_text(member(item, "content")));
 }
 
 void responses_response(const json& r, LlmExchange& x) {
@@ -249,6 +290,7 @@ void responses_stream(std::string_view body, LlmExchange& x) {
       responses_item(member(d, "item"), items);
     } else if (type == "response.completed" || type == "response.incomplete" || type == "response.failed") {
       x.tool_calls.clear();
+      x.answer.clear();
       responses_response(member(d, "response"), x);
       whole = true;
     } else if (type == "error") {
@@ -257,15 +299,22 @@ void responses_stream(std::string_view body, LlmExchange& x) {
   }
   if (!whole) {
     x.tool_calls = std::move(items.tool_calls);
+    x.answer = std::move(items.answer);
     x.problems.push_back("the stream ended before its response.completed event");
   }
 }
 
 void responses_request(const json& r, LlmExchange& x) {
   const json& input = member(r, "input");
+  if (input.is_string()) user_text(x, input.get<std::string>());
   if (!input.is_array()) return;
-  for (const auto& item : input)
-    if (ends_with(str(item, "type"), "_call_output")) add_result(x, str(item, "call_id"));
+  for (const auto& item : input) {
+    if (ends_with(str(item, "type"), "_call_output")) {
+      add_result(x, str(item, "call_id"), content_text(member(item, "output")));
+      x.prompt.clear();  // a tool result is the last thing said, not the user's text before it
+    }
+    if (str(item, "role") == "user") user_text(x, content_text(member(item, "content")));
+  }
 }
 
 // ---- Gemini generateContent
@@ -285,6 +334,7 @@ void gemini_chunk(const json& r, LlmExchange& x) {
     for (const auto& p : parts) {
       const json& call = member(p, "functionCall");
       if (call.is_object()) add_call(x, str(call, "id"), str(call, "name"), text_of(member(call, "args")));
+      excerpt(x.answer, str(p, "text"));
     }
 }
 
@@ -294,10 +344,13 @@ void gemini_request(const json& r, LlmExchange& x) {
   for (const auto& c : contents) {
     const json& parts = member(c, "parts");
     if (!parts.is_array()) continue;
+    std::string text;
     for (const auto& p : parts) {
       const json& fr = member(p, "functionResponse");
-      if (fr.is_object()) add_result(x, str(fr, "id").empty() ? str(fr, "name") : str(fr, "id"));
+      if (fr.is_object()) add_result(x, str(fr, "id").empty() ? str(fr, "name") : str(fr, "id"), text_of(member(fr, "response")));
+      excerpt(text, str(p, "text"));
     }
+    if (str(c, "role") == "user") user_text(x, text);
   }
 }
 

@@ -24,6 +24,9 @@ struct LlmExchange {
   int64_t input_tokens = -1, output_tokens = -1;  // -1: not said
   std::vector<ToolCall> tool_calls;          // the model's, in the order it made them
   std::vector<std::string> tool_results;     // ids of the tool calls whose results the request carries
+  std::vector<std::string> result_texts;     // ... and each result's text (at most 4 KiB each)
+  std::string prompt;                        // the request's last user text, "" when tool results follow it (<= 4 KiB)
+  std::string answer;                        // the model's text (at most 4 KiB)
   std::vector<std::string> problems;         // what could not be read, and why
 };
 

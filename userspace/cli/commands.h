@@ -31,5 +31,6 @@ int cmd_collect(const Args& args);
 int cmd_changes(const Args& args);
 int cmd_apply(const Args& args);
 int cmd_gc(const Args& args);
+int cmd_agent(const Args& args);
 
 }  // namespace flightrec::cli

@@ -16,6 +16,7 @@ commands:
   watch    record what the processes of existing cgroups do (e.g. a pod)
   query    print recorded entries, filtered (JSON Lines with --json)
   summary  each session at a glance: programs, files, hosts, violations, loss
+  agent    an agent's session turn by turn: model calls, tool calls, what each did
   replay   what another policy would have denied in a recorded session
   changes  what a session changed in its work directory, as a diff
   apply    write a session's kept changes to its work directory, refusing conflicts
@@ -61,6 +62,7 @@ int main(int argc, char** argv) {
     if (command == "collect") return cmd_collect(args);
     if (command == "changes") return cmd_changes(args);
     if (command == "gc") return cmd_gc(args);
+    if (command == "agent") return cmd_agent(args);
     if (command == "apply") return cmd_apply(args);
     if (command == "--help" || command == "-h" || command == "help") {
       std::cout << kUsage << "\n";

@@ -1,0 +1,146 @@
+#include "inspect/turns.h"
+
+#include <map>
+#include <set>
+
+#include "agent/http1.h"
+#include "agent/llm_api.h"
+#include "common/error.h"
+#include "common/text.h"
+
+namespace flightrec::inspect {
+namespace {
+
+using nlohmann::json;
+
+std::vector<int64_t> seq_list(const json& e, const char* key) {
+  std::vector<int64_t> out;
+  if (e.contains(key) && e[key].is_array())
+    for (const auto& s : e[key])
+      if (s.is_number_integer()) out.push_back(s.get<int64_t>());
+  return out;
+}
+
+std::string text(const json& e, const char* key) {
+  if (e.contains(key) && e[key].is_string()) return e[key].get<std::string>();
+  std::string b64 = std::string(key) + "_b64";
+  if (e.contains(b64) && e[b64].is_string()) return base64_decode(e[b64].get<std::string>()).value_or("");
+  return "";
+}
+
+// One HTTP message from the tls entries that held it, in order.
+std::optional<agent::HttpMessage> message_of(const std::vector<int64_t>& seqs, const std::map<int64_t, json>& tls) {
+  agent::Http1Stream stream;
+  std::vector<agent::HttpMessage> out;
+  for (int64_t s : seqs) {
+    auto it = tls.find(s);
+    if (it == tls.end()) return std::nullopt;
+    const json& t = it->second;
+    auto bytes = base64_decode(t.value("data_b64", ""));
+    if (!bytes) return std::nullopt;
+    stream.feed(t.value("stream_offset", uint64_t(0)), t.value("len", uint64_t(0)), *bytes, s, 0, out);
+    if (!out.empty()) return std::move(out.front());
+  }
+  agent::HttpMessage open;
+  if (stream.take_open(open)) return open;
+  return std::nullopt;
+}
+
+std::string act_text(const json& e) {
+  std::string type = e.value("type", "");
+  if (type == "exec") {
+    std::string argv;
+    if (e.contains("argv"))
+      for (const auto& a : e["argv"])
+        if (a.is_string()) argv += (argv.empty() ? "" : " ") + a.get<std::string>();
+    return argv;
+  }
+  if (type == "file_open") return text(e, "kernel_path").empty() ? text(e, "path") : text(e, "kernel_path");
+  if (type == "connect") return text(e, "addr") + ":" + std::to_string(e.value("port", 0));
+  return type;
+}
+
+}  // namespace
+
+json agent_turns(ledger::Store& store, int64_t session) {
+  ledger::EntryFilter f;
+  f.session = session;
+  f.types = {"genesis", "llm_call", "tool_call"};
+  std::vector<json> calls, tools;
+  std::set<int64_t> wanted;
+  bool found = false;
+  store.for_each_entry(f, [&](const ledger::EntryRow& row) {
+    json e = json::parse(row.body, nullptr, false);
+    if (!e.is_object()) return true;
+    if (row.type == "genesis") found = true;
+    if (row.type == "llm_call") {
+      for (const char* k : {"request_seqs", "response_seqs"})
+        for (int64_t s : seq_list(e, k)) wanted.insert(s);
+      calls.push_back(std::move(e));
+    } else if (row.type == "tool_call") {
+      for (int64_t s : seq_list(e, "act_seqs")) wanted.insert(s);
+      tools.push_back(std::move(e));
+    }
+    return true;
+  });
+  if (!found) throw Error("no session " + std::to_string(session) + " in " + store.path());
+  std::map<int64_t, json> held;  // the tls entries and acts named above
+  if (!wanted.empty()) {
+    f.types = {"tls", "exec", "file_open", "connect"};
+    store.for_each_entry(f, [&](const ledger::EntryRow& row) {
+      if (wanted.count(row.seq)) held[row.seq] = json::parse(row.body, nullptr, false);
+      return true;
+    });
+  }
+  json turns = json::array();
+  std::map<std::vector<int64_t>, const agent::LlmExchange*> by_request;  // request seqs -> what it carried
+  std::vector<agent::LlmExchange> decoded(calls.size());
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const json& c = calls[i];
+    agent::LlmExchange& x = decoded[i];
+    x.api = c.value("api", "");
+    auto request = message_of(seq_list(c, "request_seqs"), held);
+    auto response = message_of(seq_list(c, "response_seqs"), held);
+    if (request) agent::decode_llm_request(request->target, request->body, x);
+    if (response) agent::decode_llm_response(response->header("content-type"), response->body, x);
+    by_request[seq_list(c, "request_seqs")] = &x;
+  }
+  std::map<int64_t, std::vector<const json*>> tools_of;  // llm_call seq -> its tool_call entries
+  for (const auto& t : tools) tools_of[t.value("llm_call", int64_t(0))].push_back(&t);
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const json& c = calls[i];
+    const agent::LlmExchange& x = decoded[i];
+    json turn = {{"llm_call", c.value("seq", int64_t(0))}, {"api", c.value("api", "")}, {"model", text(c, "model")},
+                 {"status", c.value("status", 0)}, {"stream", c.value("stream", 0)}, {"prompt", x.prompt},
+                 {"answer", x.answer}, {"tool_calls", json::array()}};
+    for (const char* k : {"input_tokens", "output_tokens"})
+      if (c.contains(k)) turn[k] = c[k];
+    if (c.contains("stop_reason")) turn["stop_reason"] = text(c, "stop_reason");
+    if (c.contains("problems")) turn["problems"] = c["problems"];
+    for (const json* t : tools_of[c.value("seq", int64_t(0))]) {
+      json tool = {{"tool_call", t->value("seq", int64_t(0))}, {"id", text(*t, "tool_call_id")}, {"name", text(*t, "name")},
+                   {"input", text(*t, "input")}, {"result_seen", t->value("result_seen", 1)}, {"acts", json::array()}};
+      if (t->contains("duration_ns")) tool["duration_ns"] = (*t)["duration_ns"];
+      // The result, as the request that returned it carried it.
+      if (auto r = by_request.find(seq_list(*t, "result_request_seqs")); r != by_request.end()) {
+        const auto& ids = r->second->tool_results;
+        for (size_t k = 0; k < ids.size(); ++k)
+          if (ids[k] == tool["id"]) tool["result"] = r->second->result_texts[k];
+      }
+      std::vector<int64_t> acts = seq_list(*t, "act_seqs");
+      for (size_t k = 0; k < acts.size(); ++k) {
+        auto a = held.find(acts[k]);
+        json act = {{"seq", acts[k]},
+                    {"kind", (*t)["act_kinds"].size() > k ? (*t)["act_kinds"][k] : json("")},
+                    {"link", (*t)["act_links"].size() > k ? (*t)["act_links"][k] : json("")},
+                    {"what", a == held.end() ? "" : act_text(a->second)}};
+        tool["acts"].push_back(std::move(act));
+      }
+      turn["tool_calls"].push_back(std::move(tool));
+    }
+    turns.push_back(std::move(turn));
+  }
+  return {{"session", session}, {"turns", std::move(turns)}};
+}
+
+}  // namespace flightrec::inspect
