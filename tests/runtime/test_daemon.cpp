@@ -1096,3 +1096,36 @@ TEST_CASE("flightrecd lite mode: every call docs/LITE.md lists is recorded, read
   CHECK(counted(lite, "getppid", agent) == 0);
   CHECK(of_type(full, "syscall_counts").empty());
 }
+
+TEST_CASE("flightrecd: a watched cgroup's agent, its model calls and tool calls in its record (watch rule with tls)") {
+  REQUIRE_MESSAGE(is_root(), "runtime tests need root");
+  REQUIRE_MESSAGE(!cgroup2_root().empty(), "needs cgroup v2");
+  TempDir dir;
+  MockApi mock;
+  std::string name = "flightrecturns" + std::to_string(getpid()) + ".slice";
+  CgroupTree tree(name);
+  tree.make("job.scope");
+  std::string config = daemon_config(dir, name, {"turns=job.scope"});
+  std::ofstream(config, std::ios::app) << "    tls: true\n";
+  Daemon d(config);
+  REQUIRE_MESSAGE(d.await("flightrecd: recording"), d.err);
+  std::string work = dir.file("work");
+  mkdir(work.c_str(), 0755);
+  pid_t agent = tree.spawn("job.scope", {"sh", "-c", "cd " + work + " && exec python3 " + std::string(SOURCE_DIR) +
+                                                         "/tests/programs/llm_agent.py --api anthropic --stream --port " +
+                                                         std::to_string(mock.port) + " --ca " + mock.ca});
+  CHECK(tree.reap(agent) == 0);
+  CHECK(slurp(work + "/hello.txt") == "edited by agent\n");
+  tree.remove("job.scope");
+  REQUIRE_MESSAGE(d.await("flightrecd: sealed"), d.err);
+  d.stop(SIGTERM);
+  auto dbs = records_in(dir.file("records"));
+  REQUIRE(dbs.size() == 1);
+  auto all = entries(dbs[0]);
+  auto calls = of_type(all, "llm_call"), tools = of_type(all, "tool_call");
+  CHECK(calls.size() == 3);
+  REQUIRE(tools.size() == 2);
+  CHECK(tools[0]["llm_call"] == calls[0]["seq"]);
+  CHECK(tools[0]["act_links"].dump().find("argv") != std::string::npos);
+  CHECK(flightrec({"verify", "--db", dbs[0]}).code == 0);
+}

@@ -130,6 +130,13 @@ void check_turns(const std::string& api, bool stream) {
   CHECK(turns[1]["tool_calls"][0]["result"] == "written");
   Result text = flightrec({"agent", "--db", db});
   CHECK(text.out.find("did:    exec") != std::string::npos);
+  json sum = json::parse(flightrec({"summary", "--db", db, "--json"}).out);
+  REQUIRE(sum["model_calls"].size() == 1);
+  CHECK(sum["model_calls"][0]["count"] == 3);
+  CHECK(sum["input_tokens"] == 300);
+  CHECK(sum["output_tokens"] == 60);
+  CHECK(sum["tool_calls"].size() == 2);
+  CHECK(sum["tool_calls_unanswered"] == 0);
 }
 
 }  // namespace

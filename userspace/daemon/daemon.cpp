@@ -32,6 +32,7 @@
 #include "sandbox/leftovers.h"
 #include "session/engine.h"
 #include "session/lite_counts.h"
+#include "session/llm_calls.h"
 #include "session/pipeline.h"
 #include "session/signals.h"
 #include "session/tls_attach.h"
@@ -52,6 +53,7 @@ class RecordedCgroup {
   std::unique_ptr<recorder::Recorder> rec;
   std::unique_ptr<session::Pipeline> pipeline;
   std::unique_ptr<session::TlsFollower> tls;
+  std::unique_ptr<session::LlmCalls> llm;        // its model and tool calls; one per record file (seqs are)
   std::unique_ptr<session::LiteCounter> counts;  // a lite session's
   uint64_t started_real_ns = 0;
   uint64_t opened_ns = 0;    // this record file's start (rotation by age)
@@ -355,14 +357,18 @@ void Daemon::start_record(RecordedCgroup& s, size_t tasks, const std::vector<uin
     rec->record_own(e);
   }
   auto pipeline = std::make_unique<session::Pipeline>(*rec);
+  std::unique_ptr<session::LlmCalls> llm;
   if (rule.tls) {
     if (!previous)
       for (const auto& err : session::attach_mapped_tls(*capture_, {path})) rec->note("error", "TLS capture: " + err);
     if (!s.tls) s.tls = std::make_unique<session::TlsFollower>(*capture_, false);
     pipeline->add(*s.tls);
+    llm = std::make_unique<session::LlmCalls>();
+    pipeline->add(*llm);
   }
   // Only now, with everything made: a failure above leaves s as it was.
   s.pipeline = std::move(pipeline);
+  s.llm = std::move(llm);
   s.rec = std::move(rec);
   s.store = std::move(store);
   s.opened_ns = mono_ns();
@@ -453,6 +459,11 @@ void Daemon::seal(std::unique_ptr<RecordedCgroup> s, const std::string& reason) 
       s->rec->record_own(e);
     }
     record_counts(*s);
+    if (s->llm && s->pipeline) {  // exchanges still open, tool calls never answered
+      session::Emitted tail = s->pipeline->emitted();
+      s->llm->finish(tail);
+      s->pipeline->write(tail);
+    }
     s->rec->note_drops(capture_->session_drops(s->number), capture_->program_misses());
     s->rec->finish(0, reason);
   });

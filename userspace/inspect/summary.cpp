@@ -75,6 +75,13 @@ void SessionSummary::add(const ledger::TopLevel& e) {
     }
   } else if (type == "tls") {
     if (auto host = e.string("http_host")) tls_hosts_.add({*host});
+  } else if (type == "llm_call") {
+    models_.add({text("api"), bytes("model")});
+    input_tokens_ += std::max<int64_t>(0, e.integer("input_tokens").value_or(0));
+    output_tokens_ += std::max<int64_t>(0, e.integer("output_tokens").value_or(0));
+  } else if (type == "tool_call") {
+    tools_.add({bytes("name")});
+    if (e.integer("result_seen").value_or(1) == 0) ++unanswered_tools_;
   } else if (type == "violation") {
     violations_.add({text("level"), text("rule_id"), text("action")});
   } else if (type == "lost") {
@@ -128,6 +135,11 @@ json SessionSummary::to_json(size_t top) const {
             {"connect_failed", rows(refused_, {"family", "addr", "port", "err"})},
             {"tls_hosts", rows(tls_hosts_, {"host"})},
             {"violations", rows(violations_, {"level", "rule_id", "action"})},
+            {"model_calls", rows(models_, {"api", "model"})},
+            {"input_tokens", input_tokens_},
+            {"output_tokens", output_tokens_},
+            {"tool_calls", rows(tools_, {"name"})},
+            {"tool_calls_unanswered", unanswered_tools_},
             {"gaps", gaps_},
             {"lost", lost_},
             {"not_listed", beyond}};  // per table: counted past its first 10000 distinct rows
@@ -181,6 +193,11 @@ std::string SessionSummary::to_text(size_t top) const {
   section("connected to", reached_, endpoint);
   section("connects that failed", refused_, endpoint);
   section("TLS requests to", tls_hosts_, words);
+  if (!models_.counts.empty())
+    line("  model calls: " + std::to_string(input_tokens_) + " tokens in, " + std::to_string(output_tokens_) + " out");
+  section("model calls (api, model)", models_, words);
+  section("tool calls", tools_, words);
+  if (unanswered_tools_) line("  " + std::to_string(unanswered_tools_) + " tool call(s) whose result the model never got");
   return out;
 }
 

@@ -44,6 +44,10 @@ class SessionSummary {
   uint64_t lost_ = 0;
   int64_t gaps_ = 0;
   Table types_, executables_, written_, changed_, reached_, refused_, tls_hosts_, violations_;
+  // The agent's turns (llm_call, tool_call entries): model calls by api and
+  // model, their tokens, tool calls by name.
+  Table models_, tools_;
+  int64_t input_tokens_ = 0, output_tokens_ = 0, unanswered_tools_ = 0;
 };
 
 }  // namespace flightrec::inspect
