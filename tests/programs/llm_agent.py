@@ -6,7 +6,9 @@ command with sh -c, or a file write), and sends the results back until the
 model answers with text.  Python's ssl module is OpenSSL, whose plaintext
 flightrec captures.
 
-usage: llm_agent.py --port N --ca CA_PEM --api anthropic|openai [--stream]
+usage: llm_agent.py --port N --ca CA_PEM --api anthropic|openai [--stream] [--own-act]
+With --own-act it first runs `sh -c "echo own > own.txt"` of its own accord,
+as agents run git or telemetry: an act no tool call explains.
 Prints the final answer, and "tool <id>" for each tool call it ran."""
 import argparse
 import http.client
@@ -122,7 +124,10 @@ def main():
     p.add_argument("--ca", required=True)
     p.add_argument("--api", choices=("anthropic", "openai"), required=True)
     p.add_argument("--stream", action="store_true")
+    p.add_argument("--own-act", action="store_true")
     a = p.parse_args()
+    if a.own_act:
+        run_shell("echo own > own.txt")
     ctx = ssl.create_default_context(cafile=a.ca)
     conn = http.client.HTTPSConnection("localhost", a.port, context=ctx)
     print((anthropic if a.api == "anthropic" else openai)(conn, a.stream), flush=True)

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include <map>
+#include <set>
 
 #include "runtime/harness.h"
 
@@ -32,7 +33,7 @@ void check_turns(const std::string& api, bool stream) {
   mkdir(work.c_str(), 0755);
   std::vector<std::string> argv = {FLIGHTREC_BIN, "run", "--policy", "observe", "--db", db, "--",
                                    "python3", std::string(SOURCE_DIR) + "/tests/programs/llm_agent.py",
-                                   "--port", std::to_string(mock.port), "--ca", mock.ca, "--api", api};
+                                   "--port", std::to_string(mock.port), "--ca", mock.ca, "--api", api, "--own-act"};
   if (stream) argv.push_back("--stream");
   Result r = run_in(work, argv);
   INFO(r.out << r.err);
@@ -110,6 +111,20 @@ void check_turns(const std::string& api, bool stream) {
     }
     CHECK_MESSAGE(linked, "the tool call's own act is not linked to it");
   }
+  // What the agent did of its own accord is listed as unexplained; what its tools did is not.
+  auto unexplained = of_type(all, "acts_unexplained");
+  REQUIRE(unexplained.size() == 1);
+  std::set<int64_t> listed;
+  for (const auto& s : unexplained[0]["act_seqs"]) listed.insert(s.get<int64_t>());
+  bool own_listed = false;
+  for (int64_t s : listed) {
+    const json& act = *by_seq.at(s);
+    if (act["type"] == "exec" && act["argv"].dump().find("echo own > own.txt") != std::string::npos) own_listed = true;
+    if (act["type"] == "connect") CHECK(act["port"] != mock.port);  // the model calls' own connects are not acts to explain
+  }
+  CHECK(own_listed);
+  for (const auto& t : tools)
+    for (const auto& s : t["act_seqs"]) CHECK(listed.count(s.get<int64_t>()) == 0);
   // The shell's write of tool_ran.txt is the shell tool's (its subtree), not the edit's.
   CHECK(tools[1].dump().find("tool_ran.txt") == std::string::npos);
   CHECK(flightrec({"verify", "--db", db}).code == 0);

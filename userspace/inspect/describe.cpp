@@ -182,6 +182,8 @@ std::string describe_known(const json& e) {
   if (type == "tool_call")
     return member(e, "name") + " " + member(e, "tool_call_id") + pairs(e, {"llm_call", "result_seen", "act_seqs", "act_links"}) +
            ": " + prose(e, "input");
+  if (type == "acts_unexplained")
+    return "acts no tool call explains:" + pairs(e, {"act_seqs", "not_listed"});
   if (type == "lsm")
     return member(e, "hook") + pairs(e, {"path", "new_path", "name", "family", "addr", "port", "target_pid", "signal",
                                          "bpf_cmd", "capability", "decision", "rule_id"});

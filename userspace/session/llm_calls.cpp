@@ -13,8 +13,17 @@ constexpr size_t kMaxConns = 4096;   // connections followed at once (the least 
 constexpr size_t kMaxAsked = 4096;   // tool calls waiting for their result
 constexpr size_t kMaxActs = 65536;   // recent acts kept for attribution
 constexpr size_t kMaxLinks = 4096;   // acts linked to one tool call
+constexpr size_t kMaxAllActs = 1 << 20;  // acts remembered for acts_unexplained (~24 MiB at most)
+constexpr size_t kMaxUnexplained = 4096; // listed in it; the rest counted
 
 uint64_t ts_of(const events::Entry& e) { return uint64_t(e.int_or("ts_mono_ns")); }
+
+// A syscall entry's first argument (a connect's socket), or -1.
+int64_t args_fd(const events::Entry& e) {
+  const events::Value* v = e.get("args");
+  auto* list = v ? std::get_if<std::vector<int64_t>>(v) : nullptr;
+  return list && !list->empty() ? (*list)[0] : -1;
+}
 
 std::vector<std::string> strings_of(const events::Entry& e, std::string_view key) {
   const events::Value* v = e.get(key);
@@ -120,6 +129,8 @@ void LlmCalls::note_act(const events::Entry& e) {
   } else {
     return;
   }
+  if (seen_.size() < kMaxAllActs) seen_.push_back({a.seq, pid, a.kind == std::string_view("connect") ? args_fd(e) : -1, a.kind});
+  else ++seen_beyond_;
   if (asked_.empty()) return;  // no tool call is waiting: nothing to attribute it to
   acts_.push_back(std::move(a));
   if (acts_.size() > kMaxActs) acts_.pop_front();
@@ -202,6 +213,7 @@ void LlmCalls::write_call(Conn& c, Exchange& ex, const agent::HttpMessage* resp,
     x.problems.push_back("no response was recorded");
   }
   uint64_t number = ++calls_;
+  if (model_sockets_.size() < 65536) model_sockets_.insert({c.pid, c.fd});
   events::Entry& e = out.add_about("llm_call", about);
   e.set("call_number", number);
   e.set("api", x.api);
@@ -294,6 +306,7 @@ void LlmCalls::write_tool_call(const Asked& a, const Exchange* result, const eve
     else if (writes_named(act, paths)) link = "path";
     else if (!claimed_elsewhere(act)) link = "window";
     if (link.empty()) continue;
+    linked_.insert(act.seq);
     act_seqs.push_back(act.seq);
     kinds.push_back(act.kind);
     links.push_back(link);
@@ -331,6 +344,26 @@ void LlmCalls::finish(Emitted& out) {
     write_tool_call(a, nullptr, about, out);
   }
   asked_.clear();
+  if (!calls_) return;  // no model was called: there is no agent's turn to explain anything
+  // What the session did that no tool call explains: the agent's own acts
+  // (start-up, its own git or telemetry), or tools it ran unasked. The
+  // connects that carried its model calls are not listed.
+  std::vector<int64_t> seqs;
+  std::vector<std::string> kinds;
+  uint64_t more = seen_beyond_;
+  for (const auto& s : seen_) {
+    if (linked_.count(s.seq) || (std::string_view(s.kind) == "connect" && model_sockets_.count({s.pid, s.fd}))) continue;
+    if (seqs.size() >= kMaxUnexplained) {
+      ++more;
+      continue;
+    }
+    seqs.push_back(s.seq);
+    kinds.push_back(s.kind);
+  }
+  events::Entry& e = out.add("acts_unexplained");
+  e.set("act_seqs", std::move(seqs));
+  e.set("act_kinds", std::move(kinds));
+  e.set("not_listed", more);
 }
 
 }  // namespace flightrec::session

@@ -6,10 +6,13 @@
 // when the request that returns its result is seen, linking the llm_call
 // that asked for it, the request that answered, and what the agent's
 // processes did in between (execs, files opened for writing, connects),
-// each link with the method that made it. docs/FORMAT.md says the members.
+// each link with the method that made it; at the session's end, an
+// `acts_unexplained` entry lists the acts no tool call explains. docs/FORMAT.md
+// says the members.
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -74,6 +77,18 @@ class LlmCalls : public Observer {
   std::map<uint64_t, int64_t> call_seqs_;                // llm_call number -> its seq
   std::map<uint32_t, uint32_t> parents_;                 // pid -> its parent, from fork and exec entries
   std::deque<Act> acts_;                                 // recent acts, for attribution
+  // Every act of the session, to list at its end those no tool call explains
+  // (the first kMaxAllActs; the rest counted), and what explains some.
+  struct Seen {
+    int64_t seq;
+    uint32_t pid;
+    int64_t fd;  // a connect's socket
+    const char* kind;
+  };
+  std::vector<Seen> seen_;
+  uint64_t seen_beyond_ = 0;
+  std::set<int64_t> linked_;                             // acts some tool_call links
+  std::set<std::pair<uint32_t, int64_t>> model_sockets_; // (pid, fd) of model calls: their connects are the agent's own
   std::vector<uint8_t> scratch_;
   uint64_t calls_ = 0, uses_ = 0;
 };
