@@ -11,6 +11,7 @@ With --own-act it first runs `sh -c "echo own > own.txt"` of its own accord,
 as agents run git or telemetry: an act no tool call explains.
 Prints the final answer, and "tool <id>" for each tool call it ran."""
 import argparse
+import gzip
 import http.client
 import json
 import os
@@ -33,9 +34,14 @@ def sse(body):
 
 
 def post(conn, path, body, headers):
-    conn.request("POST", path, body=json.dumps(body), headers=dict(headers, **{"content-type": "application/json"}))
+    """As httpx does: JSON answers may come gzip-compressed."""
+    conn.request("POST", path, body=json.dumps(body),
+                 headers=dict(headers, **{"content-type": "application/json", "accept-encoding": "gzip"}))
     r = conn.getresponse()
-    return r.getheader("content-type", ""), r.read()
+    raw = r.read()
+    if r.getheader("content-encoding", "") == "gzip":
+        raw = gzip.decompress(raw)
+    return r.getheader("content-type", ""), raw
 
 
 def run_shell(command):

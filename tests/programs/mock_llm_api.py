@@ -273,8 +273,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def send_json(self, obj, status=200):
         data = json.dumps(obj).encode()
+        gzipped = "gzip" in self.headers.get("Accept-Encoding", "")  # as the real APIs answer who asks
+        if gzipped:
+            data = gzip.compress(data)
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
+        if gzipped:
+            self.send_header("Content-Encoding", "gzip")
         self.send_header("Content-Length", str(len(data)))
         self.send_header("request-id", rand_id("req_"))
         self.end_headers()

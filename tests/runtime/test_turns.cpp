@@ -10,6 +10,7 @@
 #include <map>
 #include <set>
 
+#include "common/text.h"
 #include "runtime/harness.h"
 
 using nlohmann::json;
@@ -75,6 +76,12 @@ void check_turns(const std::string& api, bool stream) {
         CHECK(t["ssl"] == c["ssl"]);
       }
   }
+  // Non-streamed answers came gzip-compressed (the client asked, as httpx does): decoded all the same.
+  if (!stream) {
+    const json& first = *by_seq.at(calls[0]["response_seqs"][0].get<int64_t>());
+    std::string head = flightrec::base64_decode(first["data_b64"].get<std::string>()).value_or("");
+    CHECK(head.find("Content-Encoding: gzip") != std::string::npos);
+  }
   // The second call returns the first tool call's result, the third both.
   std::string shell_id = asked[0]["tool_ids"][0], edit_id = asked[1]["tool_ids"][0];
   CHECK(strings(calls[1], "tool_result_ids") == std::vector<std::string>{shell_id});
@@ -127,10 +134,10 @@ void check_turns(const std::string& api, bool stream) {
     for (const auto& s : t["act_seqs"]) CHECK(listed.count(s.get<int64_t>()) == 0);
   // The shell's write of tool_ran.txt is the shell tool's (its subtree), not the edit's.
   CHECK(tools[1].dump().find("tool_ran.txt") == std::string::npos);
-  CHECK(flightrec({"verify", "--db", db}).code == 0);
+  CHECK(rt::flightrec({"verify", "--db", db}).code == 0);
 
   // For people: turn by turn, from the same entries and the bytes they name.
-  Result view = flightrec({"agent", "--db", db, "--json"});
+  Result view = rt::flightrec({"agent", "--db", db, "--json"});
   REQUIRE(view.code == 0);
   json turns = json::parse(view.out)["turns"];
   REQUIRE(turns.size() == 3);
@@ -143,9 +150,9 @@ void check_turns(const std::string& api, bool stream) {
   CHECK(turns[0]["tool_calls"][0]["acts"][0]["what"].get<std::string>().find("echo flightrec-tool-ran") != std::string::npos);
   REQUIRE(turns[1]["tool_calls"].size() == 1);
   CHECK(turns[1]["tool_calls"][0]["result"] == "written");
-  Result text = flightrec({"agent", "--db", db});
+  Result text = rt::flightrec({"agent", "--db", db});
   CHECK(text.out.find("did:    exec") != std::string::npos);
-  json sum = json::parse(flightrec({"summary", "--db", db, "--json"}).out);
+  json sum = json::parse(rt::flightrec({"summary", "--db", db, "--json"}).out);
   REQUIRE(sum["model_calls"].size() == 1);
   CHECK(sum["model_calls"][0]["count"] == 3);
   CHECK(sum["input_tokens"] == 300);

@@ -2,11 +2,15 @@
 // message split anywhere between calls, chunked bodies, gaps; each API's
 // tool calls, results, ids and usage, streamed or not; and hostile bodies,
 // which are said to be malformed, never guessed at.
+#include <brotli/encode.h>
 #include <doctest/doctest.h>
+#include <zlib.h>
+#include <zstd.h>
 
 #include <string>
 #include <vector>
 
+#include "agent/content_coding.h"
 #include "agent/http1.h"
 #include "agent/llm_api.h"
 
@@ -180,4 +184,83 @@ TEST_CASE("llm api: hostile bodies are said to be malformed, never guessed at, a
   auto w = exchange("POST", "/v1/messages", "{}", "application/json", big);
   REQUIRE(w.tool_calls.size() == 1);
   CHECK(w.tool_calls[0].input.size() == 64 << 10);
+}
+
+namespace {
+
+std::string gzip(const std::string& in, int window_bits) {
+  z_stream z{};
+  REQUIRE(deflateInit2(&z, 6, Z_DEFLATED, window_bits, 8, Z_DEFAULT_STRATEGY) == Z_OK);
+  std::string out(deflateBound(&z, uLong(in.size())) + 32, '\0');
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
+  z.avail_in = uInt(in.size());
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = uInt(out.size());
+  REQUIRE(deflate(&z, Z_FINISH) == Z_STREAM_END);
+  out.resize(z.total_out);
+  deflateEnd(&z);
+  return out;
+}
+
+std::string brotli(const std::string& in) {
+  std::string out(BrotliEncoderMaxCompressedSize(in.size()) + 64, '\0');
+  size_t n = out.size();
+  REQUIRE(BrotliEncoderCompress(5, 22, BROTLI_MODE_TEXT, in.size(), reinterpret_cast<const uint8_t*>(in.data()), &n,
+                                reinterpret_cast<uint8_t*>(out.data())));
+  out.resize(n);
+  return out;
+}
+
+std::string zstd(const std::string& in) {
+  std::string out(ZSTD_compressBound(in.size()), '\0');
+  size_t n = ZSTD_compress(out.data(), out.size(), in.data(), in.size(), 3);
+  REQUIRE(!ZSTD_isError(n));
+  out.resize(n);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("content codings: gzip, deflate, br, zstd and their chains decode; damage, unknown codings and bombs are said") {
+  std::string body = R"({"id":"msg_1","content":[{"type":"tool_use","id":"t1","name":"Bash","input":{"command":"ls"}}]})";
+  std::string why;
+  for (auto [coding, data] : std::vector<std::pair<std::string, std::string>>{
+           {"gzip", gzip(body, 31)}, {"deflate", gzip(body, 15)}, {"deflate", gzip(body, -15)},
+           {"br", brotli(body)}, {"zstd", zstd(body)}, {"gzip, br", brotli(gzip(body, 31))}, {"identity", body}}) {
+    CAPTURE(coding);
+    auto out = decode_content(coding, data, 1 << 20, &why);
+    REQUIRE(out.has_value());
+    CHECK(*out == body);
+  }
+  // Damaged, cut, unknown.
+  std::string gz = gzip(body, 31);
+  CHECK_FALSE(decode_content("gzip", gz.substr(0, gz.size() / 2), 1 << 20, &why));
+  CHECK(why.find("damaged or cut") != std::string::npos);
+  std::string z = zstd(body);  // (no checksum: a changed byte may decode; a cut frame never does)
+  CHECK_FALSE(decode_content("zstd", z.substr(0, z.size() - 4), 1 << 20, &why));
+  z[0] ^= 0x55;  // not a zstd frame at all
+  CHECK_FALSE(decode_content("zstd", z, 1 << 20, &why));
+  CHECK_FALSE(decode_content("compress", body, 1 << 20, &why));
+  CHECK(why.find("compress") != std::string::npos);
+  // A bomb: 256 MiB of zeros in a few KiB stops at the bound, for each coding.
+  std::string zeros(256 << 20, '\0');
+  for (auto [coding, data] : std::vector<std::pair<std::string, std::string>>{
+           {"gzip", gzip(zeros, 31)}, {"zstd", zstd(zeros)}, {"br", brotli(zeros)}}) {
+    CAPTURE(coding);
+    CHECK(data.size() < (1 << 20));
+    why.clear();
+    CHECK_FALSE(decode_content(coding, data, 16 << 20, &why));
+    CHECK(why.find("more than 16 MiB") != std::string::npos);
+  }
+  // A response read through its coding, as the recorder reads it.
+  HttpMessage m;
+  m.headers = {{"content-encoding", "gzip"}};
+  m.body = gz;
+  why.clear();
+  LlmExchange x;
+  x.api = "anthropic.messages";
+  decode_llm_response("application/json", body_of(m, &why), x);
+  CHECK(why.empty());
+  REQUIRE(x.tool_calls.size() == 1);
+  CHECK(x.tool_calls[0].id == "t1");
 }

@@ -3,6 +3,7 @@
 #include <map>
 #include <set>
 
+#include "agent/content_coding.h"
 #include "agent/http1.h"
 #include "agent/llm_api.h"
 #include "common/error.h"
@@ -101,8 +102,9 @@ json agent_turns(ledger::Store& store, int64_t session) {
     x.api = c.value("api", "");
     auto request = message_of(seq_list(c, "request_seqs"), held);
     auto response = message_of(seq_list(c, "response_seqs"), held);
-    if (request) agent::decode_llm_request(request->target, request->body, x);
-    if (response) agent::decode_llm_response(response->header("content-type"), response->body, x);
+    std::string why;
+    if (request) agent::decode_llm_request(request->target, agent::body_of(*request, &why), x);
+    if (response) agent::decode_llm_response(response->header("content-type"), agent::body_of(*response, &why), x);
     by_request[seq_list(c, "request_seqs")] = &x;
   }
   std::map<int64_t, std::vector<const json*>> tools_of;  // llm_call seq -> its tool_call entries

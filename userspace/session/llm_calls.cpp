@@ -4,6 +4,7 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "agent/content_coding.h"
 #include "common/text.h"
 
 namespace flightrec::session {
@@ -185,10 +186,10 @@ void LlmCalls::on_tls(const events::Entry& e, Emitted& out) {
 
 void LlmCalls::on_request(Conn& c, Exchange& ex, const events::Entry& e, Emitted& out) {
   const agent::HttpMessage& r = ex.request;
-  if (std::string enc = r.header("content-encoding"); !enc.empty() && enc != "identity")
-    ex.x.problems.push_back("the request's body is " + enc + "-encoded: not decoded");
-  else
-    agent::decode_llm_request(r.target, r.body, ex.x);
+  std::string why;
+  std::string body = agent::body_of(r, &why);
+  if (!why.empty()) ex.x.problems.push_back("request: " + why);
+  else agent::decode_llm_request(r.target, body, ex.x);
   if (!r.problem.empty()) ex.x.problems.push_back("request: " + r.problem);
   // The results this request returns: their tool calls are complete now.
   for (const auto& id : ex.x.tool_results) {
@@ -204,10 +205,10 @@ void LlmCalls::write_call(Conn& c, Exchange& ex, const agent::HttpMessage* resp,
                           Emitted& out) {
   agent::LlmExchange& x = ex.x;
   if (resp) {
-    if (std::string enc = resp->header("content-encoding"); !enc.empty() && enc != "identity")
-      x.problems.push_back("the response's body is " + enc + "-encoded: not decoded");
-    else
-      agent::decode_llm_response(resp->header("content-type"), resp->body, x);
+    std::string why;
+    std::string body = agent::body_of(*resp, &why);
+    if (!why.empty()) x.problems.push_back("response: " + why);
+    else agent::decode_llm_response(resp->header("content-type"), body, x);
     if (!resp->problem.empty()) x.problems.push_back("response: " + resp->problem);
   } else {
     x.problems.push_back("no response was recorded");
