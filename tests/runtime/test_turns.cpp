@@ -9,6 +9,7 @@
 
 #include <map>
 #include <set>
+#include <sstream>
 
 #include "common/text.h"
 #include "runtime/harness.h"
@@ -17,6 +18,14 @@ using nlohmann::json;
 using namespace rt;
 
 namespace {
+
+std::vector<std::string> split_lines(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string l; std::getline(in, l);)
+    if (!l.empty()) out.push_back(l);
+  return out;
+}
 
 std::vector<std::string> strings(const json& e, const char* key) {
   std::vector<std::string> out;
@@ -152,6 +161,22 @@ void check_turns(const std::string& api, bool stream) {
   CHECK(turns[1]["tool_calls"][0]["result"] == "written");
   Result text = rt::flightrec({"agent", "--db", db});
   CHECK(text.out.find("did:    exec") != std::string::npos);
+  // One tool call's entries: itself, the llm_call that asked, its acts, its result's request.
+  Result one = rt::flightrec({"query", "--db", db, "--tool-call", shell_id, "--json"});
+  std::set<int64_t> shown;
+  for (const auto& l : split_lines(one.out)) shown.insert(json::parse(l)["seq"].get<int64_t>());
+  std::set<int64_t> named = {tools[0]["seq"].get<int64_t>(), calls[0]["seq"].get<int64_t>()};
+  for (const char* key : {"act_seqs", "result_request_seqs"})
+    for (const auto& s : tools[0][key]) named.insert(s.get<int64_t>());
+  CHECK(shown == named);
+  // The report opens with the conversation.
+  REQUIRE(rt::flightrec({"report", "--db", db, "--session", "1", "--out", dir.file("r.html")}).code == 0);
+  std::string page = slurp(dir.file("r.html"));
+  size_t conversation = page.find("<h2 id=\"conversation\">"), overview = page.find("<h2 id=\"overview\">");
+  REQUIRE(conversation != std::string::npos);
+  CHECK(conversation < overview);
+  CHECK(page.find("id=\"turn-3\"") != std::string::npos);
+  CHECK(page.find("echo flightrec-tool-ran &gt; tool_ran.txt [argv, entry ") != std::string::npos);
   json sum = json::parse(rt::flightrec({"summary", "--db", db, "--json"}).out);
   REQUIRE(sum["model_calls"].size() == 1);
   CHECK(sum["model_calls"][0]["count"] == 3);

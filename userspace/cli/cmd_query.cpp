@@ -52,7 +52,7 @@ int cmd_query(const Args& args) {
   std::string type_help = "only entries of this type: ";
   for (const auto& t : inspect::entry_types()) type_help += t + (&t == &inspect::entry_types().back() ? "" : ", ");
   inspect::Criteria c;
-  std::string path, comm, exec;
+  std::string path, comm, exec, tool_call;
   desc.add_options()("help,h", "show this help")("db", po::value(&db)->required(), "SQLite record to read")(
       "json", po::bool_switch(), "one canonical JSON entry per line")(
       "session", po::value(&session), "only this session")(
@@ -64,7 +64,10 @@ int cmd_query(const Args& args) {
       "level", po::value(&level), "only entries of this level or more severe: INFO < ALERT < CRITICAL")(
       "path", po::value(&path), "only entries naming this path or one under it (whole components: /etc covers /etc/passwd, not /etcx)")(
       "comm", po::value(&comm), "only entries of tasks of this name (comm)")(
-      "exec", po::value(&exec), "only entries of processes running this program (its path, or its file name alone)");
+      "exec", po::value(&exec), "only entries of processes running this program (its path, or its file name alone)")(
+      "tool-call", po::value(&tool_call),
+      "only the entries of this tool call (its id, as the model gave it): its tool_call entry, the llm_call that asked "
+      "for it, the acts linked to it and the tls entries of the request that returned its result");
   po::variables_map vm;
   if (!parse_options(args, desc, kQueryUsage, vm)) return 0;
 
@@ -113,6 +116,29 @@ int cmd_query(const Args& args) {
     }
   }
 
+  // --tool-call: the entries its tool_call entry names, by (session, seq).
+  std::set<std::pair<int64_t, int64_t>> of_call;
+  if (vm.count("tool-call")) {
+    ledger::EntryFilter f;
+    f.session = only;
+    f.types = {"tool_call"};
+    store.for_each_entry(f, [&](const ledger::EntryRow& e) {
+      auto t = nlohmann::json::parse(e.body, nullptr, false);
+      if (!t.is_object() || t.value("tool_call_id", "") != tool_call) return true;
+      of_call.insert({e.session, e.seq});
+      if (t.contains("llm_call") && t["llm_call"].is_number_integer()) of_call.insert({e.session, t["llm_call"].get<int64_t>()});
+      for (const char* key : {"act_seqs", "result_request_seqs"})
+        if (t.contains(key) && t[key].is_array())
+          for (const auto& s : t[key])
+            if (s.is_number_integer()) of_call.insert({e.session, s.get<int64_t>()});
+      return true;
+    });
+    if (of_call.empty()) {
+      std::cerr << "flightrec query: no tool call " << printable(tool_call) << " in " << printable(db) << "\n";
+      return 0;
+    }
+  }
+
   bool json = vm["json"].as<bool>();
   bool filtered = !c.empty();
   inspect::Matcher matcher(std::move(c));
@@ -121,6 +147,7 @@ int cmd_query(const Args& args) {
   store.for_each_entry(matcher.store_filter(only), [&](const ledger::EntryRow& e) {
     // A body that is not canonical JSON (nested without bound, say) is
     // never parsed further: verify names it.
+    if (!of_call.empty() && !of_call.count({e.session, e.seq})) return true;
     bool canonical = ledger::check_canonical(e.body, &top).empty();
     if (filtered && (!canonical || !matcher.matches(e.session, top))) return true;
     if (json)

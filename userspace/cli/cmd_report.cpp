@@ -10,6 +10,7 @@
 #include "common/progress.h"
 #include "common/system.h"
 #include "inspect/report.h"
+#include "inspect/turns.h"
 #include "ledger/store.h"
 #include "ledger/verify.h"
 
@@ -66,6 +67,7 @@ int cmd_report(const Args& args) {
       return true;
     });
   }
+  report.conversation(inspect::agent_turns(store, session));
   std::string page = report.html(verdict, db);
   // Beside the target, then renamed: a reader never sees half a page.
   std::string tmp = out + ".tmp." + std::to_string(getpid());

@@ -256,6 +256,36 @@ std::string Report::html(const ledger::SessionVerdict& v, const std::string& rec
          ".</div>\n";
   }
 
+  // What the model was asked, what it decided, what that did: the agent's story first.
+  if (turns_.is_object() && turns_.contains("turns") && !turns_["turns"].empty()) {
+    h += "<h2 id=\"conversation\">Conversation</h2>\n<p class=\"note\">From the llm_call and tool_call entries and "
+         "the TLS bytes they name; <code>flightrec agent</code> prints it whole.</p>\n";
+    size_t start = h.size(), n = 0, shown = 0;
+    auto text = [](const json& j, const char* k) { return j.contains(k) ? (j[k].is_string() ? j[k].get<std::string>() : j[k].dump()) : ""; };
+    for (const auto& t : turns_["turns"]) {
+      if (h.size() - start > kSectionBytes) break;
+      ++shown;
+      ++n;
+      h += "<div class=\"turn\" id=\"turn-" + std::to_string(n) + "\"><h3>Turn " + std::to_string(n) + ": " +
+           esc(text(t, "api")) + " " + esc(text(t, "model")) + " (entry " + text(t, "llm_call") + ")</h3>\n<p class=\"mono\">status " +
+           esc(text(t, "status")) + " · tokens " + esc(text(t, "input_tokens")) + " in, " + esc(text(t, "output_tokens")) +
+           " out · " + esc(text(t, "stop_reason")) + "</p>\n";
+      if (!text(t, "prompt").empty()) h += "<p><b>asked</b> <span class=\"mono\">" + esc(text(t, "prompt"), 2000) + "</span></p>\n";
+      if (!text(t, "answer").empty()) h += "<p><b>answered</b> <span class=\"mono\">" + esc(text(t, "answer"), 2000) + "</span></p>\n";
+      for (const auto& c : t["tool_calls"]) {
+        h += "<p><b>tool call</b> " + esc(text(c, "name")) + " <span class=\"mono\">" + esc(text(c, "id")) + "</span> (entry " +
+             text(c, "tool_call") + "): <span class=\"mono\">" + esc(text(c, "input"), 1000) + "</span></p>\n<ul>\n";
+        for (const auto& a : c["acts"])
+          h += "<li class=\"mono\">" + esc(text(a, "kind")) + " " + esc(text(a, "what")) + " [" + esc(text(a, "link")) + ", entry " +
+               text(a, "seq") + "]</li>\n";
+        h += "</ul>\n";
+        if (c.contains("result")) h += "<p><b>result</b> <span class=\"mono\">" + esc(text(c, "result"), 1000) + "</span></p>\n";
+      }
+      h += "</div>\n";
+    }
+    cut_note(turns_["turns"].size() - shown, "turns");
+  }
+
   h += "<h2 id=\"overview\">Overview</h2>\n<p>";
   h += esc(format_wall_time(sum["start_ns"].get<int64_t>())) + " to " + esc(format_wall_time(sum["end_ns"].get<int64_t>()));
   char secs[32];

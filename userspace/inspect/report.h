@@ -26,6 +26,8 @@ class Report {
   // rest are counted): `entry` may be null for the others.
   void add(const ledger::TopLevel& top, const nlohmann::json* entry);
   static bool shows(std::string_view type);
+  // The agent's turns (inspect/turns.h), shown first as the Conversation.
+  void conversation(nlohmann::json turns) { turns_ = std::move(turns); }
   // The page, with `verdict` (from verify) at its top.
   std::string html(const ledger::SessionVerdict& verdict, const std::string& record_name) const;
 
@@ -65,6 +67,7 @@ class Report {
 
   int64_t session_;
   SessionSummary summary_;
+  nlohmann::json turns_;
   Rows timeline_{1500, 500}, alerts_{1500, 500}, infos_{300, 200}, files_{kMaxRows, 0}, network_{kMaxRows, 0},
       tls_{1500, 500};
   std::vector<Process> processes_;        // by id, in the order they appeared
