@@ -11,7 +11,7 @@ apt-get update -q
 apt-get install -y -q --no-install-recommends \
   cmake make g++ pkg-config ccache \
   clang llvm libbpf-dev bpftool \
-  libsqlite3-dev libzstd-dev zlib1g-dev libbrotli-dev libssl-dev libboost-program-options-dev nlohmann-json3-dev doctest-dev \
+  libsqlite3-dev libzstd-dev zlib1g-dev libbrotli-dev libssl-dev libboost-program-options-dev nlohmann-json3-dev libsimdjson-dev doctest-dev \
   libseccomp-dev libyaml-cpp-dev libcapstone-dev \
   util-linux coreutils procps systemd \
   python3 python3-cryptography python3-pip python3-h2 git openssl curl wget prometheus libnss3-tools golang-go \

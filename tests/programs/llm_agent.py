@@ -7,6 +7,9 @@ model answers with text.  Python's ssl module is OpenSSL, whose plaintext
 flightrec captures.
 
 usage: llm_agent.py --port N --ca CA_PEM --api anthropic|openai [--stream] [--own-act]
+                    [--repeat N] [--pad BYTES]
+--repeat runs the task N times over the connection; --pad sends a system
+prompt of BYTES with every request, as real agents send kilobytes of it.
 With --own-act it first runs `sh -c "echo own > own.txt"` of its own accord,
 as agents run git or telemetry: an act no tool call explains.
 Prints the final answer, and "tool <id>" for each tool call it ran."""
@@ -65,12 +68,17 @@ def apply_patch(patch):
     return write_file(path, "".join(l + "\n" for l in lines)) if path else "no file"
 
 
+PAD = ""
+
+
 def anthropic(conn, stream):
     headers = {"x-api-key": "sk-ant-test-secret", "anthropic-version": "2023-06-01"}
     tools = [{"name": "Bash", "input_schema": {"type": "object"}}, {"name": "Write", "input_schema": {"type": "object"}}]
     messages = [{"role": "user", "content": "Working directory: " + os.getcwd() + "\nRun the command, then write the file."}]
     while True:
         body = {"model": "claude-mock-1", "max_tokens": 1024, "tools": tools, "messages": messages, "stream": stream}
+        if PAD:
+            body["system"] = PAD
         ctype, raw = post(conn, "/v1/messages", body, headers)
         if "event-stream" in ctype:
             content, partial = [], {}
@@ -105,6 +113,8 @@ def openai(conn, stream):
     items = [{"role": "user", "content": "Run the command, then add the file."}]
     while True:
         body = {"model": "gpt-mock-1", "tools": tools, "input": items, "stream": stream}
+        if PAD:
+            body["instructions"] = PAD
         ctype, raw = post(conn, "/v1/responses", body, headers)
         if "event-stream" in ctype:
             output = [json.loads(d)["response"] for e, d in sse(raw) if e == "response.completed"][0]["output"]
@@ -131,12 +141,17 @@ def main():
     p.add_argument("--api", choices=("anthropic", "openai"), required=True)
     p.add_argument("--stream", action="store_true")
     p.add_argument("--own-act", action="store_true")
+    p.add_argument("--repeat", type=int, default=1)
+    p.add_argument("--pad", type=int, default=0)
     a = p.parse_args()
+    global PAD
+    PAD = "You are a careful agent. " * (a.pad // 25)
     if a.own_act:
         run_shell("echo own > own.txt")
     ctx = ssl.create_default_context(cafile=a.ca)
     conn = http.client.HTTPSConnection("localhost", a.port, context=ctx)
-    print((anthropic if a.api == "anthropic" else openai)(conn, a.stream), flush=True)
+    for _ in range(a.repeat):
+        print((anthropic if a.api == "anthropic" else openai)(conn, a.stream), flush=True)
 
 
 if __name__ == "__main__":

@@ -199,3 +199,24 @@ TEST_CASE("model calls: a Python agent on the OpenAI Responses API, streamed and
   check_turns("openai", true);
   check_turns("openai", false);
 }
+
+TEST_CASE("model calls: --agent-turns off keeps the tls entries alone, and the genesis entry says so") {
+  REQUIRE_MESSAGE(is_root(), "runtime tests need root");
+  MockApi mock;
+  TempDir dir;
+  std::string work = dir.file("work");
+  mkdir(work.c_str(), 0755);
+  for (std::string mode : {"off", "on"}) {
+    std::string db = dir.file(mode + ".db");
+    Result r = run_in(work, {FLIGHTREC_BIN, "run", "--policy", "observe", "--agent-turns", mode, "--db", db, "--", "python3",
+                             std::string(SOURCE_DIR) + "/tests/programs/llm_agent.py", "--port", std::to_string(mock.port),
+                             "--ca", mock.ca, "--api", "anthropic"});
+    REQUIRE(r.code == 0);
+    auto all = entries(db);
+    CHECK(all.front()["agent_turns"] == (mode == "on" ? 1 : 0));
+    CHECK(of_type(all, "llm_call").size() == (mode == "on" ? 3u : 0u));
+    CHECK(of_type(all, "tls").size() > 0);
+  }
+  Result bad = rt::flightrec({"run", "--agent-turns", "maybe", "--", "true"});
+  CHECK(bad.code == 2);
+}

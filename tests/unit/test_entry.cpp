@@ -161,6 +161,23 @@ TEST_CASE("base64 matches RFC 4648 test vectors") {
   CHECK(base64_encode("foobar") == "Zm9vYmFy");
 }
 
+TEST_CASE("base64 decodes what it encodes, and refuses what is not canonical base64") {
+  using flightrec::base64_decode;
+  using flightrec::base64_encode;
+  CHECK(base64_decode("Zm9vYmFy") == "foobar");
+  CHECK(base64_decode("Zm9vYg==") == "foob");
+  CHECK(base64_decode("Zm9vYmE=") == "fooba");
+  CHECK(base64_decode("") == "");
+  std::string bytes;
+  for (int n = 0; n < 600; ++n) {
+    CAPTURE(n);
+    REQUIRE(base64_decode(base64_encode(bytes)) == bytes);
+    bytes += char((n * 131 + 7) & 0xff);
+  }
+  for (const char* bad : {"Zg=", "x=x=", "Zh==", "Zm9=", "Zm9v!A==", "Zm9\nYmFy", "====", "Zm=v", "Zg==Zg=="})
+    CHECK_MESSAGE(!base64_decode(bad), bad);
+}
+
 TEST_CASE("canonical check rejects non-canonical bodies") {
   using flightrec::ledger::canonical_problem;
   CHECK(canonical_problem(R"({"a":1,"b":2})").empty());

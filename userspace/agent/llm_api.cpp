@@ -2,6 +2,7 @@
 
 #include <map>
 #include <nlohmann/json.hpp>
+#include <simdjson.h>
 
 namespace flightrec::agent {
 namespace {
@@ -171,23 +172,6 @@ void anthropic_stream(std::string_view body, LlmExchange& x) {
     if (!partial.count(i)) x.tool_calls[i].input = "{}";
 }
 
-void anthropic_request(const json& r, LlmExchange& x) {
-  const json& messages = member(r, "messages");
-  if (!messages.is_array()) return;
-  for (const auto& m : messages) {
-    if (str(m, "role") != "user") continue;
-    const json& content = member(m, "content");
-    std::string text;
-    if (content.is_array())
-      for (const auto& c : content) {
-        if (str(c, "type") == "tool_result") add_result(x, str(c, "tool_use_id"), content_text(member(c, "content")));
-        if (str(c, "type") == "text") excerpt(text, str(c, "text"));
-      }
-    else
-      text = content_text(content);
-    user_text(x, text);
-  }
-}
 
 // ---- OpenAI Chat Completions
 
@@ -239,17 +223,6 @@ void chat_stream(std::string_view body, LlmExchange& x) {
   }
 }
 
-void chat_request(const json& r, LlmExchange& x) {
-  const json& messages = member(r, "messages");
-  if (!messages.is_array()) return;
-  for (const auto& m : messages) {
-    if (str(m, "role") == "tool") {
-      add_result(x, str(m, "tool_call_id"), content_text(member(m, "content")));
-      x.prompt.clear();
-    }
-    if (str(m, "role") == "user") user_text(x, content_text(member(m, "content")));
-  }
-}
 
 // ---- OpenAI Responses
 
@@ -304,18 +277,6 @@ void responses_stream(std::string_view body, LlmExchange& x) {
   }
 }
 
-void responses_request(const json& r, LlmExchange& x) {
-  const json& input = member(r, "input");
-  if (input.is_string()) user_text(x, input.get<std::string>());
-  if (!input.is_array()) return;
-  for (const auto& item : input) {
-    if (ends_with(str(item, "type"), "_call_output")) {
-      add_result(x, str(item, "call_id"), content_text(member(item, "output")));
-      x.prompt.clear();  // a tool result is the last thing said, not the user's text before it
-    }
-    if (str(item, "role") == "user") user_text(x, content_text(member(item, "content")));
-  }
-}
 
 // ---- Gemini generateContent
 
@@ -338,20 +299,107 @@ void gemini_chunk(const json& r, LlmExchange& x) {
     }
 }
 
-void gemini_request(const json& r, LlmExchange& x) {
-  const json& contents = member(r, "contents");
-  if (!contents.is_array()) return;
-  for (const auto& c : contents) {
-    const json& parts = member(c, "parts");
-    if (!parts.is_array()) continue;
-    std::string text;
-    for (const auto& p : parts) {
-      const json& fr = member(p, "functionResponse");
-      if (fr.is_object()) add_result(x, str(fr, "id").empty() ? str(fr, "name") : str(fr, "id"), text_of(member(fr, "response")));
-      excerpt(text, str(p, "text"));
-    }
-    if (str(c, "role") == "user") user_text(x, text);
+
+// ---- Requests (simdjson On-Demand: one pass, the rest skipped)
+
+simdjson::ondemand::parser& parser() {
+  thread_local simdjson::ondemand::parser p;
+  return p;
+}
+
+std::string text_value(simdjson::ondemand::value v) {
+  if (v.type() != simdjson::ondemand::json_type::string) return "";
+  std::string_view s = v.get_string();
+  return std::string(s.substr(0, kMaxExcerpt));
+}
+
+// A message's content as text: a string, or its parts' strings and "text" members.
+std::string content_value(simdjson::ondemand::value v) {
+  auto type = v.type().value();
+  if (type == simdjson::ondemand::json_type::string) return text_value(v);
+  if (type == simdjson::ondemand::json_type::object) {  // e.g. a Gemini function's response: as JSON
+    simdjson::ondemand::object o;
+    std::string_view raw;
+    if (v.get_object().get(o) || o.raw_json().get(raw)) return "";
+    return std::string(raw.substr(0, kMaxExcerpt));
   }
+  std::string out;
+  if (type != simdjson::ondemand::json_type::array) return out;
+  for (auto part : v.get_array()) {
+    simdjson::ondemand::value p;
+    if (part.get(p)) continue;
+    auto pt = p.type().value();
+    if (pt == simdjson::ondemand::json_type::string) excerpt(out, text_value(p));
+    else if (pt == simdjson::ondemand::json_type::object)
+      for (auto f : p.get_object())
+        if (std::string_view(f.unescaped_key()) == "text") excerpt(out, text_value(f.value()));
+  }
+  return out;
+}
+
+// One message or item of a request's conversation, whatever the API: its
+// members are read in the order they come, then judged together.
+void request_message(simdjson::ondemand::value m, LlmExchange& x) {
+  if (m.type() != simdjson::ondemand::json_type::object) return;
+  std::string role, type, call_id, result, text;
+  bool is_result = false;
+  std::vector<std::pair<std::string, std::string>> results;  // (id, text) in an Anthropic or Gemini message
+  for (auto f : m.get_object()) {
+    std::string_view key = f.unescaped_key();
+    simdjson::ondemand::value v = f.value();
+    if (key == "role") role = text_value(v);
+    else if (key == "type") type = text_value(v);
+    else if (key == "call_id" || key == "tool_call_id") call_id = text_value(v);
+    else if (key == "output") result = content_value(v);
+    else if (key == "content" && v.type() == simdjson::ondemand::json_type::array && x.api == "anthropic.messages") {
+      // Blocks: tool_result blocks, text blocks.
+      for (auto block : v.get_array()) {
+        simdjson::ondemand::value b;
+        if (block.get(b) || b.type() != simdjson::ondemand::json_type::object) continue;
+        std::string btype, id, btext, bcontent;
+        for (auto bf : b.get_object()) {
+          std::string_view bk = bf.unescaped_key();
+          if (bk == "type") btype = text_value(bf.value());
+          else if (bk == "tool_use_id") id = text_value(bf.value());
+          else if (bk == "text") btext = text_value(bf.value());
+          else if (bk == "content") bcontent = content_value(bf.value());
+        }
+        if (btype == "tool_result") results.emplace_back(id, bcontent);
+        if (btype == "text") excerpt(text, btext);
+      }
+    } else if (key == "content") {
+      result = text = content_value(v);
+    } else if (key == "parts" && v.type() == simdjson::ondemand::json_type::array) {  // Gemini
+      for (auto part : v.get_array()) {
+        simdjson::ondemand::value p;
+        if (part.get(p) || p.type() != simdjson::ondemand::json_type::object) continue;
+        for (auto pf : p.get_object()) {
+          std::string_view pk = pf.unescaped_key();
+          simdjson::ondemand::value pv = pf.value();
+          if (pk == "text") excerpt(text, text_value(pv));
+          if (pk != "functionResponse" || pv.type() != simdjson::ondemand::json_type::object) continue;
+          std::string id, name, response;
+          for (auto rf : pv.get_object()) {
+            std::string_view rk = rf.unescaped_key();
+            if (rk == "id") id = text_value(rf.value());
+            else if (rk == "name") name = text_value(rf.value());
+            else if (rk == "response") response = content_value(rf.value());
+          }
+          results.emplace_back(id.empty() ? name : id, response);
+        }
+      }
+    }
+  }
+  // Judged once all its members are read (their order is the sender's).
+  if (x.api == "openai.responses" && ends_with(type, "_call_output")) is_result = true;
+  if (x.api == "openai.chat_completions" && role == "tool") is_result = true;
+  if (is_result) {
+    add_result(x, call_id, result);
+    x.prompt.clear();  // a tool result is the last thing said, not the user's text before it
+    return;
+  }
+  for (auto& [id, t] : results) add_result(x, id, t);
+  if (role == "user") user_text(x, results.empty() || !text.empty() ? text : "");
 }
 
 }  // namespace
@@ -375,17 +423,38 @@ void decode_llm_request(std::string_view target, std::string_view body, LlmExcha
     if (colon > at) x.model = path.substr(at, colon - at);
     x.stream = ends_with(path, ":streamGenerateContent");
   }
-  json r = parse(body);
-  if (!r.is_object()) {
-    x.problems.push_back(body.empty() ? "the request has no body" : "the request's body is not JSON (compressed, cut, or not an API call)");
+  if (body.empty()) {
+    x.problems.push_back("the request has no body");
     return;
   }
-  if (x.model.empty()) x.model = str(r, "model");
-  if (auto s = member(r, "stream"); s.is_boolean()) x.stream = s.get<bool>();
-  if (x.api == "anthropic.messages") anthropic_request(r, x);
-  else if (x.api == "openai.chat_completions") chat_request(r, x);
-  else if (x.api == "openai.responses") responses_request(r, x);
-  else if (x.api == "gemini.generate_content") gemini_request(r, x);
+  // Requests carry the whole conversation, its system prompt and tools
+  // (tens of KiB, every turn): read on demand, what is not needed skipped.
+  try {
+    simdjson::padded_string padded(body);
+    simdjson::ondemand::document doc = parser().iterate(padded);
+    simdjson::ondemand::object top = doc.get_object();
+    for (auto field : top) {
+      std::string_view key = field.unescaped_key();
+      simdjson::ondemand::value v = field.value();
+      if (key == "model" && x.model.empty()) x.model = text_value(v);
+      else if (key == "stream" && v.type() == simdjson::ondemand::json_type::boolean) x.stream = bool(v.get_bool());
+      else if ((key == "messages" || key == "contents") && v.type() == simdjson::ondemand::json_type::array)
+        for (auto m : v.get_array()) {
+          simdjson::ondemand::value mv;
+          if (!m.get(mv)) request_message(mv, x);
+        }
+      else if (key == "input" && x.api == "openai.responses") {
+        if (v.type() == simdjson::ondemand::json_type::string) user_text(x, text_value(v));
+        else if (v.type() == simdjson::ondemand::json_type::array)
+          for (auto item : v.get_array()) {
+            simdjson::ondemand::value iv;
+            if (!item.get(iv)) request_message(iv, x);
+          }
+      }
+    }
+  } catch (const simdjson::simdjson_error& e) {
+    x.problems.push_back(std::string("the request's body is not JSON (") + e.what() + "): compressed, cut, or not an API call");
+  }
 }
 
 void decode_llm_response(std::string_view content_type, std::string_view body, LlmExchange& x) {

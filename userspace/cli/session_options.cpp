@@ -51,6 +51,11 @@ void SessionOptions::add_to(po::options_description& desc) {
       "[REDACTED] before they are sealed: bearer tokens, sk-/ghp_/AKIA/xox?-/glpat- tokens and the "
       "like, --password=/--token= values, URL passwords, private-key blocks, and the policy's own "
       "redact: prefixes; each entry says what kinds it redacted; off: keep them")(
+      "agent-turns", po::value(&agent_turns)->default_value(agent_turns),
+      "on (with --tls on): from the TLS plaintext of calls to model APIs (Anthropic Messages, OpenAI "
+      "Chat Completions and Responses, Gemini; HTTP/1.x), write llm_call entries, tool_call entries "
+      "linking each tool call to the acts it caused, and acts_unexplained at the end; off: the tls "
+      "entries alone")(
       "entry-times", po::value(&entry_times)->default_value(entry_times),
       "on (run's default): trace every syscall's entry too: its start time (ts_enter_mono_ns), "
       "calls seccomp stopped marked by the kernel, exit and exit_group as entries, addresses that "
@@ -73,8 +78,10 @@ session::Settings SessionOptions::settings() const {
   s.deny_paths = deny_paths;
   s.allow_exec = allow_exec;
   if ((tls != "on" && tls != "off") || (tls_redact != "on" && tls_redact != "off") ||
-      (entry_times != "on" && entry_times != "off") || (redact != "on" && redact != "off"))
-    throw UsageError("--tls, --tls-redact, --redact and --entry-times take on or off");
+      (entry_times != "on" && entry_times != "off") || (redact != "on" && redact != "off") ||
+      (agent_turns != "on" && agent_turns != "off"))
+    throw UsageError("--tls, --tls-redact, --redact, --agent-turns and --entry-times take on or off");
+  s.agent_turns = agent_turns == "on";
   s.redact = redact == "on";
   s.entry_times = entry_times == "on";
   s.tls = tls == "on";

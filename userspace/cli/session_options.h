@@ -17,6 +17,7 @@ struct SessionOptions {
   std::string on_loss = "backpressure";  // watch: continue
   std::vector<std::string> deny_paths, allow_exec;
   std::string redact = "on";
+  std::string agent_turns = "on";
   std::string tls = "on", tls_redact = "on", tls_chunk = "16K", tls_cap = "256K";
   std::string entry_times = "on";        // watch: off
   std::vector<std::string> tls_redact_more;  // --tls-redact-header

@@ -319,6 +319,7 @@ void Daemon::start_record(RecordedCgroup& s, size_t tasks, const std::vector<uin
   meta.on_loss = rule.on_loss.empty() ? config_.on_loss : rule.on_loss;
   meta.key = key_for(rule.key_dir.empty() ? config_.key_dir : rule.key_dir);
   meta.tls = rule.tls;
+  meta.agent_turns = rule.tls;
   meta.watch_rule = rule.name;
   meta.sink = hub_;
   if (auto pod = parse_kubelet_cgroup(s.rel)) {

@@ -129,6 +129,7 @@ Recorder::Recorder(ledger::Store& store, const SessionMeta& meta)
   if (!meta.env_passed.empty()) e.set("env_passed", meta.env_passed);
   if (!meta.env_set.empty()) e.set("env_set", meta.env_set);
   if (meta.tls) {
+    e.set("agent_turns", meta.agent_turns ? 1 : 0);
     e.set("tls_redact", meta.tls_redact ? 1 : 0);
     if (meta.tls_redact) e.set("tls_redact_headers", meta.tls_redact_headers);
     e.set("tls_chunk_bytes", meta.tls_chunk);

@@ -44,6 +44,7 @@ struct SessionMeta {
   std::vector<std::string> sandbox;    // what confinement was in force, for the genesis entry
   std::vector<std::string> env_passed, env_set;  // the names of the command's environment (never the values)
   bool redact = true;                  // credentials redacted from argv (events/secrets.h)
+  bool agent_turns = false;            // llm_call and tool_call entries are derived (session/llm_calls.h)
   std::vector<std::string> redact_prefixes;  // the policy's own credential prefixes
   uint64_t tls_chunk = 16384, tls_cap = 262144;
   uint64_t record_rate = 0;            // limits.record_rate: plain syscall entries per second (0: all)

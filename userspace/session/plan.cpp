@@ -100,6 +100,7 @@ Plan compile(Settings s) {
   m.tls = s.tls;
   m.tls_redact = s.tls_redact;
   m.redact = s.redact;
+  m.agent_turns = s.tls && s.agent_turns;
   for (const auto& given : s.tls_redact_headers) {
     auto name = header_name(given);
     if (std::find(m.tls_redact_headers.begin(), m.tls_redact_headers.end(), name) == m.tls_redact_headers.end())

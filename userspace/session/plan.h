@@ -34,6 +34,7 @@ struct Settings {
   bool tls = true;
   bool tls_redact = true;
   bool redact = true;                    // credentials in argv (recorder::SessionMeta::redact)
+  bool agent_turns = true;               // llm_call and tool_call entries (session/llm_calls.h)
   size_t tls_chunk = 16384;
   size_t tls_cap = 262144;
   std::vector<std::string> tls_redact_headers;  // beyond the default list

@@ -340,7 +340,7 @@ int run(Plan plan, const RunTarget& target) {
   if (copts.tls) engine->pipeline().add(tls_follower);
   // The model calls and tool calls in the TLS plaintext (llm_call, tool_call).
   LlmCalls llm_calls;
-  if (copts.tls) engine->pipeline().add(llm_calls);
+  if (plan.meta.agent_turns) engine->pipeline().add(llm_calls);
   engine->pipeline().add(*confinement);
   confinement->start(engine->pipeline(), source.traits());
   confinement->guard(engine->watchdog(), target.db);
@@ -411,7 +411,7 @@ int run(Plan plan, const RunTarget& target) {
   }
   if (loss_killed && waitpid(child.pid, &status, 0) < 0 && errno != ECHILD) status = 0;
   engine->end();
-  if (copts.tls) {  // exchanges still open, tool calls never answered
+  if (plan.meta.agent_turns) {  // exchanges still open, tool calls never answered
     Emitted tail = engine->pipeline().emitted();
     llm_calls.finish(tail);
     engine->pipeline().write(tail);

@@ -71,7 +71,7 @@ void watch(Plan plan, const WatchTarget& target) {
   TlsFollower tls_follower(capture, false);
   if (copts.tls) engine.pipeline().add(tls_follower);
   LlmCalls llm_calls;  // model calls and tool calls in the TLS plaintext
-  if (copts.tls) engine.pipeline().add(llm_calls);
+  if (copts.tls && meta.agent_turns) engine.pipeline().add(llm_calls);
   recorder::EventLoop& loop = engine.loop();
   std::string reason = "stopped by signal";
 
@@ -128,7 +128,7 @@ void watch(Plan plan, const WatchTarget& target) {
   });
   engine.stop_watchdog();
   engine.end();
-  if (copts.tls) {
+  if (copts.tls && meta.agent_turns) {
     Emitted tail = engine.pipeline().emitted();
     llm_calls.finish(tail);
     engine.pipeline().write(tail);
