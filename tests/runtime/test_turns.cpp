@@ -172,6 +172,12 @@ void check_turns(const std::string& api, bool stream) {
   // The report opens with the conversation.
   REQUIRE(rt::flightrec({"report", "--db", db, "--session", "1", "--out", dir.file("r.html")}).code == 0);
   std::string page = slurp(dir.file("r.html"));
+  // The report and the record hold the session's plaintext: their owner's alone.
+  struct stat st {};
+  REQUIRE(stat(dir.file("r.html").c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0600);
+  REQUIRE(stat(db.c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0600);
   size_t conversation = page.find("<h2 id=\"conversation\">"), overview = page.find("<h2 id=\"overview\">");
   REQUIRE(conversation != std::string::npos);
   CHECK(conversation < overview);

@@ -1,6 +1,7 @@
 // The record with real SQLite files and a real Ed25519 key: written through
 // the real writer, then attacked the ways docs/FORMAT.md says verify catches.
 #include <doctest/doctest.h>
+#include <sys/stat.h>
 
 #include <span>
 
@@ -641,4 +642,60 @@ TEST_CASE("a proof is checked with the public key alone, and any changed byte fa
   CHECK_FALSE(check_proof(j.dump(), key).ok);
   CHECK_FALSE(check_proof("[]", key).ok);
   CHECK_FALSE(check_proof("", key).ok);
+}
+
+TEST_CASE("a record edited to run queries of its own (a recursive view, a trigger, a computed column) is refused, not run") {
+  TempDir dir;
+  auto fresh = [&](const char* name) {
+    std::string path = dir.file(name);
+    Store s(path, Store::Mode::Write);
+    write_session(s, 12, &test_key());
+    return path;
+  };
+  auto refused = [](const std::string& path, const std::string& why) {
+    for (auto mode : {Store::Mode::Read, Store::Mode::Write}) {
+      try {
+        Store s(path, mode);
+        FAIL("opened " << path);
+      } catch (const flightrec::Error& e) {
+        std::string what = e.what();
+        CHECK_MESSAGE(what.find(why) != std::string::npos, what);
+      }
+    }
+  };
+  // The blocks every reader reads, become an endless recursive query.
+  std::string view = fresh("view.db");
+  sql(view, "ALTER TABLE blocks RENAME TO b; CREATE VIEW blocks AS WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL "
+            "SELECT x + 1 FROM r) SELECT x AS id, 1 AS count, '' AS types, 0 AS pid_bits, 0 AS ts_min, 0 AS ts_max, "
+            "x'' AS chain, x'' AS data, 1 AS session, x AS first_seq, NULL AS path_bits FROM r");
+  refused(view, "that flightrec does not make");
+  std::string trigger = fresh("trigger.db");
+  sql(trigger, "CREATE TRIGGER t AFTER INSERT ON checkpoints BEGIN SELECT 1; END");
+  refused(trigger, "holds a trigger named t");
+  std::string table = fresh("table.db");
+  sql(table, "CREATE TABLE extra(x)");
+  refused(table, "holds a table named extra");
+  // A column computed as it is read, one gigabyte a row.
+  std::string column = fresh("column.db");
+  sql(column, "ALTER TABLE checkpoints ADD COLUMN big BLOB GENERATED ALWAYS AS (zeroblob(1000000000)) VIRTUAL");
+  refused(column, "columns flightrec does not make");
+  // The record as flightrec made it still reads.
+  CHECK(verify_file(fresh("plain.db"), &test_key().verifier()).ok);
+}
+
+TEST_CASE("a new record and its write-ahead log are its owner's alone (0600), whatever the umask") {
+  TempDir dir;
+  std::string path = dir.file("mine.db");
+  mode_t old = umask(0);
+  {
+    Store s(path, Store::Mode::Write);
+    write_session(s, 6, &test_key(), false);
+    struct stat st {};
+    REQUIRE(stat((path + "-wal").c_str(), &st) == 0);
+    CHECK((st.st_mode & 0777) == 0600);
+  }
+  umask(old);
+  struct stat st {};
+  REQUIRE(stat(path.c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0600);
 }

@@ -44,7 +44,7 @@ int cmd_export(const Args& args) {
   // Write beside the target and rename: a reader never sees half a bundle.
   // The temporary file is new (O_EXCL) and no symlink is followed.
   std::string tmp = out + ".tmp." + std::to_string(getpid());
-  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);  // the session's plaintext: its owner's alone
   if (fd < 0) throw Error(errno_message("cannot create " + tmp, errno));
   int64_t n;
   {

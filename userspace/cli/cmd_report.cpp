@@ -71,7 +71,7 @@ int cmd_report(const Args& args) {
   std::string page = report.html(verdict, db);
   // Beside the target, then renamed: a reader never sees half a page.
   std::string tmp = out + ".tmp." + std::to_string(getpid());
-  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);  // the session's plaintext: its owner's alone
   if (fd < 0) throw Error(errno_message("cannot create " + tmp, errno));
   if (!write_full(fd, page.data(), page.size())) {
     int err = errno;

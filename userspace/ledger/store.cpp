@@ -1,15 +1,19 @@
 #include "ledger/store.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <condition_variable>
 #include <cctype>
 #include <filesystem>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "common/error.h"
+#include "common/text.h"
 #include "ledger/path_index.h"
 
 namespace flightrec::ledger {
@@ -186,6 +190,12 @@ Store::Store(const std::string& path, Mode mode) : path_(path), mode_(mode) {
     struct stat st {};
     if (stat(path.c_str(), &st) != 0) throw Error(errno_message("cannot open " + path, errno));
   }
+  if (mode == Mode::Write) {
+    // A new record is its owner's alone (TLS bodies, command lines): made
+    // 0600 before SQLite opens it, whose -wal and -shm take its mode.
+    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd >= 0) close(fd);
+  }
   open(path, mode == Mode::Read ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
   try {
     // A new record is made in WAL mode from the start: its schema then goes
@@ -279,6 +289,40 @@ int64_t Store::page_count() {
   return pages;
 }
 
+void Store::check_schema_objects() {
+  // A record file is anyone's to edit: a view, trigger, virtual table or
+  // generated column of theirs would run inside every reader's query (a
+  // recursive view hangs it for ever). Only what flightrec makes is read.
+  static const std::set<std::string> tables = {"meta", "sessions", "blocks", "checkpoints", "entries", "sqlite_sequence", "sqlite_stat1"};
+  Stmt s(db_, "SELECT type, name, coalesce(sql, '') FROM sqlite_master");
+  std::vector<std::pair<std::string, std::string>> made;  // (table, its CREATE statement)
+  while (sqlite3_step(s.s) == SQLITE_ROW) {
+    std::string type = s.text(0), name = s.text(1), sql = s.text(2);
+    bool ours = (type == "table" && tables.count(name) && !sql.starts_with("CREATE VIRTUAL")) ||
+                (type == "index" && name.starts_with("sqlite_autoindex_"));
+    if (!ours)
+      throw Error(path_ + " holds a " + printable(type) + " named " + printable(name) +
+                  " that flightrec does not make; refusing to read it (an edited record: its queries could run anything)");
+    if (type == "table") made.emplace_back(name, sql);
+  }
+  // Generated columns are computed as they are read: flightrec's two, and
+  // only those (a session and a seq cut from the row id).
+  for (auto& [name, sql] : made) {
+    Stmt g(db_, "SELECT count(*) FROM pragma_table_xinfo(?1) WHERE hidden IN (2, 3)");
+    sqlite3_bind_text(g.s, 1, name.c_str(), -1, SQLITE_TRANSIENT);
+    int64_t generated = sqlite3_step(g.s) == SQLITE_ROW ? sqlite3_column_int64(g.s, 0) : -1;
+    int64_t known = 0;
+    for (std::string_view ours : {"GENERATED ALWAYS AS (id >> 40) VIRTUAL", "GENERATED ALWAYS AS (id & 1099511627775) VIRTUAL"})
+      for (size_t at; (at = sql.find(ours)) != std::string::npos; ++known) sql.erase(at, ours.size());
+    std::string upper = sql;
+    for (char& c : upper) c = char(std::toupper(static_cast<unsigned char>(c)));
+    bool other = upper.find("GENERATED") != std::string::npos || upper.find(" AS ") != std::string::npos ||
+                 upper.find(" AS(") != std::string::npos;
+    if (generated != known || other)
+      throw Error(path_ + ": table " + name + " has columns flightrec does not make (computed as they are read); refusing to read it");
+  }
+}
+
 void Store::check_or_create_schema() {
   // Reading sqlite_master is the first access to the file: a file that is
   // not SQLite fails here, before anything is written.
@@ -318,6 +362,7 @@ void Store::check_or_create_schema() {
   }
   if (format != "flightrec-record")
     throw Error(path_ + " is a SQLite database but not a flightrec record; refusing to use it");
+  check_schema_objects();
   for (int v = kOldestReadableVersion; v <= kFormatVersion; ++v)
     if (version == std::to_string(v)) version_ = v;
   if (!version_)

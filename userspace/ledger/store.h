@@ -110,6 +110,7 @@ class Store {
   void reopen_immutable();
   void exec(const char* sql);
   void check_or_create_schema();
+  void check_schema_objects();  // only tables and indexes flightrec makes (throws Error)
   int64_t page_count();  // of the main file; -1 if it cannot be read (not SQLite)
   [[noreturn]] void fail(const std::string& what);
   void for_each_block_entry(const EntryFilter& filter, const std::function<bool(const EntryRow&)>& fn);
