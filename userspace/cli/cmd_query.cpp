@@ -124,7 +124,7 @@ int cmd_query(const Args& args) {
     f.types = {"tool_call"};
     store.for_each_entry(f, [&](const ledger::EntryRow& e) {
       auto t = nlohmann::json::parse(e.body, nullptr, false);
-      if (!t.is_object() || t.value("tool_call_id", "") != tool_call) return true;
+      if (!t.is_object() || !t.contains("tool_call_id") || t["tool_call_id"] != tool_call) return true;
       of_call.insert({e.session, e.seq});
       if (t.contains("llm_call") && t["llm_call"].is_number_integer()) of_call.insert({e.session, t["llm_call"].get<int64_t>()});
       for (const char* key : {"act_seqs", "result_request_seqs"})

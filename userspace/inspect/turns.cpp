@@ -14,15 +14,29 @@ namespace {
 
 using nlohmann::json;
 
+
+// Members of entries as read: a canonical record may still hold any type where
+// flightrec writes another (an edited record), so nothing is taken on trust.
+int64_t int_of(const json& e, const char* key, int64_t fallback = 0) {
+  auto it = e.is_object() ? e.find(key) : e.end();
+  return e.is_object() && it != e.end() && it->is_number_integer() ? it->get<int64_t>() : fallback;
+}
+
+const json& array_of(const json& e, const char* key) {
+  static const json empty = json::array();
+  auto it = e.is_object() ? e.find(key) : e.end();
+  return e.is_object() && it != e.end() && it->is_array() ? *it : empty;
+}
+
 std::vector<int64_t> seq_list(const json& e, const char* key) {
   std::vector<int64_t> out;
-  if (e.contains(key) && e[key].is_array())
-    for (const auto& s : e[key])
-      if (s.is_number_integer()) out.push_back(s.get<int64_t>());
+  for (const auto& s : array_of(e, key))
+    if (s.is_number_integer()) out.push_back(s.get<int64_t>());
   return out;
 }
 
 std::string text(const json& e, const char* key) {
+  if (!e.is_object()) return "";
   if (e.contains(key) && e[key].is_string()) return e[key].get<std::string>();
   std::string b64 = std::string(key) + "_b64";
   if (e.contains(b64) && e[b64].is_string()) return base64_decode(e[b64].get<std::string>()).value_or("");
@@ -37,9 +51,9 @@ std::optional<agent::HttpMessage> message_of(const std::vector<int64_t>& seqs, c
     auto it = tls.find(s);
     if (it == tls.end()) return std::nullopt;
     const json& t = it->second;
-    auto bytes = base64_decode(t.value("data_b64", ""));
+    auto bytes = base64_decode(text(t, "data_b64"));
     if (!bytes) return std::nullopt;
-    stream.feed(t.value("stream_offset", uint64_t(0)), t.value("len", uint64_t(0)), *bytes, s, 0, out);
+    stream.feed(uint64_t(int_of(t, "stream_offset")), uint64_t(int_of(t, "len")), *bytes, s, 0, out);
     if (!out.empty()) return std::move(out.front());
   }
   agent::HttpMessage open;
@@ -48,16 +62,15 @@ std::optional<agent::HttpMessage> message_of(const std::vector<int64_t>& seqs, c
 }
 
 std::string act_text(const json& e) {
-  std::string type = e.value("type", "");
+  std::string type = text(e, "type");
   if (type == "exec") {
     std::string argv;
-    if (e.contains("argv"))
-      for (const auto& a : e["argv"])
-        if (a.is_string()) argv += (argv.empty() ? "" : " ") + a.get<std::string>();
+    for (const auto& a : array_of(e, "argv"))
+      if (a.is_string()) argv += (argv.empty() ? "" : " ") + a.get<std::string>();
     return argv;
   }
   if (type == "file_open") return text(e, "kernel_path").empty() ? text(e, "path") : text(e, "kernel_path");
-  if (type == "connect") return text(e, "addr") + ":" + std::to_string(e.value("port", 0));
+  if (type == "connect") return text(e, "addr") + ":" + std::to_string(int_of(e, "port"));
   return type;
 }
 
@@ -99,7 +112,7 @@ json agent_turns(ledger::Store& store, int64_t session) {
   for (size_t i = 0; i < calls.size(); ++i) {
     const json& c = calls[i];
     agent::LlmExchange& x = decoded[i];
-    x.api = c.value("api", "");
+    x.api = text(c, "api");
     auto request = message_of(seq_list(c, "request_seqs"), held);
     auto response = message_of(seq_list(c, "response_seqs"), held);
     std::string why;
@@ -108,21 +121,21 @@ json agent_turns(ledger::Store& store, int64_t session) {
     by_request[seq_list(c, "request_seqs")] = &x;
   }
   std::map<int64_t, std::vector<const json*>> tools_of;  // llm_call seq -> its tool_call entries
-  for (const auto& t : tools) tools_of[t.value("llm_call", int64_t(0))].push_back(&t);
+  for (const auto& t : tools) tools_of[int_of(t, "llm_call")].push_back(&t);
   for (size_t i = 0; i < calls.size(); ++i) {
     const json& c = calls[i];
     const agent::LlmExchange& x = decoded[i];
-    json turn = {{"llm_call", c.value("seq", int64_t(0))}, {"api", c.value("api", "")}, {"model", text(c, "model")},
-                 {"status", c.value("status", 0)}, {"stream", c.value("stream", 0)}, {"prompt", x.prompt},
+    json turn = {{"llm_call", int_of(c, "seq")}, {"api", text(c, "api")}, {"model", text(c, "model")},
+                 {"status", int_of(c, "status")}, {"stream", int_of(c, "stream")}, {"prompt", x.prompt},
                  {"answer", x.answer}, {"tool_calls", json::array()}};
     for (const char* k : {"input_tokens", "output_tokens"})
-      if (c.contains(k)) turn[k] = c[k];
-    if (c.contains("stop_reason")) turn["stop_reason"] = text(c, "stop_reason");
-    if (c.contains("problems")) turn["problems"] = c["problems"];
-    for (const json* t : tools_of[c.value("seq", int64_t(0))]) {
-      json tool = {{"tool_call", t->value("seq", int64_t(0))}, {"id", text(*t, "tool_call_id")}, {"name", text(*t, "name")},
-                   {"input", text(*t, "input")}, {"result_seen", t->value("result_seen", 1)}, {"acts", json::array()}};
-      if (t->contains("duration_ns")) tool["duration_ns"] = (*t)["duration_ns"];
+      if (int_of(c, k, -1) >= 0) turn[k] = int_of(c, k);
+    if (!text(c, "stop_reason").empty()) turn["stop_reason"] = text(c, "stop_reason");
+    if (!array_of(c, "problems").empty()) turn["problems"] = array_of(c, "problems");
+    for (const json* t : tools_of[int_of(c, "seq")]) {
+      json tool = {{"tool_call", int_of(*t, "seq")}, {"id", text(*t, "tool_call_id")}, {"name", text(*t, "name")},
+                   {"input", text(*t, "input")}, {"result_seen", int_of(*t, "result_seen", 1)}, {"acts", json::array()}};
+      if (int_of(*t, "duration_ns", -1) >= 0) tool["duration_ns"] = int_of(*t, "duration_ns");
       // The result, as the request that returned it carried it.
       if (auto r = by_request.find(seq_list(*t, "result_request_seqs")); r != by_request.end()) {
         const auto& ids = r->second->tool_results;
@@ -130,11 +143,12 @@ json agent_turns(ledger::Store& store, int64_t session) {
           if (ids[k] == tool["id"]) tool["result"] = r->second->result_texts[k];
       }
       std::vector<int64_t> acts = seq_list(*t, "act_seqs");
+      const json &kinds = array_of(*t, "act_kinds"), &links = array_of(*t, "act_links");
       for (size_t k = 0; k < acts.size(); ++k) {
         auto a = held.find(acts[k]);
         json act = {{"seq", acts[k]},
-                    {"kind", (*t)["act_kinds"].size() > k ? (*t)["act_kinds"][k] : json("")},
-                    {"link", (*t)["act_links"].size() > k ? (*t)["act_links"][k] : json("")},
+                    {"kind", kinds.size() > k && kinds[k].is_string() ? kinds[k] : json("")},
+                    {"link", links.size() > k && links[k].is_string() ? links[k] : json("")},
                     {"what", a == held.end() ? "" : act_text(a->second)}};
         tool["acts"].push_back(std::move(act));
       }
