@@ -179,6 +179,15 @@ TEST_CASE("llm api: hostile bodies are said to be malformed, never guessed at, a
   std::string deep(100000, '[');
   auto z = exchange("POST", "/v1/messages", deep, "application/json", deep);
   CHECK(z.problems.size() == 2);
+  // Balanced but 200000 deep, where a tool's input or an error is printed
+  // again: cut at 64 levels as it is parsed (dump() recurses; a stack would not hold it).
+  std::string abyss = std::string(200000, '[') + std::string(200000, ']');
+  auto v = exchange("POST", "/v1/messages", "{}", "application/json",
+                    R"({"content":[{"type":"tool_use","id":"t","name":"n","input":)" + abyss + R"(}],"error":)" + abyss + "}");
+  REQUIRE(v.tool_calls.size() == 1);
+  CHECK(v.tool_calls[0].input.size() < 200);
+  auto sse = exchange("POST", "/v1/messages", "{}", "text/event-stream", "event: error\ndata: {\"type\":\"error\",\"error\":" + abyss + "}\n\n");
+  CHECK(sse.error.size() < 200);
   // A tool call's input is kept up to 64 KiB.
   std::string big = R"({"content":[{"type":"tool_use","id":"t","name":"n","input":{"x":")" + std::string(200000, 'a') + R"("}}]})";
   auto w = exchange("POST", "/v1/messages", "{}", "application/json", big);

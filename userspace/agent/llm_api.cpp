@@ -74,7 +74,12 @@ void add_result(LlmExchange& x, std::string id, std::string text = "") {
 // The text of the request's last user message ("" when tool results came after it).
 void user_text(LlmExchange& x, const std::string& text) { x.prompt = text.substr(0, kMaxExcerpt); }
 
-json parse(std::string_view text) { return json::parse(text.begin(), text.end(), nullptr, false); }
+// Nested at most kMaxDepth deep: deeper values are dropped as they are
+// parsed, so nothing recursive (dump()) ever meets a hostile depth.
+constexpr int kMaxDepth = 64;
+json parse(std::string_view text) {
+  return json::parse(text.begin(), text.end(), [](int depth, json::parse_event_t, json&) { return depth <= kMaxDepth; }, false);
+}
 
 // Server-sent events: (event name, data) pairs, data lines joined.
 std::vector<std::pair<std::string, std::string>> sse_events(std::string_view body) {

@@ -296,15 +296,22 @@ void Store::check_schema_objects() {
   static const std::set<std::string> tables = {"meta", "sessions", "blocks", "checkpoints", "entries", "sqlite_sequence", "sqlite_stat1"};
   Stmt s(db_, "SELECT type, name, coalesce(sql, '') FROM sqlite_master");
   std::vector<std::pair<std::string, std::string>> made;  // (table, its CREATE statement)
+  std::string foreign;
+  bool meta = false;
   while (sqlite3_step(s.s) == SQLITE_ROW) {
     std::string type = s.text(0), name = s.text(1), sql = s.text(2);
-    bool ours = (type == "table" && tables.count(name) && !sql.starts_with("CREATE VIRTUAL")) ||
-                (type == "index" && name.starts_with("sqlite_autoindex_"));
-    if (!ours)
-      throw Error(path_ + " holds a " + printable(type) + " named " + printable(name) +
-                  " that flightrec does not make; refusing to read it (an edited record: its queries could run anything)");
+    std::string upper = sql.substr(0, 32);
+    for (char& c : upper) c = char(std::toupper(static_cast<unsigned char>(c)));
+    bool ours = (type == "table" && tables.count(name) && !upper.starts_with("CREATE VIRTUAL")) ||
+                (type == "index" && name.starts_with("sqlite_autoindex_") && sql.empty());
+    if (!ours && foreign.empty()) foreign = "a " + printable(type) + " named " + printable(name);
     if (type == "table") made.emplace_back(name, sql);
+    meta = meta || (type == "table" && name == "meta");
   }
+  if (!meta) throw Error(path_ + " is a SQLite database but not a flightrec record; refusing to use it");
+  if (!foreign.empty())
+    throw Error(path_ + " holds " + foreign +
+                " that flightrec does not make; refusing to read it (an edited record: its queries could run anything)");
   // Generated columns are computed as they are read: flightrec's two, and
   // only those (a session and a seq cut from the row id).
   for (auto& [name, sql] : made) {
@@ -351,6 +358,7 @@ void Store::check_or_create_schema() {
     path_bits_column_ = true;
     return;
   }
+  check_schema_objects();  // before any query of its tables: one of them could be a view of anything
   std::optional<std::string> format, version;
   try {
     Stmt s(db_, "SELECT key, value FROM meta");
@@ -362,7 +370,6 @@ void Store::check_or_create_schema() {
   }
   if (format != "flightrec-record")
     throw Error(path_ + " is a SQLite database but not a flightrec record; refusing to use it");
-  check_schema_objects();
   for (int v = kOldestReadableVersion; v <= kFormatVersion; ++v)
     if (version == std::to_string(v)) version_ = v;
   if (!version_)

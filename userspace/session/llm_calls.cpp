@@ -11,7 +11,7 @@ namespace flightrec::session {
 namespace {
 
 constexpr size_t kMaxConns = 4096;   // connections followed at once (the least used goes)
-constexpr size_t kMaxAsked = 4096;   // tool calls waiting for their result
+constexpr size_t kMaxAsked = 256;    // tool calls waiting for their result (an answer's parallel calls are a few)
 constexpr size_t kMaxActs = 65536;   // recent acts kept for attribution
 constexpr size_t kMaxLinks = 4096;   // acts linked to one tool call
 constexpr size_t kMaxAllActs = 1 << 20;  // acts remembered for acts_unexplained (~24 MiB at most)
@@ -256,20 +256,21 @@ void LlmCalls::write_call(Conn& c, Exchange& ex, const agent::HttpMessage* resp,
     e.set("tool_result_ids", std::move(results));
   }
   if (!x.problems.empty()) {
-    std::vector<std::string> problems(x.problems.begin(), x.problems.begin() + long(std::min<size_t>(x.problems.size(), 16)));
+    std::vector<std::string> problems;  // they may quote the traced program's bytes (a content coding)
+    for (size_t i = 0; i < x.problems.size() && i < 16; ++i) problems.push_back(printable(x.problems[i].substr(0, 512)));
     e.set("problems", std::move(problems));
   }
   // Its tool calls wait for their results.
   for (const auto& t : x.tool_calls) {
     if (t.id.empty() || asked_.size() >= kMaxAsked) continue;
-    asked_[t.id] = Asked{t, number, resp ? resp->last_ts : ex.request.last_ts, c.pid, c.who};
+    asked_[t.id] = Asked{t, number, resp ? resp->last_ts : ex.request.last_ts, c.pid, c.who, command_of(t), paths_of(t)};
   }
 }
 
 void LlmCalls::write_tool_call(const Asked& a, const Exchange* result, const events::Entry& about, Emitted& out) {
   uint64_t end = result ? result->request.first_ts : ts_of(about);
-  std::string command = command_of(a.call);
-  std::vector<std::string> paths = paths_of(a.call);
+  const std::string& command = a.command;
+  const std::vector<std::string>& paths = a.paths;
   auto writes_named = [](const Act& act, const std::vector<std::string>& named) {
     return std::string_view(act.kind) == "file_write" &&
            std::any_of(named.begin(), named.end(), [&](const std::string& p) { return path_matches(act.what, p); });
@@ -286,20 +287,22 @@ void LlmCalls::write_tool_call(const Asked& a, const Exchange* result, const eve
   };
   for (const auto& act : acts_)
     if (in_window(act) && std::string_view(act.kind) == "exec" && !command.empty() &&
-        act.what.find(command) != std::string::npos)
+        act.what.find(command) != std::string::npos && matched.size() < 64 &&
+        std::find(matched.begin(), matched.end(), act.pid) == matched.end())
       matched.push_back(act.pid);
   // Another waiting tool call that explains an act better takes it.
   auto claimed_elsewhere = [&](const Act& act) {
     for (const auto& [id, other] : asked_) {
       if (id == a.call.id) continue;
-      std::string oc = command_of(other.call);
-      if (std::string_view(act.kind) == "exec" && !oc.empty() && act.what.find(oc) != std::string::npos) return true;
-      if (writes_named(act, paths_of(other.call))) return true;
+      if (std::string_view(act.kind) == "exec" && !other.command.empty() && act.what.find(other.command) != std::string::npos)
+        return true;
+      if (writes_named(act, other.paths)) return true;
     }
     return false;
   };
   for (const auto& act : acts_) {
-    if (!in_window(act) || act_seqs.size() >= kMaxLinks) continue;
+    if (act_seqs.size() >= kMaxLinks) break;
+    if (!in_window(act)) continue;
     std::string link;
     if (std::string_view(act.kind) == "exec" && !command.empty() && act.what.find(command) != std::string::npos) link = "argv";
     else if (std::any_of(matched.begin(), matched.end(), [&](uint32_t m) { return act.pid == m || descends(act.pid, m); }))

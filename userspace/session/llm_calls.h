@@ -56,6 +56,8 @@ class LlmCalls : public Observer {
     uint64_t asked_ts = 0;     // the model's answer ended
     uint32_t agent = 0;        // the process that talks to the model
     Who who;
+    std::string command;                // its shell command, read once from its input
+    std::vector<std::string> paths;     // the files it names
   };
   struct Act {
     int64_t seq;
