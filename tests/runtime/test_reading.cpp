@@ -112,6 +112,9 @@ TEST_CASE("a crashed record whose write-ahead log the auditor cannot open is ref
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   REQUIRE(fs::exists(db + "-wal"));
   REQUIRE(fs::file_size(db + "-wal") > 0);  // committed entries the main file lacks
+  // Records are their owner's alone (0600): the owner hands this one to the auditor.
+  chmod(db.c_str(), 0644);
+  chmod((db + "-wal").c_str(), 0644);
   std::string ro_db = a.mount + "/c.db";
   int root_lines = count_lines(flightrec({"query", "--db", db, "--json"}).out);
   REQUIRE(root_lines > 1000);
