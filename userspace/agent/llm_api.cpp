@@ -127,15 +127,21 @@ std::vector<json> json_events(std::string_view body, LlmExchange& x) {
   return out;
 }
 
+// The members every API's answer carries under names of its own: the
+// answer's id and model, and the tokens in and out of its usage.
+void ids_and_usage(const json& r, LlmExchange& x, const char* id_key, const char* model_key, const json& usage,
+                   const char* in_key, const char* out_key) {
+  if (auto id = str(r, id_key); !id.empty()) x.response_id = id;
+  if (auto model = str(r, model_key); !model.empty()) x.response_model = model;
+  if (num(usage, in_key) >= 0) x.input_tokens = num(usage, in_key);
+  if (num(usage, out_key) >= 0) x.output_tokens = num(usage, out_key);
+}
+
 // ---- Anthropic Messages
 
 void anthropic_message(const json& m, LlmExchange& x) {
-  if (auto id = str(m, "id"); !id.empty()) x.response_id = id;
-  if (auto model = str(m, "model"); !model.empty()) x.response_model = model;
+  ids_and_usage(m, x, "id", "model", member(m, "usage"), "input_tokens", "output_tokens");
   if (auto stop = str(m, "stop_reason"); !stop.empty()) x.stop_reason = stop;
-  const json& usage = member(m, "usage");
-  if (num(usage, "input_tokens") >= 0) x.input_tokens = num(usage, "input_tokens");
-  if (num(usage, "output_tokens") >= 0) x.output_tokens = num(usage, "output_tokens");
   const json& content = member(m, "content");
   if (content.is_array())
     for (const auto& c : content) {
@@ -182,11 +188,7 @@ void anthropic_stream(std::string_view body, LlmExchange& x) {
 
 // A completion's or a chunk's id, model, usage and finish reason; its first choice, or null.
 const json* chat_common(const json& r, LlmExchange& x) {
-  if (auto id = str(r, "id"); !id.empty()) x.response_id = id;
-  if (auto model = str(r, "model"); !model.empty()) x.response_model = model;
-  const json& usage = member(r, "usage");
-  if (num(usage, "prompt_tokens") >= 0) x.input_tokens = num(usage, "prompt_tokens");
-  if (num(usage, "completion_tokens") >= 0) x.output_tokens = num(usage, "completion_tokens");
+  ids_and_usage(r, x, "id", "model", member(r, "usage"), "prompt_tokens", "completion_tokens");
   const json& choices = member(r, "choices");
   if (!choices.is_array() || choices.empty()) return nullptr;
   if (auto f = str(choices[0], "finish_reason"); !f.empty()) x.stop_reason = f;
@@ -241,14 +243,10 @@ void responses_item(const json& item, LlmExchange& x) {
 }
 
 void responses_response(const json& r, LlmExchange& x) {
-  if (auto id = str(r, "id"); !id.empty()) x.response_id = id;
-  if (auto model = str(r, "model"); !model.empty()) x.response_model = model;
+  ids_and_usage(r, x, "id", "model", member(r, "usage"), "input_tokens", "output_tokens");
   if (auto status = str(r, "status"); !status.empty()) x.stop_reason = status;
   if (auto why = str(member(r, "incomplete_details"), "reason"); !why.empty()) x.stop_reason = why;
   if (!member(r, "error").is_null()) x.error = text_of(member(r, "error"));
-  const json& usage = member(r, "usage");
-  if (num(usage, "input_tokens") >= 0) x.input_tokens = num(usage, "input_tokens");
-  if (num(usage, "output_tokens") >= 0) x.output_tokens = num(usage, "output_tokens");
   const json& output = member(r, "output");
   if (output.is_array())
     for (const auto& item : output) responses_item(item, x);
@@ -286,11 +284,7 @@ void responses_stream(std::string_view body, LlmExchange& x) {
 // ---- Gemini generateContent
 
 void gemini_chunk(const json& r, LlmExchange& x) {
-  if (auto id = str(r, "responseId"); !id.empty()) x.response_id = id;
-  if (auto model = str(r, "modelVersion"); !model.empty()) x.response_model = model;
-  const json& usage = member(r, "usageMetadata");
-  if (num(usage, "promptTokenCount") >= 0) x.input_tokens = num(usage, "promptTokenCount");
-  if (num(usage, "candidatesTokenCount") >= 0) x.output_tokens = num(usage, "candidatesTokenCount");
+  ids_and_usage(r, x, "responseId", "modelVersion", member(r, "usageMetadata"), "promptTokenCount", "candidatesTokenCount");
   if (!member(r, "error").is_null()) x.error = text_of(member(r, "error"));
   const json& candidates = member(r, "candidates");
   if (!candidates.is_array() || candidates.empty()) return;

@@ -32,7 +32,6 @@ std::vector<std::string> strings_of(const events::Entry& e, std::string_view key
   return {};
 }
 
-std::vector<int64_t> seqs(const std::vector<int64_t>& s) { return s; }
 
 // The shell command a tool call runs, from its input ("" when it is no shell tool).
 std::string command_of(const agent::ToolCall& c) {
@@ -173,7 +172,7 @@ void LlmCalls::on_tls(const events::Entry& e, Emitted& out) {
     if (send && m.request) {
       Exchange ex{std::move(m), {}};
       ex.x.api = agent::llm_api_of(ex.request.method, ex.request.target);
-      if (!ex.x.api.empty()) on_request(c, ex, e, out);
+      if (!ex.x.api.empty()) on_request(ex, e, out);
       if (c.waiting.size() < 64) c.waiting.push_back(std::move(ex));
     } else if (!send && !m.request && !c.waiting.empty()) {
       if (m.status / 100 == 1) continue;  // an interim response: the final one follows
@@ -184,7 +183,7 @@ void LlmCalls::on_tls(const events::Entry& e, Emitted& out) {
   }
 }
 
-void LlmCalls::on_request(Conn& c, Exchange& ex, const events::Entry& e, Emitted& out) {
+void LlmCalls::on_request(Exchange& ex, const events::Entry& e, Emitted& out) {
   const agent::HttpMessage& r = ex.request;
   std::string why;
   std::string body = agent::body_of(r, &why);
@@ -198,7 +197,6 @@ void LlmCalls::on_request(Conn& c, Exchange& ex, const events::Entry& e, Emitted
     write_tool_call(a->second, &ex, e, out);
     asked_.erase(a);
   }
-  (void)c;
 }
 
 void LlmCalls::write_call(Conn& c, Exchange& ex, const agent::HttpMessage* resp, const events::Entry& about,
@@ -225,10 +223,10 @@ void LlmCalls::write_call(Conn& c, Exchange& ex, const agent::HttpMessage* resp,
   if (!x.model.empty()) e.set_bytes("model", x.model);
   if (!x.response_model.empty() && x.response_model != x.model) e.set_bytes("response_model", x.response_model);
   e.set("stream", x.stream ? 1 : 0);
-  e.set("request_seqs", seqs(ex.request.seqs));
+  e.set("request_seqs", ex.request.seqs);
   if (resp) {
     e.set("status", resp->status);
-    e.set("response_seqs", seqs(resp->seqs));
+    e.set("response_seqs", resp->seqs);
     e.set("duration_ns", resp->last_ts >= ex.request.first_ts ? resp->last_ts - ex.request.first_ts : 0);
     for (const char* h : {"request-id", "x-request-id"})
       if (auto id = resp->header(h); !id.empty()) {
@@ -322,7 +320,7 @@ void LlmCalls::write_tool_call(const Asked& a, const Exchange* result, const eve
   if (auto seq = call_seqs_.find(a.call_number); seq != call_seqs_.end()) e.set("llm_call", seq->second);
   e.set("agent_pid", a.agent);
   if (result) {
-    e.set("result_request_seqs", seqs(result->request.seqs));
+    e.set("result_request_seqs", result->request.seqs);
     e.set("duration_ns", end >= a.asked_ts ? end - a.asked_ts : 0);
   } else {
     e.set("result_seen", 0);

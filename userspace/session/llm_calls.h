@@ -68,7 +68,7 @@ class LlmCalls : public Observer {
   };
 
   void on_tls(const events::Entry& e, Emitted& out);
-  void on_request(Conn& c, Exchange& ex, const events::Entry& e, Emitted& out);
+  void on_request(Exchange& ex, const events::Entry& e, Emitted& out);
   void write_call(Conn& c, Exchange& ex, const agent::HttpMessage* response, const events::Entry& about, Emitted& out);
   void write_tool_call(const Asked& a, const Exchange* result, const events::Entry& about, Emitted& out);
   void note_act(const events::Entry& e);
