@@ -344,12 +344,11 @@ struct {
 	__type(value, __u8);
 } fresh_conns SEC(".maps");
 
-/* A hello record, and room past it: the read's length is masked to a
- * power of two that the verifier of every kernel can follow, so up to
- * twice the kept bytes must be in bounds (only FR_TLS_HELLO_MAX are read). */
+/* A hello record's room: the read's length is masked to one below
+ * FR_TLS_HELLO_MAX (a power of two), which the verifier of every kernel
+ * can follow. */
 struct hello_scratch {
 	struct fr_tls_hello r;
-	__u8 spare[FR_TLS_HELLO_MAX];
 };
 
 struct {
@@ -414,12 +413,14 @@ __noinline int note_tls_hello(struct fr_task_state *st, __s64 ret)
 	if (!hs)
 		return 0;
 	struct fr_tls_hello *r = &hs->r;
-	__builtin_memset(r->data, 0, sizeof(r->data));  /* no earlier hello's bytes after this one's */
-	__u32 n = len < FR_TLS_HELLO_MAX ? (__u32)len : FR_TLS_HELLO_MAX;
+	__u32 n = len < FR_TLS_HELLO_MAX ? (__u32)len : FR_TLS_HELLO_MAX - 1;
 	barrier_var(n);
-	if (bpf_probe_read_user(r->data, n & (2 * FR_TLS_HELLO_MAX - 1), (void *)buf) != 0)
+	n &= FR_TLS_HELLO_MAX - 1;
+	if (bpf_probe_read_user(r->data, n, (void *)buf) != 0)
 		n = 0;
-	fr_fill_header(&r->h, FR_REC_TLS_HELLO, sizeof(*r), st->session);
+	/* Only the bytes read go out: no earlier hello's after them. */
+	__u32 size = FR_TLS_HELLO_HEAD + n;
+	fr_fill_header(&r->h, FR_REC_TLS_HELLO, size, st->session);
 	r->fd = fd;
 	r->len = n;
 	r->sent = (__u32)ret;
@@ -428,7 +429,7 @@ __noinline int note_tls_hello(struct fr_task_state *st, __s64 ret)
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	r->flags = (bpf_map_lookup_elem(&fr_tls_calls, &tid) ? FR_HELLO_IN_PROBED_CALL : 0) |
 		   (fr_leader_tls_probed(0) ? FR_HELLO_PROBED_PROGRAM : 0);
-	fr_output(r, sizeof(*r));
+	fr_output(r, size);
 	return 0;
 }
 

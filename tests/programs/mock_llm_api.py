@@ -19,6 +19,7 @@ chosen by path (/v1/messages, /v1/responses); anthropic-edit or openai-edit
 scripts only that one and gives the other path the generic answer.
 See mock_llm_api.md for the certificates and the agents' set-up."""
 import argparse
+import base64
 import gzip
 import http.server
 import itertools
@@ -300,6 +301,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def handle_any(self):
         raw = self.read_body() if self.command in ("POST", "PUT", "PATCH") else b""
+        wire = raw  # the body as it came (a recorder's capture is compared with it)
         if self.headers.get("Content-Encoding", "").lower() == "gzip":
             raw = gzip.decompress(raw)
         try:  # (zstd bodies, which the standard library cannot decode, stay raw)
@@ -309,7 +311,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         path = self.path.split("?")[0]
         entry = {"time": time.time(), "conn": self.conn, "method": self.command, "path": self.path,
                  "headers": {k: v for k, v in self.headers.items() if k.lower() in LOGGED_HEADERS},
-                 "body": body if body is not None else raw.decode(errors="replace")}
+                 "body": body if body is not None else raw.decode(errors="replace"),
+                 "wire_b64": base64.b64encode(wire).decode(), "chunked": self.headers.get("Transfer-Encoding", "").lower() == "chunked"}
         script = _args.script
         if self.command == "POST" and path.endswith("/messages/count_tokens"):
             entry["reply"] = "count_tokens"

@@ -4,15 +4,22 @@
 // mock_llm_api.py, with a test CA made here), under flightrec run with the
 // shipped policy for that agent: the task is done, the edit is on the host,
 // the record holds the tool command's exec and the file change, and
-// stderr holds no ALERT. Codex runs with its own sandbox on.
+// stderr holds no ALERT. Codex runs with its own sandbox on. Claude Code's
+// model traffic (BoringSSL linked into Bun, stripped) is in the record in
+// plaintext, and decoded into its turns.
 #include <doctest/doctest.h>
 
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <filesystem>
 #include <fstream>
+#include <map>
+#include <thread>
 
+#include "common/text.h"
 #include "runtime/harness.h"
 
 using nlohmann::json;
@@ -39,6 +46,82 @@ Result run_agent(const std::string& work, const std::vector<std::string>& argv, 
   return wait(p);
 }
 
+std::string data_of(const json& e) { return *flightrec::base64_decode(e["data_b64"].get<std::string>()); }
+
+// Each TLS connection's plaintext in one direction, in stream order.
+std::map<std::string, std::string> tls_streams(const std::vector<json>& all, const std::string& direction) {
+  std::map<std::string, std::vector<json>> by_conn;
+  for (const auto& e : of_type(all, "tls"))
+    if (e["direction"] == direction)
+      by_conn[std::to_string(e["pid"].get<int64_t>()) + "/" + std::to_string(e["ssl"].get<uint64_t>())].push_back(e);
+  std::map<std::string, std::string> out;
+  for (auto& [conn, es] : by_conn) {
+    std::stable_sort(es.begin(), es.end(), [](const json& a, const json& b) {
+      return a["stream_offset"].get<uint64_t>() < b["stream_offset"].get<uint64_t>();
+    });
+    for (const auto& e : es) out[conn] += data_of(e);
+  }
+  return out;
+}
+
+bool in_any(const std::map<std::string, std::string>& streams, const std::string& bytes) {
+  for (const auto& [conn, s] : streams)
+    if (s.find(bytes) != std::string::npos) return true;
+  return false;
+}
+
+// The agent's model traffic is in the record in plaintext: every request
+// body byte for byte as the mock received it, the prompt, the model's tool
+// call and its last answer; no hello went uncaptured; the turns decoded.
+void check_model_traffic(const std::string& db, const MockApi& api, const std::string& prompt,
+                         const std::string& tool_command, const std::string& answer) {
+  auto all = entries(db);
+  auto sent = tls_streams(all, "send"), received = tls_streams(all, "recv");
+  CHECK_MESSAGE(!sent.empty(), "no tls entries: the agent's TLS was not captured");
+  size_t bodies = 0;
+  for (const auto& req : api.requests()) {
+    if (!req.contains("wire_b64") || req["chunked"] == true) continue;
+    std::string wire = *flightrec::base64_decode(req["wire_b64"].get<std::string>());
+    if (wire.empty()) continue;
+    ++bodies;
+    CHECK_MESSAGE(in_any(sent, wire), "a request body (" << wire.size() << " bytes, " << req["path"]
+                                                          << ") is not in the captured plaintext");
+  }
+  CHECK(bodies > 0);
+  CHECK_MESSAGE(in_any(sent, prompt), "the prompt is not in what the agent sent");
+  // The model's tool calls, by the ids the mock gave them (their input
+  // comes in pieces: the tool_call entries below put it together).
+  size_t tool_ids = 0;
+  for (const auto& req : api.requests())
+    for (const auto& id : req.value("tool_ids", json::array())) {
+      ++tool_ids;
+      CHECK_MESSAGE(in_any(received, id.get<std::string>()), "tool call " << id << " is not in what the agent received");
+    }
+  CHECK(tool_ids >= 2);
+  CHECK_MESSAGE(in_any(received, answer), "the model's answer is not in what the agent received");
+  for (const auto& e : of_type(all, "tls_uncaptured")) CHECK_MESSAGE(false, "uncaptured: " << e.dump());
+  // What the turns decoder made of it (issue: the agent's turns).
+  CHECK(!of_type(all, "llm_call").empty());
+  bool tool_linked = false;
+  for (const auto& t : of_type(all, "tool_call")) {
+    if (t.value("input", "").find(tool_command) == std::string::npos) continue;
+    for (size_t i = 0; i < t["act_kinds"].size(); ++i)
+      tool_linked |= t["act_kinds"][i] == "exec" && t["act_links"][i] == "argv";
+  }
+  CHECK_MESSAGE(tool_linked, "no tool_call entry names the shell command and links its exec");
+}
+
+// flightrec run of Claude Code (the program `claude`) on the test's task,
+// against the mock at `port`, its CA in the work tree.
+std::vector<std::string> claude_run(const std::string& claude, const std::string& db, const std::string& work,
+                                    const std::string& port) {
+  return {FLIGHTREC_BIN, "run", "--policy", "claude-code", "--db", db, "--allow", "127.0.0.1:" + port, "--env",
+          "ANTHROPIC_API_KEY", "--env", "ANTHROPIC_BASE_URL=https://127.0.0.1:" + port, "--env",
+          "NODE_EXTRA_CA_CERTS=" + work + "/.test-ca.pem", "--env", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
+          "--env", "IS_SANDBOX=1", "--", claude, "-p", "Run a shell command, then write hello.txt",
+          "--dangerously-skip-permissions"};
+}
+
 void check_record(const std::string& db, const std::string& work) {
   auto all = entries(db);
   bool tool_exec = false;
@@ -55,32 +138,102 @@ void check_record(const std::string& db, const std::string& work) {
     }
   CHECK_MESSAGE(edit, "no file_change entry for hello.txt");
   for (const auto& v : of_type(all, "violation")) CHECK_MESSAGE(v["level"] != "ALERT", v.dump());
-  CHECK(flightrec({"verify", "--db", db}).code == 0);
+  CHECK(rt::flightrec({"verify", "--db", db}).code == 0);
 }
 
 }  // namespace
 
-TEST_CASE("coding agents: Claude Code under its shipped policy runs a command and edits a file; the record says so, no ALERT") {
+TEST_CASE("coding agents: Claude Code (two releases) under its shipped policy runs a command and edits a file; its model traffic is in the record, no ALERT") {
+  REQUIRE_MESSAGE(is_root(), "runtime tests need root");
+  // The newest pinned release, and one 3.5 months older (tools/install-deps.sh).
+  for (const std::string& claude : {kAgents + "claude", std::string("/opt/flightrec-test-agents/older/node_modules/.bin/claude")}) {
+    INFO(claude);
+    REQUIRE_MESSAGE(access(claude.c_str(), X_OK) == 0, "Claude Code is not installed: run tools/install-deps.sh");
+    MockApi api;
+    TempDir dir;
+    std::string work = git_work(dir, api), db = dir.file("s.db"), port = std::to_string(api.port);
+    Result r = run_agent(work, claude_run(claude, db, work, port), {"ANTHROPIC_API_KEY=sk-ant-flightrec-test-key-0123456789"});
+    INFO(r.out << r.err);
+    CHECK(r.code == 0);
+    CHECK(slurp(work + "/tool_ran.txt") == "flightrec-tool-ran\n");
+    CHECK(slurp(work + "/hello.txt") == "edited by agent\n");
+    CHECK(r.err.find("ALERT") == std::string::npos);
+    check_record(db, work);
+    // The API key reached the agent (the mock answered) but not the record.
+    for (const auto& e : entries(db)) CHECK(e.dump().find("sk-ant-flightrec-test-key") == std::string::npos);
+    check_model_traffic(db, api, "Run a shell command, then write hello.txt", "echo flightrec-tool-ran > tool_ran.txt",
+                        "Done: ran the command and wrote hello.txt.");
+  }
+}
+
+TEST_CASE("coding agents: Claude Code run in a watched cgroup; its model traffic is in the watch's record") {
   REQUIRE_MESSAGE(is_root(), "runtime tests need root");
   REQUIRE_MESSAGE(access((kAgents + "claude").c_str(), X_OK) == 0, "Claude Code is not installed: run tools/install-deps.sh");
+  REQUIRE(!cgroup2_root().empty());
+  MockApi api;
+  TempDir dir;
+  std::string work = git_work(dir, api), db = dir.file("w.db"), home = dir.file("home"), port = std::to_string(api.port);
+  mkdir(home.c_str(), 0700);
+  std::string cg = cgroup2_root() + "/flightrec-test-claude-" + std::to_string(getpid());
+  REQUIRE(mkdir(cg.c_str(), 0755) == 0);
+  Proc watch = start({FLIGHTREC_BIN, "watch", "--cgroup", cg, "--db", db});
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));  // as the watch tests: its programs attached
+  // Started in the cgroup: probed at its exec, as a pod's agent would be.
+  Result r = run_agent(work,
+                       {"sh", "-c", "echo $$ > " + cg + "/cgroup.procs && exec \"$0\" \"$@\"", kAgents + "claude", "-p",
+                        "Run a shell command, then write hello.txt", "--dangerously-skip-permissions"},
+                       {"ANTHROPIC_API_KEY=sk-ant-flightrec-test-key-0123456789",
+                        "ANTHROPIC_BASE_URL=https://127.0.0.1:" + port, "NODE_EXTRA_CA_CERTS=" + api.ca,
+                        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "IS_SANDBOX=1", "HOME=" + home});
+  kill(watch.pid, SIGINT);
+  Result w = wait(watch);
+  rmdir(cg.c_str());
+  INFO(r.out << r.err << w.err);
+  CHECK(r.code == 0);
+  CHECK(w.code == 0);
+  CHECK(slurp(work + "/hello.txt") == "edited by agent\n");
+  for (const auto& e : entries(db)) CHECK(e.dump().find("sk-ant-flightrec-test-key") == std::string::npos);
+  check_model_traffic(db, api, "Run a shell command, then write hello.txt", "echo flightrec-tool-ran > tool_ran.txt",
+                      "Done: ran the command and wrote hello.txt.");
+}
+
+TEST_CASE("coding agents: a Claude Code build whose SSL_write is not told apart is not probed; tls_uncaptured says what was tried") {
+  REQUIRE_MESSAGE(is_root(), "runtime tests need root");
+  std::string claude = std::filesystem::canonical(kAgents + "claude");
   MockApi api;
   TempDir dir;
   std::string work = git_work(dir, api), db = dir.file("s.db"), port = std::to_string(api.port);
-  Result r = run_agent(work,
-                       {FLIGHTREC_BIN, "run", "--policy", "claude-code", "--db", db, "--allow", "127.0.0.1:" + port,
-                        "--env", "ANTHROPIC_API_KEY", "--env", "ANTHROPIC_BASE_URL=https://127.0.0.1:" + port, "--env",
-                        "NODE_EXTRA_CA_CERTS=" + work + "/.test-ca.pem", "--env", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
-                        "--env", "IS_SANDBOX=1", "--", kAgents + "claude", "-p", "Run a shell command, then write hello.txt",
-                        "--dangerously-skip-permissions"},
-                       {"ANTHROPIC_API_KEY=sk-ant-flightrec-test-key-0123456789"});
+  // A copy whose SSL_write reports another reason than BAD_LENGTH (111):
+  // in the function flightrec finds, "mov edi, 16; xor esi, esi; mov edx,
+  // 111" (its ERR_put_error(SSL, 0, BAD_LENGTH, ...)) made "mov edx, 112".
+  Result found = rt::flightrec({"probe", "--tls", claude, "--json"});
+  REQUIRE(found.code == 0);
+  json functions = json::parse(found.out)["functions"];
+  REQUIRE(functions[0]["name"] == "SSL_write");
+  size_t write_at = functions[0]["file_offset"].get<size_t>();
+  std::string bytes = slurp(claude), copy = work + "/claude-unknown";  // where the sandbox sees it
+  const std::string site("\xbf\x10\x00\x00\x00\x31\xf6\xba\x6f\x00\x00\x00", 12);
+  size_t at = bytes.find(site, write_at);
+  REQUIRE(at < write_at + 2048);
+  bytes[at + 8] = 0x70;
+  { std::ofstream(copy, std::ios::binary) << bytes; }
+  bytes.clear();
+  chmod(copy.c_str(), 0755);
+  Result probe = rt::flightrec({"probe", "--tls", copy});
+  CHECK(probe.code == 1);
+  CHECK(probe.out.find("BoringSSL, linked in, not captured") != std::string::npos);
+  CHECK(probe.out.find("SSL_write not told apart (0 functions match), SSL_read found") != std::string::npos);
+  // Run: the agent does its task all the same; nothing of its TLS is
+  // taken for plaintext; its hellos say what was tried.
+  Result r = run_agent(work, claude_run(copy, db, work, port), {"ANTHROPIC_API_KEY=sk-ant-flightrec-test-key-0123456789"});
   INFO(r.out << r.err);
   CHECK(r.code == 0);
-  CHECK(slurp(work + "/tool_ran.txt") == "flightrec-tool-ran\n");
   CHECK(slurp(work + "/hello.txt") == "edited by agent\n");
-  CHECK(r.err.find("ALERT") == std::string::npos);
-  check_record(db, work);
-  // The API key reached the agent (the mock answered) but not the record.
-  for (const auto& e : entries(db)) CHECK(e.dump().find("sk-ant-flightrec-test-key") == std::string::npos);
+  auto all = entries(db);
+  CHECK(of_type(all, "tls").empty());
+  auto uncaptured = of_type(all, "tls_uncaptured");
+  REQUIRE(!uncaptured.empty());
+  for (const auto& u : uncaptured) CHECK(u.value("tried", "").find("SSL_write not told apart") != std::string::npos);
 }
 
 TEST_CASE("coding agents: Codex with its own sandbox (-s workspace-write) under its shipped policy; the record says so, no ALERT") {

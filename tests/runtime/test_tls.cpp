@@ -416,6 +416,29 @@ TEST_CASE("a TLS client whose library no probe covers leaves a tls_uncaptured en
   CHECK(rt::flightrec({"verify", "--db", db}).code == 0);
 }
 
+TEST_CASE("a ClientHello of 1.5 KiB and of 15 KiB (large key shares first) has its server name and ALPN recorded") {
+  REQUIRE(is_root());
+  HttpsServer srv;
+  TempDir dir;
+  std::string db = dir.file("s.db"), hello = std::string(SOURCE_DIR) + "/tests/programs/big_client_hello.py";
+  std::string port = std::to_string(srv.port);
+  Result r = rt::flightrec({"run", "--policy", "observe", "--db", db, "--", "sh", "-c",
+                            "python3 " + hello + " " + port + " big.hello.test 1600 && python3 " + hello + " " + port +
+                                " huge.hello.test 15000"});
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  std::map<std::string, json> by_name;
+  for (const auto& h : of_type(entries(db), "tls_hello")) by_name[h.value("server_name", "")] = h;
+  for (const char* name : {"big.hello.test", "huge.hello.test"}) {
+    INFO(name);
+    REQUIRE(by_name.count(name));
+    CHECK(by_name[name]["alpn"] == json::array({"h2", "http/1.1"}));
+    CHECK_FALSE(by_name[name].contains("hello_cut"));
+  }
+  CHECK(by_name["big.hello.test"]["sent_bytes"].get<int>() > 1500);
+  CHECK(by_name["huge.hello.test"]["sent_bytes"].get<int>() > 14900);
+}
+
 TEST_CASE("calls beyond the cap leave exact truncation markers") {
   REQUIRE(is_root());
   HttpsServer srv;

@@ -192,27 +192,37 @@ TEST_CASE("a ClientHello's server name and ALPN are read; cut or lying bytes nev
 
 TEST_CASE("tls_hello records of the wrong size or with lying lengths are malformed") {
   std::string rec = client_hello(sni("a.test"));
-  std::vector<uint8_t> buf(sizeof(fr_tls_hello));
+  // A record holds the bytes read, no more.
+  std::vector<uint8_t> buf(FR_TLS_HELLO_HEAD + rec.size());
   fr_tls_hello r{};
   r.h = header(FR_REC_TLS_HELLO, uint32_t(buf.size()));
   r.fd = 3;
   r.len = uint32_t(rec.size());
   r.sent = r.len;
   std::memcpy(r.data, rec.data(), rec.size());
-  std::memcpy(buf.data(), &r, sizeof(r));
+  std::memcpy(buf.data(), &r, buf.size());
   json j = decode(buf);
   CHECK(j["type"] == "tls_hello");
   CHECK(j["server_name"] == "a.test");
   CHECK(j["in_probed_call"] == 0);
   CHECK(j["probed_program"] == 0);
   CHECK_FALSE(j.contains("hello_cut"));
-  r.len = FR_TLS_HELLO_MAX + 1;
-  std::memcpy(buf.data(), &r, sizeof(r));
-  CHECK(decode(buf)["type"] == "malformed");
-  buf.pop_back();
-  r.h.size = uint32_t(buf.size());
-  std::memcpy(buf.data(), &r, sizeof(r.h));
-  CHECK(decode(buf)["type"] == "malformed");
+  // A length that says more than the record holds, or more than any record.
+  for (uint32_t lie : {uint32_t(rec.size() + 1), uint32_t(FR_TLS_HELLO_MAX), uint32_t(FR_TLS_HELLO_MAX + 1)}) {
+    r.len = lie;
+    std::memcpy(buf.data(), &r, FR_TLS_HELLO_HEAD);
+    CHECK(decode(buf)["type"] == "malformed");
+  }
+  // A record cut short of its header, and one past the largest.
+  r.len = uint32_t(rec.size());
+  std::vector<uint8_t> shorter(buf.begin(), buf.begin() + FR_TLS_HELLO_HEAD - 1);
+  r.h.size = uint32_t(shorter.size());
+  std::memcpy(shorter.data(), &r, sizeof(r.h));
+  CHECK(decode(shorter)["type"] == "malformed");
+  std::vector<uint8_t> longer(sizeof(fr_tls_hello) + 1);
+  r.h.size = uint32_t(longer.size());
+  std::memcpy(longer.data(), &r, sizeof(r));
+  CHECK(decode(longer)["type"] == "malformed");
 }
 
 TEST_CASE("records with lying sizes become malformed entries, never crashes") {

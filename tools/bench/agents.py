@@ -6,8 +6,9 @@ shell command, then a file edit, driven by tests/programs/mock_llm_api.py
 over HTTPS with a test CA) from the agent's start to its exit, run bare,
 under `flightrec run` with the agent's shipped policy (sandbox, record,
 TLS capture on; Codex with its own -s workspace-write sandbox in ours),
-and under `strace -f` (the ptrace peer), runners taking turns round by
-round. Prints the best and the median of each with the slowest run, and
+the same with `--tls off` (what capturing the agent's model traffic
+costs: Claude Code's BoringSSL found and probed), and under `strace -f`
+(the ptrace peer), runners taking turns round by round. Prints the best and the median of each with the slowest run, and
 the ratios to bare; with --out, a Markdown section.
 
 usage: tools/bench/agents.py [--build build] [--reps 5] [--out FILE]
@@ -106,10 +107,10 @@ def main():
         results = {}
         n = 0
         for name, extra, argv in (claude(port, ca), codex(port, ca, f"{root}/codex-home")):
-            times = {"bare": [], "flightrec": [], "strace -f": []}
+            times = {"bare": [], "flightrec": [], "--tls off": [], "strace -f": []}
             for rep in range(args.reps + 1):  # the first round warms caches and is not counted
                 order = list(times)
-                order = order[rep % 3:] + order[:rep % 3]
+                order = order[rep % len(order):] + order[:rep % len(order)]
                 for runner in order:
                     n += 1
                     work = fresh_work(root, n)
@@ -122,6 +123,8 @@ def main():
                     else:
                         db = f"{root}/s{n}.db"
                         cmd = [flightrec, "run", "--policy", name, "--db", db, "--allow", f"127.0.0.1:{port}"]
+                        if runner == "--tls off":
+                            cmd += ["--tls", "off"]
                         for k in extra:
                             cmd += ["--env", k]
                         if name == "codex":

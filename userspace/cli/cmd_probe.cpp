@@ -1,4 +1,11 @@
-// flightrec probe: which kernel features really load here.
+// flightrec probe: which kernel features really load here; with --tls,
+// which TLS stack a program holds and whether its plaintext is captured.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
 #include <iomanip>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -9,18 +16,63 @@
 #include "common/system.h"
 #include "probe/capture.h"
 #include "probe/features.h"
+#include "probe/tls_finder.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/leftovers.h"
 
 namespace flightrec::cli {
+namespace {
+
+// What the TLS probes would find in a program or library, without
+// attaching anything: exit 0 when its plaintext is captured.
+int probe_tls_file(const std::string& path, bool json) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  if (fd < 0) throw Error(errno_message("cannot open " + path, errno));
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    throw Error(path + " is not a regular file");
+  }
+  auto began = std::chrono::steady_clock::now();
+  probe::TlsFinding found = probe::find_tls(fd);
+  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - began).count();
+  close(fd);
+  bool captured = !found.entries.offsets.empty();
+  if (json) {
+    nlohmann::json j = {{"file", path},         {"tls", found.tls},   {"captured", captured},
+                        {"read_ms", ms},        {"functions", nlohmann::json::array()}};
+    if (found.tls) j["stack"] = found.stack, j["found_by"] = found.found_by;
+    if (!captured) j["why"] = found.why;
+    for (size_t i = 0; i < found.entries.offsets.size(); ++i)
+      j["functions"].push_back({{"name", found.entries.names[i]}, {"file_offset", found.entries.offsets[i]}});
+    std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    return captured ? 0 : 1;
+  }
+  std::cout << path << ": ";
+  if (!found.tls) std::cout << "no TLS stack flightrec knows (" << found.why << ")\n";
+  else if (!captured) std::cout << found.stack << ", not captured: " << found.why << "\n";
+  else std::cout << found.stack << ", captured (found by " << found.found_by << ")\n";
+  for (size_t i = 0; i < found.entries.offsets.size(); ++i) {
+    char offset[32];
+    std::snprintf(offset, sizeof(offset), "0x%llx", static_cast<unsigned long long>(found.entries.offsets[i]));
+    std::cout << "  " << std::left << std::setw(44) << found.entries.names[i] << " at file offset " << offset << "\n";
+  }
+  std::cout << "  (read in " << std::fixed << std::setprecision(1) << ms << " ms)\n";
+  return captured ? 0 : 1;
+}
+
+}  // namespace
 
 int cmd_probe(const Args& args) {
   po::options_description desc("options");
   desc.add_options()("help,h", "show this help")("json", po::bool_switch(),
-                                                 "print the findings as one JSON object (exit codes unchanged)");
+                                                 "print the findings as one JSON object (exit codes unchanged)")(
+      "tls", po::value<std::string>(),
+      "FILE: say which TLS stack this program or library holds and whether flightrec captures its plaintext "
+      "(nothing is attached; exit 0 when captured, 1 when not)");
   po::variables_map vm;
   if (!parse_options(args, desc,
-                     "usage: flightrec probe [--json]\n\nLoads tiny BPF programs and maps to find what this "
+                     "usage: flightrec probe [--json]\n       flightrec probe --tls FILE [--json]\n\nLoads tiny BPF programs and maps to find what this "
                      "kernel allows, then\nflightrec's own programs, hook by hook (what a session "
                      "would attach here);\nexit 0 when everything recording needs is there, 1 otherwise.\n"
                      "--json prints {\"ok\", \"features\":[{\"name\", \"available\", \"required\", \"detail\"}],\n"
@@ -28,6 +80,7 @@ int cmd_probe(const Args& args) {
                      vm))
     return 0;
   bool json = vm["json"].as<bool>();
+  if (vm.count("tls")) return probe_tls_file(vm["tls"].as<std::string>(), json);
   nlohmann::json out = {{"features", nlohmann::json::array()}, {"programs", nlohmann::json::array()}};
   auto line = [&](const std::string& name, bool yes, const std::string& detail) {
     if (json) return;

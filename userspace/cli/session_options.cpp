@@ -32,10 +32,11 @@ void SessionOptions::add_to(po::options_description& desc) {
       "the policy's filesystem.exec decides instead. Path rules: a session that may mount or "
       "chroot can rename its files (see README)")(
       "tls", po::value(&tls)->default_value(tls),
-      "on: record TLS plaintext from OpenSSL, GnuTLS, NSS and Go's crypto/tls (uprobes on "
-      "SSL_read/SSL_write, gnutls_record_recv/send, PR_Read/PR_Write and (*tls.Conn).Read/Write, "
-      "in the system's libraries, in any a recorded process opens, and in programs that carry "
-      "one: node, Go programs); off: attach nothing")(
+      "on: record TLS plaintext from OpenSSL, GnuTLS, NSS, Go's crypto/tls and BoringSSL linked "
+      "in (uprobes on SSL_read/SSL_write, gnutls_record_recv/send, PR_Read/PR_Write and "
+      "(*tls.Conn).Read/Write, in the system's libraries, in any a recorded process opens, and in "
+      "programs that carry one: node, Go programs, Bun's (Claude Code); `flightrec probe --tls "
+      "FILE` says what a program holds); off: attach nothing")(
       "tls-chunk", po::value(&tls_chunk)->default_value(tls_chunk),
       "plaintext bytes per TLS entry (at most 16K)")(
       "tls-cap", po::value(&tls_cap)->default_value(tls_cap),

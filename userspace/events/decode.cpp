@@ -258,10 +258,13 @@ void decode_exit(Entry& e, const uint8_t* p, size_t size, const DecodeContext& c
 }
 
 void decode_tls_hello(Entry& e, const uint8_t* p, size_t size, const DecodeContext& ctx) {
-  if (size != sizeof(fr_tls_hello)) return malformed(e, "tls_hello record of the wrong size", size);
+  static_assert(offsetof(fr_tls_hello, data) == FR_TLS_HELLO_HEAD);
+  if (size < FR_TLS_HELLO_HEAD || size > sizeof(fr_tls_hello))
+    return malformed(e, "tls_hello record of the wrong size", size);
   fr_tls_hello r;
-  std::memcpy(&r, p, sizeof(r));
-  if (r.len > FR_TLS_HELLO_MAX) return malformed(e, "tls_hello record lengths out of bounds", size);
+  std::memcpy(&r, p, size);
+  if (r.len >= FR_TLS_HELLO_MAX || size != FR_TLS_HELLO_HEAD + size_t(r.len))
+    return malformed(e, "tls_hello record lengths out of bounds", size);
   e.set("type", "tls_hello");
   add_header(e, r.h, ctx);
   e.set("fd", int64_t(r.fd));

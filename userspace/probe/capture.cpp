@@ -27,8 +27,6 @@
 #include "common/system.h"
 #include "events/syscall_table.h"
 #include "probe/core_btf.h"
-#include "probe/elf_symbols.h"
-#include "probe/go_tls.h"
 #include "probe/features.h"
 #include "probe/lite_calls.h"
 #include "probe/tracefs.h"
@@ -1079,38 +1077,6 @@ std::vector<std::string> system_tls_libraries() {
   return found;
 }
 
-const std::vector<TlsStack>& tls_stacks() {
-  // Each function's cookie is its enum fr_tls_func: the BPF side reads the
-  // arguments and the return by it.
-  static const std::vector<TlsStack> stacks = {
-      {"OpenSSL",
-       {{"SSL_read", FR_TLS_SSL_READ},
-        {"SSL_write", FR_TLS_SSL_WRITE},
-        {"SSL_read_ex", FR_TLS_SSL_READ_EX},
-        {"SSL_write_ex", FR_TLS_SSL_WRITE_EX},
-        {"SSL_connect", FR_TLS_HANDSHAKE, true},
-        {"SSL_do_handshake", FR_TLS_HANDSHAKE, true}}},
-      {"GnuTLS",
-       {{"gnutls_record_recv", FR_TLS_GNUTLS_RECV},
-        {"gnutls_record_recv_seq", FR_TLS_GNUTLS_RECV},
-        {"gnutls_record_send", FR_TLS_GNUTLS_SEND},
-        {"gnutls_record_send2", FR_TLS_GNUTLS_SEND},
-        {"gnutls_handshake", FR_TLS_HANDSHAKE, true}}},
-      // NSS: the plaintext calls are NSPR's, dispatched to the SSL layer
-      // pushed on the socket (bpf/tls.bpf.c keeps only layered fds); the
-      // handshake is NSS's own, in libssl3.
-      {"NSPR",
-       {{"PR_Read", FR_TLS_NSPR_READ},
-        {"PR_Recv", FR_TLS_NSPR_READ},
-        {"PR_Write", FR_TLS_NSPR_WRITE},
-        {"PR_Send", FR_TLS_NSPR_WRITE}}},
-      {"NSS",
-       {{"SSL_ForceHandshake", FR_TLS_HANDSHAKE},
-        {"SSL_ForceHandshakeWithTimeout", FR_TLS_HANDSHAKE, true}}},
-  };
-  return stacks;
-}
-
 std::string Capture::attach_tls(const std::string& path, bool* tls_file) {
   // Probed while the programs loaded (probe_system_tls): that answer, once.
   if (auto early = tls_early_.find(path); early != tls_early_.end()) {
@@ -1144,47 +1110,26 @@ std::string Capture::attach_tls(int fd, const std::string& path, bool* tls_file)
       *tls_file = true;
       return "";  // already: probes are per file, not per path
     }
-  for (const auto& f : tls_refused_)
-    if (f == id) return path + " exports no TLS library's functions";
-  // The first stack whose functions the file exports, all of them (one
-  // pass over the file for every stack: most files are no TLS library).
-  std::vector<std::string> names;
-  for (const TlsStack& s : tls_stacks())
-    for (const auto& f : s.functions) names.push_back(f.name);
-  auto found = function_offsets(fd, names);
-  const TlsStack* stack = nullptr;
-  for (const TlsStack& s : tls_stacks())
-    if (std::all_of(s.functions.begin(), s.functions.end(),
-                    [&](const auto& f) { return f.optional || found.count(f.name); })) {
-      stack = &s;
-      break;
-    }
-  Uprobes entries, rets;
-  bool go = false;
-  if (stack) {
-    for (const auto& f : stack->functions)
-      if (found.count(f.name)) entries.add(found[f.name], f.func, f.name);
-    rets = entries;  // uretprobes on the same functions
-  } else {
-    std::string why;
-    auto go_functions = go_tls_functions(fd, &why);
-    if (!go_functions || go_functions->empty()) {  // remember, so the file is read once
-      tls_refused_.push_back(id);
-      return path + (go_functions ? ": " + why : " exports no TLS library's functions");
-    }
-    go = true;
-    for (const auto& f : *go_functions) {
-      entries.add(f.entry, f.func | FR_TLS_COOKIE_GO, f.name);
-      for (uint64_t at : f.rets) rets.add(at, f.func | FR_TLS_COOKIE_GO, f.name + " (a RET)");
-    }
+  if (auto refused = tls_refused_.find(id); refused != tls_refused_.end()) {
+    *tls_file = refused->second.second;
+    return path + refused->second.first;
   }
+  TlsFinding found = find_tls(fd);
+  if (found.entries.offsets.empty()) {  // remember, so the file is read once
+    std::string why = found.tls ? ": " + found.stack + ": " + found.why : " " + found.why;
+    tls_refused_[id] = {why, found.tls};
+    *tls_file = found.tls;
+    return path + why;
+  }
+  const Uprobes& entries = found.entries;
+  const Uprobes& rets = found.rets;
   *tls_file = true;
   // Bounded per file (and so per capture, at 64 files: 16384 uprobes, a
   // few MB of kernel memory no cgroup is charged for), whatever the file says.
   if (size_t n = entries.offsets.size() + rets.offsets.size(); n > kUprobesPerFileMax)
     return "TLS capture: " + path + " would take " + std::to_string(n) + " uprobes (at most " +
            std::to_string(kUprobesPerFileMax) + " per file): not probed";
-  if (std::string err = attach_uprobes(fd, path, entries, rets, !go); !err.empty()) return err;
+  if (std::string err = attach_uprobes(fd, path, entries, rets, found.uretprobes); !err.empty()) return err;
   tls_files_.push_back(id);
   std::string line = "uprobe:" + path + ":";
   for (size_t i = 0; i < entries.names.size(); ++i) line += (i ? "," : "") + entries.names[i];

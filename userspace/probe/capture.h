@@ -16,6 +16,7 @@ struct bpf_object;
 struct bpf_program;
 #include "probe/ring_reader.h"
 #include "probe/source.h"
+#include "probe/tls_finder.h"
 
 namespace flightrec::probe {
 
@@ -189,9 +190,9 @@ class Capture : public Source, public TlsProbes {
   std::vector<ProgramStats> program_stats() const;
   void detach() override;  // stop producing; consume() still drains
   double ring_fill() const override;
-  // Attaches the plaintext probes to one TLS library file (tls_stacks():
-  // libssl, libgnutls, NSS's libnspr4 and libssl3, a program that links
-  // one in, or a Go program: go_tls_functions), once per file,
+  // Attaches the plaintext probes to one TLS library file (find_tls():
+  // libssl, libgnutls, NSS's libnspr4 and libssl3, a program that exports
+  // one, a Go program, BoringSSL linked in), once per file,
   // however many paths name it. Returns "" or why not.
   // library_path is flightrec's own choice, resolved on the host.
   // *tls_file (if given) is set when the file is a TLS stack the probes
@@ -260,17 +261,7 @@ class Capture : public Source, public TlsProbes {
   std::vector<std::string> lite_attached_;  // "tracepoint/syscalls/sys_exit_openat", ...
   std::vector<std::string> lite_absent_;
   bool lite_on_ = false;
-  // Probes of one TLS file: where, the cookie (enum fr_tls_func), and the
-  // function's name for messages.
-  struct Uprobes {
-    std::vector<uint64_t> offsets, cookies;
-    std::vector<std::string> names;
-    void add(uint64_t offset, uint32_t func, const std::string& name) {
-      offsets.push_back(offset);
-      cookies.push_back(func);
-      names.push_back(name);
-    }
-  };
+
   // Entry probes, and return probes: uretprobes on the same functions (C
   // libraries), or plain uprobes at the given offsets (Go's RETs). All or none.
   std::string attach_uprobes(int fd, const std::string& path, const Uprobes& entries, const Uprobes& rets,
@@ -279,7 +270,9 @@ class Capture : public Source, public TlsProbes {
   void attach_raw(bool entry);  // sys_exit, and sys_enter for a session with entry times
   std::vector<std::string> refused_, refused_names_;
   std::vector<std::pair<uint64_t, uint64_t>> tls_files_;  // (dev, inode) attached
-  std::vector<std::pair<uint64_t, uint64_t>> tls_refused_;  // files without the symbols
+  // Files not probed, each read once: (device, inode) -> why not, and
+  // whether it holds a TLS stack (one that could not be told apart).
+  std::map<std::pair<uint64_t, uint64_t>, std::pair<std::string, bool>> tls_refused_;
   std::vector<std::string> tls_probed_;  // "uprobe:PATH:FUNCTIONS", for attached()
   Handler handler_;
   uint32_t next_session_ = 1, first_session_ = 0;
@@ -309,20 +302,6 @@ class Capture : public Source, public TlsProbes {
   bool entry_times_ = false;
 };
 
-// A TLS library the plaintext probes know: the functions a file must all
-// export to be probed as it, each with its enum fr_tls_func, and the
-// handshake functions, probed where exported (a ClientHello sent outside
-// every probed call is a tls_uncaptured entry).
-struct TlsStack {
-  std::string name;
-  struct Function {
-    std::string name;
-    uint32_t func;
-    bool optional = false;
-  };
-  std::vector<Function> functions;
-};
-const std::vector<TlsStack>& tls_stacks();
 // The system's TLS libraries that exist here, probed from a session's
 // start: OpenSSL, GnuTLS, and NSS's two files (NSPR's I/O calls and NSS's
 // handshake), where Debian and Fedora keep them.

@@ -1,7 +1,5 @@
 #include "probe/go_tls.h"
 
-#include <capstone/capstone.h>
-#include <dlfcn.h>
 #include <elf.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -10,6 +8,7 @@
 #include <string_view>
 
 #include "common/system.h"
+#include "probe/disasm.h"
 #include "flightrec/abi/events.h"
 
 namespace flightrec::probe {
@@ -39,38 +38,6 @@ constexpr Wanted kWanted[] = {
     {"crypto/tls.(*Conn).Write", FR_TLS_GO_WRITE, true},
     {"crypto/tls.(*Conn).handshakeContext", FR_TLS_HANDSHAKE, false},
 };
-
-// capstone, loaded the first time a Go program is probed: its tables are
-// ~3 MB of data relocated at load, which every flightrec process (the
-// daemon, each run) would carry otherwise, Go programs or not.
-struct Capstone {
-  decltype(&cs_open) open;
-  decltype(&cs_malloc) malloc;
-  decltype(&cs_disasm_iter) disasm_iter;
-  decltype(&cs_free) free;
-  decltype(&cs_close) close;
-};
-
-const Capstone* capstone(std::string* why) {
-  static std::string error;
-  static const Capstone* loaded = []() -> const Capstone* {
-    void* lib = dlopen(FLIGHTREC_CAPSTONE_LIBRARY, RTLD_NOW | RTLD_LOCAL);
-    static Capstone c{};
-    if (lib) {
-      c.open = reinterpret_cast<decltype(&cs_open)>(dlsym(lib, "cs_open"));
-      c.malloc = reinterpret_cast<decltype(&cs_malloc)>(dlsym(lib, "cs_malloc"));
-      c.disasm_iter = reinterpret_cast<decltype(&cs_disasm_iter)>(dlsym(lib, "cs_disasm_iter"));
-      c.free = reinterpret_cast<decltype(&cs_free)>(dlsym(lib, "cs_free"));
-      c.close = reinterpret_cast<decltype(&cs_close)>(dlsym(lib, "cs_close"));
-      if (c.open && c.malloc && c.disasm_iter && c.free && c.close) return &c;
-    }
-    const char* e = dlerror();
-    error = std::string("the disassembler Go probes need cannot be loaded: ") + (e ? e : FLIGHTREC_CAPSTONE_LIBRARY);
-    return nullptr;
-  }();
-  if (!loaded) *why = error;
-  return loaded;
-}
 
 // Offsets (from `start`) of the RET instructions in code, up to max + 1.
 std::vector<uint64_t> ret_offsets(const Capstone& cap, const std::string& code, uint64_t address, size_t max) {

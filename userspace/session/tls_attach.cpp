@@ -109,10 +109,15 @@ void TlsFollower::observe(const events::Entry& e, Emitted& out) {
   if (type == "exec") {
     // Programs that link a TLS library in (node exports SSL_write from its
     // binary); most executables do not, so failing here is the normal case.
+    not_probed_.erase(pid);
     if (const std::string* file = text("filename")) {
       bool tls_file = false;
       std::string err = attach_as_seen_by(capture_, pid, *file, host_view_, &tls_file);
-      if (tls_file && !err.empty()) out.add("error").set_bytes("detail", "TLS capture: " + err);
+      if (tls_file && !err.empty()) {
+        out.add("error").set_bytes("detail", "TLS capture: " + err);
+        if (not_probed_.size() >= 4096) not_probed_.clear();
+        not_probed_[pid] = err;
+      }
     }
     return;
   }
@@ -162,6 +167,9 @@ void TlsFollower::uncaptured(const events::Entry& hello, uint32_t pid, Emitted& 
   if (hello.get("remote_port")) e.set("remote_port", hello.int_or("remote_port"));
   if (!exe.empty()) e.set_bytes("exe", exe);
   e.set_bytes("library", library);
+  // What was tried on its program (a TLS stack linked in that could not be
+  // told apart), where that is known.
+  if (auto tried = not_probed_.find(pid); tried != not_probed_.end()) e.set_bytes("tried", tried->second);
 }
 
 std::string attach_program_tls(probe::TlsProbes& capture, const std::string& program) {

@@ -6,6 +6,7 @@
 // already there.
 #include <sys/types.h>
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,10 @@ class TlsFollower : public Observer {
   void uncaptured(const events::Entry& hello, uint32_t pid, Emitted& out);
   probe::TlsProbes& capture_;
   bool host_view_;
+  // Why a process's program, a TLS stack, could not be probed: said again
+  // in the tls_uncaptured entries of its hellos (bounded; pids are reused,
+  // so an exec replaces its pid's).
+  std::map<uint32_t, std::string> not_probed_;
 };
 
 }  // namespace flightrec::session

@@ -193,9 +193,11 @@ FR_STATIC_ASSERT(sizeof(struct fr_tls) == 104, "fr_tls layout");
 /* The first bytes a task sent on a TCP connection it made, when they are a
  * TLS ClientHello (a handshake record whose first message is type 1): so
  * a TLS connection is on the record whether or not a probe sees its
- * plaintext. The first FR_TLS_HELLO_MAX bytes follow (name and ALPN
- * extensions, for userspace to parse). */
-#define FR_TLS_HELLO_MAX 512
+ * plaintext. Up to FR_TLS_HELLO_MAX - 1 bytes of the first send follow
+ * (the record: `len` bytes, not the whole array), for userspace to parse
+ * the name and ALPN extensions: a record holds at most 16 KiB, and a hello
+ * with post-quantum key shares is ~1.5 KiB before its server name. */
+#define FR_TLS_HELLO_MAX 16384
 /* Sent inside a probed TLS library call: that library's plaintext is
  * captured. */
 #define FR_HELLO_IN_PROBED_CALL (1u << 0)
@@ -211,9 +213,10 @@ struct fr_tls_hello {
 	__u32 len;               /* bytes that follow */
 	__u32 sent;              /* bytes the call sent */
 	__u32 flags;
-	__u8 data[FR_TLS_HELLO_MAX];
+	__u8 data[FR_TLS_HELLO_MAX];  /* len of them in a record */
 };
 FR_STATIC_ASSERT(sizeof(struct fr_tls_hello) == 80 + FR_TLS_HELLO_MAX, "fr_tls_hello layout");
+#define FR_TLS_HELLO_HEAD 80  /* a record's bytes before data */
 
 /* A BPF-LSM hook's view (where the kernel allows BPF-LSM): the kernel's own
  * copy of the path or address, race-free, unlike syscall arguments. The
