@@ -14,7 +14,7 @@ apt-get install -y -q --no-install-recommends \
   libsqlite3-dev libzstd-dev zlib1g-dev libbrotli-dev libssl-dev libboost-program-options-dev nlohmann-json3-dev libsimdjson-dev doctest-dev \
   libseccomp-dev libyaml-cpp-dev libcapstone-dev \
   util-linux coreutils procps systemd \
-  python3 python3-cryptography python3-pip python3-h2 git openssl curl wget prometheus libnss3-tools golang-go \
+  python3 python3-cryptography python3-pip python3-h2 git openssl curl wget prometheus prometheus-alertmanager libnss3-tools golang-go \
   qemu-system-x86 busybox-static cpio kmod xz-utils zstd e2fsprogs \
   rsyslog rsyslog-openssl nats-server libnats-dev \
   chromium

@@ -17,6 +17,8 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <regex>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -1128,4 +1130,197 @@ TEST_CASE("flightrecd: a watched cgroup's agent, its model calls and tool calls 
   CHECK(tools[0]["llm_call"] == calls[0]["seq"]);
   CHECK(tools[0]["act_links"].dump().find("argv") != std::string::npos);
   CHECK(flightrec({"verify", "--db", dbs[0]}).code == 0);
+}
+
+namespace {
+
+// A server started by the test that prints "PORT n" first (the mock, the
+// webhook sink): its port.
+int port_of(Proc& p) {
+  std::string line;
+  char c;
+  while (line.find('\n') == std::string::npos && read(p.out_fd, &c, 1) == 1) line += c;
+  REQUIRE_MESSAGE(line.starts_with("PORT "), line);
+  return std::stoi(line.substr(5));
+}
+
+// The alerts Prometheus has firing now, by name, from its query API.
+std::set<std::string> firing(int web_port) {
+  Result r = run({"curl", "-sS", "--get", "--data-urlencode", "query=ALERTS{alertstate=\"firing\"}",
+                  "http://127.0.0.1:" + std::to_string(web_port) + "/api/v1/query"});
+  std::set<std::string> out;
+  try {
+    nlohmann::json answer = nlohmann::json::parse(r.out);  // named: a loop over a temporary's member dangles
+    for (const auto& s : answer["data"]["result"]) out.insert(s["metric"]["alertname"].get<std::string>());
+  } catch (const std::exception&) {
+  }  // not up yet: none
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("health: a real Prometheus and Alertmanager alert on a real flightrecd when events are lost and the disk fills; silent while healthy") {
+  REQUIRE(is_root());
+  REQUIRE_MESSAGE(access("/usr/bin/prometheus-alertmanager", X_OK) == 0, "Debian's prometheus-alertmanager (tools/install-deps.sh)");
+  TempDir dir;
+  SmallDisk disk(dir.file("disk"), "24m");
+  std::string name = "flightrec-test-health-" + std::to_string(getpid());
+  CgroupTree tree(name);
+  tree.make("job");
+  int metrics_port, web_port, am_port;
+  {
+    Listener a, b, c;  // ports the kernel says are free
+    metrics_port = a.port, web_port = b.port, am_port = c.port;
+  }
+  // The rules as shipped, but for: clauses of 0 s (the test has no minutes to wait).
+  std::string rules = dir.file("rules.yml");
+  {
+    std::string text = slurp(std::string(SOURCE_DIR) + "/deploy/prometheus/flightrec.rules.yml");
+    std::ofstream(rules) << std::regex_replace(text, std::regex("for: [0-9]+[smh]"), "for: 0s");
+  }
+  std::string hooks = dir.file("hooks.jsonl");
+  Proc sink = start({"python3", std::string(SOURCE_DIR) + "/tests/programs/webhook_sink.py", hooks});
+  int hook_port = port_of(sink);
+  std::ofstream(dir.file("am.yml")) << "route:\n  receiver: hook\n  group_by: ['alertname']\n  group_wait: 1s\n"
+                                       "  group_interval: 1s\n  repeat_interval: 1h\nreceivers:\n  - name: hook\n"
+                                       "    webhook_configs:\n      - url: 'http://127.0.0.1:" << hook_port << "/'\n";
+  Proc am = start({"prometheus-alertmanager", "--config.file=" + dir.file("am.yml"), "--storage.path=" + dir.file("am"),
+                   "--web.listen-address=127.0.0.1:" + std::to_string(am_port), "--cluster.listen-address="});
+  std::ofstream(dir.file("prometheus.yml"))
+      << "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nrule_files:\n  - " << rules
+      << "\nalerting:\n  alertmanagers:\n    - static_configs:\n        - targets: ['127.0.0.1:" << am_port
+      << "']\nscrape_configs:\n  - job_name: flightrecd\n    static_configs:\n      - targets: ['127.0.0.1:" << metrics_port
+      << "']\n";
+  // Alerts resent every second: the first is sent before the Alertmanager
+  // is discovered (Prometheus' default waits a minute to send it again).
+  Proc prom = start({"prometheus", "--config.file=" + dir.file("prometheus.yml"), "--storage.tsdb.path=" + dir.file("tsdb"),
+                     "--web.listen-address=127.0.0.1:" + std::to_string(web_port), "--rules.alert.resend-delay=1s"});
+  auto query = [&](const std::string& q) {
+    return run({"curl", "-sS", "--get", "--data-urlencode", "query=" + q,
+                "http://127.0.0.1:" + std::to_string(web_port) + "/api/v1/query"})
+        .out;
+  };
+  auto await_firing = [&](const std::string& alert) {
+    for (int i = 0; i < 240; ++i) {
+      if (firing(web_port).count(alert) && slurp(hooks).find("\"alertname\":\"" + alert + "\"") != std::string::npos)
+        return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    }
+    MESSAGE(alert << " did not reach the webhook: Prometheus has " << query("ALERTS") << "\nits Alertmanagers: "
+                  << run({"curl", "-sS", "http://127.0.0.1:" + std::to_string(web_port) + "/api/v1/alertmanagers"}).out
+                  << "\nthe webhook has: " << slurp(hooks).substr(0, 2000) << "\nthe Alertmanager has: "
+                  << run({"curl", "-sS", "http://127.0.0.1:" + std::to_string(am_port) + "/api/v2/alerts"}).out);
+    return false;
+  };
+
+  // Healthy: a session recording a quiet job, scraped and evaluated for a
+  // while; nothing fires, nothing reaches the webhook.
+  std::string config = daemon_config(dir, name, {"job"});
+  std::ofstream(config, std::ios::app) << "metrics:\n  listen: \"127.0.0.1:" << metrics_port << "\"\n";
+  std::string marker = dir.file("marker");
+  pid_t job = tree.spawn("job", {"sh", "-c", "while :; do test -e " + marker + "; sleep 0.01; done"});
+  {
+    Daemon d(config);
+    REQUIRE_MESSAGE(d.await("flightrecd: running"), d.err);
+    bool scraped = false;
+    for (int i = 0; i < 240 && !scraped; ++i) {
+      scraped = query("flightrecd_session_entries_total > 0").find("\"cgroup\"") != std::string::npos;
+      std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    }
+    REQUIRE(scraped);
+    // The rules loaded (else "nothing fires" would prove nothing).
+    std::string loaded = run({"curl", "-sS", "http://127.0.0.1:" + std::to_string(web_port) + "/api/v1/rules"}).out;
+    REQUIRE_MESSAGE(loaded.find("\"FlightrecStorageFull\"") != std::string::npos, loaded);
+    std::this_thread::sleep_for(std::chrono::seconds(5));  // five evaluations of every rule
+    CHECK(firing(web_port).empty());
+    CHECK(slurp(hooks).empty());
+    CHECK(d.stop(SIGTERM).code == 0);
+  }
+
+  // A ring far smaller than a storm: events lost, per host and per session;
+  // and the daemon that started again is said too.
+  edit_config(config, "ring: 8M\n", "ring: 64K\n");
+  {
+    Daemon d(config);
+    REQUIRE_MESSAGE(d.await("flightrecd: running"), d.err);
+    pid_t storm = tree.spawn("job", {BENCH_SYSCALLS_BIN, "getppid", "2000000"});
+    CHECK(tree.reap(storm) == 0);
+    CHECK(await_firing("FlightrecEventsLost"));
+    CHECK(await_firing("FlightrecSessionEventsLost"));
+    CHECK(await_firing("FlightrecdRestarted"));
+    CHECK(d.stop(SIGTERM).code == 0);
+  }
+
+  // The record disk fills past min_free: storage full, the session suspended.
+  edit_config(config, "ring: 64K\n", "ring: 8M\n");
+  edit_config(config, "  dir: " + dir.file("records") + "\n",
+              "  dir: " + disk.path + "/records\n  min_free: 8M\n  disk_full_action: suspend\n");
+  {
+    Daemon d(config);
+    REQUIRE_MESSAGE(d.await("flightrecd: running"), d.err);
+    disk.fill_to(4 << 10);
+    CHECK(await_firing("FlightrecStorageFull"));
+    CHECK(await_firing("FlightrecSessionSuspended"));
+    CHECK(d.stop(SIGTERM).code == 0);
+  }
+  kill(job, SIGKILL);
+  tree.reap(job);
+  std::string received = slurp(hooks);
+  INFO(received.substr(0, 4000));
+  // What reached the webhook names the session's cgroup.
+  CHECK(received.find(cgroup2_root() + "/" + name + "/job") != std::string::npos);
+  for (Proc* p : {&prom, &am, &sink}) {
+    kill(p->pid, SIGTERM);
+    wait(*p);
+  }
+}
+
+TEST_CASE("health: every metric the alert rules and the dashboard name is one flightrecd serves") {
+  REQUIRE(is_root());
+  TempDir dir;
+  std::string name = "flightrec-test-names-" + std::to_string(getpid());
+  CgroupTree tree(name);
+  tree.make("job");
+  int metrics_port;
+  {
+    Listener a;
+    metrics_port = a.port;
+  }
+  std::string config = daemon_config(dir, name, {"job"});
+  std::ofstream(config, std::ios::app) << "metrics:\n  listen: \"127.0.0.1:" << metrics_port << "\"\n";
+  Daemon d(config);
+  REQUIRE_MESSAGE(d.await("flightrecd: running"), d.err);
+  std::string page = run({"curl", "-sS", "http://127.0.0.1:" + std::to_string(metrics_port) + "/metrics"}).out;
+  CHECK(d.stop(SIGTERM).code == 0);
+  std::set<std::string> served;
+  for (size_t at = 0; (at = page.find("# TYPE ", at)) != std::string::npos; at += 7)
+    served.insert(page.substr(at + 7, page.find(' ', at + 7) - at - 7));
+  REQUIRE(served.count("flightrecd_sessions"));
+  // Every flightrecd_* name in the rules and in the dashboard, and every
+  // recording rule the dashboard reads is one the rules make.
+  std::string rules = slurp(std::string(SOURCE_DIR) + "/deploy/prometheus/flightrec.rules.yml");
+  std::string dashboard = slurp(std::string(SOURCE_DIR) + "/deploy/grafana/flightrec.json");
+  REQUIRE(!dashboard.empty());
+  CHECK(nlohmann::json::parse(dashboard)["panels"].size() > 10);  // valid JSON, with its panels
+  size_t names = 0;
+  for (const std::string* text : {&rules, &dashboard}) {
+    for (size_t at = 0; (at = text->find("flightrecd_", at)) != std::string::npos;) {
+      size_t end = at;
+      while (end < text->size() && (isalnum((unsigned char)(*text)[end]) || (*text)[end] == '_')) ++end;
+      std::string metric = text->substr(at, end - at);
+      at = end;
+      if (metric == "flightrecd_" || metric.rfind("flightrecd_", 0) != 0) continue;
+      ++names;
+      CHECK_MESSAGE(served.count(metric), metric << " is not served by flightrecd");
+    }
+    for (size_t at = 0; (at = text->find("flightrec:", at)) != std::string::npos;) {
+      size_t end = at;
+      while (end < text->size() && (isalnum((unsigned char)(*text)[end]) || (*text)[end] == '_' || (*text)[end] == ':')) ++end;
+      std::string rule = text->substr(at, end - at);
+      at = end;
+      if (rule.size() == 10) continue;  // "flightrec: recording health", a title
+      CHECK_MESSAGE(rules.find("- record: " + rule + "\n") != std::string::npos, rule << " is no recording rule of ours");
+    }
+  }
+  CHECK(names > 20);
 }

@@ -895,6 +895,17 @@ std::string Daemon::metrics() const {
   for (const auto* s : all) sample("flightrecd_session_lost_events_total", labels_of(*s), double(s->rec->lost_total()));
   family("flightrecd_session_record_bytes", "gauge", "Bytes of the session's record file and its journal.");
   for (const auto* s : all) sample("flightrecd_session_record_bytes", labels_of(*s), double(record_bytes(s->db)));
+  family("flightrecd_build_info", "gauge", "1, labelled with flightrecd's version.");
+  sample("flightrecd_build_info", "version=\"" + label(FLIGHTREC_VERSION) + "\"", 1);
+  family("flightrecd_start_time_seconds", "gauge", "When this flightrecd started (Unix time): a change is a restart.");
+  sample("flightrecd_start_time_seconds", "", double(started_real_ns_) / 1e9);
+  family("flightrecd_checkpoint_interval_seconds", "gauge",
+         "How often a session with new entries is checkpointed (and every 1000 entries).");
+  sample("flightrecd_checkpoint_interval_seconds", "", double(recorder::SessionMeta{}.checkpoint_ms) / 1e3);  // the daemon keeps the default
+  family("flightrecd_session_entries_after_checkpoint", "gauge",
+         "Entries of the session not under a checkpoint yet (with the age, a checkpointing that stopped).");
+  for (const auto* s : all)
+    sample("flightrecd_session_entries_after_checkpoint", labels_of(*s), double(s->rec->entries_after_checkpoint()));
   family("flightrecd_session_checkpoint_age_seconds", "gauge", "Seconds since the session's last checkpoint.");
   for (const auto* s : all)
     sample("flightrecd_session_checkpoint_age_seconds", labels_of(*s), double(now - s->rec->last_checkpoint_mono_ns()) / 1e9);
@@ -915,6 +926,11 @@ std::string Daemon::metrics() const {
   for (const auto* s : all) sample("flightrecd_session_suspended", labels_of(*s), s->suspended ? 1 : 0);
   family("flightrecd_cgroups_not_recorded", "gauge", "Matching cgroups that could not be recorded yet (retried).");
   sample("flightrecd_cgroups_not_recorded", "", double(pending_.size()));
+  family("flightrecd_cgroup_not_recorded", "gauge",
+         "1 for each matching cgroup not recorded yet (the first 100, for alerts that name it).");
+  size_t named = 0;
+  for (const auto& [rel, when] : pending_)
+    if (named++ < 100) sample("flightrecd_cgroup_not_recorded", "cgroup=\"" + label(cgroup_root_ + "/" + rel) + "\"", 1);
   family("flightrecd_bpf_program_runs_total", "counter", "Runs of each BPF program (bpf_stats).");
   auto programs = capture_->program_stats();
   for (const auto& p : programs) sample("flightrecd_bpf_program_runs_total", "program=\"" + label(p.name) + "\"", double(p.runs));
@@ -938,6 +954,9 @@ std::string Daemon::metrics() const {
   family("flightrecd_output_spool_bytes", "gauge", "Bytes of an output's spool on disk (not acknowledged yet).");
   for (const auto& o : outputs)
     if (o.kind == "jetstream") sample("flightrecd_output_spool_bytes", output_labels(o), double(o.spool_bytes));
+  family("flightrecd_output_spool_limit_bytes", "gauge", "An output spool's bound: past it, entries are not shipped.");
+  for (const auto& o : outputs)
+    if (o.kind == "jetstream") sample("flightrecd_output_spool_limit_bytes", output_labels(o), double(o.spool_max));
   return out;
 }
 

@@ -71,6 +71,7 @@ class Recorder {
   int64_t entries() const { return writer_.count(); }
   uint64_t lost_total() const { return lost_total_; }
   uint64_t last_checkpoint_mono_ns() const { return last_checkpoint_ns_; }
+  uint64_t entries_after_checkpoint() const { return uint64_t(writer_.count()) - writer_.checkpointed(); }
   const std::string& origin() const { return origin_; }
   // The chain value of the last entry, hex (after finish()).
   std::string head_hex() { return ledger::to_hex(writer_.head()); }

@@ -62,6 +62,7 @@ struct OutputStats {
   uint64_t queued = 0;
   uint64_t connects = 0;   // connections made (the first one and every reconnect)
   uint64_t spool_bytes = 0;  // on disk, not acknowledged yet (outputs with a spool)
+  uint64_t spool_max = 0;    // its bound: past it, messages are dropped
   bool connected = false;
   std::string last_error;  // the last failure to connect or send ("" if none yet)
 };

@@ -67,6 +67,7 @@ class JetStreamOutput : public ThreadedOutput {
   void fill(OutputStats& s) const override {
     s.queued = spool_.pending();
     s.spool_bytes = spool_.bytes();
+    s.spool_max = settings_.spool_max;
   }
   bool publish_batch(Connection& c);  // false: failed (read again from the last acknowledged)
 
