@@ -22,6 +22,12 @@
 #ifndef SYS_open_tree_attr
 #define SYS_open_tree_attr 467  /* Linux 6.15; older headers lack it */
 #endif
+#ifndef SYS_lsm_set_self_attr
+#define SYS_lsm_set_self_attr 460  /* Linux 6.8 */
+#endif
+#ifndef SYS_file_setattr
+#define SYS_file_setattr 469  /* Linux 6.17 */
+#endif
 
 static char dir[512];
 
@@ -172,6 +178,9 @@ int main(int argc, char **argv)
 	CALL(settimeofday, NULL, NULL);
 	CALL(clock_settime, -1, NULL);
 	CALL(adjtimex, NULL);
+	CALL(clock_adjtime, -1, NULL);
+	CALL(lsm_set_self_attr, 0, NULL, 0, 0);  /* no such attribute: EINVAL */
+	CALL(file_setattr, -1, "", NULL, 0, 0);  /* no such directory fd */
 	/* Namespaces made by clone's flags: the fork entry says so. */
 	long child = syscall(SYS_clone, CLONE_NEWUSER | SIGCHLD, 0, NULL, NULL, 0);
 	if (child == 0)

@@ -960,7 +960,7 @@ const std::vector<std::string> kLiteActs = {
     "swapon", "swapoff", "quotactl", "fanotify_init", "fanotify_mark", "unshare", "setns", "bpf", "init_module",
     "finit_module", "delete_module", "kexec_file_load", "perf_event_open", "io_uring_setup", "userfaultfd", "iopl",
     "ioperm", "syslog", "acct", "reboot", "sethostname", "setdomainname", "settimeofday", "clock_settime",
-    "adjtimex"};
+    "adjtimex", "clock_adjtime", "lsm_set_self_attr", "file_setattr"};
 
 // Calls of `name` by `pid` in a record.
 std::vector<json> calls_of(const std::vector<json>& all, const std::string& name, int64_t pid) {

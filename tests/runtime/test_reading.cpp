@@ -690,3 +690,24 @@ TEST_CASE("report of a session of a million entries and thousands of programs st
   CHECK(html.find("more processes are not shown") != std::string::npos);
   CHECK(html.find(">getppid<") == std::string::npos);  // plain syscalls are counted, not listed
 }
+
+TEST_CASE("a command pushed past argv's first 4096 bytes by padding is shown by query and in the report") {
+  REQUIRE(is_root());
+  TempDir dir;
+  std::string work = dir.file("work"), db = dir.file("a.db"), html = dir.file("r.html");
+  fs::create_directories(work);
+  std::string padding(5000, ' ');
+  Result r = run_in(work, {FLIGHTREC_BIN, "run", "--policy", "observe", "--db", db, "--", "sh", "-c",
+                           padding + "echo hidden-after-padding > /dev/null", "x", "second-hidden-arg"});
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  Result q = flightrec({"query", "--db", db, "--type", "exec_argv"});
+  REQUIRE(q.code == 0);
+  CHECK(q.out.find("hidden-after-padding") != std::string::npos);
+  CHECK(q.out.find("second-hidden-arg") != std::string::npos);
+  Result rep = flightrec({"report", "--db", db, "--session", "1", "--out", html});
+  INFO(rep.err);
+  REQUIRE(rep.code == 0);
+  std::string page = slurp(html);
+  CHECK(page.find("hidden-after-padding") != std::string::npos);
+}

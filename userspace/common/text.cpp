@@ -34,12 +34,18 @@ size_t utf8_at(std::string_view s, size_t i, uint32_t* cp_out) {
   return len;
 }
 
-// Code points a terminal acts on rather than shows: C0 and C1 controls,
-// DEL, and the invisible format and bidirectional controls that can make
-// text read differently from what it is.
+// Code points a terminal acts on rather than shows, or that a reader
+// cannot see: C0 and C1 controls, DEL, and the invisible format and
+// bidirectional controls that can make text read differently from what it
+// is (the soft hyphen, the Arabic letter mark, the Mongolian vowel
+// separator, zero-width and directional marks, line and paragraph
+// separators, embeddings, overrides and isolates, word joiners, the byte
+// order mark, interlinear annotations, and the tag characters that spell
+// hidden ASCII, as in prompts smuggled to a model).
 bool acts_on_terminal(uint32_t cp) {
-  return cp < 0x20 || (cp >= 0x7F && cp <= 0x9F) || (cp >= 0x200B && cp <= 0x200F) ||
-         (cp >= 0x202A && cp <= 0x202E) || (cp >= 0x2060 && cp <= 0x2069) || cp == 0xFEFF;
+  return cp < 0x20 || (cp >= 0x7F && cp <= 0x9F) || cp == 0xAD || cp == 0x61C || cp == 0x180E ||
+         (cp >= 0x200B && cp <= 0x200F) || (cp >= 0x2028 && cp <= 0x202E) || (cp >= 0x2060 && cp <= 0x206F) ||
+         cp == 0xFEFF || (cp >= 0xFFF9 && cp <= 0xFFFB) || (cp >= 0xE0000 && cp <= 0xE007F);
 }
 
 }  // namespace

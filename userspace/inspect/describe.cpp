@@ -160,11 +160,33 @@ std::string describe_counts(const json& e) {
   return out + " in " + member(e, "interval_ms") + " ms" + pairs(e, {"cgroup"});
 }
 
+// The rest of a long argv, shown, not only placed: what follows the
+// first 4096 bytes is as much the command as what precedes them (padding
+// could push the real command out of sight). Arguments apart by spaces,
+// each escaped.
+std::string describe_argv_piece(const json& e) {
+  std::string out = "argv continued at offset " + member(e, "offset");
+  std::string bytes;
+  if (e.contains("data") && e["data"].is_string()) bytes = e["data"].get<std::string>();
+  else if (e.contains("data_b64") && e["data_b64"].is_string())
+    bytes = base64_decode(e["data_b64"].get<std::string>()).value_or("");
+  if (bytes.empty()) return out;
+  out += ":";
+  size_t start = 0;
+  while (start <= bytes.size()) {
+    size_t end = bytes.find('\0', start);
+    if (end == std::string::npos) end = bytes.size();
+    if (end > start) out += " " + text(json(bytes.substr(start, end - start)));
+    start = end + 1;
+  }
+  return out;
+}
+
 std::string describe_known(const json& e) {
   const std::string type = e.value("type", "");
   if (e.contains("nr")) return describe_syscall(e);
   if (type == "exec") return describe_exec(e);
-  if (type == "exec_argv") return "argv continued at offset " + member(e, "offset");
+  if (type == "exec_argv") return describe_argv_piece(e);
   if (type == "fork") return (e.value("thread", 0) == 1 ? "thread " : "child ") + member(e, "child_pid") +
                              (e.value("thread", 0) == 1 ? "/" + member(e, "child_tid") : "");
   if (type == "exit") return describe_exit(e);

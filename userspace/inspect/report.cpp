@@ -106,12 +106,32 @@ Report::Process* Report::new_process(int64_t pid) {
   return &processes_.back();
 }
 
+namespace {
+
+// A command line as the process tree shows it: runs of blanks longer than
+// a few collapsed to their count, so padding cannot push what follows out
+// of the shown part.
+std::string squeezed(const std::string& argv) {
+  std::string out;
+  for (size_t i = 0; i < argv.size();) {
+    size_t j = i;
+    while (j < argv.size() && (argv[j] == ' ' || argv[j] == '\t' || argv[j] == '\n' || argv[j] == '\r')) ++j;
+    if (j - i > 8) out += " [" + std::to_string(j - i) + " blanks] ";
+    else if (j > i) out.append(argv, i, j - i);
+    if (j == i) out += argv[j++];
+    i = j;
+  }
+  return out;
+}
+
+}  // namespace
+
 void Report::timeline(const json& e, const std::string& css) {
   timeline_.add({num(e, "seq"), num(e, "ts_real_ns"), num(e, "pid"), str(e, "comm"), str(e, "type"), describe(e), css});
 }
 
 bool Report::shows(std::string_view type) {
-  for (const char* t : {"genesis", "exec", "fork", "exit", "violation", "file_change", "connect", "tls", "tls_uncaptured", "lost", "freeze",
+  for (const char* t : {"genesis", "exec", "exec_argv", "fork", "exit", "violation", "file_change", "connect", "tls", "tls_uncaptured", "lost", "freeze",
                         "thaw", "error", "session_end", "snapshot", "malformed"})
     if (type == t) return true;
   return false;
@@ -141,13 +161,20 @@ void Report::add(const ledger::TopLevel& top, const json* entry) {
       p->comm = str(e, "comm");
       std::string argv;
       if (e.contains("argv") && e["argv"].is_array())
-        for (const auto& a : e["argv"]) {
-          argv += (argv.empty() ? "" : " ") + (a.is_string() ? a.get<std::string>() : a.dump());
-          if (argv.size() > 4 * kMaxText) break;
-        }
-      p->argv = argv;
+        for (const auto& a : e["argv"]) argv += (argv.empty() ? "" : " ") + (a.is_string() ? a.get<std::string>() : a.dump());
+      p->argv = squeezed(argv);
     }
     timeline(e, "exec");
+  } else if (type == "exec_argv") {
+    // The rest of a long argv joins the command it continues (padding must
+    // not push the real command out of the tree).
+    if (Process* p = process_of(num(e, "pid")); p && p->argv.size() <= 4 * kMaxText) {
+      std::string piece = bytes_member(top, "data").value_or("");
+      for (char& c : piece)
+        if (c == '\0') c = ' ';
+      p->argv = squeezed(p->argv + piece);
+    }
+    timeline(e, "");
   } else if (type == "fork" && num(e, "thread") == 0) {
     int64_t parent_pid = num(e, "pid");
     Process* parent = process_of(parent_pid);

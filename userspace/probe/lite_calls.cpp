@@ -43,6 +43,7 @@ const std::vector<LiteCall>& lite_calls() {
       {198, "lremovexattr", FR_LITE_RECORD},
       {199, "fremovexattr", FR_LITE_RECORD},
       {466, "removexattrat", FR_LITE_RECORD},
+      {469, "file_setattr", FR_LITE_RECORD},  // immutable and append-only flags, project ids (chattr's call, 6.17)
       {83, "mkdir", FR_LITE_RECORD},
       {258, "mkdirat", FR_LITE_RECORD},
       {132, "utime", FR_LITE_RECORD},  // timestamps set by hand (hiding when a file changed)
@@ -61,6 +62,7 @@ const std::vector<LiteCall>& lite_calls() {
       {43, "accept", FR_LITE_RECORD},
       {288, "accept4", FR_LITE_RECORD},
       // Identity and privileges.
+      {460, "lsm_set_self_attr", FR_LITE_RECORD},  // the task's own LSM label (AppArmor, SELinux): 6.8
       {105, "setuid", FR_LITE_RECORD},
       {106, "setgid", FR_LITE_RECORD},
       {113, "setreuid", FR_LITE_RECORD},
@@ -120,6 +122,7 @@ const std::vector<LiteCall>& lite_calls() {
       {164, "settimeofday", FR_LITE_RECORD},
       {227, "clock_settime", FR_LITE_RECORD},
       {159, "adjtimex", FR_LITE_RECORD},
+      {305, "clock_adjtime", FR_LITE_RECORD},  // adjtimex for any clock: sets the time too
       {153, "vhangup", FR_LITE_RECORD},
       // io_uring's operations bypass the syscall tracepoints: its setup is
       // recorded, so the record says where lite stops seeing.
