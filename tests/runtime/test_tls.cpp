@@ -439,6 +439,25 @@ TEST_CASE("a ClientHello of 1.5 KiB and of 15 KiB (large key shares first) has i
   CHECK(by_name["huge.hello.test"]["sent_bytes"].get<int>() > 14900);
 }
 
+TEST_CASE("a credential in a URL's query (curl, HTTP/1.1) is redacted in the stream and the summary") {
+  REQUIRE(is_root());
+  HttpsServer srv;
+  TempDir dir;
+  for (const char* version : {"--http1.1"}) {
+    CAPTURE(version);
+    std::string db = dir.file(std::string("q") + version + ".db");
+    Result r = rt::flightrec({"run", "--policy", "observe", "--db", db, "--", "curl", "-sk", version,
+                              srv.url("/x?page=2&api_key=sk-query-secret-42")});
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    CHECK(everything_in(db).find("sk-query-secret-42") == std::string::npos);
+    bool summarized = false;
+    for (const auto& e : tls_entries(db, "send"))
+      summarized |= e.value("http_path", "") == "/x?page=2&api_key=[REDACTED]";
+    CHECK(summarized);
+  }
+}
+
 TEST_CASE("calls beyond the cap leave exact truncation markers") {
   REQUIRE(is_root());
   HttpsServer srv;

@@ -230,3 +230,21 @@ TEST_CASE("HTTP/2: a raw value, padding and CONTINUATION frames; a lost header b
   CHECK(rest == std::string(rest.size(), '*'));
   CHECK(names == std::vector<std::string>{"(after a gap)"});
 }
+
+TEST_CASE("credentials in a request target's query are redacted, split across writes too; other parameters stay") {
+  auto [out, names] = through({"GET /v1/models?limit=5&api_k", "ey=sk-secret-1&Token=t0ps3cret#frag HTTP/1.1\r\nHost: a\r\n\r\n",
+                               "GET /next?key=AIza-xyz HTTP/1.1\r\n\r\n"});
+  CHECK(out == "GET /v1/models?limit=5&api_key=[REDACTED]&Token=[REDACTED]#frag HTTP/1.1\r\nHost: a\r\n\r\n"
+               "GET /next?key=[REDACTED] HTTP/1.1\r\n\r\n");
+  CHECK(names == std::vector<std::string>{"?api_key", "?token", "?key"});
+  // A response's start line and a body are not request targets.
+  auto [resp, none] = through({"HTTP/1.1 200 OK?token=x\r\nContent-Length: 9\r\n\r\n?token=no"});
+  CHECK(resp == "HTTP/1.1 200 OK?token=x\r\nContent-Length: 9\r\n\r\n?token=no");
+  CHECK(none.empty());
+  // The summary's path, the same way.
+  std::vector<std::string> said;
+  CHECK(flightrec::events::redact_query("/x?a=1&sig=abc&b=2", &said) == "/x?a=1&sig=[REDACTED]&b=2");
+  CHECK(said == std::vector<std::string>{"?sig"});
+  CHECK(flightrec::events::redact_query("/plain", nullptr) == "/plain");
+  CHECK(flightrec::events::redact_query("/x?token", nullptr) == "/x?token");  // no value
+}

@@ -41,7 +41,8 @@ const char* func_name(uint32_t f) {
 // The HTTP/2 header blocks that end in a chunk: the first request or
 // response in the HTTP/1 summary's fields, every block in http2_headers
 // ("stream=N" then each pseudo-header field present).
-void summarize(Entry& e, const std::vector<Http2Headers>& blocks) {
+void summarize(Entry& e, const std::vector<Http2Headers>& blocks, bool redact) {
+  auto path = [&](const std::string& p) { return redact ? redact_query(p, nullptr) : p; };
   if (blocks.empty()) return;
   std::vector<std::string> all;
   bool summarized = false;
@@ -49,13 +50,14 @@ void summarize(Entry& e, const std::vector<Http2Headers>& blocks) {
     std::string line = "stream=" + std::to_string(b.stream);
     for (auto [name, value] : {std::pair{":method", &b.method}, {":scheme", &b.scheme}, {":authority", &b.authority},
                                {":path", &b.path}, {":status", &b.status}})
-      if (!value->empty()) line += std::string(" ") + name + "=" + *value;
+      if (!value->empty())
+        line += std::string(" ") + name + "=" + (value == &b.path ? path(*value) : *value);
     all.push_back(printable(line));
     if (summarized) continue;
     summarized = !b.method.empty() || !b.status.empty();
     if (!b.method.empty()) {
       e.set_bytes("http_method", b.method);
-      e.set_bytes("http_path", b.path);
+      e.set_bytes("http_path", path(b.path));
       if (!b.authority.empty()) e.set_bytes("http_host", b.authority);
       e.set("http_version", "HTTP/2");
       e.set("http2_stream", uint64_t(b.stream));
@@ -117,6 +119,44 @@ const std::vector<std::string>& default_redacted_headers() {
   return names;
 }
 
+bool secret_query_key(std::string_view key) {
+  static const char* const keys[] = {
+      "api_key",  "apikey",        "api-key",          "key",          "token",            "access_token",
+      "id_token", "refresh_token", "auth",             "auth_token",   "authorization",    "password",
+      "passwd",   "secret",        "client_secret",    "signature",    "sig",              "private_token",
+      "x-amz-signature", "x-amz-credential", "x-amz-security-token", "x-goog-signature", "x-goog-credential"};
+  for (const char* k : keys)
+    if (key == k) return true;
+  return false;
+}
+
+std::string redact_query(std::string_view target, std::vector<std::string>* names) {
+  size_t q = target.find('?');
+  if (q == std::string_view::npos) return std::string(target);
+  std::string out(target.substr(0, q + 1));
+  std::string_view rest = target.substr(q + 1);
+  size_t hash = rest.find('#');
+  std::string_view fragment = hash == std::string_view::npos ? std::string_view() : rest.substr(hash);
+  rest = rest.substr(0, hash);
+  for (size_t start = 0; start <= rest.size();) {
+    size_t end = rest.find('&', start);
+    if (end == std::string_view::npos) end = rest.size();
+    std::string_view pair = rest.substr(start, end - start);
+    size_t eq = pair.find('=');
+    std::string key(pair.substr(0, eq));
+    for (char& c : key) c = char(std::tolower(static_cast<unsigned char>(c)));
+    if (eq != std::string_view::npos && secret_query_key(key)) {
+      out.append(pair.substr(0, eq + 1)).append("[REDACTED]");
+      if (names) names->push_back("?" + key);
+    } else {
+      out.append(pair);
+    }
+    if (end < rest.size()) out += '&';
+    start = end + 1;
+  }
+  return out.append(fragment);
+}
+
 namespace {
 
 constexpr size_t kNameMax = 64, kValueMax = 64;
@@ -140,6 +180,9 @@ void HeaderRedactor::end_of_line() {
   value_.clear();
   in_name_ = line_empty_ = true;
   redacting_ = marked_ = false;
+  start_field_ = 0;
+  in_query_ = in_query_value_ = query_redacting_ = query_marked_ = false;
+  query_key_.clear();
 }
 
 std::string HeaderRedactor::feed(uint64_t at, std::string_view bytes, bool write_start,
@@ -170,6 +213,27 @@ std::string HeaderRedactor::feed(uint64_t at, std::string_view bytes, bool write
         [[fallthrough]];
       case Mode::StartLine:
       case Mode::Unknown:
+        if (mode_ == Mode::StartLine && start_field_ == 1 && c != ' ' && c != '\r' && c != '\n') {
+          // The request target: "?key=value&..." values of credential keys go.
+          if (!in_query_) {
+            in_query_ = c == '?';
+          } else if (c == '&' || c == '#') {
+            in_query_value_ = query_redacting_ = query_marked_ = false;
+            query_key_.clear();
+            in_query_ = c == '&';
+          } else if (!in_query_value_ && c == '=') {
+            in_query_value_ = true;
+            query_redacting_ = secret_query_key(query_key_);
+            if (query_redacting_) names.push_back("?" + query_key_);
+          } else if (!in_query_value_ && query_key_.size() < kNameMax) {
+            query_key_ += char(std::tolower(static_cast<unsigned char>(c)));
+          } else if (query_redacting_) {
+            if (!query_marked_) out += "[REDACTED]";
+            query_marked_ = true;
+            break;
+          }
+        }
+        if (mode_ == Mode::StartLine && c == ' ' && start_field_ < 2) ++start_field_;
         out += c;
         if (mode_ == Mode::StartLine && c == '\n') {
           mode_ = Mode::Headers;
@@ -410,7 +474,7 @@ void TlsStreams::complete(Entry& e, const fr_tls& r, std::string_view data) {
     };
     if (request) {
       e.set_bytes("http_method", a);
-      e.set_bytes("http_path", b);
+      e.set_bytes("http_path", redact_.empty() ? b : redact_query(b, nullptr));  // the stream itself below
       e.set_bytes("http_version", c3);
       if (auto host = header("host"); !host.empty()) e.set_bytes("http_host", host);
     } else {
@@ -425,7 +489,7 @@ void TlsStreams::complete(Entry& e, const fr_tls& r, std::string_view data) {
     std::vector<Http2Headers> blocks;
     std::string copy = redact_.empty() ? text : std::string();
     h2->feed(at, redact_.empty() ? copy : text, redact_, redacted, blocks);
-    summarize(e, blocks);
+    summarize(e, blocks, !redact_.empty());
   } else if (!redact_.empty()) {
     text = (send ? c.redact_sent : c.redact_received).feed(at, data, r.offset == 0, redact_, redacted);
   }

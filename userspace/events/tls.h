@@ -40,6 +40,13 @@ ClientHello parse_client_hello(std::string_view record);
 // one direction of one connection, so a header split across two writes or
 // one that starts a write is found as well as one inside a single write.
 // A value becomes "[REDACTED]" (leading spaces and the line end kept).
+// Whether a request target's query parameter (lower case) holds a
+// credential (api_key, token, signature, ...), and the target with the
+// values of those replaced by [REDACTED] (their keys added to *names as
+// "?key").
+bool secret_query_key(std::string_view key);
+std::string redact_query(std::string_view target, std::vector<std::string>* names);
+
 class HeaderRedactor {
  public:
   // The bytes at stream offset `at` (a gap before them is allowed);
@@ -58,6 +65,11 @@ class HeaderRedactor {
   bool in_name_ = true, line_empty_ = true, redacting_ = false, marked_ = false;
   bool has_length_ = false, chunked_ = false;
   uint64_t length_ = 0, body_left_ = 0;
+  // The start line's request target: its query parameters' values are
+  // redacted where the key names a credential.
+  int start_field_ = 0;  // 0 the method, 1 the target, 2 the rest
+  bool in_query_ = false, in_query_value_ = false, query_redacting_ = false, query_marked_ = false;
+  std::string query_key_;  // lower case, bounded
 };
 
 class TlsStreams {
