@@ -16,7 +16,7 @@ apt-get install -y -q --no-install-recommends \
   util-linux coreutils procps systemd \
   python3 python3-cryptography python3-pip python3-h2 git openssl curl wget prometheus prometheus-alertmanager libnss3-tools golang-go \
   qemu-system-x86 busybox-static cpio kmod xz-utils zstd e2fsprogs \
-  rsyslog rsyslog-openssl nats-server libnats-dev \
+  rsyslog rsyslog-openssl nats-server libnats-dev gdb \
   chromium
 
 # Docker's own seccomp profile, used as is by the sandbox tests (the package

@@ -505,6 +505,95 @@ TEST_CASE("replay: the recorded policy agrees with itself; a stricter and a loos
   CHECK(flightrec({"replay", "--db", plain, "--session", "4", "--policy", "agent", "--work-dir", work}).code == 1);
 }
 
+// The shadow -> replay -> enforce workflow begins with "does the record
+// agree with itself": a session replayed against the policy it ran under
+// (the default, with its command line's overrides) differs nowhere.
+TEST_CASE("replay: each shipped policy's sessions replayed as recorded differ nowhere") {
+  REQUIRE(is_root());
+  TempDir dir;
+  std::string work = dir.file("work");
+  fs::create_directories(work);
+  Listener allowed, refused;
+  HttpsServer tls;  // curl's TLS: uprobes, and on 6.11+ their return trampoline's uretprobe calls
+  std::string ap = std::to_string(allowed.port), rp = std::to_string(refused.port);
+  std::string connect = "python3 -c \"import socket\nfor p in (" + ap + ", " + rp +
+                        "): socket.socket().connect_ex(('127.0.0.1', p))\"; ";
+  // The three false denials replay used to report: flightrec's own set-up
+  // (setns), a symlink's target read as a write, a connect allowed by --allow.
+  std::string script = "ln -sf /etc/hostname link1; cat link1 >/dev/null; " + connect +
+                       "curl -sk -o /dev/null " + tls.url("/") + "; cat /etc/shadow >/dev/null 2>&1; "
+                       "echo x > /usr/flightrec-replay-test 2>/dev/null; echo y > made.txt; true";
+  struct Session {
+    std::vector<std::string> options;
+    std::string command;
+    bool violations;  // the session must have some, or the check proves little
+  };
+  std::vector<Session> sessions = {
+      {{"--policy", "agent", "--allow", "127.0.0.1:" + ap, "--allow", "127.0.0.1:" + std::to_string(tls.port),
+        "--limit", "wall_time=10m", "--env", "LANG"}, script, true},
+      {{"--policy", "agent", "--shadow"}, script, true},
+      {{"--policy", "claude-code"}, script, true},
+      {{"--policy", "codex"}, script, true},
+      {{"--policy", "observe"}, script, false},
+      {{"--policy", "strict"}, "", true},
+      {{"--policy", dir.file("mine.yaml")}, script, true},  // extends team.yaml, which extends agent
+  };
+  std::ofstream(dir.file("team.yaml")) << "version: 1\nname: team\nextends: agent\nlimits: {pids: 200}\n";
+  std::ofstream(dir.file("mine.yaml")) << "version: 1\nname: mine\nextends: team.yaml\nnetwork: {mode: allowlist, allow: [127.0.0.1:" + ap + "]}\n";
+  for (size_t i = 0; i < sessions.size(); ++i) {
+    const Session& s = sessions[i];
+    std::string db = dir.file("s" + std::to_string(i) + ".db");
+    std::vector<std::string> argv{FLIGHTREC_BIN, "run", "--db", db};
+    argv.insert(argv.end(), s.options.begin(), s.options.end());
+    argv.push_back("--");
+    if (s.command.empty()) {
+      // strict runs only the command's own file: a fork and a read outside its paths are refused.
+      for (const char* a : {"/usr/bin/python3", "-c", "import os\ntry: os.fork()\nexcept OSError: pass\n"
+                                                     "try: open('/etc/hostname').read()\nexcept OSError: pass\n"})
+        argv.push_back(a);
+    } else {
+      for (const char* a : {"sh", "-c"}) argv.push_back(a);
+      argv.push_back(s.command);
+    }
+    CAPTURE(s.options);
+    Result r = run_in(work, argv);
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    if (i == 6) {
+      // The chain is in the record: changing a base afterwards changes nothing replayed as recorded.
+      auto genesis = of_type(entries(db), "genesis").at(0);
+      CHECK(genesis["policy_bases"] == nlohmann::json::array({dir.file("team.yaml"), "builtin:agent"}));
+      CHECK(genesis["policy_base_texts"][0].get<std::string>().find("pids: 200") != std::string::npos);
+      std::ofstream(dir.file("team.yaml")) << "version: 1\nname: team\nextends: strict\n";
+    }
+    Result q = flightrec({"replay", "--db", db, "--session", "1", "--json", "--limit", "1000"});
+    INFO(q.out);
+    INFO(q.err);
+    REQUIRE(q.code == 0);
+    auto j = nlohmann::json::parse(q.out);
+    CHECK(j["new_only_count"] == 0);
+    CHECK(j["recorded_only_count"] == 0);
+    CHECK(j["would_deny"] == j["both_deny"]);
+    if (s.violations) CHECK(j["both_deny"].get<int>() > 0);
+    bool sandboxed = s.options[1] != "observe" && s.options.back() != "--shadow";
+    CHECK((j["setup_entries"].get<int>() > 0) == sandboxed);
+  }
+  // Replayed against the named policy without the run's --allow: exactly the
+  // connect that override allowed is new (and the TLS server's).
+  Result q = flightrec({"replay", "--db", dir.file("s0.db"), "--session", "1", "--policy", "agent", "--json"});
+  REQUIRE(q.code == 0);
+  auto j = nlohmann::json::parse(q.out);
+  CHECK(j["new_only_count"] == 2);
+  for (const auto& row : j["new_only"]) CHECK(row["rule_id"] == "network.allow");
+  // With the same overrides on replay's command line: nothing new.
+  q = flightrec({"replay", "--db", dir.file("s0.db"), "--session", "1", "--policy", "agent", "--allow",
+                 "127.0.0.1:" + ap, "--allow", "127.0.0.1:" + std::to_string(tls.port), "--json"});
+  REQUIRE(q.code == 0);
+  CHECK(nlohmann::json::parse(q.out)["new_only_count"] == 0);
+  CHECK(flightrec({"replay", "--db", dir.file("s0.db"), "--session", "1", "--limit", "0"}).code == 2);
+  CHECK(flightrec({"replay", "--db", dir.file("s0.db"), "--session", "1", "--limit", "memory=lots"}).code == 2);
+}
+
 TEST_CASE("hostile stored entries: nested without bound, or an index with terminal escapes") {
   REQUIRE(is_root());
   TempDir dir;

@@ -2,6 +2,10 @@
 // key, sizes and durations, OCI profiles, and the judge's rule naming.
 #include <doctest/doctest.h>
 
+#include <fstream>
+
+#include "files.h"
+
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -389,9 +393,76 @@ TEST_CASE("extends: a shipped policy with the file's keys laid over it; nested_s
   CHECK(load("claude-code").nested_sandboxes);
   CHECK_FALSE(agent.nested_sandboxes);
   try {
-    parse("version: 1\nname: x\nextends: ./agent.yaml\n", "x.yaml");
-    FAIL("a file as a base was accepted");
+    parse("version: 1\nname: x\nextends: agnet\n", "x.yaml");
+    FAIL("an unknown base was accepted");
   } catch (const PolicyError& e) {
-    CHECK(std::string(e.what()).starts_with("x.yaml:3: extends: './agent.yaml' is not a shipped policy (shipped: "));
+    CHECK(std::string(e.what()).starts_with("x.yaml:3: extends: 'agnet' is not a shipped policy (shipped: "));
   }
+}
+
+TEST_CASE("extends: chains of files and shipped policies, each base recorded; cycles and missing bases refused at their line") {
+  unit::TempDir dir;
+  auto write = [&](const char* name, const std::string& text) { std::ofstream(dir.file(name)) << text; };
+  write("team.yaml", "version: 1\nname: team\nextends: codex\nlimits: {wall_time: 20m, pids: 100}\n");
+  write("mine.yaml", "version: 1\nname: mine\n\nextends: team.yaml\nlimits: {pids: 50}\n");
+  Policy p = load(dir.file("mine.yaml"));
+  CHECK(p.name == "mine");
+  CHECK(p.limits.pids == 50);                      // the file's own
+  CHECK(p.limits.wall_ms == 20 * 60 * 1000);       // team's
+  CHECK(p.nested_sandboxes);                       // codex's
+  CHECK(p.filesystem.hidden == load("agent").filesystem.hidden);  // agent's, at the root
+  REQUIRE(p.bases.size() == 3);
+  CHECK(p.bases[0].source == dir.file("team.yaml"));
+  CHECK(p.bases[1].source == "builtin:codex");
+  CHECK(p.bases[2].source == "builtin:agent");
+  CHECK(p.bases[0].text.find("name: team") != std::string::npos);
+  CHECK(p.text.find("extends: team.yaml") != std::string::npos);  // the file's own bytes
+  CHECK(p.source == dir.file("mine.yaml") + " (extends " + dir.file("team.yaml") + " builtin:codex builtin:agent)");
+  // The effective policy: every key merged, no extends left, and it reads back the same.
+  std::string effective = effective_yaml(p);
+  CHECK(effective.find("extends") == std::string::npos);
+  Policy again = parse(effective, "effective");
+  CHECK(again.limits.pids == 50);
+  CHECK(again.limits.wall_ms == p.limits.wall_ms);
+  CHECK(again.nested_sandboxes);
+  CHECK(again.seccomp.rules.size() == p.seccomp.rules.size());
+  CHECK(again.filesystem.read_only == p.filesystem.read_only);
+  // The chain can come from elsewhere (a record): the resolver decides.
+  int asked = 0;
+  Policy from_record = parse(p.text, "recorded", [&](const std::string&, const std::string&) {
+    return p.bases[asked++];
+  });
+  CHECK(asked == 3);
+  CHECK(from_record.limits.wall_ms == p.limits.wall_ms);
+
+  auto refused = [&](const char* name, const std::string& starts) {
+    try {
+      load(dir.file(name));
+      FAIL(name << " was accepted");
+    } catch (const PolicyError& e) {
+      INFO(std::string(e.what()));
+      CHECK(std::string(e.what()).starts_with(starts));
+    }
+  };
+  write("a.yaml", "version: 1\nname: a\nextends: b.yaml\n");
+  write("b.yaml", "version: 1\nname: b\nextends: ./a.yaml\n");
+  refused("a.yaml", dir.file("b.yaml") + ":3: extends: a cycle: " + dir.file("a.yaml") + " -> " + dir.file("b.yaml") +
+                        " -> " + dir.file("a.yaml"));
+  write("self.yaml", "version: 1\nname: s\nextends: self.yaml\n");
+  refused("self.yaml", dir.file("self.yaml") + ":3: extends: a cycle");
+  write("gone.yaml", "version: 1\nname: g\nlimits: {pids: 5}\nextends: missing.yaml\n");
+  refused("gone.yaml", dir.file("gone.yaml") + ":4: extends: cannot read policy " + dir.file("missing.yaml"));
+  write("bad-base.yaml", "version: 1\nname: bb\nextends: typo.yaml\n");
+  write("typo.yaml", "version: 1\nname: t\nlimitz: {}\n");
+  refused("bad-base.yaml", dir.file("typo.yaml") + ":3: limitz: unknown key");
+  write("bad-value.yaml", "version: 1\nname: bv\nextends: lots.yaml\n");
+  write("lots.yaml", "version: 1\nname: l\n\nlimits: {pids: lots}\n");
+  refused("bad-value.yaml", dir.file("lots.yaml") + ":4: limits.pids");
+  // A shipped policy never reaches for files.
+  CHECK_THROWS_AS(find_base("x.yaml", "builtin:agent"), PolicyError);
+  // Nine deep is too deep.
+  for (int i = 0; i < 10; ++i)
+    write(("c" + std::to_string(i) + ".yaml").c_str(),
+          "version: 1\nname: c" + std::to_string(i) + "\n" + (i < 9 ? "extends: c" + std::to_string(i + 1) + ".yaml\n" : ""));
+  refused("c0.yaml", dir.file("c8.yaml") + ":3: extends: more than 8 bases");
 }

@@ -100,6 +100,11 @@ run_one() {
   flock -u 9
   out=$(mktemp -d /tmp/flightrec-vmtest-XXXXXX)
   printf '%q ' "$@" > "$out/command"
+  # The guest's watchdog reports its processes 150 s before the timeout.
+  if [ "$timeout" -gt 300 ]; then
+    echo $((timeout - 150)) > "$out/report-after"
+    cp "$(dirname "$0")/hang-report" "$out/hang-report"
+  fi
   # The guest gets a fresh /tmp; a command that lives under the host's /tmp
   # (a CI clone, say) keeps its top directory there, read-only.
   case "$1" in /tmp/?*) echo "$1" | cut -d/ -f3 > "$out/keep-tmp" ;; esac

@@ -13,6 +13,7 @@
 #include "cli/options.h"
 #include "common/error.h"
 #include "common/text.h"
+#include "inspect/replay.h"
 #include "ledger/store.h"
 #include "policy/judge.h"
 #include "policy/policy.h"
@@ -56,7 +57,7 @@ SessionChanges read_changes(const std::string& db, int64_t session) {
       found = true;
       out.work_dir = text_member(e, "work_dir");
       try {
-        out.protect = policy::parse(text_member(e, "policy"), "the recorded policy").filesystem.protect;
+        out.protect = inspect::recorded_policy(e).filesystem.protect;
       } catch (const policy::PolicyError&) {
         out.protect = policy::load("agent").filesystem.protect;  // unreadable: the shipped list
       }

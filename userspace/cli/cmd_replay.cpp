@@ -1,5 +1,7 @@
 // flightrec replay: what another policy would have denied in a recorded
 // session (the shadow -> replay -> enforce workflow, policies/README.md).
+#include <cerrno>
+#include <cstdlib>
 #include <iostream>
 
 #include "cli/commands.h"
@@ -7,58 +9,97 @@
 #include "common/error.h"
 #include "common/progress.h"
 #include "inspect/replay.h"
+#include "ledger/hash.h"
 #include "ledger/store.h"
 #include "policy/policy.h"
 
 namespace flightrec::cli {
 
+namespace {
+
+std::string text_of(const nlohmann::json& genesis, const char* key) {
+  return genesis.contains(key) && genesis[key].is_string() ? genesis[key].get<std::string>() : std::string();
+}
+
+}  // namespace
+
 int cmd_replay(const Args& args) {
   po::options_description desc("options");
-  std::string db, policy_name, work_dir;
+  std::string db, policy_name = "recorded", work_dir;
+  std::vector<std::string> allow, limit, env;
   int64_t session = 0;
-  size_t limit = 50;
+  size_t limit_rows = 50;
   desc.add_options()("help,h", "show this help")("db", po::value(&db)->required(), "SQLite record to read")(
       "session", po::value(&session)->required(), "the recorded session")(
-      "policy", po::value(&policy_name)->required(), "the policy to judge it by: a shipped name (agent, strict, ...) or a YAML file")(
+      "policy", po::value(&policy_name)->value_name("NAME|FILE|recorded"),
+      "the policy to judge it by: a shipped name (agent, strict, ...), a YAML file, or recorded (the default): the "
+      "policy the session ran under, with the overrides its command line gave")(
+      "allow", po::value(&allow)->value_name("HOST:PORT"), "add to the policy's egress allowlist, as run --allow does; repeatable")(
+      "limit", po::value(&limit)->value_name("N|KEY=VALUE"),
+      "N: entries listed per list (default 50; the counts are always complete); KEY=VALUE: a limit override as "
+      "run --limit takes it (accepted so a run's command line replays as is; limits are not replayed)")(
+      "env", po::value(&env)->value_name("NAME[=VALUE]"), "as run --env; repeatable")(
       "work-dir", po::value(&work_dir),
       "the session's work directory (default: the one its genesis entry names; needed for sessions recorded without a confining policy)")(
-      "json", po::bool_switch(), "one JSON object")(
-      "limit", po::value(&limit)->default_value(limit), "entries listed per list (the counts are always complete)");
+      "json", po::bool_switch(), "one JSON object");
   po::variables_map vm;
   const char* usage =
-      "usage: flightrec replay --db FILE --session N --policy NAME|FILE [--work-dir DIR] [--json]\n\n"
-      "Judges every entry of a recorded session by another policy, as shadow mode\n"
-      "would, and sets it beside what the recorded policy did (the session's own\n"
-      "violation entries): what the new policy would deny that was allowed, with\n"
-      "rule ids and counts, and what was denied that it would allow. It judges what\n"
-      "the session did; how the agent would have reacted to another answer is not in\n"
-      "the record. Limits, packet filters and circuit breakers are not replayed.\n"
+      "usage: flightrec replay --db FILE --session N [--policy NAME|FILE|recorded] [--allow HOST:PORT]...\n"
+      "                        [--limit N|KEY=VALUE]... [--work-dir DIR] [--json]\n\n"
+      "Judges every entry of a recorded session by a policy, as shadow mode would,\n"
+      "and sets it beside what the recorded policy did (the session's own violation\n"
+      "entries): what the policy would deny that was allowed, with rule ids and\n"
+      "counts, and what was denied that it would allow. By default the policy is the\n"
+      "recorded one with its command-line overrides: the two lists are then empty.\n"
+      "Only the session's own processes are judged (not flightrec's set-up of the\n"
+      "sandbox before the command's exec). It judges what the session did; how the\n"
+      "agent would have reacted to another answer is not in the record. Limits,\n"
+      "packet filters and circuit breakers are not replayed.\n"
       "Exit 0 when the replay ran (whatever it found), 1 if the record cannot be read.";
   if (!parse_options(args, desc, usage, vm)) return 0;
-  if (limit == 0) throw UsageError("--limit must be at least 1");
+  std::vector<std::string> limit_overrides;
+  for (const auto& l : limit) {
+    if (l.find('=') != std::string::npos) {
+      limit_overrides.push_back(l);
+      continue;
+    }
+    char* end = nullptr;
+    errno = 0;
+    unsigned long long n = strtoull(l.c_str(), &end, 10);
+    if (l.empty() || !isdigit(static_cast<unsigned char>(l[0])) || *end || errno || n == 0)
+      throw UsageError("--limit " + l + ": give a number of entries (at least 1) or KEY=VALUE");
+    limit_rows = size_t(n);
+  }
   if (vm.count("work-dir") && (work_dir.empty() || work_dir[0] != '/'))
     throw UsageError("--work-dir " + work_dir + ": give an absolute path");
 
-  policy::Policy policy;
-  try {
-    policy = policy::load(policy_name);
-  } catch (const policy::PolicyError& e) {
-    throw UsageError(e.what());
-  }
   ledger::Store store(db, ledger::Store::Mode::Read);
-  // The work directory: given, or as the genesis entry recorded it.
   ledger::EntryFilter f;
   f.session = session;
   f.types = {"genesis"};
-  bool found = false;
+  nlohmann::json genesis;
   store.for_each_entry(f, [&](const ledger::EntryRow& e) {
-    auto g = nlohmann::json::parse(e.body, nullptr, false);
-    found = true;
-    if (work_dir.empty() && g.is_object() && g.contains("work_dir") && g["work_dir"].is_string())
-      work_dir = g["work_dir"].get<std::string>();
+    genesis = nlohmann::json::parse(e.body, nullptr, false);
     return false;
   });
-  if (!found) throw Error("no session " + std::to_string(session) + " in " + db);
+  if (!genesis.is_object()) throw Error("no session " + std::to_string(session) + " in " + db);
+
+  policy::Policy policy;
+  try {
+    if (policy_name == "recorded" && !genesis.contains("policy"))
+      throw UsageError("session " + std::to_string(session) +
+                       " does not hold its policy's text (recorded without a policy, or by an older flightrec): "
+                       "give --policy NAME|FILE");
+    policy = policy_name == "recorded" ? inspect::recorded_policy(genesis) : policy::load(policy_name);
+    for (const auto& a : allow) policy::add_allowed(policy, a);
+    for (const auto& l : limit_overrides) policy::override_limit(policy, l);
+    for (const auto& e : env) policy::override_env(policy, e);
+  } catch (const policy::PolicyError& e) {
+    throw UsageError(e.what());
+  }
+  // The work directory: given, or as the genesis entry recorded it.
+  if (work_dir.empty()) work_dir = text_of(genesis, "work_dir");
+  if (work_dir.empty() && !policy.confine) work_dir = "/";  // judges nothing: no directory is read
   if (work_dir.empty()) {
     if (policy.filesystem.work_dir == ".")
       throw UsageError("session " + std::to_string(session) +
@@ -67,7 +108,11 @@ int cmd_replay(const Args& args) {
     work_dir = policy.filesystem.work_dir;
   }
 
-  inspect::Replay replay(policy, work_dir);
+  // The kernel enforced this very policy: the same bytes, the same overrides.
+  bool enforced_here = text_of(genesis, "policy_mode") == "enforce" &&
+                       text_of(genesis, "policy_sha256") == ledger::to_hex(ledger::sha256(policy.text)) &&
+                       policy.overrides == inspect::recorded_overrides(genesis);
+  inspect::Replay replay(policy, work_dir, enforced_here);
   f.types.clear();
   {
     Progress progress("replaying session " + std::to_string(session), store.stored_entries(session));
@@ -79,9 +124,9 @@ int cmd_replay(const Args& args) {
     });
   }
   if (vm["json"].as<bool>())
-    std::cout << replay.to_json(limit).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    std::cout << replay.to_json(limit_rows).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   else
-    std::cout << replay.to_text(limit);
+    std::cout << replay.to_text(limit_rows);
   return 0;
 }
 

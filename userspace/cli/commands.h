@@ -18,6 +18,7 @@ int cmd_watch(const Args& args);
 int cmd_query(const Args& args);
 int cmd_summary(const Args& args);
 int cmd_replay(const Args& args);
+int cmd_policy(const Args& args);
 int cmd_report(const Args& args);
 int cmd_verify(const Args& args);
 int cmd_probe(const Args& args);

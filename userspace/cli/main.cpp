@@ -18,6 +18,7 @@ commands:
   summary  each session at a glance: programs, files, hosts, violations, loss
   agent    an agent's session turn by turn: model calls, tool calls, what each did
   replay   what another policy would have denied in a recorded session
+  policy   show a policy with its extends: chain resolved, or check one
   changes  what a session changed in its work directory, as a diff
   apply    write a session's kept changes to its work directory, refusing conflicts
   report   one session as a self-contained HTML page for reviewers
@@ -50,6 +51,7 @@ int main(int argc, char** argv) {
     if (command == "query") return cmd_query(args);
     if (command == "summary") return cmd_summary(args);
     if (command == "replay") return cmd_replay(args);
+    if (command == "policy") return cmd_policy(args);
     if (command == "report") return cmd_report(args);
     if (command == "verify") return cmd_verify(args);
     if (command == "probe") return cmd_probe(args);

@@ -8,6 +8,46 @@ namespace flightrec::inspect {
 
 using nlohmann::json;
 
+namespace {
+
+std::vector<std::string> strings_of(const json& e, const char* key) {
+  std::vector<std::string> out;
+  if (e.contains(key) && e[key].is_array())
+    for (const auto& v : e[key])
+      if (v.is_string()) out.push_back(v.get<std::string>());
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string> recorded_overrides(const json& genesis) {
+  std::vector<std::string> out;
+  for (const auto& line : strings_of(genesis, "sandbox"))
+    if (line.starts_with("override: ")) out.push_back(line.substr(10));
+  return out;
+}
+
+policy::Policy recorded_policy(const json& genesis) {
+  if (!genesis.is_object() || !genesis.contains("policy") || !genesis["policy"].is_string())
+    throw policy::PolicyError("the session does not hold its policy's text");
+  std::vector<std::string> sources = strings_of(genesis, "policy_bases"), texts = strings_of(genesis, "policy_base_texts");
+  if (sources.size() != texts.size()) throw policy::PolicyError("policy_bases and policy_base_texts differ in length");
+  size_t next = 0;
+  // The chain in the order it was resolved when the session began.
+  auto recorded_base = [&](const std::string& name, const std::string&) -> policy::PolicyBase {
+    if (next >= sources.size()) throw policy::PolicyError("the record holds no base '" + name + "'");
+    ++next;
+    return {sources[next - 1], texts[next - 1]};
+  };
+  std::string source = "as recorded";
+  for (const auto& line : strings_of(genesis, "sandbox"))
+    if (line.starts_with("policy source: ")) source += ", " + line.substr(15);
+  policy::Policy p = policy::parse(genesis["policy"].get<std::string>(), source,
+                                   sources.empty() ? policy::BaseResolver(policy::find_base) : recorded_base);
+  for (const auto& o : recorded_overrides(genesis)) policy::reapply_override(p, o);
+  return p;
+}
+
 events::Entry entry_from_json(const json& entry) {
   events::Entry e;
   if (!entry.is_object()) return e;
@@ -36,8 +76,8 @@ events::Entry entry_from_json(const json& entry) {
 
 namespace {
 
-policy::Policy as_shadow(policy::Policy p) {
-  p.mode = policy::Mode::Shadow;
+policy::Policy judged_as(policy::Policy p, bool enforced_here) {
+  if (!enforced_here) p.mode = policy::Mode::Shadow;
   return p;
 }
 
@@ -47,8 +87,8 @@ std::string string_of(const json& e, const char* key) {
 
 }  // namespace
 
-Replay::Replay(policy::Policy policy, const std::string& work_dir)
-    : policy_(as_shadow(std::move(policy))), judge_(policy_, work_dir) {
+Replay::Replay(policy::Policy policy, const std::string& work_dir, bool enforced_here)
+    : policy_(judged_as(std::move(policy), enforced_here)), judge_(policy_, work_dir), enforced_here_(enforced_here) {
   judge_.set_host_checks(false);  // this host's files say nothing of the session's
 }
 
@@ -61,6 +101,7 @@ void Replay::add(const json& e) {
     session_ = e.value("session", int64_t(0));
     recorded_name_ = string_of(e, "policy_name");
     recorded_sha256_ = string_of(e, "policy_sha256");
+    in_setup_ = e.contains("sandbox");
     return;
   }
   if (type == "violation") {
@@ -78,6 +119,16 @@ void Replay::add(const json& e) {
     return;
   }
   if (!e.contains("source")) return;  // flightrec's own entries: nothing the session did
+  // A sandbox is set up by flightrec's processes (the namespace's init and
+  // the child that becomes the command): they are not the session's until
+  // the command's exec, and the init never is.
+  int64_t pid = e.contains("pid") && e["pid"].is_number_integer() ? e["pid"].get<int64_t>() : 0;
+  if (in_setup_ && string_of(e, "comm") == "flightrec") setup_pids_.insert(pid);
+  if (type == "exec" && setup_pids_.erase(pid)) in_setup_ = false;
+  if (setup_pids_.count(pid)) {
+    ++setup_entries_;
+    return;
+  }
   events::Entry entry = entry_from_json(e);
   std::optional<policy::Violation> v;
   try {
@@ -128,6 +179,8 @@ json Replay::to_json(size_t limit) const {
           {"recorded_only", recorded_only},
           {"recorded_only_by_rule", recorded_only_by_rule},
           {"not_replayed", not_replayed_},
+          {"setup_entries", setup_entries_},
+          {"judged_by", enforced_here_ ? "the kernel's answers (it enforced this policy)" : "the policy's rules (shadow)"},
           {"rows_not_kept", dropped_rows_}};
 }
 
@@ -138,6 +191,8 @@ std::string Replay::to_text(size_t limit) const {
   std::string name = policy_.name, recorded = recorded_name_.empty() ? "none" : recorded_name_;
   line("replay of session " + std::to_string(session_) + " (" + std::to_string(entries_) + " entries, recorded under " +
        recorded + ") against " + name + " (" + policy_.source + ")");
+  if (enforced_here_)
+    line("  the session was enforced under this very policy: its decisions are the kernel's answers");
   line("  " + name + " would deny " + std::to_string(by_new_.size()) + " entries; " +
        std::to_string(j["both_deny"].get<int64_t>()) + " of them the recorded policy objected to as well");
   std::string rules;
@@ -159,10 +214,12 @@ std::string Replay::to_text(size_t limit) const {
          row["rule_id"].get<std::string>() + " " + row["action"].get<std::string>() + ": " +
          row["detail"].get<std::string>());
   size_t listed = std::max(j["new_only_count"].get<size_t>(), j["recorded_only_count"].get<size_t>());
-  if (listed > limit) line("  (" + std::to_string(limit) + " listed per list; --limit shows more)");
+  if (listed > limit) line("  (" + std::to_string(limit) + " listed per list; --limit N shows more)");
   if (not_replayed_)
     line("  not replayed: " + std::to_string(not_replayed_) +
          " recorded violations tied to no entry (limits, packet batches, circuit breakers)");
+  if (setup_entries_)
+    line("  not judged: " + std::to_string(setup_entries_) + " entries of flightrec's set-up of the sandbox");
   if (dropped_rows_) line("  " + std::to_string(dropped_rows_) + " decisions past the first " + std::to_string(kMaxRows) + " were not kept");
   return out;
 }

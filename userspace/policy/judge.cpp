@@ -229,6 +229,10 @@ std::optional<Violation> Judge::judge(const events::Entry& e) const {
 std::optional<Violation> Judge::judge_syscall(const events::Entry& e) const {
   std::string name = e.string_or("name");
   int64_t ret = e.int_or("ret");
+  // The return trampolines of flightrec's own TLS probes: the kernel runs
+  // them past seccomp, and a process that calls them itself gets SIGILL.
+  // They are not the session's acts.
+  if (name == "uretprobe" || name == "uprobe") return std::nullopt;
   // Seccomp: a blocked call names its rule; in shadow mode the same rules
   // are evaluated here.
   const Seccomp& sc = policy_.seccomp;
@@ -258,8 +262,11 @@ std::optional<Violation> Judge::judge_syscall(const events::Entry& e) const {
   if (auto v = judge_connect(e, ret)) return v;
   // kernel_path: the file a successful open really opened (the path
   // argument is user memory another thread can rewrite meanwhile).
+  // A symlink's target is text stored in the link, not a path the call
+  // touches (the kernel resolves it only when the link is followed).
+  bool symlink = name == "symlink" || name == "symlinkat";
   for (const char* key : {"path", "kernel_path", "oldpath", "newpath", "linkpath", "target"})
-    if (e.get(key))
+    if (e.get(key) && !(symlink && std::string_view(key) == "target"))
       if (auto v = judge_path(e, key, ret)) return v;
   return std::nullopt;
 }

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
@@ -22,6 +23,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "common/system.h"
+#include "common/text.h"
 
 namespace flightrec::policy {
 namespace {
@@ -404,7 +406,8 @@ std::optional<uint64_t> with_unit(const std::string& s, std::initializer_list<st
 
 }  // namespace
 
-Policy parse_yaml(const std::string& text, const std::string& source);
+Policy parse_yaml(const std::string& text, const std::string& source, const BaseResolver& resolve);
+std::string read_policy_file(const std::string& path);
 
 std::optional<uint64_t> parse_bytes(const std::string& s, bool* too_large) {
   return with_unit(s, {{"", 1}, {"K", 1ull << 10}, {"M", 1ull << 20}, {"G", 1ull << 30}, {"T", 1ull << 40}}, too_large);
@@ -482,34 +485,97 @@ std::vector<std::string> sandbox_env(const Policy& p, char** host_env, std::vect
   return out;
 }
 
-Policy parse(const std::string& text, const std::string& source) {
-  return Reader::converting(source, [&] { return parse_yaml(text, source); });
+namespace {
+
+constexpr size_t kMaxBases = 8;
+
+const std::set<std::string> kTopKeys = {"version", "name", "description", "extends", "confine", "mode", "on_violation",
+                                        "filesystem", "network", "seccomp", "ask", "limits", "capabilities", "hostname",
+                                        "log", "env", "redact", "nested_sandboxes"};
+
+void read_rules(const Reader& r, const YAML::Node& root, Policy& p);
+
+// The document laid over its `extends:` chain (each base over its own
+// first). Each base, with its chain, is read as a policy of its own before
+// the document is laid over it, so an error in a base names the base's
+// file and line. `chain` holds the sources met so far (cycles), `bases`
+// gets each base, nearest first.
+YAML::Node with_bases(const Reader& r, YAML::Node root, const std::string& source, const BaseResolver& resolve,
+                      std::vector<std::string>& chain, std::vector<PolicyBase>& bases) {
+  if (!root["extends"]) return root;
+  std::string name = r.str(root["extends"], "extends");
+  PolicyBase base;
+  try {
+    base = resolve(name, source);
+  } catch (const PolicyError& e) {
+    r.fail(root["extends"], "extends", e.what());
+  }
+  chain.push_back(source);
+  if (std::find(chain.begin(), chain.end(), base.source) != chain.end()) {
+    std::string loop;
+    for (const auto& c : chain) loop += c + " -> ";
+    r.fail(root["extends"], "extends", "a cycle: " + loop + base.source);
+  }
+  if (bases.size() >= kMaxBases) r.fail(root["extends"], "extends", "more than " + std::to_string(kMaxBases) + " bases in a chain");
+  if (!is_valid_utf8(base.text)) r.fail(root["extends"], "extends", base.source + " is not UTF-8 text");
+  bases.push_back(base);
+  Reader br(base.source);
+  YAML::Node b = br.load(base.text);
+  br.only_keys(b, "", kTopKeys);
+  b = with_bases(br, b, base.source, resolve, chain, bases);
+  Policy as_base;
+  read_rules(br, b, as_base);
+  return merge_policy(b, root);
 }
 
-Policy parse_yaml(const std::string& text, const std::string& source) {
+}  // namespace
+
+PolicyBase find_base(const std::string& name, const std::string& from) {
+  if (name.find('/') == std::string::npos && !name.ends_with(".yaml") && !name.ends_with(".yml")) {
+    std::string names;
+    for (const auto& [shipped_name, text] : shipped()) {
+      if (shipped_name == name) return {"builtin:" + name, text};
+      names += (names.empty() ? "" : ", ") + shipped_name;
+    }
+    throw PolicyError("'" + name + "' is not a shipped policy (shipped: " + names + "; a file needs a / or a .yaml ending)");
+  }
+  if (from.starts_with("builtin:")) throw PolicyError("a shipped policy extends shipped ones only");
+  std::filesystem::path path(name);
+  if (path.is_relative()) path = std::filesystem::path(from).parent_path() / path;
+  path = std::filesystem::absolute(path).lexically_normal();
+  std::string text = read_policy_file(path.string());
+  return {path.string(), text};
+}
+
+Policy parse(const std::string& text, const std::string& source, const BaseResolver& resolve) {
+  return Reader::converting(source, [&] { return parse_yaml(text, source, resolve); });
+}
+
+Policy parse_yaml(const std::string& text, const std::string& source, const BaseResolver& resolve) {
   Reader r(source);
   YAML::Node root = r.load(text);
-  r.only_keys(root, "", {"version", "name", "description", "extends", "confine", "mode", "on_violation", "filesystem",
-                         "network", "seccomp", "ask", "limits", "capabilities", "hostname", "log", "env", "redact",
-                         "nested_sandboxes"});
+  r.only_keys(root, "", kTopKeys);
   Policy p;
   p.source = source;
   if (root["extends"]) {
-    // A shipped policy only (no file: nothing to chase, no cycle), as
-    // this flightrec carries it; the record names it with the text.
-    std::string base = r.str(root["extends"], "extends");
-    const std::string* base_text = nullptr;
-    std::string names;
-    for (const auto& [name, t] : shipped()) {
-      if (name == base) base_text = &t;
-      names += (names.empty() ? "" : ", ") + name;
-    }
-    if (!base_text) r.fail(root["extends"], "extends", "'" + base + "' is not a shipped policy (shipped: " + names + ")");
-    if (YAML::Node b = YAML::Load(*base_text); b["extends"]) r.fail(root["extends"], "extends", "'" + base + "' extends another");
-    root = merge_policy(YAML::Load(*base_text), root);
-    p.source = source + " (extends builtin:" + base + ")";
+    // The chain as found now: the record keeps each base's bytes with the
+    // policy's own, so it says what was enforced without this flightrec's
+    // shipped policies or the files.
+    std::vector<std::string> chain;
+    root = with_bases(r, root, source, resolve, chain, p.bases);
+    p.source = source + " (extends";
+    for (const auto& b : p.bases) p.source += " " + b.source;
+    p.source += ")";
   }
   p.text = text;
+  read_rules(r, root, p);
+  return p;
+}
+
+namespace {
+
+// The rules of a policy document (its chain merged in already) into p.
+void read_rules(const Reader& r, const YAML::Node& root, Policy& p) {
   if (!root["version"]) r.fail(root, "version", "missing (this flightrec reads version 1)");
   if (r.number(root["version"], "version") != 1) r.fail(root["version"], "version", "only version 1 is known");
   if (!root["name"]) r.fail(root, "name", "missing");
@@ -644,8 +710,9 @@ Policy parse_yaml(const std::string& text, const std::string& source) {
            "cannot be combined with ask: (grants are judged on paths a nested mount namespace could rebind)");
   if (!p.confine && (root["filesystem"] || root["network"] || root["seccomp"] || root["ask"] || root["env"]))
     r.fail(root["confine"], "confine", "false (observe only) cannot have filesystem, network, seccomp, ask or env rules");
-  return p;
 }
+
+}  // namespace
 
 bool nested_sandbox_rule(const SyscallRule& rule) {
   static const std::set<std::string> calls = {"mount", "umount2", "pivot_root", "unshare", "setns"};
@@ -693,6 +760,18 @@ void override_limit(Policy& p, const std::string& key_value) {
   n[key_value.substr(0, eq)] = key_value.substr(eq + 1);
   parse_limits(Reader("--limit"), n, p.limits);
   p.overrides.push_back("limits." + key_value);
+}
+
+void reapply_override(Policy& p, const std::string& recorded) {
+  auto after = [&](std::string_view prefix) -> std::optional<std::string> {
+    if (!recorded.starts_with(prefix)) return std::nullopt;
+    return recorded.substr(prefix.size());
+  };
+  if (auto e = after("network.allow+=")) return add_allowed(p, *e);
+  if (auto kv = after("limits.")) return override_limit(p, *kv);
+  if (auto n = after("env.pass+=")) return override_env(p, *n);
+  if (auto n = after("env.set+=")) return override_env(p, *n + "=");  // the value is not in the record
+  throw PolicyError("unknown recorded override '" + recorded + "'");
 }
 
 const std::vector<std::pair<std::string, std::string>>& shipped_policies_table();
@@ -749,14 +828,32 @@ Policy load(const std::string& name_or_path) {
     throw PolicyError("no shipped policy named '" + name_or_path + "' (shipped: " + names +
                       "; a file path needs a / or a .yaml ending)");
   }
+  return parse(read_policy_file(name_or_path), name_or_path);
+}
+
+std::string read_policy_file(const std::string& path) {
   // A regular file of sane size: not a device, a FIFO or a huge file.
   struct stat st;
-  if (stat(name_or_path.c_str(), &st) != 0) throw PolicyError(errno_message("cannot read policy " + name_or_path, errno));
-  if (!S_ISREG(st.st_mode)) throw PolicyError(name_or_path + ": a policy must be a regular file");
-  if (st.st_size > (1 << 20)) throw PolicyError(name_or_path + ": a policy is at most 1 MiB");
-  auto text = try_read_file(name_or_path);
-  if (!text) throw PolicyError(errno_message("cannot read policy " + name_or_path, errno));
-  return parse(*text, name_or_path);
+  if (stat(path.c_str(), &st) != 0) throw PolicyError(errno_message("cannot read policy " + path, errno));
+  if (!S_ISREG(st.st_mode)) throw PolicyError(path + ": a policy must be a regular file");
+  if (st.st_size > (1 << 20)) throw PolicyError(path + ": a policy is at most 1 MiB");
+  auto text = try_read_file(path);
+  if (!text) throw PolicyError(errno_message("cannot read policy " + path, errno));
+  return *text;
+}
+
+std::string effective_yaml(const Policy& p) {
+  YAML::Node root = YAML::Load(p.text);
+  if (root["extends"]) {
+    // Laid over each base in turn, as parse did (the bases were read then).
+    YAML::Node merged = YAML::Load(p.bases.back().text);
+    for (size_t i = p.bases.size() - 1; i-- > 0;) merged = merge_policy(merged, YAML::Load(p.bases[i].text));
+    root = merge_policy(merged, root);
+    root.remove("extends");
+  }
+  YAML::Emitter out;
+  out << root;
+  return std::string(out.c_str()) + "\n";
 }
 
 }  // namespace flightrec::policy

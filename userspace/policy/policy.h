@@ -4,6 +4,7 @@
 // checked strictly: an unknown key, a wrong type or a bad value is an error
 // naming the file, line and key. Nothing here touches the system.
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -91,10 +92,18 @@ struct Limits {
   uint64_t disk = 1ull << 30;  // size of the writable layer (tmpfs)
 };
 
+// A policy that another lays itself over (`extends:`): where it was found
+// and its exact bytes.
+struct PolicyBase {
+  std::string source;  // "builtin:agent" or an absolute file path
+  std::string text;
+};
+
 struct Policy {
   std::string name;        // policy name (from the file)
   std::string source;      // file path or "builtin:agent"
   std::string text;        // the exact bytes loaded (hashed into the record)
+  std::vector<PolicyBase> bases;  // the `extends:` chain, nearest first (recorded with the text)
   bool confine = true;     // false: observe only (no namespaces, no rules)
   Mode mode = Mode::Enforce;
   OnViolation on_violation = OnViolation::DenyAndContinue;
@@ -191,10 +200,24 @@ void override_env(Policy& p, const std::string& item);
 // Throws PolicyError.
 void add_allowed(Policy& p, const std::string& endpoint);
 
+// Applies one override as a session recorded it (Policy::overrides:
+// "network.allow+=E", "limits.K=V", "env.pass+=N", "env.set+=N", whose
+// value is not recorded). Throws PolicyError for anything else.
+void reapply_override(Policy& p, const std::string& recorded);
+
 // Loads a policy: a shipped name (agent, strict, observe) or a file path.
 // Throws PolicyError "FILE:LINE: KEY: problem".
 Policy load(const std::string& name_or_path);
-Policy parse(const std::string& text, const std::string& source);
+// Finds the base an `extends:` names: (the name as written, the extending
+// policy's source) -> the base. Throws PolicyError.
+using BaseResolver = std::function<PolicyBase(const std::string& name, const std::string& from)>;
+// Shipped names anywhere; files, relative to the extending file's directory,
+// from files only (a shipped policy extends shipped ones).
+PolicyBase find_base(const std::string& name, const std::string& from);
+Policy parse(const std::string& text, const std::string& source, const BaseResolver& resolve = find_base);
+// The effective policy as YAML: the chain's mappings merged, `extends` gone
+// (flightrec policy show).
+std::string effective_yaml(const Policy& p);
 
 // The shipped policies, built into the binary from policies/*.yaml.
 const std::vector<std::pair<std::string, std::string>>& shipped();

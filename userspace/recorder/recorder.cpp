@@ -119,6 +119,10 @@ Recorder::Recorder(ledger::Store& store, const SessionMeta& meta)
   e.set("policy_name", meta.policy_name);
   e.set_bytes("policy", meta.policy_text);
   e.set("policy_sha256", ledger::to_hex(ledger::sha256(meta.policy_text)));
+  if (!meta.policy_base_sources.empty()) {
+    set_strings(e, "policy_bases", "policy_bases_b64", meta.policy_base_sources);
+    set_strings(e, "policy_base_texts", "policy_base_texts_b64", meta.policy_base_texts);
+  }
   e.set("on_loss", meta.on_loss);
   e.set("tls_capture", meta.tls ? 1 : 0);
   if (!meta.lsm_hidden.empty()) e.set("lsm_hidden", meta.lsm_hidden);

@@ -30,6 +30,7 @@ struct SessionMeta {
   std::vector<std::string> capture_refused;  // LSM hooks this kernel refused (tracepoints see those calls)
   std::string policy_name = "none";
   std::string policy_text;             // bound into the genesis entry with its SHA-256
+  std::vector<std::string> policy_base_sources, policy_base_texts;  // its `extends:` chain, nearest first
   std::string work_dir;                // the policy's work directory (what replay judges paths by)
   std::string on_loss = "continue";
   const ledger::SigningKey* key = nullptr;  // signs checkpoints; nullptr: unsigned

@@ -542,6 +542,10 @@ void Confinement::fill(recorder::SessionMeta& meta) const {
       if (std::find(meta.capture.begin(), meta.capture.end(), section) == meta.capture.end()) meta.capture.push_back(section);
   meta.policy_name = policy_.name;
   meta.policy_text = policy_.text;
+  for (const auto& b : policy_.bases) {
+    meta.policy_base_sources.push_back(b.source);
+    meta.policy_base_texts.push_back(b.text);
+  }
   if (!policy_.confine) return;
   meta.policy_mode = policy_.mode == policy::Mode::Shadow ? "shadow" : "enforce";
   meta.work_dir = work_dir_;
