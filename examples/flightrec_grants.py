@@ -97,6 +97,7 @@ class Grants:
 
     def list(self):
         """The live grants and the calls waiting for one:
-        {"grants": [...], "waiting": [{"ask", "pid", "syscall"}, ...]}."""
+        {"grants": [...], "waiting": [{"ask", "pid", "syscall", "kind", what it
+        asks for ("paths_hex", or "address" and "port"), "times_out_in_ms"}, ...]}."""
         reply = self._ask({"op": "list"})
         return {"grants": reply["grants"], "waiting": reply["waiting"]}

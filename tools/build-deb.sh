@@ -1,8 +1,8 @@
 #!/bin/bash
 # Builds flightrec_VERSION_amd64.deb from a build directory: flightrec and
 # flightrecd, the systemd unit, the default daemon config (a conffile, so
-# an edited one survives upgrades and purge removes it) and the shipped
-# policies. Records under /var/lib/flightrec are evidence: purge leaves them.
+# an edited one survives upgrades and purge removes it), the shipped
+# policies, the docs and examples, and the alerting rules and dashboard. Records under /var/lib/flightrec are evidence: purge leaves them.
 #   tools/build-deb.sh [BUILD_DIR] [OUT_DIR]     (defaults: build, build)
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
@@ -23,7 +23,13 @@ install -D -m 0644 "$src/tools/deb/flightrecd.yaml" "$stage/etc/flightrec/flight
 install -d -m 0755 "$stage/usr/share/flightrec/policies"
 install -m 0644 "$src"/policies/*.yaml "$src/policies/README.md" "$stage/usr/share/flightrec/policies/"
 install -D -m 0644 "$src/README.md" "$stage/usr/share/doc/flightrec/README.md"
-install -m 0644 "$src/docs/FORMAT.md" "$stage/usr/share/doc/flightrec/FORMAT.md"
+# The reference docs (benchmarks stay in the repository), the examples, and
+# the health rules and dashboard; the --help pages are the manual.
+for doc in FORMAT LITE SHIPPING HEALTH; do install -m 0644 "$src/docs/$doc.md" "$stage/usr/share/doc/flightrec/"; done
+install -d -m 0755 "$stage/usr/share/doc/flightrec/examples" "$stage/usr/share/flightrec/prometheus" "$stage/usr/share/flightrec/grafana"
+install -m 0644 "$src"/examples/* "$stage/usr/share/doc/flightrec/examples/"
+install -m 0644 "$src"/deploy/prometheus/*.yml "$stage/usr/share/flightrec/prometheus/"
+install -m 0644 "$src"/deploy/grafana/*.json "$stage/usr/share/flightrec/grafana/"
 strip --strip-unneeded "$stage/usr/bin/flightrec" "$stage/usr/sbin/flightrecd"
 
 mkdir -p "$stage/DEBIAN"

@@ -352,7 +352,7 @@ TEST_CASE("flightrecd: SIGHUP applies new watch rules; a cgroup no rule matches 
   CHECK(two.back()["reason"] == "flightrecd stopped by signal TERM");
 }
 
-TEST_CASE("the .deb installs flightrec, flightrecd, its unit, config and policies, and purge removes them") {
+TEST_CASE("the .deb installs flightrec, flightrecd, its unit, config, policies, docs and examples, and purge removes them") {
   REQUIRE(is_root());
   TempDir dir;
   Result built = run({SOURCE_DIR "/tools/build-deb.sh", BUILD_DIR, dir.path.string()});
@@ -366,7 +366,12 @@ TEST_CASE("the .deb installs flightrec, flightrecd, its unit, config and policie
   CHECK(info.out.find("libcapstone") != std::string::npos);  // loaded when needed, not linked
   CHECK(info.out.find("libnats") != std::string::npos);      // likewise (JetStream, collect)
   const std::vector<std::string> files = {"/usr/bin/flightrec", "/usr/sbin/flightrecd", "/lib/systemd/system/flightrecd.service",
-                                          "/etc/flightrec/flightrecd.yaml", "/usr/share/flightrec/policies/agent.yaml"};
+                                          "/etc/flightrec/flightrecd.yaml", "/usr/share/flightrec/policies/agent.yaml",
+                                          "/usr/share/doc/flightrec/FORMAT.md", "/usr/share/doc/flightrec/LITE.md",
+                                          "/usr/share/doc/flightrec/SHIPPING.md", "/usr/share/doc/flightrec/HEALTH.md",
+                                          "/usr/share/doc/flightrec/examples/ask.yaml",
+                                          "/usr/share/flightrec/prometheus/flightrec.rules.yml",
+                                          "/usr/share/flightrec/grafana/flightrec.json"};
   Result in = run({"dpkg", "-i", deb});
   // Whatever fails below, the machine is left as it was.
   struct Purge {

@@ -584,3 +584,34 @@ TEST_CASE("grants: examples/agent_loop.py grants a directory for one step, and t
   CHECK(of_type(all, "grant_use").size() == 2);
   CHECK(of_type(all, "grant_denied").size() == 1);
 }
+
+TEST_CASE("grants: list shows each waiting call with what it asks for, and a grant given meanwhile lets it through") {
+  REQUIRE_MESSAGE(is_root(), "runtime tests need root");
+  HostDir target;
+  AskSession s("  write: true\n  timeout: 60s\n", "step start; w " + target.path + "/one 1\n");
+  REQUIRE(s.reached("start"));
+  s.go();
+  // The write waits for an answer: list says what it wants, before anyone decides.
+  json waiting;
+  for (int i = 0; i < 1500 && waiting.empty(); ++i) {
+    waiting = s.request({{"op", "list"}})["waiting"];
+    if (waiting.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  REQUIRE(waiting.size() == 1);
+  CHECK(waiting[0]["kind"] == "write");
+  std::string hex;
+  for (unsigned char c : target.path + "/one") {
+    static const char* digits = "0123456789abcdef";
+    hex += digits[c >> 4];
+    hex += digits[c & 15];
+  }
+  CHECK(waiting[0]["paths_hex"].dump().find(hex) != std::string::npos);
+  CHECK(waiting[0]["pid"].get<int64_t>() > 0);
+  CHECK(waiting[0]["times_out_in_ms"].get<int64_t>() <= 60000);
+  json g = s.request({{"op", "grant"}, {"kind", "write"}, {"path", target.path}, {"uses", 1}, {"reason", "asked"}});
+  REQUIRE(g["ok"] == true);
+  Result r = s.finish();
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  CHECK(r.out == target.path + "/one written\n");
+}

@@ -664,6 +664,23 @@ TEST_CASE("alerts on stderr: repeats folded with a count, probes at INFO; the re
 
 namespace {
 
+// DIR/NAME-1.0-py3-none-any.whl: a pure-Python wheel of one module, made
+// here, so pip installs it inside a session without a network.
+void write_wheel(const std::string& dir, const std::string& name) {
+  REQUIRE(run({"python3", "-c",
+               "import zipfile, hashlib, base64, sys\n"
+               "n = sys.argv[2]\n"
+               "files = {n + '/__init__.py': b'def hi():\\n    return 1\\n',\n"
+               "  n + '-1.0.dist-info/METADATA': ('Metadata-Version: 2.1\\nName: %s\\nVersion: 1.0\\n' % n).encode(),\n"
+               "  n + '-1.0.dist-info/WHEEL': b'Wheel-Version: 1.0\\nGenerator: t\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n'}\n"
+               "rec = ''.join('%s,sha256=%s,%d\\n' % (f, base64.urlsafe_b64encode(hashlib.sha256(d).digest()).rstrip(b'=').decode(), len(d)) for f, d in files.items())\n"
+               "with zipfile.ZipFile(sys.argv[1], 'w') as z:\n"
+               "  [z.writestr(f, d) for f, d in files.items()]\n"
+               "  z.writestr(n + '-1.0.dist-info/RECORD', rec + n + '-1.0.dist-info/RECORD,,\\n')\n",
+               dir + "/" + name + "-1.0-py3-none-any.whl", name})
+              .code == 0);
+}
+
 // Chromium, headless, as a reviewer's browser: the DOM after loading, or a screenshot.
 Result chromium(const std::vector<std::string>& what, const std::string& page) {
   std::vector<std::string> argv = {"timeout", "120", "chromium", "--headless", "--no-sandbox", "--disable-gpu",
@@ -685,17 +702,7 @@ TEST_CASE("report: a real agent session as one page, rendered by Chromium, every
   REQUIRE(flightrec({"keygen", "--out", keys}).code == 0);
   Listener refused;
   // A wheel built here, installed by pip inside the session without a network.
-  REQUIRE(run({"python3", "-c",
-               "import zipfile, hashlib, base64, sys\n"
-               "files = {'hello_fr/__init__.py': b'def hi():\\n    return 1\\n',\n"
-               "  'hello_fr-1.0.dist-info/METADATA': b'Metadata-Version: 2.1\\nName: hello-fr\\nVersion: 1.0\\n',\n"
-               "  'hello_fr-1.0.dist-info/WHEEL': b'Wheel-Version: 1.0\\nGenerator: t\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n'}\n"
-               "rec = ''.join('%s,sha256=%s,%d\\n' % (n, base64.urlsafe_b64encode(hashlib.sha256(d).digest()).rstrip(b'=').decode(), len(d)) for n, d in files.items())\n"
-               "with zipfile.ZipFile(sys.argv[1], 'w') as z:\n"
-               "  [z.writestr(n, d) for n, d in files.items()]\n"
-               "  z.writestr('hello_fr-1.0.dist-info/RECORD', rec + 'hello_fr-1.0.dist-info/RECORD,,\\n')\n",
-               work + "/hello_fr-1.0-py3-none-any.whl"})
-              .code == 0);
+  write_wheel(work, "hello_fr");
   // An agent's session: git, python, pip from a local wheel, a denied curl, a secret read attempt.
   Result r = run_in(work, {FLIGHTREC_BIN, "run", "--key", keys, "--db", db, "--", "sh", "-c",
                            "git init -q repo && cd repo && echo 'print(1)' > main.py && git add main.py && "
@@ -729,10 +736,12 @@ TEST_CASE("report: a real agent session as one page, rendered by Chromium, every
     CHECK_MESSAGE(section("process-tree").find(command) != std::string::npos, command);
   for (const char* program : {"/usr/bin/git", "/usr/bin/curl", "/usr/bin/python3"})
     CHECK_MESSAGE(section("programs").find(program) != std::string::npos, program);
-  auto files = section("file-changes");
-  for (const std::string& path : {work + "/out.txt", work + "/repo/main.py", work + "/site/hello_fr/__init__.py"})
-    CHECK_MESSAGE(files.find("created " + path) != std::string::npos, path);
-  CHECK(files.find("sha256 - -&gt; ") != std::string::npos);  // created: no hash before
+  auto files = section("edits");
+  for (const std::string& path : {"out.txt", "repo/main.py", "site/hello_fr/__init__.py"})
+    CHECK_MESSAGE(files.find(path + "</td>") != std::string::npos, path);
+  CHECK(files.find("<td>created</td>") != std::string::npos);
+  CHECK(files.find("- → ") != std::string::npos);  // created: no hash before
+  CHECK(section("changes").find("repo/.git/ — git's own data") != std::string::npos);  // folded
   CHECK(section("connect-failed").find(std::to_string(refused.port)) != std::string::npos);
   CHECK(d.find("id=\"no-loss\"") != std::string::npos);
   CHECK(section("timeline-table").find("exec") != std::string::npos);
@@ -758,6 +767,54 @@ TEST_CASE("report: a real agent session as one page, rendered by Chromium, every
   auto verdict = bad.find("id=\"verdict\"");
   REQUIRE(verdict != std::string::npos);
   CHECK(bad.substr(verdict, 200).find("FAILED") != std::string::npos);
+}
+
+TEST_CASE("report: a session that builds a venv and edits two files shows those two edits first, the generated trees folded") {
+  REQUIRE(is_root());
+  REQUIRE_MESSAGE(run({"sh", "-c", "command -v chromium"}).code == 0, "chromium is not installed (tools/install-deps.sh)");
+  TempDir dir;
+  chmod(dir.path.c_str(), 0755);
+  std::string work = dir.file("work"), db = dir.file("v.db"), page = dir.file("v.html");
+  fs::create_directories(work);
+  std::ofstream(work + "/app.py") << "print('v1')\n";
+  std::ofstream(work + "/notes.md") << "# notes\n";
+  write_wheel(work, "vdemo");
+  Result r = run_in(work, {FLIGHTREC_BIN, "run", "--db", db, "--", "sh", "-c",
+                           "python3 -m venv --without-pip env && "
+                           "python3 -m pip install -q --no-index --target \"$(echo env/lib/python3*)/site-packages\" "
+                           "./vdemo-1.0-py3-none-any.whl 2>/dev/null && "
+                           "mkdir -p node_modules/left-pad && for i in $(seq 60); do echo $i > node_modules/left-pad/f$i.js; done && "
+                           "echo \"print('v2')\" > app.py && echo '- venv built' >> notes.md"});
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  Result rep = flightrec({"report", "--db", db, "--session", "1", "--out", page});
+  INFO(rep.err);
+  REQUIRE(rep.code == 0);
+  chmod(page.c_str(), 0644);
+  Result dom = chromium({"--dump-dom"}, page);
+  REQUIRE(dom.code == 0);
+  const std::string& d = dom.out;
+  auto at = [&](const std::string& text) {
+    auto pos = d.find(text);
+    CHECK_MESSAGE(pos != std::string::npos, text);
+    return pos;
+  };
+  // The section comes right after the verdict, before everything else.
+  CHECK(at("id=\"verdict\"") < at("id=\"changes\""));
+  CHECK(at("id=\"changes\"") < at("id=\"overview\""));
+  // The two edits are the first rows, the files that existed before first.
+  size_t edits = at("id=\"edits\"");
+  size_t row1 = d.find("<tr class=", edits), row2 = d.find("<tr class=", row1 + 1), row3 = d.find("<tr", row2 + 1);
+  REQUIRE(row3 != std::string::npos);
+  CHECK(d.substr(row1, row2 - row1).find("<td>modified</td><td class=\"mono\">app.py</td>") != std::string::npos);
+  CHECK(d.substr(row2, row3 - row2).find("<td>modified</td><td class=\"mono\">notes.md</td>") != std::string::npos);
+  // Nothing of the venv or node_modules among the edits; each folded into one row with its counts.
+  std::string edit_list = d.substr(edits, d.find("<details", edits) - edits);
+  CHECK(edit_list.find("site-packages") == std::string::npos);
+  CHECK(edit_list.find("left-pad") == std::string::npos);
+  CHECK(at("env/ — a Python virtual environment: ") > edits);
+  CHECK(at("node_modules/ — npm packages: 62 created") > edits);  // the two directories and 60 files
+  CHECK(d.find("<script") == std::string::npos);
 }
 
 TEST_CASE("report of a session of a million entries and thousands of programs stays within its bound") {

@@ -71,6 +71,10 @@ TEST_CASE("watch records an existing cgroup's processes for --duration") {
   CHECK(tests > 5);
   CHECK(sleeps > 5);
   CHECK(flightrec({"verify", "--db", db}).code == 0);
+  // A watched session has no command: the report names the workload instead.
+  Result rep = flightrec({"report", "--db", db, "--session", "1", "--out", dir.file("w.html")});
+  REQUIRE(rep.code == 0);
+  CHECK(slurp(dir.file("w.html")).find("<br>workload cgroups [&quot;" + w.path + "&quot;]") != std::string::npos);
 }
 
 TEST_CASE("watch records a dozen cgroups at once, each one's processes") {

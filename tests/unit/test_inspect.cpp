@@ -55,8 +55,23 @@ TEST_CASE("wall times: dates, times, UTC and offsets, Unix seconds; anything els
   tzset();
   for (const char* bad : {"", "yesterday", "2026-13-01", "2026-12-01 25:00", "2026-12-01T14", "2026-12-01 14:05:09 ",
                           "2026-12-01Z1", "@", "@-5", "@12x", "2026-12-01T14:05:09.Z", "2026-12-01T14:05:09+1",
-                          "2026-02-31", "2026-02-29T00:00:00Z", "2300-01-01", "@9300000000"})
+                          "2026-02-31", "2026-02-29T00:00:00Z", "2300-01-01", "@9300000000", "-10", "-m", "-10y",
+                          "-1.5h", "--10m", "-99999999999d"})
     CHECK_MESSAGE(!inspect::parse_wall_time(bad), bad);
+  // Relative to now: the clock read before and after bounds it.
+  auto now_ns = [] {
+    timespec t{};
+    clock_gettime(CLOCK_REALTIME, &t);
+    return int64_t(t.tv_sec) * 1'000'000'000 + t.tv_nsec;
+  };
+  for (auto [text, secs] : {std::pair{"-30s", 30}, {"-10m", 600}, {"-2h", 7200}, {"-7d", 7 * 86400}}) {
+    int64_t before = now_ns();
+    auto t = inspect::parse_wall_time(text);
+    int64_t after = now_ns();
+    REQUIRE_MESSAGE(t, text);
+    CHECK(*t >= before - secs * 1'000'000'000ll);
+    CHECK(*t <= after - secs * 1'000'000'000ll);
+  }
 }
 
 TEST_CASE("every rule id policies/README.md lists is known, and made ones follow their patterns") {
@@ -252,4 +267,48 @@ TEST_CASE("report: a deep chain and a reused pid both stay on the page") {
   CHECK(page.find("/usr/bin/curl</span>") == std::string::npos);
   CHECK(page.find("curl evil") != std::string::npos);
   CHECK(page.find("/bin/ls") != std::string::npos);
+}
+
+TEST_CASE("what changed: edits by directory, generated trees folded by name or by a venv's pyvenv.cfg") {
+  flightrec::inspect::ChangeView cv("/w");
+  int64_t seq = 0;
+  auto change = [&](const std::string& path, const std::string& change, const std::string& kind = "file",
+                    const std::string& when = "end") {
+    cv.add({{"type", "file_change"}, {"when", when}, {"seq", ++seq}, {"path", path}, {"change", change}, {"kind", kind},
+            {"size", 10}});
+  };
+  change("/w/tools", "created", "dir");
+  change("/w/tools/new.py", "created");
+  change("/w/src/b.py", "modified");
+  change("/w/src/a.py", "created");
+  change("/w/src/z.py", "deleted");
+  change("/w/myenv", "created", "dir");
+  change("/w/myenv/pyvenv.cfg", "created");
+  for (int i = 0; i < 300; ++i) change("/w/myenv/lib/python3.11/site-packages/p/m" + std::to_string(i) + ".py", "created");
+  change("/w/node_modules", "created", "dir");
+  change("/w/node_modules/x/index.js", "created");
+  change("/w/src/__pycache__/b.cpython-311.pyc", "created");
+  change("/tmp/scratch", "created");
+  change("/w/src/c.py", "created", "file", "close");  // during the session: not a change at its end
+  auto v = cv.view();
+  CHECK(v.files == 311);
+  REQUIRE(v.edits.count("src"));
+  const auto& src = v.edits["src"];
+  REQUIRE(src.size() == 3);
+  CHECK(src[0].path == "/w/src/b.py");  // what existed first, by name
+  CHECK(src[1].path == "/w/src/z.py");
+  CHECK(src[2].path == "/w/src/a.py");
+  CHECK(v.edits["."].size() == 1);  // tools/ itself
+  CHECK(v.edits["tools"].size() == 1);
+  CHECK(v.edits["/tmp"].size() == 1);  // outside the work directory: absolute
+  REQUIRE(v.folded.size() == 3);
+  CHECK(v.folded[0].root == "myenv");  // largest first, found by its pyvenv.cfg
+  CHECK(v.folded[0].why == "a Python virtual environment");
+  CHECK(v.folded[0].by_change.at("created") == 302);
+  CHECK(v.folded[0].files.size() == flightrec::inspect::ChangeView::kShownPerTree);
+  CHECK(v.folded[0].bytes == 3020);
+  std::set<std::string> roots{v.folded[1].root, v.folded[2].root};
+  CHECK(roots == std::set<std::string>{"node_modules", "src/__pycache__"});
+  CHECK(cv.shown("/w/src/b.py") == "src/b.py");
+  CHECK(cv.shown("/wx/y") == "/wx/y");
 }

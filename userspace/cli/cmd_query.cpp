@@ -24,7 +24,8 @@ const char* kQueryUsage =
     "line, for jq and other programs). Filters combine (all must hold); --type and\n"
     "--rule may be repeated (any of them). --type syscall also matches the syscall\n"
     "entries of a more specific type (file_open, connect). Times are local unless\n"
-    "they end in Z or +HH:MM; @SECONDS is Unix time. Exit 0 also when nothing\n"
+    "they end in Z or +HH:MM; @SECONDS is Unix time; -10m (s, m, h, d) is that long\n"
+    "before now. Exit 0 also when nothing\n"
     "matches; 2 for an unknown type, level or rule id.";
 
 // Rule ids a record's own entries name, for --rule ids no list knows
@@ -58,7 +59,7 @@ int cmd_query(const Args& args) {
       "session", po::value(&session), "only this session")(
       "type", po::value(&c.types), type_help.c_str())(
       "pid", po::value(&pid), "only entries of this process id")(
-      "since", po::value(&since), "only entries at or after this wall time (2026-12-01 14:05, 2026-12-01T14:05:00Z, @1764597900)")(
+      "since", po::value(&since), "only entries at or after this wall time (2026-12-01 14:05, 2026-12-01T14:05:00Z, @1764597900, -10m)")(
       "until", po::value(&until), "only entries at or before this wall time")(
       "rule", po::value(&c.rules), "only entries naming this rule id, or one under it (network covers network.allow)")(
       "level", po::value(&level), "only entries of this level or more severe: INFO < ALERT < CRITICAL")(
@@ -68,8 +69,21 @@ int cmd_query(const Args& args) {
       "tool-call", po::value(&tool_call),
       "only the entries of this tool call (its id, as the model gave it): its tool_call entry, the llm_call that asked "
       "for it, the acts linked to it and the tls entries of the request that returned its result");
+  // "--since -10m": a value that begins with '-' is an option to the
+  // parser; joined as --since=-10m it is the value.
+  Args joined;
+  for (size_t i = 0; i < args.size(); ++i) {
+    bool time_option = args[i] == "--since" || args[i] == "--until";
+    if (time_option && i + 1 < args.size() && args[i + 1].size() > 1 && args[i + 1][0] == '-' &&
+        isdigit(static_cast<unsigned char>(args[i + 1][1]))) {
+      joined.push_back(args[i] + "=" + args[i + 1]);
+      ++i;
+    } else {
+      joined.push_back(args[i]);
+    }
+  }
   po::variables_map vm;
-  if (!parse_options(args, desc, kQueryUsage, vm)) return 0;
+  if (!parse_options(joined, desc, kQueryUsage, vm)) return 0;
 
   for (const auto& t : c.types)
     if (std::find(inspect::entry_types().begin(), inspect::entry_types().end(), t) == inspect::entry_types().end())
@@ -78,7 +92,7 @@ int cmd_query(const Args& args) {
   for (auto [text, out, name] : {std::tuple{&since, &c.since_ns, "--since"}, std::tuple{&until, &c.until_ns, "--until"}})
     if (vm.count(name + 2)) {
       *out = inspect::parse_wall_time(*text);
-      if (!*out) throw UsageError(std::string(name) + " " + *text + ": not a time (2026-12-01, 2026-12-01 14:05[:09], 2026-12-01T14:05:09Z, @SECONDS)");
+      if (!*out) throw UsageError(std::string(name) + " " + *text + ": not a time (2026-12-01, 2026-12-01 14:05[:09], 2026-12-01T14:05:09Z, @SECONDS, -10m)");
     }
   if (c.since_ns && c.until_ns && *c.since_ns > *c.until_ns) throw UsageError("--since is later than --until");
   if (vm.count("level")) {

@@ -205,6 +205,7 @@ class Supervisor {
     std::vector<char> notif;  // struct seccomp_notif, as the kernel sized it
     uint64_t ask;
     uint64_t deadline_ns;
+    json about;  // what it asks for, as its ask event said (path, address, ...)
   };
   enum class Verdict { Answered, Wait, Gone };
 
@@ -373,7 +374,8 @@ void Supervisor::on_notification() {
   about["syscall"] = syscall_name(notif(buf).data.nr);
   about["timeout_ms"] = spec_.timeout_ms;
   emit(about);
-  waiting_.push_back({std::move(buf), ask, mono_ns() + spec_.timeout_ms * 1'000'000ull});
+  about.erase("event");
+  waiting_.push_back({std::move(buf), ask, mono_ns() + spec_.timeout_ms * 1'000'000ull, std::move(about)});
 }
 
 Supervisor::Verdict Supervisor::decide(const seccomp_notif& n, uint64_t ask, json* about) {
@@ -806,8 +808,9 @@ json Supervisor::handle(const Client& c, const std::string& line) {
       grants.push_back(j);
     }
     for (const auto& w : waiting_) {
-      auto& n = *reinterpret_cast<const seccomp_notif*>(w.notif.data());
-      waiting.push_back({{"ask", w.ask}, {"pid", n.pid}, {"syscall", syscall_name(n.data.nr)}});
+      json j = w.about;  // ask, pid, syscall and what it asks for
+      j["times_out_in_ms"] = w.deadline_ns > now ? (w.deadline_ns - now) / 1'000'000 : 0;
+      waiting.push_back(std::move(j));
     }
     return {{"ok", true}, {"grants", grants}, {"waiting", waiting}};
   }

@@ -41,6 +41,25 @@ bool expect(const std::string& text, size_t* at, char c) {
 }  // namespace
 
 std::optional<int64_t> parse_wall_time(const std::string& text) {
+  // Relative to now: -30s, -10m, -2h, -7d.
+  if (text.size() >= 3 && text[0] == '-') {
+    int64_t n = 0;
+    auto [p, ec] = std::from_chars(text.data() + 1, text.data() + text.size() - 1, n);
+    if (ec != std::errc() || p != text.data() + text.size() - 1 || n < 0 || n > 100'000'000) return std::nullopt;
+    int64_t unit = 0;
+    switch (text.back()) {
+      case 's': unit = 1; break;
+      case 'm': unit = 60; break;
+      case 'h': unit = 3600; break;
+      case 'd': unit = 86400; break;
+      default: return std::nullopt;
+    }
+    timespec now{};
+    clock_gettime(CLOCK_REALTIME, &now);
+    int64_t at = int64_t(now.tv_sec) - n * unit;
+    if (at < 0) return std::nullopt;
+    return at * 1'000'000'000 + now.tv_nsec;
+  }
   if (!text.empty() && text[0] == '@') {
     int64_t secs = 0;
     auto [p, ec] = std::from_chars(text.data() + 1, text.data() + text.size(), secs);

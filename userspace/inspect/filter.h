@@ -21,7 +21,8 @@ std::optional<Level> parse_level(const std::string& text);  // CRITICAL|ALERT|IN
 
 // Wall time as nanoseconds since the epoch, from "YYYY-MM-DD", "YYYY-MM-DD
 // HH:MM[:SS[.frac]]" or the same with 'T' (local time unless it ends in 'Z'
-// or +HH:MM / -HH:MM), or "@SECONDS" (Unix time). nullopt when not one.
+// or +HH:MM / -HH:MM), "@SECONDS" (Unix time), or "-N" with s, m, h or d
+// (that long before now: -10m). nullopt when not one.
 std::optional<int64_t> parse_wall_time(const std::string& text);
 
 struct Criteria {

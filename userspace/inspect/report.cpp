@@ -60,6 +60,7 @@ th{background:#f3f3f3}code,.mono{font-family:ui-monospace,monospace;font-size:12
 tr.violation td{background:#fdf0f0}tr.lost td{background:#fff3d6}tr.exec td{background:#f1f6ff}
 ul.tree{list-style:none;padding-left:1.2em;margin:0}ul.tree li{margin:1px 0}
 .CRITICAL{color:#a00;font-weight:bold}.ALERT{color:#c05000;font-weight:bold}.INFO{color:#555}
+tr.modified td{background:#fff8e6}tr.deleted td{background:#fdf0f0}details.folded{margin:.3em 0}details.folded summary{cursor:pointer;color:#444}
 )css";
 
 }  // namespace
@@ -151,6 +152,14 @@ void Report::add(const ledger::TopLevel& top, const json* entry) {
     policy_ = str(e, "policy_name");
     policy_sha256_ = str(e, "policy_sha256");
     kernel_ = str(e, "kernel");
+    changes_ = ChangeView(str(e, "work_dir"));
+    // A watched session has no command: who it was is its workload.
+    for (auto [key, label] : {std::pair{"watch_rule", "watch rule"}, {"pod_uid", "pod"}, {"container_id", "container"},
+                              {"container_runtime", "runtime"}, {"qos_class", "QoS"}})
+      if (!str(e, key).empty()) workload_ += std::string(workload_.empty() ? "" : " · ") + label + " " + str(e, key);
+    bool no_command = !e.contains("command") || (e["command"].is_array() && e["command"].empty());
+    if (no_command && e.contains("cgroups") && e["cgroups"].is_array() && !e["cgroups"].empty())
+      workload_ += std::string(workload_.empty() ? "" : " · ") + "cgroups " + e["cgroups"].dump(-1, ' ', false, json::error_handler_t::replace);
     timeline(e, "");
   } else if (type == "exec") {
     int64_t pid = num(e, "pid");
@@ -198,7 +207,7 @@ void Report::add(const ledger::TopLevel& top, const json* entry) {
     row(level == "INFO" ? infos_ : alerts_, level);
     timeline(e, "violation");
   } else if (type == "file_change") {
-    if (str(e, "when") == "end") row(files_);
+    changes_.add(e);
   } else if (type == "connect") {
     row(network_);
     timeline(e, "");
@@ -211,6 +220,70 @@ void Report::add(const ledger::TopLevel& top, const json* entry) {
              type == "session_end" || type == "snapshot" || type == "malformed") {
     timeline(e, type == "lost" || type == "tls_uncaptured" ? "lost" : "");  // what the record lacks
   }
+}
+
+void Report::what_changed(std::string& h) const {
+  ChangeView::View v = changes_.view();
+  h += "<h2 id=\"changes\">What changed</h2>\n";
+  if (v.files == 0) {
+    h += "<p class=\"note\" id=\"changes-none\">No files changed at the session's end.</p>\n";
+    return;
+  }
+  size_t edits = 0;
+  for (const auto& [dir, list] : v.edits) edits += list.size();
+  h += "<p id=\"changes-summary\">" + std::to_string(v.files) + " files changed at the session's end: " +
+       std::to_string(edits) + " shown by directory, " + std::to_string(v.files - edits - v.not_kept) + " in " +
+       std::to_string(v.folded.size()) + " generated trees folded below them" +
+       (v.not_kept ? ", " + std::to_string(v.not_kept) + " past the first " + std::to_string(ChangeView::kMaxFiles) + " counted only" : "") +
+       ". The record holds each file's SHA-256 before and after, not its contents (<code>flightrec changes</code> "
+       "shows the diff of a session whose changes were kept).</p>\n";
+  size_t start = h.size(), shown = 0;
+  auto size_text = [](const ChangedFile& f) { return f.size < 0 || f.kind == "dir" ? std::string() : std::to_string(f.size) + " B"; };
+  auto short_sha = [](const std::string& sha) { return sha.empty() ? std::string("-") : sha.substr(0, 12); };
+  auto file_row = [&](const ChangedFile& f) {
+    h += "<tr class=\"" + esc(f.change) + "\"><td>" + esc(f.change) + "</td><td class=\"mono\">" + esc(changes_.shown(f.path), 1000) +
+         (f.kind == "dir" ? "/" : f.kind == "symlink" ? " (symlink)" : "") + "</td><td>" + size_text(f) +
+         "</td><td class=\"mono\">" + short_sha(f.sha256_before) + " &rarr; " + short_sha(f.sha256_after) + "</td><td>" +
+         esc(f.outcome) + "</td><td>" + std::to_string(f.seq) + "</td></tr>\n";
+  };
+  const char* head = "<tr><th>change</th><th>path</th><th>size</th><th>sha256 before &rarr; after</th><th>written back</th><th>seq</th></tr>\n";
+  h += "<div id=\"edits\">\n";
+  // The whole section in about kSectionBytes (the old files table's share
+  // of the page): three quarters for the edits, the rest for the trees.
+  const size_t edit_bytes = kSectionBytes / 4 * 3;
+  for (const auto& [dir, list] : v.edits) {
+    if (h.size() - start > edit_bytes) break;
+    h += "<h3 class=\"mono\">" + esc(dir, 1000) + "/</h3>\n<table class=\"edits\">" + head;
+    for (const auto& f : list) {
+      if (h.size() - start > edit_bytes) break;
+      file_row(f);
+      ++shown;
+    }
+    h += "</table>\n";
+  }
+  h += "</div>\n";
+  if (shown < edits)
+    h += "<p class=\"note\">" + std::to_string(edits - shown) + " more changed files are not shown: <code>flightrec query "
+         "--type file_change</code> lists them all.</p>\n";
+  size_t trees_shown = 0;
+  for (const auto& t : v.folded) {
+    if (h.size() - start > kSectionBytes) break;
+    ++trees_shown;
+    int64_t n = 0;
+    std::string counts;
+    for (const auto& [change, k] : t.by_change) {
+      n += k;
+      counts += (counts.empty() ? "" : ", ") + std::to_string(k) + " " + esc(change);
+    }
+    h += "<details class=\"folded\"><summary class=\"mono\">" + esc(t.root, 1000) + "/ &mdash; " + esc(t.why) + ": " + counts +
+         " (" + std::to_string(t.bytes) + " B)</summary>\n<table>" + head;
+    for (const auto& f : t.files) file_row(f);
+    h += "</table>\n";
+    if (n > int64_t(t.files.size())) h += "<p class=\"note\">and " + std::to_string(n - int64_t(t.files.size())) + " more</p>\n";
+    h += "</details>\n";
+  }
+  if (trees_shown < v.folded.size())
+    h += "<p class=\"note\">" + std::to_string(v.folded.size() - trees_shown) + " more generated trees are not shown.</p>\n";
 }
 
 std::string Report::html(const ledger::SessionVerdict& v, const std::string& record_name) const {
@@ -262,8 +335,8 @@ std::string Report::html(const ledger::SessionVerdict& v, const std::string& rec
        "<title>flightrec session " + std::to_string(session_) + "</title><style>" + kStyle + "</style></head><body>\n";
   h += "<h1>flightrec report: session " + std::to_string(session_) + "</h1>\n";
   h += "<p class=\"mono\">record " + esc(record_name, 1000) + " · host " + esc(host_) + " · kernel " + esc(kernel_) +
-       "<br>command " + esc(genesis_command_, 2000) + "<br>policy " + esc(policy_) + " (sha256 " + esc(policy_sha256_) +
-       ")</p>\n";
+       "<br>command " + esc(genesis_command_, 2000) + (workload_.empty() ? "" : "<br>workload " + esc(workload_, 2000)) +
+       "<br>policy " + esc(policy_) + " (sha256 " + esc(policy_sha256_) + ")</p>\n";
 
   // Verification first: everything below is only as good as this.
   h += "<h2 id=\"verification\">Verification</h2>\n";
@@ -282,6 +355,9 @@ std::string Report::html(const ledger::SessionVerdict& v, const std::string& rec
          "; " + (v.gaps ? "<b>" + std::to_string(v.gaps) + " gaps, " + std::to_string(v.lost) + " events lost</b>" : "no gaps") +
          ".</div>\n";
   }
+
+  // The reviewer's first question: what did it change?
+  what_changed(h);
 
   // What the model was asked, what it decided, what that did: the agent's story first.
   if (turns_.is_object() && turns_.contains("turns") && !turns_["turns"].empty()) {
@@ -393,11 +469,7 @@ std::string Report::html(const ledger::SessionVerdict& v, const std::string& rec
   h += "<h3>Programs run</h3>\n";
   counts("programs", sum["executables"], {{"path", "program"}});
 
-  h += "<h2 id=\"files\">Files changed</h2>\n";
-  h += "<p class=\"note\">The record holds each file's SHA-256 before and after, not its contents.</p>\n";
-  if (!files_.head.empty()) table("file-changes", files_, false, "file changes");
-  else h += "<p class=\"note\">no changes recorded at the session's end</p>\n";
-  h += "<h3>Files opened for writing</h3>\n";
+  h += "<h2 id=\"files\">Files opened for writing</h2>\n<p class=\"note\">What changed is at the top.</p>\n";
   counts("files-written", sum["files_written"], {{"path", "path"}});
 
   h += "<h2 id=\"network\">Network</h2>\n<h3>Connected to</h3>\n";

@@ -7,10 +7,12 @@
 // on the page where they cut.
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "inspect/change_view.h"
 #include "inspect/summary.h"
 #include "ledger/verify.h"
 
@@ -62,18 +64,21 @@ class Report {
     std::vector<const Row*> in_order() const;
   };
   void timeline(const nlohmann::json& e, const std::string& css);
+  void what_changed(std::string& h) const;  // the "What changed" section
   Process* process_of(int64_t pid);   // the process now running as pid, or null
   Process* new_process(int64_t pid);  // a new one (a fork), or null past the cap
 
   int64_t session_;
   SessionSummary summary_;
   nlohmann::json turns_;
-  Rows timeline_{1500, 500}, alerts_{1500, 500}, infos_{300, 200}, files_{kMaxRows, 0}, network_{kMaxRows, 0},
+  Rows timeline_{1500, 500}, alerts_{1500, 500}, infos_{300, 200}, network_{kMaxRows, 0},
       tls_{1500, 500};
   std::vector<Process> processes_;        // by id, in the order they appeared
   std::map<int64_t, int64_t> running_;    // pid -> id of the process using it now
   size_t processes_dropped_ = 0;
   std::string genesis_command_, host_, policy_, policy_sha256_, kernel_;
+  std::string workload_;  // a watched session's identity: pod, container, rule, cgroups
+  ChangeView changes_{""};
 };
 
 }  // namespace flightrec::inspect
