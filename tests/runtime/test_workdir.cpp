@@ -162,6 +162,17 @@ TEST_CASE("work_dir_mode overlay: changes kept aside, shown by flightrec changes
   CHECK(diff.out.find("=== deleted gone.txt") != std::string::npos);
   CHECK(diff.out.find("+++ b/new.txt\n@@ -0,0 +1 @@\n+new\n") != std::string::npos);
   CHECK(diff.out.find("=== created bin.dat (file, 3 bytes, mode 0644)\n    binary: sha256 - -> ") != std::string::npos);
+  // The report shows the same diffs, from the kept copy, under What changed.
+  Result rep = flightrec({"report", "--db", db, "--session", "1", "--out", dir.file("r.html")});
+  REQUIRE(rep.code == 0);
+  std::string page = slurp(dir.file("r.html"));
+  auto diffs = page.find("id=\"diffs\"");
+  REQUIRE(diffs != std::string::npos);
+  CHECK(page.find("--- a/edit.txt\n+++ b/edit.txt\n@@ -1 +1 @@\n-before\n+after\n", diffs) != std::string::npos);
+  CHECK(page.find("+++ b/new.txt\n@@ -0,0 +1 @@\n+new\n", diffs) != std::string::npos);
+  CHECK(page.find("binary: sha256 - -&gt; ", diffs) != std::string::npos);
+  CHECK(page.find("id=\"changes\"") < diffs);
+  CHECK(diffs < page.find("id=\"overview\""));
 
   // The user changes other.txt after the session: that one conflicts.
   put(work + "/other.txt", "user again\n");

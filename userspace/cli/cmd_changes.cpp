@@ -13,6 +13,7 @@
 #include "cli/options.h"
 #include "common/error.h"
 #include "common/text.h"
+#include "inspect/kept_diff.h"
 #include "inspect/replay.h"
 #include "ledger/store.h"
 #include "policy/judge.h"
@@ -91,83 +92,6 @@ sandbox::KeptMeta kept_for(const SessionChanges& s, int64_t session) {
   return *meta;
 }
 
-bool binary_fd(int fd) {
-  char buf[8192];
-  ssize_t n = pread(fd, buf, sizeof(buf), 0);
-  return n > 0 && std::string_view(buf, size_t(n)).find('\0') != std::string_view::npos;
-}
-
-// diff -u of two open files (diffutils is Essential on Debian: no diff of
-// our own), each line escaped: the agent wrote these bytes, and terminal
-// escapes in them could hide lines from the reviewer.
-void unified_diff(int before, int after, const std::string& label_a, const std::string& label_b) {
-  int out[2];
-  if (pipe2(out, O_CLOEXEC) != 0) {
-    std::cout << "    (diff could not be run)\n";
-    return;
-  }
-  pid_t pid = fork();
-  if (pid == 0) {
-    int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    if (dup2(before >= 0 ? before : null, 3) < 0 || dup2(after >= 0 ? after : null, 4) < 0 || dup2(out[1], 1) < 0)
-      _exit(127);
-    execlp("diff", "diff", "-u", "--label", label_a.c_str(), "--label", label_b.c_str(), "/dev/fd/3", "/dev/fd/4",
-           static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  close(out[1]);
-  // Streamed, a line at a time (a line longer than 1 MiB is cut there).
-  std::string line;
-  char buf[65536];
-  for (ssize_t n; pid > 0 && (n = read(out[0], buf, sizeof(buf))) > 0;)
-    for (ssize_t i = 0; i < n; ++i) {
-      if (buf[i] != '\n' && line.size() < (1u << 20)) line += buf[i];
-      if (buf[i] != '\n') continue;
-      std::cout << printable(line) << "\n";
-      line.clear();
-    }
-  if (!line.empty()) std::cout << printable(line) << "\n";
-  close(out[0]);
-  int status = 0;
-  if (pid > 0) waitpid(pid, &status, 0);
-  if (pid < 0 || !WIFEXITED(status) || WEXITSTATUS(status) > 1) {
-    std::cout << "    (diff could not be run)\n";
-    return;
-  }
-}
-
-void show(const sandbox::FileChange& c, const SessionChanges& s, const sandbox::Layer& host, const sandbox::Layer& kept) {
-  std::string rel = c.path.substr(s.work_dir.size());
-  std::string name = rel.substr(1);
-  char mode[8];
-  snprintf(mode, sizeof(mode), "%04o", c.mode & 07777);
-  std::cout << "=== " << c.change << " " << printable(name) << " (" << c.kind << (c.kind == "dir" ? "" : ", " + std::to_string(c.size) + " bytes")
-            << ", mode " << mode << ")\n";
-  if (c.kind == "symlink" && c.change != "deleted") std::cout << "    -> " << printable(c.link_target) << "\n";
-  if (c.kind != "file" || c.change == "deleted") return;
-  int before = -1;
-  if (c.change == "modified") {
-    if (host.sha256(rel) != c.sha256_before) {
-      std::cout << "    (the host's file changed since the session began: apply will refuse it)\n";
-    } else {
-      before = host.open_at(rel, O_RDONLY);
-    }
-  }
-  int after = kept.open_at(rel, O_RDONLY);
-  if (after < 0) {
-    std::cout << "    (the kept file is missing)\n";
-  } else if ((c.mode & 0111) == 0 && (binary_fd(after) || (before >= 0 && binary_fd(before)))) {
-    // (An executable is shown as text whatever bytes it holds: a script
-    // with a NUL in it still runs.)
-    std::cout << "    binary: sha256 " << (c.sha256_before.empty() ? "-" : c.sha256_before.substr(0, 12)) << " -> "
-              << c.sha256_after.substr(0, 12) << "\n";
-  } else if (c.change == "created" || before >= 0) {
-    unified_diff(before, after, c.change == "created" ? "/dev/null" : "a/" + printable(name), "b/" + printable(name));
-  }
-  for (int fd : {before, after})
-    if (fd >= 0) close(fd);
-}
-
 }  // namespace
 
 int cmd_changes(const Args& args) {
@@ -197,7 +121,7 @@ int cmd_changes(const Args& args) {
   }
   kept_for(s, session);
   sandbox::Layer host(s.work_dir), kept(s.kept + "/files");
-  for (const auto& c : s.changes) show(c, s, host, kept);
+  for (const auto& c : s.changes) std::cout << inspect::kept_change_text(c, s.work_dir, host, kept);
   return 0;
 }
 

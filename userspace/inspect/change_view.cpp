@@ -50,6 +50,7 @@ void ChangeView::add(const json& e) {
   ChangedFile f;
   f.seq = e.contains("seq") && e["seq"].is_number_integer() ? e["seq"].get<int64_t>() : 0;
   f.size = e.contains("size") && e["size"].is_number_integer() ? e["size"].get<int64_t>() : -1;
+  f.mode = e.contains("mode") && e["mode"].is_number_unsigned() ? uint32_t(e["mode"].get<uint64_t>()) : 0;
   f.path = str(e, "path");
   f.change = str(e, "change");
   f.kind = str(e, "kind");

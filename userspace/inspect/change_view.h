@@ -13,6 +13,7 @@ namespace flightrec::inspect {
 
 struct ChangedFile {
   int64_t seq = 0, size = -1;  // size -1: not recorded (deleted)
+  uint32_t mode = 0;
   std::string path, change, kind, sha256_before, sha256_after;
   std::string outcome;  // "applied", "refused: why", or "" (not written back)
 };
@@ -40,6 +41,7 @@ class ChangeView {
     size_t files = 0, not_kept = 0;
   };
   View view() const;
+  const std::string& work_dir() const { return work_dir_; }
   // The path as shown: relative to the work directory when inside it.
   std::string shown(const std::string& path) const;
 

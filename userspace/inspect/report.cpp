@@ -1,5 +1,9 @@
 #include "inspect/report.h"
 
+#include "inspect/kept_diff.h"
+#include "sandbox/kept.h"
+#include "sandbox/layer.h"
+
 #include <functional>
 #include <set>
 
@@ -61,6 +65,7 @@ tr.violation td{background:#fdf0f0}tr.lost td{background:#fff3d6}tr.exec td{back
 ul.tree{list-style:none;padding-left:1.2em;margin:0}ul.tree li{margin:1px 0}
 .CRITICAL{color:#a00;font-weight:bold}.ALERT{color:#c05000;font-weight:bold}.INFO{color:#555}
 tr.modified td{background:#fff8e6}tr.deleted td{background:#fdf0f0}details.folded{margin:.3em 0}details.folded summary{cursor:pointer;color:#444}
+pre.diff{background:#f7f7f7;border:1px solid #ddd;padding:.4em;white-space:pre-wrap}
 )css";
 
 }  // namespace
@@ -132,7 +137,7 @@ void Report::timeline(const json& e, const std::string& css) {
 }
 
 bool Report::shows(std::string_view type) {
-  for (const char* t : {"genesis", "exec", "exec_argv", "fork", "exit", "violation", "file_change", "connect", "tls", "tls_uncaptured", "lost", "freeze",
+  for (const char* t : {"genesis", "exec", "exec_argv", "fork", "exit", "violation", "file_change", "changes_kept", "connect", "tls", "tls_uncaptured", "lost", "freeze",
                         "thaw", "error", "session_end", "snapshot", "malformed"})
     if (type == t) return true;
   return false;
@@ -208,6 +213,8 @@ void Report::add(const ledger::TopLevel& top, const json* entry) {
     timeline(e, "violation");
   } else if (type == "file_change") {
     changes_.add(e);
+  } else if (type == "changes_kept") {
+    if (std::string dir = str(e, "work_dir_changes"); dir.starts_with(sandbox::kKeptChangesDir + "/")) kept_dir_ = dir;
   } else if (type == "connect") {
     row(network_);
     timeline(e, "");
@@ -235,8 +242,8 @@ void Report::what_changed(std::string& h) const {
        std::to_string(edits) + " shown by directory, " + std::to_string(v.files - edits - v.not_kept) + " in " +
        std::to_string(v.folded.size()) + " generated trees folded below them" +
        (v.not_kept ? ", " + std::to_string(v.not_kept) + " past the first " + std::to_string(ChangeView::kMaxFiles) + " counted only" : "") +
-       ". The record holds each file's SHA-256 before and after, not its contents (<code>flightrec changes</code> "
-       "shows the diff of a session whose changes were kept).</p>\n";
+       ". The record holds each file's SHA-256 before and after, not its contents; a session that kept its changes "
+       "aside (work_dir_mode: overlay) has their diffs below.</p>\n";
   size_t start = h.size(), shown = 0;
   auto size_text = [](const ChangedFile& f) { return f.size < 0 || f.kind == "dir" ? std::string() : std::to_string(f.size) + " B"; };
   auto short_sha = [](const std::string& sha) { return sha.empty() ? std::string("-") : sha.substr(0, 12); };
@@ -284,6 +291,44 @@ void Report::what_changed(std::string& h) const {
   }
   if (trees_shown < v.folded.size())
     h += "<p class=\"note\">" + std::to_string(v.folded.size() - trees_shown) + " more generated trees are not shown.</p>\n";
+  diffs(h, v);
+}
+
+void Report::diffs(std::string& h, const ChangeView::View& v) const {
+  // Only a session that kept its changes aside has their contents, and only
+  // in that copy (root's, under /var/lib/flightrec/changes), never in the record.
+  if (kept_dir_.empty()) return;
+  std::string why;
+  auto meta = sandbox::read_kept(kept_dir_, &why);
+  if (!meta || meta->work_dir != changes_.work_dir()) {
+    h += "<p class=\"note\">The kept changes cannot be shown: " + esc(meta ? kept_dir_ + " belongs to another work directory" : why, 1000) + ".</p>\n";
+    return;
+  }
+  sandbox::Layer host(changes_.work_dir()), kept(kept_dir_ + "/files");
+  h += "<h3 id=\"diffs\">Diffs</h3>\n<p class=\"note\">From the copy the session kept aside (" + esc(kept_dir_, 1000) +
+       "), against the host's files now: not part of the record, which holds their SHA-256. <code>flightrec apply</code> "
+       "writes them.</p>\n";
+  size_t start = h.size(), left = 0;
+  for (const auto& [dir, list] : v.edits)
+    for (const auto& f : list) {
+      if (f.kind != "file" || f.change == "deleted") continue;
+      if (h.size() - start > kSectionBytes / 2) {
+        ++left;
+        continue;
+      }
+      sandbox::FileChange c{f.change, f.path, f.kind, uint64_t(std::max<int64_t>(f.size, 0)), f.mode, f.sha256_before, f.sha256_after, ""};
+      // Line by line: esc shows a newline as \n, and a <pre> keeps real ones.
+      std::string text = kept_change_text(c, changes_.work_dir(), host, kept, 32 << 10);
+      h += "<pre class=\"mono diff\">";
+      for (size_t at = 0; at < text.size();) {
+        size_t nl = text.find('\n', at);
+        if (nl == std::string::npos) nl = text.size();
+        h += esc(text.substr(at, nl - at), 4096) + "\n";
+        at = nl + 1;
+      }
+      h += "</pre>\n";
+    }
+  if (left) h += "<p class=\"note\">" + std::to_string(left) + " more diffs are not shown: <code>flightrec changes</code> prints them all.</p>\n";
 }
 
 std::string Report::html(const ledger::SessionVerdict& v, const std::string& record_name) const {

@@ -65,6 +65,7 @@ class Report {
   };
   void timeline(const nlohmann::json& e, const std::string& css);
   void what_changed(std::string& h) const;  // the "What changed" section
+  void diffs(std::string& h, const ChangeView::View& v) const;  // its diffs, from a kept copy
   Process* process_of(int64_t pid);   // the process now running as pid, or null
   Process* new_process(int64_t pid);  // a new one (a fork), or null past the cap
 
@@ -79,6 +80,7 @@ class Report {
   std::string genesis_command_, host_, policy_, policy_sha256_, kernel_;
   std::string workload_;  // a watched session's identity: pod, container, rule, cgroups
   ChangeView changes_{""};
+  std::string kept_dir_;  // the session's kept changes (work_dir_mode: overlay), "" if none
 };
 
 }  // namespace flightrec::inspect
