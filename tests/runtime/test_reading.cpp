@@ -578,6 +578,14 @@ TEST_CASE("replay: each shipped policy's sessions replayed as recorded differ no
     bool sandboxed = s.options[1] != "observe" && s.options.back() != "--shadow";
     CHECK((j["setup_entries"].get<int>() > 0) == sandboxed);
   }
+  // The file chain as it is now (team.yaml changed since): another policy,
+  // judged by its rules, not by the kernel's answers to the old one.
+  Result now = flightrec({"replay", "--db", dir.file("s6.db"), "--session", "1", "--policy", dir.file("mine.yaml"), "--json"});
+  REQUIRE(now.code == 0);
+  CHECK(nlohmann::json::parse(now.out)["judged_by"] == "the policy's rules (shadow)");
+  Result then = flightrec({"replay", "--db", dir.file("s6.db"), "--session", "1", "--json"});
+  REQUIRE(then.code == 0);
+  CHECK(nlohmann::json::parse(then.out)["judged_by"] == "the kernel's answers (it enforced this policy)");
   // Replayed against the named policy without the run's --allow: exactly the
   // connect that override allowed is new (and the TLS server's).
   Result q = flightrec({"replay", "--db", dir.file("s0.db"), "--session", "1", "--policy", "agent", "--json"});

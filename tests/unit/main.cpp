@@ -30,6 +30,9 @@ class FailureDigest : public doctest::IReporter {
   void test_case_start(const doctest::TestCaseData& t) override {
     std::lock_guard<std::mutex> lock(mutex_);  // a test's threads may be checking still
     test_ = t.m_name;
+    // What the cases before printed is out before this one starts: a run
+    // cut off by a time limit (ctest's, through a pipe) shows where it was.
+    std::fflush(stdout);
   }
   void test_run_end(const doctest::TestRunStats&) override {
     if (failures_.empty()) return;

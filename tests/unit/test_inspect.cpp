@@ -311,4 +311,27 @@ TEST_CASE("what changed: edits by directory, generated trees folded by name or b
   CHECK(roots == std::set<std::string>{"node_modules", "src/__pycache__"});
   CHECK(cv.shown("/w/src/b.py") == "src/b.py");
   CHECK(cv.shown("/wx/y") == "/wx/y");
+
+  // What existed before is never folded (a poisoned activate script, a
+  // hook); a pyvenv.cfg dropped into a directory that was there does not
+  // fold it; a path longer than PATH_MAX is counted, not kept.
+  flightrec::inspect::ChangeView hostile("/w");
+  auto add = [&](const std::string& path, const std::string& change, const std::string& kind = "file") {
+    hostile.add({{"type", "file_change"}, {"when", "end"}, {"seq", ++seq}, {"path", path}, {"change", change}, {"kind", kind}});
+  };
+  add("/w/.venv/bin/activate", "modified");
+  add("/w/.git/hooks/pre-commit", "created");
+  add("/w/.git/config", "modified");
+  add("/w/src/pyvenv.cfg", "created");
+  add("/w/src/main.py", "created");
+  add("/w/" + std::string(5000, 'a'), "created");
+  auto h = hostile.view();
+  CHECK(h.files == 6);
+  CHECK(h.not_kept == 1);
+  CHECK(h.edits[".venv/bin"].size() == 1);
+  CHECK(h.edits[".git"].size() == 1);
+  CHECK(h.edits["src"].size() == 2);
+  REQUIRE(h.folded.size() == 1);
+  CHECK(h.folded[0].root == ".git");  // the created hook: folded, listed inside
+  CHECK(h.folded[0].files.at(0).path == "/w/.git/hooks/pre-commit");
 }

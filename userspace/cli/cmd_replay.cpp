@@ -9,7 +9,6 @@
 #include "common/error.h"
 #include "common/progress.h"
 #include "inspect/replay.h"
-#include "ledger/hash.h"
 #include "ledger/store.h"
 #include "policy/policy.h"
 
@@ -109,9 +108,7 @@ int cmd_replay(const Args& args) {
   }
 
   // The kernel enforced this very policy: the same bytes, the same overrides.
-  bool enforced_here = text_of(genesis, "policy_mode") == "enforce" &&
-                       text_of(genesis, "policy_sha256") == ledger::to_hex(ledger::sha256(policy.text)) &&
-                       policy.overrides == inspect::recorded_overrides(genesis);
+  bool enforced_here = inspect::enforced_under(genesis, policy);
   inspect::Replay replay(policy, work_dir, enforced_here);
   f.types.clear();
   {

@@ -279,6 +279,7 @@ class Supervisor {
   bool writable_resolved_ = false;
   std::vector<Client> clients_;
   std::vector<Waiting> waiting_;
+  static constexpr size_t kListedWaiting = 64, kListedPathHex = 1024;  // in a list reply
   std::deque<Ticket> tickets_;
   uint64_t asks_ = 0, refusals_ = 0;
   std::string pending_;       // lines not yet written to events_fd
@@ -807,12 +808,22 @@ json Supervisor::handle(const Client& c, const std::string& line) {
       if (g.uses_left >= 0) j["uses_left"] = g.uses_left;
       grants.push_back(j);
     }
+    // Bounded: the reply goes out in one non-blocking send, and the
+    // session's calls (their number, their paths) must not make it too
+    // large for the person deciding on them to read.
     for (const auto& w : waiting_) {
+      if (waiting.size() >= kListedWaiting) break;
       json j = w.about;  // ask, pid, syscall and what it asks for
+      if (j.contains("paths_hex"))
+        for (auto& hex : j["paths_hex"])
+          if (hex.is_string() && hex.get_ref<const std::string&>().size() > kListedPathHex) {
+            hex = hex.get<std::string>().substr(0, kListedPathHex);
+            j["paths_cut"] = true;
+          }
       j["times_out_in_ms"] = w.deadline_ns > now ? (w.deadline_ns - now) / 1'000'000 : 0;
       waiting.push_back(std::move(j));
     }
-    return {{"ok", true}, {"grants", grants}, {"waiting", waiting}};
+    return {{"ok", true}, {"grants", grants}, {"waiting", waiting}, {"waiting_count", waiting_.size()}};
   }
   if (req->op == Request::Op::Revoke) {
     if (!table_.revoke(req->revoke_id)) return {{"ok", false}, {"error", "no grant with id " + std::to_string(req->revoke_id)}};

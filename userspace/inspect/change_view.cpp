@@ -43,7 +43,9 @@ std::string dir_of(const std::string& path) {
 
 void ChangeView::add(const json& e) {
   if (!e.is_object() || str(e, "when") != "end") return;
-  if (files_.size() >= kMaxFiles) {
+  // (The kernel's paths are at most PATH_MAX: a longer one is a hostile
+  // record's, and folding walks every path's components.)
+  if (files_.size() >= kMaxFiles || str(e, "path").size() > kMaxPath) {
     ++not_kept_;
     return;
   }
@@ -71,11 +73,14 @@ ChangeView::View ChangeView::view() const {
   View v;
   v.files = files_.size() + not_kept_;
   v.not_kept = not_kept_;
-  // A directory holding a created pyvenv.cfg is a virtual environment,
-  // whatever its name.
-  std::set<std::string> venvs;
+  // A directory the session created with a pyvenv.cfg in it is a virtual
+  // environment, whatever its name.
+  std::set<std::string> created_dirs, venvs;
   for (const auto& f : files_)
-    if (f.change == "created" && (f.path.ends_with("/pyvenv.cfg"))) venvs.insert(dir_of(shown(f.path)));
+    if (f.change == "created" && f.kind == "dir") created_dirs.insert(shown(f.path));
+  for (const auto& f : files_)
+    if (f.change == "created" && f.path.ends_with("/pyvenv.cfg") && created_dirs.count(dir_of(shown(f.path))))
+      venvs.insert(dir_of(shown(f.path)));
   std::map<std::string, FoldedTree> trees;
   for (const auto& f : files_) {
     std::string rel = shown(f.path);
@@ -94,7 +99,10 @@ ChangeView::View ChangeView::view() const {
     if (root.empty() && venvs.count(rel)) root = rel, why = "a Python virtual environment";
     if (root.empty() && f.kind == "dir")
       if (const char* w = generated(name)) root = rel, why = w;
-    if (root.empty()) {
+    // Only what the session made is folded: a file that existed before and
+    // was changed or removed is an edit wherever it is (a poisoned
+    // .venv/bin/activate, a .git hook).
+    if (root.empty() || f.change != "created") {
       v.edits[dir_of(rel)].push_back(f);
       continue;
     }

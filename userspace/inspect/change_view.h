@@ -1,8 +1,9 @@
 #pragma once
 // What a session changed, as a reviewer reads it: the files changed at its
-// end grouped by directory, with generated trees (a venv, node_modules,
-// caches, git's own data) folded into one row each so that the few edits
-// a person made are not buried under thousands of installed files.
+// end grouped by directory, with what it created in generated trees (a
+// venv, node_modules, caches, git's own data) folded into one row each so
+// that the few edits a person made are not buried under thousands of
+// installed files. Files that existed before are never folded.
 #include <cstdint>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -30,6 +31,7 @@ class ChangeView {
  public:
   static constexpr size_t kMaxFiles = 100000;   // kept; past it only counted
   static constexpr size_t kShownPerTree = 200;  // listed inside a folded tree
+  static constexpr size_t kMaxPath = 4096;      // PATH_MAX: longer paths are counted only
 
   explicit ChangeView(std::string work_dir) : work_dir_(std::move(work_dir)) {}
   // A file_change entry; those made at the session's end (when: end) count.

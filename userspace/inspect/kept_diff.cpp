@@ -1,6 +1,7 @@
 #include "inspect/kept_diff.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -8,6 +9,7 @@
 #include <string_view>
 
 #include "common/text.h"
+#include "policy/judge.h"
 
 namespace flightrec::inspect {
 namespace {
@@ -61,12 +63,26 @@ void unified_diff(std::string& out, int before, int after, const std::string& la
   }
 }
 
+// A regular file only: a FIFO or a device (a hostile record can name one)
+// would block the open or the read.
+int open_regular(const sandbox::Layer& layer, const std::string& rel) {
+  int fd = layer.open_at(rel, O_RDONLY | O_NONBLOCK);
+  struct stat st {};
+  if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
 }  // namespace
 
 std::string kept_change_text(const sandbox::FileChange& c, const std::string& work_dir, const sandbox::Layer& host,
                              const sandbox::Layer& kept, size_t max_bytes) {
   std::string out;
-  std::string rel = c.path.substr(work_dir.size());
+  if (c.path == work_dir || !policy::path_under(c.path, work_dir))
+    return "=== " + c.change + " " + printable(c.path) + " (outside the work directory " + printable(work_dir) + ")\n";
+  std::string rel = c.path.substr(work_dir == "/" ? 0 : work_dir.size());
   std::string name = rel.substr(1);
   char mode[8];
   snprintf(mode, sizeof(mode), "%04o", c.mode & 07777);
@@ -79,12 +95,12 @@ std::string kept_change_text(const sandbox::FileChange& c, const std::string& wo
     if (host.sha256(rel) != c.sha256_before) {
       out += "    (the host's file changed since the session began: apply will refuse it)\n";
     } else {
-      before = host.open_at(rel, O_RDONLY);
+      before = open_regular(host, rel);
     }
   }
-  int after = kept.open_at(rel, O_RDONLY);
+  int after = open_regular(kept, rel);
   if (after < 0) {
-    out += "    (the kept file is missing)\n";
+    out += "    (the kept file is missing or not a regular file)\n";
   } else if ((c.mode & 0111) == 0 && (binary_fd(after) || (before >= 0 && binary_fd(before)))) {
     // (An executable is shown as text whatever bytes it holds: a script
     // with a NUL in it still runs.)

@@ -42,10 +42,29 @@ policy::Policy recorded_policy(const json& genesis) {
   std::string source = "as recorded";
   for (const auto& line : strings_of(genesis, "sandbox"))
     if (line.starts_with("policy source: ")) source += ", " + line.substr(15);
+  // A record from before bases were recorded names shipped ones only; a
+  // file it names is not read (the record may be anyone's).
+  auto shipped_base = [](const std::string& name, const std::string& from) -> policy::PolicyBase {
+    if (name.find('/') != std::string::npos || name.ends_with(".yaml") || name.ends_with(".yml"))
+      throw policy::PolicyError("the record does not hold the base '" + name + "'");
+    return policy::find_base(name, from);
+  };
   policy::Policy p = policy::parse(genesis["policy"].get<std::string>(), source,
-                                   sources.empty() ? policy::BaseResolver(policy::find_base) : recorded_base);
+                                   sources.empty() ? policy::BaseResolver(shipped_base) : recorded_base);
   for (const auto& o : recorded_overrides(genesis)) policy::reapply_override(p, o);
   return p;
+}
+
+bool enforced_under(const json& genesis, const policy::Policy& p) {
+  if (!genesis.is_object() || !genesis.contains("policy_mode") || genesis["policy_mode"] != "enforce") return false;
+  if (!genesis.contains("policy_sha256") || genesis["policy_sha256"] != ledger::to_hex(ledger::sha256(p.text))) return false;
+  if (p.overrides != recorded_overrides(genesis)) return false;
+  // The whole chain, byte for byte: a base changed since is another policy.
+  std::vector<std::string> sources = strings_of(genesis, "policy_bases"), texts = strings_of(genesis, "policy_base_texts");
+  if (sources.size() != p.bases.size() || texts.size() != p.bases.size()) return false;
+  for (size_t i = 0; i < p.bases.size(); ++i)
+    if (sources[i] != p.bases[i].source || texts[i] != p.bases[i].text) return false;
+  return true;
 }
 
 events::Entry entry_from_json(const json& entry) {
@@ -124,7 +143,10 @@ void Replay::add(const json& e) {
   // the command's exec, and the init never is.
   int64_t pid = e.contains("pid") && e["pid"].is_number_integer() ? e["pid"].get<int64_t>() : 0;
   if (in_setup_ && string_of(e, "comm") == "flightrec") setup_pids_.insert(pid);
-  if (type == "exec" && setup_pids_.erase(pid)) in_setup_ = false;
+  if (type == "exec") {  // the command: nothing after it is flightrec's set-up but its init
+    setup_pids_.erase(pid);
+    in_setup_ = false;
+  }
   if (setup_pids_.count(pid)) {
     ++setup_entries_;
     return;

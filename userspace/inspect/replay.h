@@ -22,6 +22,9 @@ namespace flightrec::inspect {
 // this flightrec's shipped policies) and the overrides its command line
 // gave (recorded_overrides). Throws policy::PolicyError.
 policy::Policy recorded_policy(const nlohmann::json& genesis);
+// Whether the kernel enforced exactly `p` in that session: enforce mode,
+// the same bytes, the same overrides, the same extends chain byte for byte.
+bool enforced_under(const nlohmann::json& genesis, const policy::Policy& p);
 // The genesis entry's "override: ..." lines of `sandbox`, without the prefix.
 std::vector<std::string> recorded_overrides(const nlohmann::json& genesis);
 

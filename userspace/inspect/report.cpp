@@ -1,6 +1,7 @@
 #include "inspect/report.h"
 
 #include "inspect/kept_diff.h"
+#include "policy/judge.h"
 #include "sandbox/kept.h"
 #include "sandbox/layer.h"
 
@@ -246,7 +247,7 @@ void Report::what_changed(std::string& h) const {
        "aside (work_dir_mode: overlay) has their diffs below.</p>\n";
   size_t start = h.size(), shown = 0;
   auto size_text = [](const ChangedFile& f) { return f.size < 0 || f.kind == "dir" ? std::string() : std::to_string(f.size) + " B"; };
-  auto short_sha = [](const std::string& sha) { return sha.empty() ? std::string("-") : sha.substr(0, 12); };
+  auto short_sha = [](const std::string& sha) { return sha.empty() ? std::string("-") : esc(sha.substr(0, 12)); };
   auto file_row = [&](const ChangedFile& f) {
     h += "<tr class=\"" + esc(f.change) + "\"><td>" + esc(f.change) + "</td><td class=\"mono\">" + esc(changes_.shown(f.path), 1000) +
          (f.kind == "dir" ? "/" : f.kind == "symlink" ? " (symlink)" : "") + "</td><td>" + size_text(f) +
@@ -256,8 +257,9 @@ void Report::what_changed(std::string& h) const {
   const char* head = "<tr><th>change</th><th>path</th><th>size</th><th>sha256 before &rarr; after</th><th>written back</th><th>seq</th></tr>\n";
   h += "<div id=\"edits\">\n";
   // The whole section in about kSectionBytes (the old files table's share
-  // of the page): three quarters for the edits, the rest for the trees.
-  const size_t edit_bytes = kSectionBytes / 4 * 3;
+  // of the page), counted from its start: the edits up to a half, the
+  // folded trees up to three quarters, the diffs the rest.
+  const size_t edit_bytes = kSectionBytes / 2;
   for (const auto& [dir, list] : v.edits) {
     if (h.size() - start > edit_bytes) break;
     h += "<h3 class=\"mono\">" + esc(dir, 1000) + "/</h3>\n<table class=\"edits\">" + head;
@@ -274,7 +276,7 @@ void Report::what_changed(std::string& h) const {
          "--type file_change</code> lists them all.</p>\n";
   size_t trees_shown = 0;
   for (const auto& t : v.folded) {
-    if (h.size() - start > kSectionBytes) break;
+    if (h.size() - start > kSectionBytes / 4 * 3) break;
     ++trees_shown;
     int64_t n = 0;
     std::string counts;
@@ -284,17 +286,22 @@ void Report::what_changed(std::string& h) const {
     }
     h += "<details class=\"folded\"><summary class=\"mono\">" + esc(t.root, 1000) + "/ &mdash; " + esc(t.why) + ": " + counts +
          " (" + std::to_string(t.bytes) + " B)</summary>\n<table>" + head;
-    for (const auto& f : t.files) file_row(f);
+    size_t rows = 0;
+    for (const auto& f : t.files) {
+      if (h.size() - start > kSectionBytes / 4 * 3) break;
+      file_row(f);
+      ++rows;
+    }
     h += "</table>\n";
-    if (n > int64_t(t.files.size())) h += "<p class=\"note\">and " + std::to_string(n - int64_t(t.files.size())) + " more</p>\n";
+    if (n > int64_t(rows)) h += "<p class=\"note\">and " + std::to_string(n - int64_t(rows)) + " more</p>\n";
     h += "</details>\n";
   }
   if (trees_shown < v.folded.size())
     h += "<p class=\"note\">" + std::to_string(v.folded.size() - trees_shown) + " more generated trees are not shown.</p>\n";
-  diffs(h, v);
+  diffs(h, v, start);
 }
 
-void Report::diffs(std::string& h, const ChangeView::View& v) const {
+void Report::diffs(std::string& h, const ChangeView::View& v, size_t start) const {
   // Only a session that kept its changes aside has their contents, and only
   // in that copy (root's, under /var/lib/flightrec/changes), never in the record.
   if (kept_dir_.empty()) return;
@@ -308,17 +315,18 @@ void Report::diffs(std::string& h, const ChangeView::View& v) const {
   h += "<h3 id=\"diffs\">Diffs</h3>\n<p class=\"note\">From the copy the session kept aside (" + esc(kept_dir_, 1000) +
        "), against the host's files now: not part of the record, which holds their SHA-256. <code>flightrec apply</code> "
        "writes them.</p>\n";
-  size_t start = h.size(), left = 0;
+  size_t left = 0;
+  const std::string& work_dir = changes_.work_dir();
   for (const auto& [dir, list] : v.edits)
     for (const auto& f : list) {
-      if (f.kind != "file" || f.change == "deleted") continue;
-      if (h.size() - start > kSectionBytes / 2) {
+      if (f.kind != "file" || f.change == "deleted" || f.path == work_dir || !policy::path_under(f.path, work_dir)) continue;
+      if (h.size() - start > kSectionBytes) {
         ++left;
         continue;
       }
       sandbox::FileChange c{f.change, f.path, f.kind, uint64_t(std::max<int64_t>(f.size, 0)), f.mode, f.sha256_before, f.sha256_after, ""};
       // Line by line: esc shows a newline as \n, and a <pre> keeps real ones.
-      std::string text = kept_change_text(c, changes_.work_dir(), host, kept, 32 << 10);
+      std::string text = kept_change_text(c, work_dir, host, kept, 16 << 10);
       h += "<pre class=\"mono diff\">";
       for (size_t at = 0; at < text.size();) {
         size_t nl = text.find('\n', at);

@@ -65,7 +65,8 @@ class Report {
   };
   void timeline(const nlohmann::json& e, const std::string& css);
   void what_changed(std::string& h) const;  // the "What changed" section
-  void diffs(std::string& h, const ChangeView::View& v) const;  // its diffs, from a kept copy
+  // Its diffs, from a kept copy; `start`: where the section began in h.
+  void diffs(std::string& h, const ChangeView::View& v, size_t start) const;
   Process* process_of(int64_t pid);   // the process now running as pid, or null
   Process* new_process(int64_t pid);  // a new one (a fork), or null past the cap
 
