@@ -459,11 +459,19 @@ void set_rlimits(const policy::Limits& l) {
 int make_userns(uid_t base) {
   int sync[2];
   if (pipe2(sync, O_CLOEXEC) != 0) throw Error(errno_message("pipe", errno));
+  pid_t parent = getpid();
   pid_t pid = fork();
   if (pid < 0) throw Error(errno_message("fork", errno));
   if (pid == 0) {
     close(sync[0]);
     char ok = unshare(CLONE_NEWUSER) == 0 ? 'y' : 'n';
+    // It waits to be killed once its namespace is open; a SIGKILLed
+    // flightrec never does that, so it dies with flightrec instead (set
+    // after the unshare, whose new credentials clear it, then checked: the
+    // parent may be gone already). Otherwise it would pause for good,
+    // holding flightrec's stdout, stderr and record.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(0);
     (void)!write(sync[1], &ok, 1);
     pause();
     _exit(0);
