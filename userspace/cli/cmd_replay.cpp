@@ -1,7 +1,5 @@
 // flightrec replay: what another policy would have denied in a recorded
 // session (the shadow -> replay -> enforce workflow, policies/README.md).
-#include <cerrno>
-#include <cstdlib>
 #include <iostream>
 
 #include "cli/commands.h"
@@ -62,12 +60,8 @@ int cmd_replay(const Args& args) {
       limit_overrides.push_back(l);
       continue;
     }
-    char* end = nullptr;
-    errno = 0;
-    unsigned long long n = strtoull(l.c_str(), &end, 10);
-    if (l.empty() || !isdigit(static_cast<unsigned char>(l[0])) || *end || errno || n == 0)
-      throw UsageError("--limit " + l + ": give a number of entries (at least 1) or KEY=VALUE");
-    limit_rows = size_t(n);
+    limit_rows = size_t(parse_count(l, "--limit (a number of entries, or KEY=VALUE)"));
+    if (limit_rows == 0) throw UsageError("--limit " + l + ": give a number of entries (at least 1) or KEY=VALUE");
   }
   if (vm.count("work-dir") && (work_dir.empty() || work_dir[0] != '/'))
     throw UsageError("--work-dir " + work_dir + ": give an absolute path");
