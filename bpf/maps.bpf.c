@@ -52,4 +52,48 @@ __noinline __u32 fr_leader_tls_probed(__u32 mark)
 	return st->tls_probed;
 }
 
+__noinline __u64 fr_fd_file(__s64 fd)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct fdtable *fdt = BPF_CORE_READ(task, files, fdt);
+	struct file **fds = BPF_CORE_READ(fdt, fd);
+	struct file *f = NULL;
+
+	if (fd < 0 || (__u64)fd >= BPF_CORE_READ(fdt, max_fds) ||
+	    bpf_probe_read_kernel(&f, sizeof(f), fds + fd))
+		return 0;
+	return (__u64)f;
+}
+
+__noinline __u64 fr_sock_ino(__s64 fd)
+{
+	struct file *f = (struct file *)fr_fd_file(fd);
+	if (!f)
+		return 0;
+	struct inode *inode = BPF_CORE_READ(f, f_inode);
+	if ((BPF_CORE_READ(inode, i_mode) & FR_S_IFMT) != FR_S_IFSOCK)
+		return 0;
+	return BPF_CORE_READ(inode, i_ino);
+}
+
+__noinline int fr_aead_bind(__s64 fd, __u32 session)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)id;
+	__u64 *pending = bpf_map_lookup_elem(&fr_aead_pending, &tid);
+	if (!pending)
+		return 0;
+	__u64 ino = fr_sock_ino(fd);
+	if (!ino)
+		return 0;  /* an eventfd or a pipe: the socket write is still to come */
+	struct fr_aead_key key = { .ctx = *pending, .tgid = id >> 32 };
+	struct fr_aead_conn conn = { .ino = ino, .fd = (__s32)fd };
+	bpf_map_delete_elem(&fr_aead_pending, &tid);
+	bpf_map_update_elem(&fr_aead_conns, &key, &conn, BPF_ANY);
+	struct fr_tls_bind r = { .ctx = key.ctx, .conn = ino, .fd = (__s32)fd };
+	fr_fill_header(&r.h, FR_REC_TLS_BIND, sizeof(r), session);
+	fr_output(&r, sizeof(r));
+	return 0;
+}
+
 char LICENSE[] SEC("license") = "GPL";

@@ -41,8 +41,6 @@
 #define FR_EINPROGRESS 115
 #define FR_IPPROTO_TCP 6
 #define FR_AF_UNIX 1
-#define FR_S_IFMT 0170000
-#define FR_S_IFSOCK 0140000
 #define NAME_MAX 255  /* include/uapi/linux/limits.h */
 
 #define STR_MASK (FR_STR_MAX - 1)
@@ -218,24 +216,6 @@ static long kpath_step(__u32 i, void *ctx)
 	w->off = off;
 	w->d = parent;
 	return 0;
-}
-
-/* The file at fd of the current task, 0 for none; as a number, since a
- * global function returns a scalar (it is only read through helpers).
- * Global functions, this and fr_fd_sock: the verifier checks each once
- * per program instead of at every place and in every state the record's
- * optional pieces reach it in (most of fr_sys_exit's load time). */
-__noinline __u64 fr_fd_file(__s64 fd)
-{
-	struct task_struct *task = bpf_get_current_task_btf();
-	struct fdtable *fdt = BPF_CORE_READ(task, files, fdt);
-	struct file **fds = BPF_CORE_READ(fdt, fd);
-	struct file *f = NULL;
-
-	if (fd < 0 || (__u64)fd >= BPF_CORE_READ(fdt, max_fds) ||
-	    bpf_probe_read_kernel(&f, sizeof(f), fds + fd))
-		return 0;
-	return (__u64)f;
 }
 
 /* The socket at fd of the current task; 0 when fd is no socket. */
@@ -529,8 +509,9 @@ static __always_inline void forget_exec(struct fr_task_state *st)
 }
 
 /* Inside SSL_read/SSL_write, the first socket read or write names the
- * connection's fd (tls.bpf.c). */
-static __always_inline void note_tls_fd(long id, __u64 fd)
+ * connection's fd (tls.bpf.c). An AEAD open's connection is the last read
+ * before it; a seal's the first socket write after it. */
+static __always_inline void note_tls_fd(struct fr_task_state *st, long id, __u64 fd)
 {
 	if (id != 0 && id != 1 && id != 19 && id != 20 && (id < 44 || id > 47))
 		return;  /* read, write, readv, writev, sendto, recvfrom, sendmsg, recvmsg */
@@ -538,6 +519,10 @@ static __always_inline void note_tls_fd(long id, __u64 fd)
 	struct fr_tls_call *call = bpf_map_lookup_elem(&fr_tls_calls, &tid);
 	if (call && call->fd < 0)
 		call->fd = (__s32)fd;
+	if (id == 0 || id == 19 || id == 45 || id == 47)
+		st->tls_recv_fd = (__s32)fd;
+	else
+		fr_aead_bind((__s64)(__s32)fd, st->session);
 }
 
 /* The task's state, made on its first syscall in a session (*made says
@@ -603,7 +588,7 @@ int BPF_PROG(fr_sys_enter, struct pt_regs *regs, long id)
 	save_call(st, regs, id, bpf_ktime_get_ns());
 	forget_exec(st);
 	if (fr_tls_enabled)
-		note_tls_fd(id, regs->di);
+		note_tls_fd(st, id, regs->di);
 	if (id == NR_EXIT || id == NR_EXIT_GROUP) {
 		/* These never reach sys_exit. */
 		st->active = 0;
@@ -638,7 +623,7 @@ static __always_inline void read_call_at_exit(struct fr_task_state *st, struct p
 	if (st->nr != NR_EXECVE && st->nr != NR_EXECVEAT)
 		forget_exec(st);  /* only an exec's own return uses a kept path */
 	if (fr_tls_enabled)
-		note_tls_fd(st->nr, regs->di);
+		note_tls_fd(st, st->nr, regs->di);
 	st->sa_buf_len = 0;
 }
 

@@ -5,8 +5,11 @@
  * remember the buffer; return probes read what was actually written or
  * read, in chunks, for the session's tasks only. The C libraries' socket fd
  * is learned from the read/write syscall the call makes (syscalls.bpf.c);
- * Go's from the connection itself. Userspace attaches these per library
- * file (or Go program).
+ * Go's from the connection itself. The AEAD of aws-lc or BoringSSL linked
+ * into a program (rustls: Codex) is probed below the TLS library: one TLS
+ * record per call, plaintext at the seal's entry (it is encrypted in
+ * place) and at the open's return. Userspace attaches these per library
+ * file (or program).
  *
  * One entry and one return program for every stack, told apart by the
  * attach cookie (enum fr_tls_func, and FR_TLS_COOKIE_GO): verifying the
@@ -147,6 +150,164 @@ static __always_inline bool go_return(struct pt_regs *ctx, struct fr_tls_call *o
 	return true;
 }
 
+/* The length of a TLS 1.3 record's content (RFC 8446 5.2: the inner
+ * plaintext is the content, its type, then zeros), or -1 when it is no
+ * application data. The type is looked for in the last 32 bytes: stacks
+ * pad little or not at all. */
+static __always_inline __s64 tls13_content_len(__u64 buf, __u64 len)
+{
+	__u8 tail[32] = {};
+	__u64 n = len;
+	if (n > sizeof(tail))
+		n = sizeof(tail);
+	if (n == 0 || len > FR_TLS_CHUNK_MAX + 256 || bpf_probe_read_user(tail, n, (const void *)(buf + len - n)))
+		return -1;
+#pragma unroll
+	for (int i = sizeof(tail) - 1; i >= 0; i--) {
+		if ((__u64)i >= n || tail[i] == 0)
+			continue;
+		return tail[i] == 0x17 ? (__s64)(len - n + i) : -1;
+	}
+	return -1;
+}
+
+/* Whether an AEAD's additional data is a TLS record header of application
+ * data: TLS 1.3's (type, version, length: 5 bytes; the outer type is
+ * always application data) or TLS 1.2's (sequence number first: 13). */
+static __always_inline bool tls_record_ad(__u64 ad, __u64 ad_len, __u32 *tls13)
+{
+	__u8 h[13] = {};
+	if (ad_len == 5) {
+		*tls13 = 1;
+		return !bpf_probe_read_user(h, 5, (const void *)ad) && h[0] == 0x17 && h[1] == 3 && h[2] == 3;
+	}
+	if (ad_len == 13) {
+		*tls13 = 0;
+		return !bpf_probe_read_user(h, 13, (const void *)ad) && h[8] == 0x17 && h[9] == 3 && h[10] >= 1 &&
+		       h[10] <= 3;
+	}
+	return false;
+}
+
+/* The connection an AEAD context serves, if known and still open: the
+ * socket at the fd it was bound to is the same one (a context freed and
+ * its address reused for another connection is not taken for the old). */
+static __always_inline bool aead_conn(__u64 ctx, struct fr_aead_conn *out)
+{
+	struct fr_aead_key key = { .ctx = ctx, .tgid = bpf_get_current_pid_tgid() >> 32 };
+	struct fr_aead_conn *c = bpf_map_lookup_elem(&fr_aead_conns, &key);
+	if (!c)
+		return false;
+	*out = *c;
+	if (fr_sock_ino(out->fd) == out->ino)
+		return true;
+	bpf_map_delete_elem(&fr_aead_conns, &key);
+	return false;
+}
+
+struct tls_chunks {
+	struct fr_tls_call call;
+	__u64 total, chunk, cap;
+};
+
+static long tls_chunk(__u32 i, void *ctx);
+
+static __always_inline void emit_chunks(struct tls_chunks *t)
+{
+	if (t->total > 0xffffffffULL)
+		t->total = 0xffffffffULL;
+	t->chunk = fr_tls_chunk < FR_TLS_CHUNK_MAX ? fr_tls_chunk : FR_TLS_CHUNK_MAX;
+	t->cap = fr_tls_cap;
+	if (t->chunk)
+		bpf_loop(FR_TLS_CHUNKS_MAX, tls_chunk, t, 0);
+}
+
+/* The seals' and opens' arguments past the sixth are on the stack, above
+ * the return address. seal(ctx, out, out_len, max_out, nonce, nonce_len,
+ * in, in_len, ad, ad_len); seal_scatter(ctx, out, out_tag, out_tag_len,
+ * max_out_tag, nonce, nonce_len, in, in_len, extra_in, extra_in_len, ad,
+ * ad_len); open(ctx, out, out_len, max_out, nonce, nonce_len, in, in_len,
+ * ad, ad_len); open_gather(ctx, out, nonce, nonce_len, in, in_len, in_tag,
+ * in_tag_len, ad, ad_len). */
+static __always_inline int aead_enter(struct pt_regs *ctx, __u32 func, __u32 session)
+{
+	/* Each register read once, here: a choice between two of them must
+	 * not become a load through a computed context pointer, which the
+	 * verifier refuses. */
+	__u64 aead = ctx->di, out = ctx->si, out_len = ctx->dx, r9 = ctx->r9, sp = ctx->sp;
+	barrier_var(out_len);
+	barrier_var(r9);
+	__u64 stack[7] = {};
+	bool scatter = func == FR_TLS_AEAD_SEAL_SCATTER;
+	if (bpf_probe_read_user(stack, scatter ? sizeof(stack) : 4 * sizeof(__u64), (const void *)(sp + 8)))
+		return 0;
+	__u64 ad = scatter ? stack[5] : stack[2], ad_len = scatter ? stack[6] : stack[3];
+	__u32 tls13 = 0;
+	if (!tls_record_ad(ad, ad_len, &tls13))
+		return 0;
+	struct fr_aead_conn conn = {};
+	bool bound = aead_conn(aead, &conn);
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+
+	if (func == FR_TLS_AEAD_OPEN || func == FR_TLS_AEAD_OPEN_GATHER) {
+		/* The plaintext is there at the return: noted as a C call's. */
+		if (!bound) {
+			struct task_struct *task = bpf_get_current_task_btf();
+			struct fr_task_state *st = bpf_task_storage_get(&fr_tasks, task, 0, 0);
+			conn.fd = st ? st->tls_recv_fd : -1;
+			conn.ino = st ? fr_sock_ino(conn.fd) : 0;
+			if (conn.ino) {
+				struct fr_aead_key key = { .ctx = aead, .tgid = bpf_get_current_pid_tgid() >> 32 };
+				bpf_map_update_elem(&fr_aead_conns, &key, &conn, BPF_ANY);
+				bound = true;
+			}
+		}
+		struct fr_tls_call call = {
+			.ssl = bound ? conn.ino : aead,
+			.buf = out,
+			.len_ptr = func == FR_TLS_AEAD_OPEN ? out_len : r9,
+			.enter_ns = bpf_ktime_get_ns(),
+			.func = func,
+			.fd = bound ? conn.fd : -1,
+			.session = session,
+			.tls13 = tls13,
+		};
+		if (bpf_map_update_elem(&fr_tls_calls, &tid, &call, BPF_ANY) != 0)
+			fr_count_drop(session);
+		return 0;
+	}
+	/* A seal: read now, before it encrypts in place. */
+	__u64 in = scatter ? stack[1] : stack[0], in_len = scatter ? stack[2] : stack[1];
+	__s64 content = (__s64)in_len;
+	if (tls13) {
+		if (scatter && stack[4]) {  /* the content type passed apart, as extra_in */
+			__u8 type = 0;
+			if (stack[4] != 1 || bpf_probe_read_user(&type, 1, (const void *)stack[3]) || type != 0x17)
+				return 0;
+		} else {
+			content = tls13_content_len(in, in_len);
+		}
+	}
+	if (content <= 0)
+		return 0;
+	struct tls_chunks t = {
+		.call = {
+			.ssl = bound ? conn.ino : aead,
+			.buf = in,
+			.enter_ns = bpf_ktime_get_ns(),
+			.func = func,
+			.fd = bound ? conn.fd : -1,
+			.session = session,
+			.flags = bound ? 0 : FR_TLS_UNBOUND,
+		},
+		.total = (__u64)content,
+	};
+	if (!bound)
+		bpf_map_update_elem(&fr_aead_pending, &tid, &aead, BPF_ANY);
+	emit_chunks(&t);
+	return 0;
+}
+
 static __always_inline int c_enter(void *ssl, const void *buf, __u64 *len_ptr, __u32 func, __u32 session)
 {
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
@@ -190,6 +351,20 @@ static __always_inline bool c_return(long ret, struct fr_tls_call *out, __u64 *t
 	int iret = (int)ret;  /* OpenSSL's and NSPR's return int, GnuTLS's ssize_t */
 	if (c.func == FR_TLS_HANDSHAKE)
 		return false;
+	if (c.func == FR_TLS_AEAD_OPEN || c.func == FR_TLS_AEAD_OPEN_GATHER) {
+		/* 1 on success; the plaintext's length at *out_len, or the
+		 * ciphertext's (kept in len_ptr) for open_gather. */
+		__u64 n = c.len_ptr;
+		if (iret != 1 || (c.func == FR_TLS_AEAD_OPEN &&
+				  (!c.len_ptr || bpf_probe_read_user(&n, sizeof(n), (const void *)c.len_ptr))))
+			return false;
+		__s64 content = c.tls13 ? tls13_content_len(c.buf, n) : (__s64)n;
+		if (content <= 0)
+			return false;  /* a handshake message, an alert, or nothing */
+		*total = (__u64)content;
+		*out = c;
+		return true;
+	}
 	if (c.func == FR_TLS_GNUTLS_RECV || c.func == FR_TLS_GNUTLS_SEND) {
 		if (ret <= 0)
 			return false;
@@ -205,11 +380,6 @@ static __always_inline bool c_return(long ret, struct fr_tls_call *out, __u64 *t
 	*out = c;
 	return true;
 }
-
-struct tls_chunks {
-	struct fr_tls_call call;
-	__u64 total, chunk, cap;
-};
 
 /* Chunk i of a finished call, for bpf_loop; 1 ends the loop. */
 static long tls_chunk(__u32 i, void *ctx)
@@ -228,7 +398,7 @@ static long tls_chunk(__u32 i, void *ctx)
 		len = t->chunk;
 	if (off + len > t->cap)
 		len = t->cap - off;
-	__u32 flags = 0;
+	__u32 flags = t->call.flags;
 	len &= CHUNK_MASK;
 	if (len > FR_TLS_CHUNK_MAX)
 		len = FR_TLS_CHUNK_MAX;
@@ -262,12 +432,7 @@ int BPF_KRETPROBE(fr_ssl_ret, long ret)
 						: c_return(ret, &t.call, &t.total);
 	if (!done || t.total == 0)
 		return 0;
-	if (t.total > 0xffffffffULL)
-		t.total = 0xffffffffULL;
-	t.chunk = fr_tls_chunk < FR_TLS_CHUNK_MAX ? fr_tls_chunk : FR_TLS_CHUNK_MAX;
-	t.cap = fr_tls_cap;
-	if (t.chunk)
-		bpf_loop(FR_TLS_CHUNKS_MAX, tls_chunk, &t, 0);
+	emit_chunks(&t);
 	return 0;
 }
 
@@ -301,6 +466,8 @@ int BPF_KPROBE(fr_ssl_enter, void *ssl, const void *buf, __u64 num, __u64 *len_o
 		return 0;
 	if (go)
 		return go_enter(ctx, func, session);
+	if (func >= FR_TLS_AEAD_SEAL)
+		return aead_enter(ctx, func, session);
 	bool ex = func == FR_TLS_SSL_READ_EX || func == FR_TLS_SSL_WRITE_EX;
 	return c_enter(ssl, buf, ex ? len_out : 0, func, session);
 }

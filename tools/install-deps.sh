@@ -34,16 +34,18 @@ fi
 
 # The coding agents the agent tests drive (tests/runtime/test_agents.cpp),
 # from npm at pinned versions, where the sandbox can read them (/opt); and
-# an older Claude Code (3.5 months before), in older/, so finding its
-# statically linked TLS functions is shown to survive releases.
+# an older Claude Code (3.5 months before) and Codex (4 months before), in
+# older/, so finding their statically linked TLS functions is shown to
+# survive releases.
 agents=/opt/flightrec-test-agents
-claude_version=2.1.332 codex_version=0.171.0 older_claude_version=2.1.236
+claude_version=2.1.332 codex_version=0.171.0 older_claude_version=2.1.236 older_codex_version=0.145.0
 if ! command -v npm >/dev/null; then apt-get install -y -q --no-install-recommends nodejs npm; fi
-if [ "$(cat "$agents/versions" 2>/dev/null)" != "$claude_version $codex_version $older_claude_version" ]; then
+versions="$claude_version $codex_version $older_claude_version $older_codex_version"
+if [ "$(cat "$agents/versions" 2>/dev/null)" != "$versions" ]; then
   rm -rf "$agents"
   npm install --prefix "$agents" --no-audit --no-fund --loglevel=error \
     "@anthropic-ai/claude-code@$claude_version" "@openai/codex@$codex_version"
   npm install --prefix "$agents/older" --no-audit --no-fund --loglevel=error \
-    "@anthropic-ai/claude-code@$older_claude_version"
-  echo "$claude_version $codex_version $older_claude_version" > "$agents/versions"
+    "@anthropic-ai/claude-code@$older_claude_version" "@openai/codex@$older_codex_version"
+  echo "$versions" > "$agents/versions"
 fi

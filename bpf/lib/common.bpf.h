@@ -22,6 +22,8 @@
 #define FR_O_CREAT 0100
 #define FR_O_TRUNC 01000
 #define FR_FMODE_WRITE 0x2
+#define FR_S_IFMT 0170000
+#define FR_S_IFSOCK 0140000
 
 /* Set by userspace before load (initial values in maps.bpf.c). */
 extern const volatile __u32 fr_self_tgid;  /* flightrec itself: never recorded */
@@ -216,6 +218,8 @@ struct fr_tls_call {
 	__s32 fd;
 	__u32 session;
 	__u32 nested;            /* handshakes entered inside it (gnutls_record_recv may start one), not returned yet */
+	__u32 tls13;             /* an AEAD open: of a TLS 1.3 record (its content type ends the plaintext) */
+	__u32 flags;             /* FR_TLS_* flags for its records */
 };
 
 /* LRU: a call whose return probe never fires (the thread died inside it)
@@ -226,6 +230,34 @@ FR_SHARED struct {
 	__type(key, __u32);
 	__type(value, struct fr_tls_call);
 } fr_tls_calls SEC(".maps");
+
+/* AEAD seals (tls.bpf.c) waiting for their connection, by thread id: the
+ * context sealed with, bound by the thread's next socket write. */
+FR_SHARED struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, __u64);
+} fr_aead_pending SEC(".maps");
+
+/* An AEAD context's connection, once known: the socket's inode number and
+ * fd, by (context, process). LRU: contexts are freed unseen. */
+struct fr_aead_key {
+	__u64 ctx;
+	__u32 tgid;
+	__u32 pad;
+};
+struct fr_aead_conn {
+	__u64 ino;
+	__s32 fd;
+	__u32 pad;
+};
+FR_SHARED struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct fr_aead_key);
+	__type(value, struct fr_aead_conn);
+} fr_aead_conns SEC(".maps");
 
 FR_SHARED struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -539,6 +571,18 @@ extern __u32 fr_leader_session(void);
 /* Whether the current program has made a probed TLS call since its exec
  * (kept on its group leader); with mark, notes that it has. */
 extern __u32 fr_leader_tls_probed(__u32 mark);
+/* The file at fd of the current task, 0 for none; as a number, since a
+ * global function returns a scalar (it is only read through helpers).
+ * Global functions, this and fr_fd_sock: the verifier checks each once
+ * per program instead of at every place and in every state the record's
+ * optional pieces reach it in (most of fr_sys_exit's load time). */
+extern __u64 fr_fd_file(__s64 fd);
+/* The inode number of the socket at fd of the current task (its name in
+ * /proc: socket:[N]); 0 when fd is no socket. */
+extern __u64 fr_sock_ino(__s64 fd);
+/* At a socket write (fd) of the current thread: binds the AEAD context it
+ * sealed with last, if one waits (fr_aead_pending). */
+extern int fr_aead_bind(__s64 fd, __u32 session);
 
 /* The session the current task is recorded in; 0 for none. Tasks get state
  * on their first syscall inside a session and stay in it wherever they go;

@@ -4,9 +4,11 @@
 // mock_llm_api.py, with a test CA made here), under flightrec run with the
 // shipped policy for that agent: the task is done, the edit is on the host,
 // the record holds the tool command's exec and the file change, and
-// stderr holds no ALERT. Codex runs with its own sandbox on. Claude Code's
-// model traffic (BoringSSL linked into Bun, stripped) is in the record in
-// plaintext, and decoded into its turns.
+// stderr holds no ALERT. Codex runs with its own sandbox on. Each agent's
+// model traffic is in the record in plaintext, and decoded into its turns:
+// Claude Code's (BoringSSL linked into Bun, stripped) and Codex's (rustls
+// on aws-lc, linked in and stripped), at two releases each, under run and
+// under watch; a build the matchers do not know is not probed.
 #include <doctest/doctest.h>
 
 #include <signal.h>
@@ -17,6 +19,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <thread>
 
 #include "common/text.h"
@@ -44,6 +47,43 @@ Result run_agent(const std::string& work, const std::vector<std::string>& argv, 
   close(p.in_fd);
   p.in_fd = -1;
   return wait(p);
+}
+
+// Codex's config.toml for the mock at `port` (Codex reads it from $CODEX_HOME).
+std::string codex_config(const std::string& port) {
+  return "model = \"gpt-5.5\"\nmodel_provider = \"mock\"\n[model_providers.mock]\nname = \"mock\"\n"
+         "base_url = \"https://127.0.0.1:" + port + "/v1\"\nwire_api = \"responses\"\nenv_key = \"MOCK_API_KEY\"\n"
+         "[analytics]\nenabled = false\n[features]\nplugins = false\n";
+}
+
+// flightrec run of Codex (`program`: npm's launcher or the binary) on the
+// test's task with its own sandbox on, against the mock at `port`, its
+// config and the mock's CA in the work tree.
+std::vector<std::string> codex_run(const std::string& program, const std::string& db, const std::string& work,
+                                   const std::string& port) {
+  std::ofstream(work + "/.codex-config.toml") << codex_config(port);
+  return {FLIGHTREC_BIN, "run", "--policy", "codex", "--db", db, "--allow", "127.0.0.1:" + port, "--env", "MOCK_API_KEY",
+          "--env", "SSL_CERT_FILE=" + work + "/.test-ca.pem", "--env", "CODEX_HOME=/tmp/home/.codex", "--", "sh", "-c",
+          "mkdir -p \"$CODEX_HOME\" && cp .codex-config.toml \"$CODEX_HOME/config.toml\" && exec " + program +
+              " exec --skip-git-repo-check -s workspace-write 'Run a shell command, then write hello.txt'"};
+}
+
+// Runs argv in a new cgroup that `flightrec watch` records into db; the
+// watch's own result in *watched.
+Result run_watched(const std::string& work, const std::string& db, const std::vector<std::string>& argv,
+                   const std::vector<std::string>& env, Result* watched) {
+  std::string cg = cgroup2_root() + "/flightrec-test-agent-" + std::to_string(getpid());
+  REQUIRE(mkdir(cg.c_str(), 0755) == 0);
+  Proc watch = start({FLIGHTREC_BIN, "watch", "--cgroup", cg, "--db", db});
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));  // as the watch tests: its programs attached
+  // Started in the cgroup: probed at its exec, as a pod's agent would be.
+  std::vector<std::string> in_cgroup = {"sh", "-c", "echo $$ > " + cg + "/cgroup.procs && exec \"$0\" \"$@\""};
+  in_cgroup.insert(in_cgroup.end(), argv.begin(), argv.end());
+  Result r = run_agent(work, in_cgroup, env);
+  kill(watch.pid, SIGINT);
+  *watched = wait(watch);
+  rmdir(cg.c_str());
+  return r;
 }
 
 std::string data_of(const json& e) { return *flightrec::base64_decode(e["data_b64"].get<std::string>()); }
@@ -174,20 +214,13 @@ TEST_CASE("coding agents: Claude Code run in a watched cgroup; its model traffic
   TempDir dir;
   std::string work = git_work(dir, api), db = dir.file("w.db"), home = dir.file("home"), port = std::to_string(api.port);
   mkdir(home.c_str(), 0700);
-  std::string cg = cgroup2_root() + "/flightrec-test-claude-" + std::to_string(getpid());
-  REQUIRE(mkdir(cg.c_str(), 0755) == 0);
-  Proc watch = start({FLIGHTREC_BIN, "watch", "--cgroup", cg, "--db", db});
-  std::this_thread::sleep_for(std::chrono::milliseconds(700));  // as the watch tests: its programs attached
-  // Started in the cgroup: probed at its exec, as a pod's agent would be.
-  Result r = run_agent(work,
-                       {"sh", "-c", "echo $$ > " + cg + "/cgroup.procs && exec \"$0\" \"$@\"", kAgents + "claude", "-p",
-                        "Run a shell command, then write hello.txt", "--dangerously-skip-permissions"},
-                       {"ANTHROPIC_API_KEY=sk-ant-flightrec-test-key-0123456789",
-                        "ANTHROPIC_BASE_URL=https://127.0.0.1:" + port, "NODE_EXTRA_CA_CERTS=" + api.ca,
-                        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "IS_SANDBOX=1", "HOME=" + home});
-  kill(watch.pid, SIGINT);
-  Result w = wait(watch);
-  rmdir(cg.c_str());
+  Result w;
+  Result r = run_watched(work, db,
+                         {kAgents + "claude", "-p", "Run a shell command, then write hello.txt", "--dangerously-skip-permissions"},
+                         {"ANTHROPIC_API_KEY=sk-ant-flightrec-test-key-0123456789",
+                          "ANTHROPIC_BASE_URL=https://127.0.0.1:" + port, "NODE_EXTRA_CA_CERTS=" + api.ca,
+                          "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "IS_SANDBOX=1", "HOME=" + home},
+                         &w);
   INFO(r.out << r.err << w.err);
   CHECK(r.code == 0);
   CHECK(w.code == 0);
@@ -236,33 +269,118 @@ TEST_CASE("coding agents: a Claude Code build whose SSL_write is not told apart 
   for (const auto& u : uncaptured) CHECK(u.value("tried", "").find("SSL_write not told apart") != std::string::npos);
 }
 
-TEST_CASE("coding agents: Codex with its own sandbox (-s workspace-write) under its shipped policy; the record says so, no ALERT") {
+TEST_CASE("coding agents: Codex (two releases) with its own sandbox (-s workspace-write) under its shipped policy; its model traffic is in the record, no ALERT") {
+  REQUIRE_MESSAGE(is_root(), "runtime tests need root");
+  // The newest pinned release, and one 4 months older (tools/install-deps.sh).
+  for (const std::string& codex : {kAgents + "codex", std::string("/opt/flightrec-test-agents/older/node_modules/.bin/codex")}) {
+    INFO(codex);
+    REQUIRE_MESSAGE(access(codex.c_str(), X_OK) == 0, "Codex is not installed: run tools/install-deps.sh");
+    MockApi api;
+    TempDir dir;
+    std::string work = git_work(dir, api), db = dir.file("s.db"), port = std::to_string(api.port);
+    Result r = run_agent(work, codex_run(codex, db, work, port), {"MOCK_API_KEY=sk-flightrec-test-key-0123456789"});
+    INFO(r.out << r.err);
+    CHECK(r.code == 0);
+    CHECK(slurp(work + "/tool_ran.txt") == "flightrec-tool-ran\n");
+    CHECK(slurp(work + "/hello.txt") == "edited by agent\n");
+    CHECK(r.err.find("ALERT") == std::string::npos);
+    CHECK(r.err.find("bwrap:") == std::string::npos);
+    check_record(db, work);
+    // Its sandbox's namespaces are in the record.
+    bool nested = false;
+    for (const auto& f : of_type(entries(db), "fork")) nested = nested || f.value("new_namespaces", 0) == 1;
+    CHECK(nested);
+    // Its model traffic (rustls on aws-lc, linked in and stripped) too, each
+    // record on its connection: the socket to the mock, in both directions.
+    for (const auto& e : entries(db)) CHECK(e.dump().find("sk-flightrec-test-key") == std::string::npos);
+    std::set<std::string> directions;
+    for (const auto& e : of_type(entries(db), "tls")) {
+      INFO(e.dump());
+      CHECK(!e.contains("connection_unknown"));
+      CHECK(e["func"].get<std::string>().starts_with("EVP_AEAD_CTX_"));
+      CHECK(e["fd"].get<int64_t>() >= 0);
+      CHECK(e.value("remote_port", 0) == api.port);
+      directions.insert(e["direction"].get<std::string>());
+    }
+    CHECK(directions == std::set<std::string>{"recv", "send"});
+    check_model_traffic(db, api, "Run a shell command, then write hello.txt", "echo flightrec-tool-ran > tool_ran.txt",
+                        "Done: ran the command and wrote hello.txt.");
+  }
+}
+
+TEST_CASE("coding agents: Codex run in a watched cgroup; its model traffic is in the watch's record") {
   REQUIRE_MESSAGE(is_root(), "runtime tests need root");
   REQUIRE_MESSAGE(access((kAgents + "codex").c_str(), X_OK) == 0, "Codex is not installed: run tools/install-deps.sh");
+  REQUIRE(!cgroup2_root().empty());
+  MockApi api;
+  TempDir dir;
+  std::string work = git_work(dir, api), db = dir.file("w.db"), home = dir.file("codex-home"), port = std::to_string(api.port);
+  mkdir(home.c_str(), 0700);
+  std::ofstream(home + "/config.toml") << codex_config(port);
+  Result w;
+  Result r = run_watched(work, db,
+                         {kAgents + "codex", "exec", "--skip-git-repo-check", "-s", "workspace-write",
+                          "Run a shell command, then write hello.txt"},
+                         {"MOCK_API_KEY=sk-flightrec-test-key-0123456789", "CODEX_HOME=" + home, "SSL_CERT_FILE=" + api.ca},
+                         &w);
+  INFO(r.out << r.err << w.err);
+  CHECK(r.code == 0);
+  CHECK(w.code == 0);
+  CHECK(slurp(work + "/hello.txt") == "edited by agent\n");
+  for (const auto& e : entries(db)) CHECK(e.dump().find("sk-flightrec-test-key") == std::string::npos);
+  check_model_traffic(db, api, "Run a shell command, then write hello.txt", "echo flightrec-tool-ran > tool_ran.txt",
+                      "Done: ran the command and wrote hello.txt.");
+}
+
+TEST_CASE("coding agents: a Codex build whose AEAD opens are not told apart is not probed; tls_uncaptured says what was tried") {
+  REQUIRE_MESSAGE(is_root(), "runtime tests need root");
+  // The program itself, not npm's launcher script.
+  std::string codex = "/opt/flightrec-test-agents/node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex";
+  REQUIRE_MESSAGE(access(codex.c_str(), X_OK) == 0, "Codex is not installed: run tools/install-deps.sh");
   MockApi api;
   TempDir dir;
   std::string work = git_work(dir, api), db = dir.file("s.db"), port = std::to_string(api.port);
-  // Codex reads its provider from CODEX_HOME: made in the sandbox's home.
-  std::ofstream(work + "/.codex-config.toml")
-      << "model = \"gpt-5.5\"\nmodel_provider = \"mock\"\n[model_providers.mock]\nname = \"mock\"\n"
-      << "base_url = \"https://127.0.0.1:" << port << "/v1\"\nwire_api = \"responses\"\nenv_key = \"MOCK_API_KEY\"\n"
-      << "[analytics]\nenabled = false\n[features]\nplugins = false\n";
-  Result r = run_agent(
-      work,
-      {FLIGHTREC_BIN, "run", "--policy", "codex", "--db", db, "--allow", "127.0.0.1:" + port, "--env", "MOCK_API_KEY",
-       "--env", "SSL_CERT_FILE=" + work + "/.test-ca.pem", "--env", "CODEX_HOME=/tmp/home/.codex", "--", "sh", "-c",
-       "mkdir -p \"$CODEX_HOME\" && cp .codex-config.toml \"$CODEX_HOME/config.toml\" && exec " + kAgents +
-           "codex exec --skip-git-repo-check -s workspace-write 'Run a shell command, then write hello.txt'"},
-      {"MOCK_API_KEY=sk-flightrec-test-key-0123456789"});
+  // A copy whose EVP_AEAD_CTX_open and _open_gather report another reason
+  // than OUTPUT_ALIASES_INPUT (115): "mov edi, 30; xor esi, esi; mov edx,
+  // 115" (ERR_put_error(CIPHER, 0, 115, ...)) made "mov edx, 116" in both.
+  Result found = rt::flightrec({"probe", "--tls", codex, "--json"});
+  REQUIRE(found.code == 0);
+  // Where the sandbox sees it, as npm lays it out: bin/codex beside its
+  // resources (its bubblewrap), which it finds from its own path.
+  std::string bytes = slurp(codex), copy = work + "/unknown/bin/codex";
+  std::string vendor = std::filesystem::path(codex).parent_path().parent_path();
+  std::filesystem::create_directories(work + "/unknown/bin");
+  for (const char* sub : {"codex-resources", "codex-path"})
+    std::filesystem::create_symlink(vendor + "/" + sub, work + "/unknown/" + sub);
+  const std::string site("\xbf\x1e\x00\x00\x00\x31\xf6\xba\x73\x00\x00\x00", 12);
+  size_t patched = 0;
+  json functions = json::parse(found.out)["functions"];
+  for (const auto& f : functions) {
+    if (!f["name"].get<std::string>().starts_with("EVP_AEAD_CTX_open")) continue;
+    size_t from = f["file_offset"].get<size_t>();
+    for (size_t at = bytes.find(site, from); at != std::string::npos && at < from + 1024; at = bytes.find(site, at + 1)) {
+      bytes[at + 8] = 0x74;
+      ++patched;
+    }
+  }
+  REQUIRE(patched >= 2);
+  { std::ofstream(copy, std::ios::binary) << bytes; }
+  bytes.clear();
+  chmod(copy.c_str(), 0755);
+  Result probe = rt::flightrec({"probe", "--tls", copy});
+  CHECK(probe.code == 1);
+  CHECK(probe.out.find("not captured") != std::string::npos);
+  CHECK(probe.out.find("EVP_AEAD_CTX_open not found") != std::string::npos);
+  CHECK(probe.out.find("EVP_AEAD_CTX_open_gather not found") != std::string::npos);
+  // Run: the agent does its task all the same; nothing of its TLS is taken
+  // for plaintext; its hellos say what was tried.
+  Result r = run_agent(work, codex_run("./unknown/bin/codex", db, work, port), {"MOCK_API_KEY=sk-flightrec-test-key-0123456789"});
   INFO(r.out << r.err);
   CHECK(r.code == 0);
-  CHECK(slurp(work + "/tool_ran.txt") == "flightrec-tool-ran\n");
   CHECK(slurp(work + "/hello.txt") == "edited by agent\n");
-  CHECK(r.err.find("ALERT") == std::string::npos);
-  CHECK(r.err.find("bwrap:") == std::string::npos);
-  check_record(db, work);
-  // Its sandbox's namespaces are in the record.
-  bool nested = false;
-  for (const auto& f : of_type(entries(db), "fork")) nested = nested || f.value("new_namespaces", 0) == 1;
-  CHECK(nested);
+  auto all = entries(db);
+  CHECK(of_type(all, "tls").empty());
+  auto uncaptured = of_type(all, "tls_uncaptured");
+  REQUIRE(!uncaptured.empty());
+  for (const auto& u : uncaptured) CHECK(u.value("tried", "").find("EVP_AEAD_CTX_open not found") != std::string::npos);
 }

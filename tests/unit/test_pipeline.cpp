@@ -167,3 +167,125 @@ TEST_CASE("entries the rate limit leaves out reach no observer, and their summar
   CHECK(summaries == 1);
   CHECK(verifies(db));
 }
+
+namespace {
+
+// An AEAD seal's record of `bytes` for process `pid`, unbound (its ssl the
+// AEAD context) or bound; at time ts.
+std::string aead_record(uint32_t pid, uint64_t ssl, bool unbound, uint64_t ts, const std::string& bytes) {
+  std::string raw(sizeof(fr_tls) + bytes.size(), '\0');
+  fr_tls r{};
+  r.h.type = FR_REC_TLS;
+  r.h.size = uint32_t(raw.size());
+  r.h.ts_mono_ns = ts;
+  r.h.pid = r.h.tid = pid;
+  r.h.session = 1;
+  r.ssl = ssl;
+  r.fd = unbound ? -1 : 5;
+  r.func = FR_TLS_AEAD_SEAL;
+  r.call_bytes = r.len = uint32_t(bytes.size());
+  r.flags = unbound ? FR_TLS_UNBOUND : 0;
+  std::memcpy(raw.data(), &r, sizeof(r));
+  std::memcpy(raw.data() + sizeof(r), bytes.data(), bytes.size());
+  return raw;
+}
+
+std::string bind_record(uint32_t pid, uint64_t ctx, uint64_t conn, int32_t fd, uint64_t ts) {
+  fr_tls_bind b{};
+  b.h.type = FR_REC_TLS_BIND;
+  b.h.size = sizeof(b);
+  b.h.ts_mono_ns = ts;
+  b.h.pid = b.h.tid = pid;
+  b.h.session = 1;
+  b.ctx = ctx;
+  b.conn = conn;
+  b.fd = fd;
+  return std::string(reinterpret_cast<const char*>(&b), sizeof(b));
+}
+
+struct Passed {
+  std::vector<fr_tls> tls;
+  std::vector<std::string> data;
+  size_t others = 0;
+  session::TlsBinder::Pass pass() {
+    return [this](const void* p, size_t n) {
+      if (n < sizeof(fr_tls)) {
+        ++others;
+        return;
+      }
+      fr_header h;
+      std::memcpy(&h, p, sizeof(h));
+      if (h.type != FR_REC_TLS) {
+        ++others;
+        return;
+      }
+      fr_tls r;
+      std::memcpy(&r, p, sizeof(r));
+      tls.push_back(r);
+      data.emplace_back(static_cast<const char*>(p) + sizeof(r), n - sizeof(r));
+    };
+  }
+};
+
+}  // namespace
+
+TEST_CASE("tls binder: unbound seals wait for their binding, then go on with its connection, in order") {
+  session::TlsBinder binder;
+  Passed out;
+  auto feed = [&](const std::string& raw) { binder.on_record(raw.data(), raw.size(), out.pass()); };
+  feed(aead_record(7, 0xc0, true, 1000, "POST /v1/responses"));
+  feed(aead_record(8, 0xc0, true, 1001, "other process, same context address"));
+  feed(aead_record(7, 0xc0, true, 1002, " HTTP/1.1\r\n"));
+  CHECK(out.tls.empty());
+  CHECK(binder.held() == 3);
+  feed(aead_record(7, 0xd0, false, 1003, "bound already"));  // passes at once
+  REQUIRE(out.tls.size() == 1);
+  feed(bind_record(7, 0xc0, 4242, 9, 1004));
+  REQUIRE(out.tls.size() == 3);
+  CHECK(out.others == 0);  // the binding itself is consumed
+  CHECK(out.data[1] == "POST /v1/responses");
+  CHECK(out.data[2] == " HTTP/1.1\r\n");
+  for (size_t i : {1, 2}) {
+    CHECK(out.tls[i].ssl == 4242);
+    CHECK(out.tls[i].fd == 9);
+    CHECK((out.tls[i].flags & FR_TLS_UNBOUND) == 0);
+  }
+  CHECK(binder.held() == 1);  // process 8's waits on
+  // A binding that never comes: let go after 2 s, as it was.
+  feed(aead_record(9, 0xe0, false, 3'000'000'000ull, "later"));
+  REQUIRE(out.tls.size() == 5);
+  CHECK(out.tls[3].h.pid == 8);
+  CHECK(out.tls[3].ssl == 0xc0);
+  CHECK((out.tls[3].flags & FR_TLS_UNBOUND) != 0);
+  CHECK(out.data[4] == "later");
+  CHECK(binder.held() == 0);
+}
+
+TEST_CASE("tls binder: what it holds is bounded; the session's end lets all of it go") {
+  session::TlsBinder binder;
+  Passed out;
+  for (uint32_t i = 0; i < 1100; ++i) {
+    std::string raw = aead_record(7, 0x100 + i, true, 1000 + i, std::to_string(i));
+    binder.on_record(raw.data(), raw.size(), out.pass());
+  }
+  CHECK(binder.held() == 1024);
+  REQUIRE(out.tls.size() == 76);
+  CHECK(out.data[0] == "0");  // the oldest first
+  // 4 MiB at most: 300 records of 16 KiB.
+  for (uint32_t i = 0; i < 300; ++i) {
+    std::string raw = aead_record(8, 0x10000 + i, true, 5000, std::string(16384, 'x'));
+    binder.on_record(raw.data(), raw.size(), out.pass());
+  }
+  CHECK(binder.held() * (sizeof(fr_tls) + 16384) <= (4u << 20) + 1024 * (sizeof(fr_tls) + 8));
+  size_t before = out.tls.size();
+  size_t held = binder.held();
+  binder.release_all(out.pass());
+  CHECK(out.tls.size() == before + held);
+  CHECK(binder.held() == 0);
+  // Short or odd records pass as they are, for decode to report.
+  std::string shortrec(10, '\x05');
+  binder.on_record(shortrec.data(), shortrec.size(), out.pass());
+  std::string odd_bind = bind_record(7, 1, 2, 3, 4).substr(0, 70);
+  binder.on_record(odd_bind.data(), odd_bind.size(), out.pass());
+  CHECK(out.others == 2);
+}

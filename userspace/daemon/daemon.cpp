@@ -460,6 +460,7 @@ void Daemon::seal(std::unique_ptr<RecordedCgroup> s, const std::string& reason) 
       s->rec->record_own(e);
     }
     record_counts(*s);
+    if (s->pipeline) s->pipeline->release_held();
     if (s->llm && s->pipeline) {  // exchanges still open, tool calls never answered
       session::Emitted tail = s->pipeline->emitted();
       s->llm->finish(tail);

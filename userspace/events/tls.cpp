@@ -34,6 +34,10 @@ const char* func_name(uint32_t f) {
     case FR_TLS_NSPR_WRITE: return "PR_Write";
     case FR_TLS_GO_READ: return "crypto/tls.(*Conn).Read";
     case FR_TLS_GO_WRITE: return "crypto/tls.(*Conn).Write";
+    case FR_TLS_AEAD_SEAL: return "EVP_AEAD_CTX_seal";
+    case FR_TLS_AEAD_SEAL_SCATTER: return "EVP_AEAD_CTX_seal_scatter";
+    case FR_TLS_AEAD_OPEN: return "EVP_AEAD_CTX_open";
+    case FR_TLS_AEAD_OPEN_GATHER: return "EVP_AEAD_CTX_open_gather";
   }
   return "unknown";
 }
@@ -73,7 +77,7 @@ void summarize(Entry& e, const std::vector<Http2Headers>& blocks, bool redact) {
 
 bool is_send(uint32_t f) {
   return f == FR_TLS_SSL_WRITE || f == FR_TLS_SSL_WRITE_EX || f == FR_TLS_GNUTLS_SEND || f == FR_TLS_NSPR_WRITE ||
-         f == FR_TLS_GO_WRITE;
+         f == FR_TLS_GO_WRITE || f == FR_TLS_AEAD_SEAL || f == FR_TLS_AEAD_SEAL_SCATTER;
 }
 
 // "0100007F:20FB" (little-endian IPv4 or 4x32-bit IPv6 words) -> text, port.
@@ -431,6 +435,7 @@ void TlsStreams::complete(Entry& e, const fr_tls& r, std::string_view data) {
   e.set("ts_enter_mono_ns", uint64_t(r.enter_ns));
   set_endpoints(e, c);
   if (r.flags & FR_TLS_FAULT) e.set("data_error", "unreadable");
+  if (r.flags & FR_TLS_UNBOUND) e.set("connection_unknown", 1);  // ssl is the AEAD context
   // The last chunk kept (it ends at the cap) says how much of the call was not.
   uint64_t kept_end = uint64_t(r.offset) + r.len;
   if (r.call_bytes > cap_ && kept_end == cap_) e.set("truncated_bytes", uint64_t(r.call_bytes) - cap_);

@@ -27,6 +27,15 @@ constexpr uint32_t kSslHandshakeFailure = 215;
 constexpr uint32_t kUninitialized = 226;
 
 constexpr std::string_view kFileSuffix = "ssl/ssl_lib.cc";
+
+// Reasons of include/openssl/cipher.h (the same in aws-lc and BoringSSL).
+constexpr uint32_t kErrLibCipher = 30;
+constexpr uint32_t kBadDecrypt = 101;
+constexpr uint32_t kBufferTooSmall = 103;
+constexpr uint32_t kCtrlNotImplemented = 104;
+constexpr uint32_t kInvalidOperation = 112;
+constexpr uint32_t kOutputAliasesInput = 115;
+constexpr uint32_t kTooLarge = 117;
 constexpr size_t kFileStringsMax = 8;
 constexpr size_t kSitesMax = 256;  // Bun's ssl_lib.cc has 31 (its functions are read: bounded work)
 constexpr uint64_t kSiteFromStartMax = 16 << 10;  // SSL_write is ~0.4 KiB
@@ -89,10 +98,11 @@ bool each_chunk(int fd, const Section& s, size_t overlap, F&& f) {
   return true;
 }
 
-// Addresses of the strings naming ssl_lib.cc ("../../vendor/boringssl/ssl/ssl_lib.cc").
-std::vector<uint64_t> file_strings(int fd, const std::vector<Section>& secs) {
+// Addresses of the strings naming a source file by the end of its path
+// (ssl_lib.cc: "../../vendor/boringssl/ssl/ssl_lib.cc").
+std::vector<uint64_t> file_strings(int fd, const std::vector<Section>& secs, std::string_view suffix) {
   std::vector<uint64_t> out;
-  const std::string needle = std::string(kFileSuffix) + '\0';
+  const std::string needle = std::string(suffix) + '\0';
   for (const auto& s : secs) {
     if (s.exec) continue;
     each_chunk(fd, s, needle.size(), [&](uint64_t addr, std::string_view b) {
@@ -176,9 +186,53 @@ const Section* section_of(const std::vector<Section>& secs, uint64_t addr) {
   return nullptr;
 }
 
-// The function around an error site: from the 16-byte-aligned address
-// after INT3 padding before it to the next such address after it.
-std::optional<Function> bounds(int fd, const Section& s, uint64_t site) {
+// Function starts, sorted, from the search table of .eh_frame_hdr (the
+// PT_GNU_EH_FRAME segment, LSB's layout): the unwinder's own index, so
+// every function that can be unwound through has its start there, whatever
+// the linker pads with. Empty where there is none, or it is encoded other
+// than the usual way (a 4-byte count, datarel sdata4 pairs).
+std::vector<uint64_t> unwind_starts(int fd) {
+  Elf64_Ehdr eh;
+  if (!read_at(fd, &eh, sizeof(eh), 0) || eh.e_phentsize != sizeof(Elf64_Phdr) || eh.e_phnum == 0 || eh.e_phnum > 4096)
+    return {};
+  std::vector<Elf64_Phdr> ph(eh.e_phnum);
+  if (!read_at(fd, ph.data(), ph.size() * sizeof(Elf64_Phdr), eh.e_phoff)) return {};
+  auto hdr = std::find_if(ph.begin(), ph.end(), [](const Elf64_Phdr& p) { return p.p_type == PT_GNU_EH_FRAME; });
+  if (hdr == ph.end() || hdr->p_filesz < 12 || hdr->p_filesz > (64u << 20)) return {};
+  std::string b(hdr->p_filesz, '\0');
+  if (!read_at(fd, b.data(), b.size(), hdr->p_offset)) return {};
+  auto byte = [&](size_t i) { return uint8_t(b[i]); };
+  constexpr uint8_t kUdata4 = 0x03, kSdata4 = 0x0b, kUdata8 = 0x04, kSdata8 = 0x0c, kDatarelSdata4 = 0x3b;
+  if (byte(0) != 1 || byte(2) != kUdata4 || byte(3) != kDatarelSdata4) return {};
+  uint8_t ptr_format = byte(1) & 0x0f;
+  size_t at = 4 + (ptr_format == kUdata4 || ptr_format == kSdata4 ? 4 : ptr_format == kUdata8 || ptr_format == kSdata8 ? 8 : 0);
+  if (at == 4 || at + 4 > b.size()) return {};
+  uint32_t count;
+  std::memcpy(&count, b.data() + at, 4);
+  at += 4;
+  if (count > (b.size() - at) / 8) return {};
+  std::vector<uint64_t> starts(count);
+  for (uint32_t i = 0; i < count; ++i) {
+    int32_t loc;
+    std::memcpy(&loc, b.data() + at + 8 * size_t(i), 4);
+    starts[i] = hdr->p_vaddr + uint64_t(int64_t(loc));
+  }
+  std::sort(starts.begin(), starts.end());
+  return starts;
+}
+
+// The function around an error site: from the unwinder's start before it
+// to the next start (padding included: it disassembles), where the program
+// has an index of them; else from the 16-byte-aligned address after INT3
+// padding before it to the next such address after it (clang and lld).
+std::optional<Function> bounds(int fd, const Section& s, uint64_t site, const std::vector<uint64_t>& starts) {
+  auto next = std::upper_bound(starts.begin(), starts.end(), site);
+  if (next != starts.begin()) {
+    Function f;
+    f.start = *(next - 1);
+    f.end = next == starts.end() ? s.addr + s.size : std::min(*next, s.addr + s.size);
+    if (f.start >= s.addr && site - f.start <= kSiteFromStartMax && f.end - f.start <= kFunctionMax) return f;
+  }
   uint64_t lo = site - std::min(kSiteFromStartMax, site - s.addr);
   uint64_t hi = site + std::min(kFunctionMax, s.addr + s.size - site);
   std::string b(hi - lo, '\0');
@@ -201,7 +255,7 @@ std::optional<Function> bounds(int fd, const Section& s, uint64_t site) {
 // Reads a function whole: its error reasons and the functions it calls.
 // False where the bytes are no function that holds `sites` (a boundary
 // guessed wrong, data): such a function is never probed.
-bool read_function(int fd, const Section& s, const Capstone& cap, const std::vector<uint64_t>& targets,
+bool read_function(int fd, const Section& s, const Capstone& cap, uint32_t lib, const std::vector<uint64_t>& targets,
                    const std::vector<uint64_t>& sites, Function& f) {
   std::string code(f.end - f.start, '\0');
   if (!read_at(fd, code.data(), code.size(), s.offset + (f.start - s.addr))) return false;
@@ -258,18 +312,18 @@ bool read_function(int fd, const Section& s, const Capstone& cap, const std::vec
     // straight run of code: the library (edi) and the reason (edx), the
     // nearest after the file's, else before it.
     std::optional<uint32_t> reason;
-    bool ssl = false;
+    bool of_lib = false;
     auto look = [&](size_t j) {  // false at the run's end
       const Insn& o = insns[j];
       if (o.id == X86_INS_CALL || o.id == X86_INS_JMP || o.id == X86_INS_RET || (o.id >= X86_INS_JAE && o.id <= X86_INS_JS))
         return false;
-      if (o.has_value && o.id == X86_INS_MOV && o.reg == X86_REG_EDI && o.value == kErrLibSsl) ssl = true;
+      if (o.has_value && o.id == X86_INS_MOV && o.reg == X86_REG_EDI && o.value == lib) of_lib = true;
       if (o.has_value && o.id == X86_INS_MOV && o.reg == X86_REG_EDX && !reason) reason = uint32_t(o.value);
       return true;
     };
     for (size_t j = k + 1; j < std::min(insns.size(), k + 7) && look(j);) ++j;
     for (size_t j = k; j > 0 && j + 6 > k && look(j - 1);) --j;
-    if (ssl && reason) f.reasons.insert(*reason);
+    if (of_lib && reason) f.reasons.insert(*reason);
   }
   size_t expected = 0;
   for (uint64_t site : sites) expected += site >= f.start && site < f.end;
@@ -280,41 +334,70 @@ bool has_all(const std::set<uint32_t>& have, std::initializer_list<uint32_t> wan
   return std::all_of(want.begin(), want.end(), [&](uint32_t r) { return have.count(r); });
 }
 
-}  // namespace
+// The functions of a program that report errors naming one source file
+// (its path ending in one of `suffixes`) under library number `lib`.
+struct SiteFunctions {
+  std::vector<Section> secs;
+  size_t sites = 0;
+  bool too_many = false;                   // more sites than are read
+  bool readable = false;                   // a disassembler read them
+  std::map<uint64_t, Function> functions;  // by start
+  uint64_t file_offset(uint64_t addr) const {
+    const Section* s = section_of(secs, addr);
+    return addr - s->addr + s->offset;
+  }
+};
 
-std::optional<std::vector<StaticTlsFunction>> boringssl_functions(int fd, std::string* why) {
+// nullopt: the program has no code that names the file.
+std::optional<SiteFunctions> error_site_functions(int fd, std::initializer_list<std::string_view> suffixes, uint32_t lib,
+                                                  std::string* why) {
   bool fixed_address = false;
   auto secs = sections(fd, &fixed_address);
   if (!secs) return std::nullopt;
-  std::vector<uint64_t> strings = file_strings(fd, *secs);
+  std::vector<uint64_t> strings;
+  for (auto suffix : suffixes)
+    for (uint64_t at : file_strings(fd, *secs, suffix)) strings.push_back(at);
   if (strings.empty()) return std::nullopt;
-  bool too_many = false;
+  SiteFunctions out;
+  out.secs = std::move(*secs);
   std::vector<uint64_t> sites;
-  if (fixed_address) sites = file_loads(fd, *secs, strings, Addressing::absolute, &too_many);
-  if (sites.empty() && !too_many) sites = file_loads(fd, *secs, strings, Addressing::rip_relative, &too_many);
-  if (sites.empty()) return std::nullopt;  // the name only: no code of BoringSSL's
+  if (fixed_address) sites = file_loads(fd, out.secs, strings, Addressing::absolute, &out.too_many);
+  if (sites.empty() && !out.too_many) sites = file_loads(fd, out.secs, strings, Addressing::rip_relative, &out.too_many);
+  if (sites.empty()) return std::nullopt;  // the name only: no code of the library's
+  out.sites = sites.size();
+  if (out.too_many) return out;
+  const Capstone* cap = capstone(why);
+  if (!cap) return out;
+  out.readable = true;
+  const std::vector<uint64_t> starts = unwind_starts(fd);
+  std::set<uint64_t> unreadable;
+  for (uint64_t site : sites) {
+    bool known = false;
+    for (const auto& [start, f] : out.functions) known |= site >= f.start && site < f.end;
+    if (known) continue;
+    const Section* s = section_of(out.secs, site);
+    auto f = s ? bounds(fd, *s, site, starts) : std::nullopt;
+    if (!f || out.functions.count(f->start) || unreadable.count(f->start)) continue;
+    if (read_function(fd, *s, *cap, lib, strings, sites, *f)) out.functions[f->start] = *f;
+    else unreadable.insert(f->start);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::optional<std::vector<StaticTlsFunction>> boringssl_functions(int fd, std::string* why) {
+  auto read = error_site_functions(fd, {kFileSuffix}, kErrLibSsl, why);
+  if (!read) return std::nullopt;
   std::vector<StaticTlsFunction> out;
-  const std::string found = "statically linked BoringSSL (" + std::to_string(sites.size()) + " error sites of ssl_lib.cc)";
-  if (too_many) {
+  const std::string found = "statically linked BoringSSL (" + std::to_string(read->sites) + " error sites of ssl_lib.cc)";
+  if (read->too_many) {
     *why = "statically linked BoringSSL with more than " + std::to_string(kSitesMax) +
            " error sites of ssl_lib.cc: not read";
     return out;
   }
-  const Capstone* cap = capstone(why);
-  if (!cap) return out;
-
-  std::map<uint64_t, Function> functions;  // by start
-  std::set<uint64_t> unreadable;
-  for (uint64_t site : sites) {
-    bool known = false;
-    for (const auto& [start, f] : functions) known |= site >= f.start && site < f.end;
-    if (known) continue;
-    const Section* s = section_of(*secs, site);
-    auto f = s ? bounds(fd, *s, site) : std::nullopt;
-    if (!f || functions.count(f->start) || unreadable.count(f->start)) continue;
-    if (read_function(fd, *s, *cap, strings, sites, *f)) functions[f->start] = *f;
-    else unreadable.insert(f->start);
-  }
+  if (!read->readable) return out;
+  const auto& functions = read->functions;
 
   auto named = [&](auto&& pred) {
     std::vector<const Function*> v;
@@ -355,13 +438,60 @@ std::optional<std::vector<StaticTlsFunction>> boringssl_functions(int fd, std::s
            (reads.size() == 1 ? "found" : "not told apart (" + count(reads.size()) + " match)") + "; not probed";
     return out;
   }
-  auto offset = [&](uint64_t addr) {
-    const Section* s = section_of(*secs, addr);
-    return addr - s->addr + s->offset;
-  };
+  auto offset = [&](uint64_t addr) { return read->file_offset(addr); };
   out.push_back({"SSL_write", FR_TLS_SSL_WRITE, offset(writes[0]->start)});
   out.push_back({"SSL_read", FR_TLS_SSL_READ, offset(reads[0]->start)});
   if (handshakes.size() == 1) out.push_back({"SSL_do_handshake", FR_TLS_HANDSHAKE, offset(handshakes[0]->start)});
+  return out;
+}
+
+std::optional<std::vector<StaticTlsFunction>> aead_functions(int fd, std::string* why) {
+  auto read = error_site_functions(fd, {"cipher/aead.c", "cipher/aead.cc", "cipher/aead.cc.inc"}, kErrLibCipher, why);
+  if (!read) return std::nullopt;
+  std::vector<StaticTlsFunction> out;
+  const std::string found = "a statically linked AEAD of aws-lc or BoringSSL (" + std::to_string(read->sites) +
+                            " error sites of cipher/aead.c)";
+  if (read->too_many) {
+    *why = found + ": more than " + std::to_string(kSitesMax) + " sites, not read";
+    return out;
+  }
+  if (!read->readable) return out;
+  auto only = [&](std::set<uint32_t> want) {
+    std::vector<uint64_t> v;
+    for (const auto& [start, f] : read->functions)
+      if (f.reasons == want) v.push_back(start);
+    return v;
+  };
+  std::vector<uint64_t> opens;
+  for (const auto& [start, f] : read->functions) {
+    bool core = has_all(f.reasons, {kOutputAliasesInput, kBadDecrypt, kBufferTooSmall});
+    bool more = std::any_of(f.reasons.begin(), f.reasons.end(), [](uint32_t r) {
+      return r != kOutputAliasesInput && r != kBadDecrypt && r != kBufferTooSmall && r != kCtrlNotImplemented;
+    });
+    if (core && !more) opens.push_back(start);
+  }
+  struct Kind {
+    const char* name;
+    uint32_t func;
+    std::vector<uint64_t> at;
+  };
+  Kind kinds[] = {
+      {"EVP_AEAD_CTX_seal", FR_TLS_AEAD_SEAL, only({kTooLarge, kBufferTooSmall, kOutputAliasesInput})},
+      {"EVP_AEAD_CTX_seal_scatter", FR_TLS_AEAD_SEAL_SCATTER, only({kOutputAliasesInput, kInvalidOperation})},
+      {"EVP_AEAD_CTX_open", FR_TLS_AEAD_OPEN, opens},
+      {"EVP_AEAD_CTX_open_gather", FR_TLS_AEAD_OPEN_GATHER, only({kOutputAliasesInput, kCtrlNotImplemented})},
+  };
+  std::string said;
+  for (const auto& k : kinds) {
+    if (k.at.size() == 1) out.push_back({k.name, k.func, read->file_offset(k.at[0])});
+    said += std::string(said.empty() ? "" : ", ") + k.name + " " +
+            (k.at.size() == 1 ? "found" : k.at.empty() ? "not found" : std::to_string(k.at.size()) + " match");
+  }
+  bool seals = kinds[0].at.size() == 1 || kinds[1].at.size() == 1, opened = kinds[2].at.size() == 1 || kinds[3].at.size() == 1;
+  if (!seals || !opened) {
+    *why = found + ", in " + std::to_string(read->functions.size()) + " functions read: " + said + "; not probed";
+    out.clear();
+  }
   return out;
 }
 

@@ -35,4 +35,17 @@ struct StaticTlsFunction {
 // fd: a regular file opened for reading.
 std::optional<std::vector<StaticTlsFunction>> boringssl_functions(int fd, std::string* why);
 
+// The AEAD of aws-lc or BoringSSL linked in and stripped (rustls on
+// aws-lc-rs, as in Codex): a TLS library whose own functions are not
+// found seals and opens each record through these, found by the reasons
+// of cipher/aead.c's OPENSSL_PUT_ERROR(CIPHER, ...) sites:
+//   EVP_AEAD_CTX_seal:         TOO_LARGE, BUFFER_TOO_SMALL, OUTPUT_ALIASES_INPUT
+//   EVP_AEAD_CTX_seal_scatter: OUTPUT_ALIASES_INPUT, INVALID_OPERATION
+//   EVP_AEAD_CTX_open:         OUTPUT_ALIASES_INPUT, BAD_DECRYPT, BUFFER_TOO_SMALL
+//                              (and CTRL_NOT_IMPLEMENTED, open_gather inlined)
+//   EVP_AEAD_CTX_open_gather:  OUTPUT_ALIASES_INPUT, CTRL_NOT_IMPLEMENTED
+// Each found once is probed; a seal and an open are both needed, else the
+// list is empty and *why says what was found. nullopt: no such sites.
+std::optional<std::vector<StaticTlsFunction>> aead_functions(int fd, std::string* why);
+
 }  // namespace flightrec::probe

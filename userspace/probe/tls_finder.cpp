@@ -87,6 +87,19 @@ TlsFinding find_tls(int fd) {
     out.rets = out.entries;
     return out;
   }
+  // Below a TLS library that is not found (rustls, in Rust programs like
+  // Codex): the AEAD that seals and opens its records.
+  if (auto aead = aead_functions(fd, &why)) {
+    out.tls = true;
+    out.stack = "TLS records through a linked-in AEAD (aws-lc or BoringSSL; rustls)";
+    out.found_by = "its error sites (cipher/aead.c)";
+    out.why = why;
+    for (const auto& f : *aead) {
+      out.entries.add(f.entry, f.func, f.name);
+      if (f.func == FR_TLS_AEAD_OPEN || f.func == FR_TLS_AEAD_OPEN_GATHER) out.rets.add(f.entry, f.func, f.name);
+    }
+    return out;
+  }
   out.why = "exports no TLS library's functions";
   return out;
 }

@@ -411,6 +411,7 @@ int run(Plan plan, const RunTarget& target) {
   }
   if (loss_killed && waitpid(child.pid, &status, 0) < 0 && errno != ECHILD) status = 0;
   engine->end();
+  engine->pipeline().release_held();
   if (plan.meta.agent_turns) {  // exchanges still open, tool calls never answered
     Emitted tail = engine->pipeline().emitted();
     llm_calls.finish(tail);

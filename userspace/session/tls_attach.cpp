@@ -133,6 +133,10 @@ void TlsFollower::uncaptured(const events::Entry& hello, uint32_t pid, Emitted& 
   // The kernel said whether the hello came from a probed call, or from a
   // program that makes them (docs/FORMAT.md: what that proves).
   if (hello.int_or("in_probed_call") != 0 || hello.int_or("probed_program") != 0) return;
+  // Or a program whose own file is probed, before its first probed call:
+  // a TLS stack below which the probes sit (an AEAD: rustls) handshakes
+  // before it seals or opens anything.
+  if (capture_.probes_file("/proc/" + std::to_string(pid) + "/exe")) return;
   // Which library it was, from what the process maps now (a TLS library
   // no probe knows), if it is still there.
   // Bounded: the process may be hostile (and this runs on the thread that

@@ -40,6 +40,7 @@ enum fr_record_type {
 	FR_REC_CGROUP_MOVE = 7,
 	FR_REC_ARGV = 8,
 	FR_REC_TLS_HELLO = 9,
+	FR_REC_TLS_BIND = 10,
 };
 
 /* Common to every record. pid is the thread-group id, tid the thread id,
@@ -170,12 +171,26 @@ enum fr_tls_func {
 	FR_TLS_NSPR_WRITE = 8,   /* NSS: PR_Write, PR_Send on an SSL layer */
 	FR_TLS_GO_READ = 9,      /* Go: crypto/tls.(*Conn).Read */
 	FR_TLS_GO_WRITE = 10,    /* Go: crypto/tls.(*Conn).Write */
-	FR_TLS_FUNC_LAST = FR_TLS_GO_WRITE,
+	/* The record layer's AEAD of aws-lc or BoringSSL linked into a program
+	 * (rustls on aws-lc-rs: Codex): one TLS record per call, its plaintext
+	 * read at the seal's entry and the open's return, TLS application data
+	 * only (the inner content type taken off). The connection is the
+	 * socket's inode number (ssl); a seal's is known from the first socket
+	 * write after it (FR_TLS_UNBOUND until then), an open's from the
+	 * socket read before it. */
+	FR_TLS_AEAD_SEAL = 11,          /* EVP_AEAD_CTX_seal */
+	FR_TLS_AEAD_SEAL_SCATTER = 12,  /* EVP_AEAD_CTX_seal_scatter */
+	FR_TLS_AEAD_OPEN = 13,          /* EVP_AEAD_CTX_open */
+	FR_TLS_AEAD_OPEN_GATHER = 14,   /* EVP_AEAD_CTX_open_gather */
+	FR_TLS_FUNC_LAST = FR_TLS_AEAD_OPEN_GATHER,
 };
 /* In a TLS probe's attach cookie beside the enum fr_tls_func: a Go
  * program's probe (its register ABI; returns probed at RET instructions). */
 #define FR_TLS_COOKIE_GO (1u << 8)
 #define FR_TLS_FAULT (1u << 0)   /* the buffer could not be read */
+/* An AEAD seal whose connection is not known yet: ssl is the AEAD context,
+ * fd -1; the FR_REC_TLS_BIND record that follows names its connection. */
+#define FR_TLS_UNBOUND (1u << 1)
 struct fr_tls {
 	struct fr_header h;
 	__u64 ssl;               /* the SSL*, gnutls_session_t, PRFileDesc* or *tls.Conn (the connection in the process) */
@@ -189,6 +204,19 @@ struct fr_tls {
 	char data[];
 };
 FR_STATIC_ASSERT(sizeof(struct fr_tls) == 104, "fr_tls layout");
+
+/* An AEAD context (one direction of one TLS connection) bound to its
+ * socket: the first socket write a thread makes after sealing with a
+ * context not bound yet. Userspace gives the FR_TLS_UNBOUND records of
+ * (pid, ctx) before it their connection. */
+struct fr_tls_bind {
+	struct fr_header h;
+	__u64 ctx;               /* the AEAD context: the unbound records' ssl */
+	__u64 conn;              /* the socket's inode number */
+	__s32 fd;
+	__u32 pad;
+};
+FR_STATIC_ASSERT(sizeof(struct fr_tls_bind) == 88, "fr_tls_bind layout");
 
 /* The first bytes a task sent on a TCP connection it made, when they are a
  * TLS ClientHello (a handshake record whose first message is type 1): so
@@ -377,9 +405,11 @@ struct fr_task_state {
 	__u64 cgroup_id;         /* kept for its syscall records (fr_task_ids) */
 	__u32 ids_valid;         /* 0: read them afresh (a set*id call or exec returned) */
 	__u32 ids_gen;           /* fr_session_gen when they were read (a cgroup move bumps it) */
+	__s32 tls_recv_fd;       /* the fd of its last read-like call (an AEAD open's connection) */
+	__u32 pad;
 	char exec_path[FR_STR_MAX];
 };
-FR_STATIC_ASSERT(sizeof(struct fr_task_state) == 4208, "fr_task_state layout");
+FR_STATIC_ASSERT(sizeof(struct fr_task_state) == 4216, "fr_task_state layout");
 
 /* Which session a cgroup's tasks belong to: fr_sessions maps a cgroup id
  * to a session number, for the cgroup and everything below it (the
