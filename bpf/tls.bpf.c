@@ -153,8 +153,10 @@ static __always_inline bool go_return(struct pt_regs *ctx, struct fr_tls_call *o
 /* The length of a TLS 1.3 record's content (RFC 8446 5.2: the inner
  * plaintext is the content, its type, then zeros), or -1 when it is no
  * application data. The type is looked for in the last 32 bytes: stacks
- * pad little or not at all. */
-static __always_inline __s64 tls13_content_len(__u64 buf, __u64 len)
+ * pad little or not at all. A global function, as fr_aead_enter: the
+ * verifier checks it once, not in every state of its callers (most of a
+ * session's start-up is verifying these programs). */
+__noinline __s64 fr_tls13_content_len(__u64 buf, __u64 len)
 {
 	__u8 tail[32] = {};
 	__u64 n = len;
@@ -229,7 +231,7 @@ static __always_inline void emit_chunks(struct tls_chunks *t)
  * ad_len); open(ctx, out, out_len, max_out, nonce, nonce_len, in, in_len,
  * ad, ad_len); open_gather(ctx, out, nonce, nonce_len, in, in_len, in_tag,
  * in_tag_len, ad, ad_len). */
-static __always_inline int aead_enter(struct pt_regs *ctx, __u32 func, __u32 session)
+__noinline int fr_aead_enter(struct pt_regs *ctx, __u32 func, __u32 session)
 {
 	/* Each register read once, here: a choice between two of them must
 	 * not become a load through a computed context pointer, which the
@@ -285,7 +287,7 @@ static __always_inline int aead_enter(struct pt_regs *ctx, __u32 func, __u32 ses
 			if (stack[4] != 1 || bpf_probe_read_user(&type, 1, (const void *)stack[3]) || type != 0x17)
 				return 0;
 		} else {
-			content = tls13_content_len(in, in_len);
+			content = fr_tls13_content_len(in, in_len);
 		}
 	}
 	if (content <= 0)
@@ -358,7 +360,7 @@ static __always_inline bool c_return(long ret, struct fr_tls_call *out, __u64 *t
 		if (iret != 1 || (c.func == FR_TLS_AEAD_OPEN &&
 				  (!c.len_ptr || bpf_probe_read_user(&n, sizeof(n), (const void *)c.len_ptr))))
 			return false;
-		__s64 content = c.tls13 ? tls13_content_len(c.buf, n) : (__s64)n;
+		__s64 content = c.tls13 ? fr_tls13_content_len(c.buf, n) : (__s64)n;
 		if (content <= 0)
 			return false;  /* a handshake message, an alert, or nothing */
 		*total = (__u64)content;
@@ -467,7 +469,7 @@ int BPF_KPROBE(fr_ssl_enter, void *ssl, const void *buf, __u64 num, __u64 *len_o
 	if (go)
 		return go_enter(ctx, func, session);
 	if (func >= FR_TLS_AEAD_SEAL)
-		return aead_enter(ctx, func, session);
+		return fr_aead_enter(ctx, func, session);
 	bool ex = func == FR_TLS_SSL_READ_EX || func == FR_TLS_SSL_WRITE_EX;
 	return c_enter(ssl, buf, ex ? len_out : 0, func, session);
 }

@@ -384,3 +384,47 @@ TEST_CASE("coding agents: a Codex build whose AEAD opens are not told apart is n
   REQUIRE(!uncaptured.empty());
   for (const auto& u : uncaptured) CHECK(u.value("tried", "").find("EVP_AEAD_CTX_open not found") != std::string::npos);
 }
+
+TEST_CASE("tls finder: what was found in an agent's binary is kept per file; a changed file, or a bad entry, is read again") {
+  REQUIRE_MESSAGE(is_root(), "runtime tests need root");
+  std::string codex = "/opt/flightrec-test-agents/node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex";
+  REQUIRE_MESSAGE(access(codex.c_str(), X_OK) == 0, "Codex is not installed: run tools/install-deps.sh");
+  struct stat st {};
+  REQUIRE(stat(codex.c_str(), &st) == 0);
+  auto probe = [&](bool cache) {
+    std::vector<std::string> argv = {"probe", "--tls", codex, "--json"};
+    if (!cache) argv.push_back("--no-cache");
+    Result r = rt::flightrec(argv);
+    INFO(r.out << r.err);
+    REQUIRE(r.code == 0);
+    return json::parse(r.out);
+  };
+  REQUIRE(chmod(codex.c_str(), st.st_mode & 07777) == 0);  // its ctime moves: an entry made before is not this file's
+  json first = probe(true), second = probe(true);
+  CHECK(first["cached"] == false);
+  CHECK(second["cached"] == true);
+  CHECK(second["functions"] == first["functions"]);
+  CHECK(first["functions"].size() == 4);
+  CHECK(probe(false)["cached"] == false);
+  // A bad entry (cut short, or offsets outside the file) is not used.
+  char prefix[64];
+  std::snprintf(prefix, sizeof(prefix), "%lx-%lx-", (unsigned long)st.st_dev, (unsigned long)st.st_ino);
+  size_t spoiled = 0;
+  for (const auto& e : std::filesystem::directory_iterator("/var/cache/flightrec/tls"))
+    if (e.path().filename().string().starts_with(prefix)) {
+      std::string text = slurp(e.path());
+      size_t at = text.find("\"offsets\":[");
+      REQUIRE(at != std::string::npos);
+      text.insert(at + 11, "99999999999,");
+      std::ofstream(e.path()) << text;
+      ++spoiled;
+    }
+  CHECK(spoiled >= 1);
+  json again = probe(true);
+  CHECK(again["cached"] == false);
+  CHECK(again["functions"] == first["functions"]);
+  CHECK(probe(true)["cached"] == true);
+  struct stat dir {};
+  REQUIRE(stat("/var/cache/flightrec/tls", &dir) == 0);
+  CHECK((dir.st_mode & 0777) == 0700);
+}

@@ -25,7 +25,7 @@ namespace {
 
 // What the TLS probes would find in a program or library, without
 // attaching anything: exit 0 when its plaintext is captured.
-int probe_tls_file(const std::string& path, bool json) {
+int probe_tls_file(const std::string& path, bool json, bool use_cache) {
   int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (fd < 0) throw Error(errno_message("cannot open " + path, errno));
   struct stat st {};
@@ -34,13 +34,14 @@ int probe_tls_file(const std::string& path, bool json) {
     throw Error(path + " is not a regular file");
   }
   auto began = std::chrono::steady_clock::now();
-  probe::TlsFinding found = probe::find_tls(fd);
+  bool cached = false;
+  probe::TlsFinding found = use_cache ? probe::find_tls_cached(fd, &cached) : probe::find_tls(fd);
   double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - began).count();
   close(fd);
   bool captured = !found.entries.offsets.empty();
   if (json) {
     nlohmann::json j = {{"file", path},         {"tls", found.tls},   {"captured", captured},
-                        {"read_ms", ms},        {"functions", nlohmann::json::array()}};
+                        {"read_ms", ms},        {"cached", cached}, {"functions", nlohmann::json::array()}};
     if (found.tls) j["stack"] = found.stack, j["found_by"] = found.found_by;
     if (!captured) j["why"] = found.why;
     for (size_t i = 0; i < found.entries.offsets.size(); ++i)
@@ -57,7 +58,8 @@ int probe_tls_file(const std::string& path, bool json) {
     std::snprintf(offset, sizeof(offset), "0x%llx", static_cast<unsigned long long>(found.entries.offsets[i]));
     std::cout << "  " << std::left << std::setw(44) << found.entries.names[i] << " at file offset " << offset << "\n";
   }
-  std::cout << "  (read in " << std::fixed << std::setprecision(1) << ms << " ms)\n";
+  std::cout << "  (" << (cached ? "from the cache " + std::string(probe::kTlsFindCache) + " in" : "read in") << " "
+            << std::fixed << std::setprecision(1) << ms << " ms)\n";
   return captured ? 0 : 1;
 }
 
@@ -69,7 +71,10 @@ int cmd_probe(const Args& args) {
                                                  "print the findings as one JSON object (exit codes unchanged)")(
       "tls", po::value<std::string>(),
       "FILE: say which TLS stack this program or library holds and whether flightrec captures its plaintext "
-      "(nothing is attached; exit 0 when captured, 1 when not)");
+      "(nothing is attached; exit 0 when captured, 1 when not)")(
+      "no-cache", po::bool_switch(),
+      "with --tls: read the file again, not what a session found in it before (kept, as root, for files of 16 MiB "
+      "and more, in /var/cache/flightrec/tls)");
   po::variables_map vm;
   if (!parse_options(args, desc,
                      "usage: flightrec probe [--json]\n       flightrec probe --tls FILE [--json]\n\nLoads tiny BPF programs and maps to find what this "
@@ -80,7 +85,7 @@ int cmd_probe(const Args& args) {
                      vm))
     return 0;
   bool json = vm["json"].as<bool>();
-  if (vm.count("tls")) return probe_tls_file(vm["tls"].as<std::string>(), json);
+  if (vm.count("tls")) return probe_tls_file(vm["tls"].as<std::string>(), json, !vm["no-cache"].as<bool>());
   nlohmann::json out = {{"features", nlohmann::json::array()}, {"programs", nlohmann::json::array()}};
   auto line = [&](const std::string& name, bool yes, const std::string& detail) {
     if (json) return;

@@ -1114,7 +1114,7 @@ std::string Capture::attach_tls(int fd, const std::string& path, bool* tls_file)
     *tls_file = refused->second.second;
     return path + refused->second.first;
   }
-  TlsFinding found = find_tls(fd);
+  TlsFinding found = find_tls_cached(fd);
   if (found.entries.offsets.empty()) {  // remember, so the file is read once
     std::string why = found.tls ? ": " + found.stack + ": " + found.why : " " + found.why;
     tls_refused_[id] = {why, found.tls};

@@ -1,8 +1,16 @@
 #include "probe/tls_finder.h"
 
-#include <algorithm>
-#include <map>
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "common/system.h"
 #include "flightrec/abi/events.h"
 #include "probe/boringssl.h"
 #include "probe/elf_symbols.h"
@@ -102,6 +110,131 @@ TlsFinding find_tls(int fd) {
   }
   out.why = "exports no TLS library's functions";
   return out;
+}
+
+namespace {
+
+constexpr off_t kCachedFromBytes = 16 << 20;
+constexpr size_t kCacheFilesMax = 4096;
+constexpr off_t kCacheEntryMax = 1 << 20;
+
+// The cache's directory, opened, where it is root's alone (made so if it
+// is not there); -1 where it cannot be trusted or made.
+int open_cache_dir() {
+  if (geteuid() != 0) return -1;
+  mkdir("/var/cache/flightrec", 0755);
+  mkdir(kTlsFindCache, 0700);
+  int dir = open(kTlsFindCache, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  struct stat st {};
+  if (dir >= 0 && (fstat(dir, &st) != 0 || st.st_uid != 0 || (st.st_mode & 077) != 0)) {
+    close(dir);
+    return -1;
+  }
+  return dir;
+}
+
+std::string cache_name(const struct stat& st) {
+  static const std::string self = [] {
+    struct stat me {};
+    if (stat("/proc/self/exe", &me) != 0) return std::string();
+    char b[128];
+    std::snprintf(b, sizeof(b), "%lx-%lx-%lx-%lx", (unsigned long)me.st_dev, (unsigned long)me.st_ino,
+                  (unsigned long)me.st_size, (unsigned long)(me.st_mtim.tv_sec * 1000000000L + me.st_mtim.tv_nsec));
+    return std::string(b);
+  }();
+  if (self.empty()) return {};
+  char b[256];
+  std::snprintf(b, sizeof(b), "%lx-%lx-%lx-%lx-%lx.by-%s.json", (unsigned long)st.st_dev, (unsigned long)st.st_ino,
+                (unsigned long)st.st_size, (unsigned long)(st.st_mtim.tv_sec * 1000000000L + st.st_mtim.tv_nsec),
+                (unsigned long)(st.st_ctim.tv_sec * 1000000000L + st.st_ctim.tv_nsec), self.c_str());
+  return b;
+}
+
+nlohmann::json to_json(const Uprobes& u) {
+  return {{"offsets", u.offsets}, {"cookies", u.cookies}, {"names", u.names}};
+}
+
+// Read back, every offset inside the file: nullopt for anything else.
+std::optional<Uprobes> uprobes_of(const nlohmann::json& j, uint64_t file_size) {
+  Uprobes u;
+  u.offsets = j.at("offsets").get<std::vector<uint64_t>>();
+  u.cookies = j.at("cookies").get<std::vector<uint64_t>>();
+  u.names = j.at("names").get<std::vector<std::string>>();
+  if (u.cookies.size() != u.offsets.size() || u.names.size() != u.offsets.size()) return std::nullopt;
+  for (size_t i = 0; i < u.offsets.size(); ++i)
+    if (u.offsets[i] >= file_size || u.cookies[i] > 0xffff) return std::nullopt;
+  return u;
+}
+
+std::optional<TlsFinding> read_cached(int dir, const std::string& name, uint64_t file_size) {
+  int fd = openat(dir, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  struct stat st {};
+  std::string text;
+  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size <= kCacheEntryMax) {
+    text.resize(size_t(st.st_size));
+    if (!pread_full(fd, text.data(), text.size(), 0)) text.clear();
+  }
+  close(fd);
+  try {
+    auto j = nlohmann::json::parse(text);
+    TlsFinding f;
+    f.tls = j.at("tls").get<bool>();
+    f.stack = j.at("stack").get<std::string>();
+    f.found_by = j.at("found_by").get<std::string>();
+    f.uretprobes = j.at("uretprobes").get<bool>();
+    f.why = j.at("why").get<std::string>();
+    auto entries = uprobes_of(j.at("entries"), file_size), rets = uprobes_of(j.at("rets"), file_size);
+    if (!entries || !rets) return std::nullopt;
+    f.entries = *entries;
+    f.rets = *rets;
+    return f;
+  } catch (const std::exception&) {
+    return std::nullopt;  // cut short or not ours: read the file again
+  }
+}
+
+void write_cached(int dir, const std::string& name, const TlsFinding& f) {
+  size_t files = 0;
+  if (DIR* d = fdopendir(dup(dir))) {
+    while (readdir(d) && files <= kCacheFilesMax) ++files;
+    closedir(d);
+  }
+  if (files > kCacheFilesMax) return;  // full: bounded, whatever runs here
+  nlohmann::json j = {{"tls", f.tls},        {"stack", f.stack},           {"found_by", f.found_by},
+                      {"uretprobes", f.uretprobes}, {"why", f.why},        {"entries", to_json(f.entries)},
+                      {"rets", to_json(f.rets)}};
+  std::string text = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  // Whole or not at all: written aside, then renamed into place.
+  std::string temp = ".tmp-" + std::to_string(getpid());
+  int fd = openat(dir, temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return;
+  bool ok = write_full(fd, text.data(), text.size());
+  close(fd);
+  if (!ok || renameat(dir, temp.c_str(), dir, name.c_str()) != 0) unlinkat(dir, temp.c_str(), 0);
+}
+
+}  // namespace
+
+TlsFinding find_tls_cached(int fd, bool* cached) {
+  if (cached) *cached = false;
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size < kCachedFromBytes) return find_tls(fd);
+  int dir = open_cache_dir();
+  std::string name = dir >= 0 ? cache_name(st) : std::string();
+  if (name.empty()) {
+    if (dir >= 0) close(dir);
+    return find_tls(fd);
+  }
+  if (auto f = read_cached(dir, name, uint64_t(st.st_size))) {
+    close(dir);
+    if (cached) *cached = true;
+    return *f;
+  }
+  TlsFinding f = find_tls(fd);
+  write_cached(dir, name, f);
+  close(dir);
+  return f;
 }
 
 }  // namespace flightrec::probe

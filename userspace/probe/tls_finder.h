@@ -49,4 +49,12 @@ struct TlsFinding {
 // fd: a regular file opened for reading (its offset is not used).
 TlsFinding find_tls(int fd);
 
+// find_tls, kept on disk for the next session (as root, for files of 16
+// MiB and more, where reading costs: 0.1-0.3 s for an agent's binary), in
+// kTlsFindCache, by the file's identity (device, inode, size, mtime, and
+// ctime, which every write or chmod moves and no user can set) and this
+// flightrec binary's. *cached: whether it came from there.
+inline const char* const kTlsFindCache = "/var/cache/flightrec/tls";
+TlsFinding find_tls_cached(int fd, bool* cached = nullptr);
+
 }  // namespace flightrec::probe
