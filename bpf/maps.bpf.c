@@ -76,20 +76,43 @@ __noinline __u64 fr_sock_ino(__s64 fd)
 	return BPF_CORE_READ(inode, i_ino);
 }
 
-__noinline int fr_aead_bind(__s64 fd, __u32 session)
+__noinline int fr_aead_bind(__s64 nr, __s64 fd, __u64 arg2, __u32 session)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tid = (__u32)id;
-	__u64 *pending = bpf_map_lookup_elem(&fr_aead_pending, &tid);
-	if (!pending)
+	struct fr_aead_wait *wait = bpf_map_lookup_elem(&fr_aead_pending, &tid);
+	if (!wait)
 		return 0;
+	struct fr_aead_wait w = *wait;
+	if (bpf_ktime_get_ns() - w.since_ns > FR_AEAD_WAIT_NS) {
+		bpf_map_delete_elem(&fr_aead_pending, &tid);
+		return 0;  /* its records go on without a connection */
+	}
+	/* The bytes written: write and sendto's buffer, writev's and sendmsg's
+	 * first iovec (struct msghdr's msg_iov is at 16). */
+	__u64 buf = arg2;
+	__u64 iov[2] = {};
+	if (nr == 46 && bpf_probe_read_user(&buf, sizeof(buf), (const void *)(arg2 + 16)))
+		return 0;
+	if ((nr == 20 || nr == 46) && bpf_probe_read_user(iov, sizeof(iov), (const void *)buf))
+		return 0;
+	if (nr == 20 || nr == 46)
+		buf = iov[0];
+	__u8 head[5] = {};
+	if (bpf_probe_read_user(head, sizeof(head), (const void *)buf))
+		return 0;
+	for (int i = 0; i < 5; i++)
+		if (i < w.wire_len && head[i] != w.wire[i])
+			return 0;  /* not that record: an eventfd, a pipe, another socket's bytes */
 	__u64 ino = fr_sock_ino(fd);
 	if (!ino)
-		return 0;  /* an eventfd or a pipe: the socket write is still to come */
-	struct fr_aead_key key = { .ctx = *pending, .tgid = id >> 32 };
+		return 0;
+	struct fr_aead_key key = { .ctx = w.ctx, .tgid = id >> 32 };
 	struct fr_aead_conn conn = { .ino = ino, .fd = (__s32)fd };
 	bpf_map_delete_elem(&fr_aead_pending, &tid);
-	bpf_map_update_elem(&fr_aead_conns, &key, &conn, BPF_ANY);
+	/* Never in place of a binding: a stale one was dropped where it was found so. */
+	if (bpf_map_update_elem(&fr_aead_conns, &key, &conn, BPF_NOEXIST) != 0)
+		return 0;
 	struct fr_tls_bind r = { .ctx = key.ctx, .conn = ino, .fd = (__s32)fd };
 	fr_fill_header(&r.h, FR_REC_TLS_BIND, sizeof(r), session);
 	fr_output(&r, sizeof(r));

@@ -511,7 +511,7 @@ static __always_inline void forget_exec(struct fr_task_state *st)
 /* Inside SSL_read/SSL_write, the first socket read or write names the
  * connection's fd (tls.bpf.c). An AEAD open's connection is the last read
  * before it; a seal's the first socket write after it. */
-static __always_inline void note_tls_fd(struct fr_task_state *st, long id, __u64 fd)
+static __always_inline void note_tls_fd(struct fr_task_state *st, long id, __u64 fd, __u64 arg2, __u64 arg3)
 {
 	if (id != 0 && id != 1 && id != 19 && id != 20 && (id < 44 || id > 47))
 		return;  /* read, write, readv, writev, sendto, recvfrom, sendmsg, recvmsg */
@@ -519,10 +519,13 @@ static __always_inline void note_tls_fd(struct fr_task_state *st, long id, __u64
 	struct fr_tls_call *call = bpf_map_lookup_elem(&fr_tls_calls, &tid);
 	if (call && call->fd < 0)
 		call->fd = (__s32)fd;
-	if (id == 0 || id == 19 || id == 45 || id == 47)
+	if (id == 0 || id == 19 || id == 45 || id == 47) {
 		st->tls_recv_fd = (__s32)fd;
-	else
-		fr_aead_bind((__s64)(__s32)fd, st->session);
+		st->tls_recv_buf = id == 0 || id == 45 ? arg2 : 0;
+		st->tls_recv_len = arg3 > 0xffffffffULL ? 0xffffffff : (__u32)arg3;
+	} else {
+		fr_aead_bind(id, (__s64)(__s32)fd, arg2, st->session);
+	}
 }
 
 /* The task's state, made on its first syscall in a session (*made says
@@ -588,7 +591,7 @@ int BPF_PROG(fr_sys_enter, struct pt_regs *regs, long id)
 	save_call(st, regs, id, bpf_ktime_get_ns());
 	forget_exec(st);
 	if (fr_tls_enabled)
-		note_tls_fd(st, id, regs->di);
+		note_tls_fd(st, id, regs->di, regs->si, regs->dx);
 	if (id == NR_EXIT || id == NR_EXIT_GROUP) {
 		/* These never reach sys_exit. */
 		st->active = 0;
@@ -623,7 +626,7 @@ static __always_inline void read_call_at_exit(struct fr_task_state *st, struct p
 	if (st->nr != NR_EXECVE && st->nr != NR_EXECVEAT)
 		forget_exec(st);  /* only an exec's own return uses a kept path */
 	if (fr_tls_enabled)
-		note_tls_fd(st, st->nr, regs->di);
+		note_tls_fd(st, st->nr, regs->di, regs->si, regs->dx);
 	st->sa_buf_len = 0;
 }
 

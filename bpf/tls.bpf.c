@@ -34,7 +34,7 @@ struct {
 /* The session of the current task, 0 for none; notes on the way that its
  * program makes probed TLS calls (syscalls.bpf.c: TLS hellos), until it
  * execs. */
-static __always_inline __u32 tls_session_noting_probed(void)
+static __always_inline __u32 tls_session_noting_probed(bool note)
 {
 	if (!fr_tls_enabled)
 		return 0;
@@ -42,7 +42,8 @@ static __always_inline __u32 tls_session_noting_probed(void)
 	__u32 session = fr_task_session(task);
 	if (!session)
 		return 0;
-	fr_leader_tls_probed(1);
+	if (note)
+		fr_leader_tls_probed(1);
 	return session;
 }
 
@@ -176,17 +177,26 @@ __noinline __s64 fr_tls13_content_len(__u64 buf, __u64 len)
 /* Whether an AEAD's additional data is a TLS record header of application
  * data: TLS 1.3's (type, version, length: 5 bytes; the outer type is
  * always application data) or TLS 1.2's (sequence number first: 13). */
-static __always_inline bool tls_record_ad(__u64 ad, __u64 ad_len, __u32 *tls13)
+static __always_inline bool tls_record_ad(__u64 ad, __u64 ad_len, __u32 *tls13, struct fr_aead_wait *w)
 {
 	__u8 h[13] = {};
 	if (ad_len == 5) {
 		*tls13 = 1;
-		return !bpf_probe_read_user(h, 5, (const void *)ad) && h[0] == 0x17 && h[1] == 3 && h[2] == 3;
+		if (bpf_probe_read_user(h, 5, (const void *)ad) || h[0] != 0x17 || h[1] != 3 || h[2] != 3)
+			return false;
+		/* The record's header on the wire is the AD itself. */
+		__builtin_memcpy(w->wire, h, 5);
+		w->wire_len = 5;
+		return true;
 	}
 	if (ad_len == 13) {
 		*tls13 = 0;
-		return !bpf_probe_read_user(h, 13, (const void *)ad) && h[8] == 0x17 && h[9] == 3 && h[10] >= 1 &&
-		       h[10] <= 3;
+		if (bpf_probe_read_user(h, 13, (const void *)ad) || h[8] != 0x17 || h[9] != 3 || h[10] < 1 || h[10] > 3)
+			return false;
+		/* Type and version; the length on the wire adds what the cipher does. */
+		__builtin_memcpy(w->wire, h + 8, 3);
+		w->wire_len = 3;
+		return true;
 	}
 	return false;
 }
@@ -236,8 +246,9 @@ __noinline int fr_aead_enter(struct pt_regs *ctx, __u32 func, __u32 session)
 	/* Each register read once, here: a choice between two of them must
 	 * not become a load through a computed context pointer, which the
 	 * verifier refuses. */
-	__u64 aead = ctx->di, out = ctx->si, out_len = ctx->dx, r9 = ctx->r9, sp = ctx->sp;
+	__u64 aead = ctx->di, out = ctx->si, out_len = ctx->dx, r8 = ctx->r8, r9 = ctx->r9, sp = ctx->sp;
 	barrier_var(out_len);
+	barrier_var(r8);
 	barrier_var(r9);
 	__u64 stack[7] = {};
 	bool scatter = func == FR_TLS_AEAD_SEAL_SCATTER;
@@ -245,8 +256,10 @@ __noinline int fr_aead_enter(struct pt_regs *ctx, __u32 func, __u32 session)
 		return 0;
 	__u64 ad = scatter ? stack[5] : stack[2], ad_len = scatter ? stack[6] : stack[3];
 	__u32 tls13 = 0;
-	if (!tls_record_ad(ad, ad_len, &tls13))
+	struct fr_aead_wait wait = { .ctx = aead };
+	if (!tls_record_ad(ad, ad_len, &tls13, &wait))
 		return 0;
+	fr_leader_tls_probed(1);  /* a TLS record: its program's TLS is probed */
 	struct fr_aead_conn conn = {};
 	bool bound = aead_conn(aead, &conn);
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
@@ -254,10 +267,17 @@ __noinline int fr_aead_enter(struct pt_regs *ctx, __u32 func, __u32 session)
 	if (func == FR_TLS_AEAD_OPEN || func == FR_TLS_AEAD_OPEN_GATHER) {
 		/* The plaintext is there at the return: noted as a C call's. */
 		if (!bound) {
+			/* The socket its thread read last, when what it opens
+			 * came in that read: the record begins in its buffer or
+			 * at most one record before (the rest of a record read
+			 * in part before). */
 			struct task_struct *task = bpf_get_current_task_btf();
 			struct fr_task_state *st = bpf_task_storage_get(&fr_tasks, task, 0, 0);
-			conn.fd = st ? st->tls_recv_fd : -1;
-			conn.ino = st ? fr_sock_ino(conn.fd) : 0;
+			__u64 in = func == FR_TLS_AEAD_OPEN ? stack[0] : r8;
+			bool read_there = st && st->tls_recv_buf && in + (FR_TLS_CHUNK_MAX + 2048) >= st->tls_recv_buf &&
+					  in < st->tls_recv_buf + st->tls_recv_len;
+			conn.fd = read_there ? st->tls_recv_fd : -1;
+			conn.ino = read_there ? fr_sock_ino(conn.fd) : 0;
 			if (conn.ino) {
 				struct fr_aead_key key = { .ctx = aead, .tgid = bpf_get_current_pid_tgid() >> 32 };
 				bpf_map_update_elem(&fr_aead_conns, &key, &conn, BPF_ANY);
@@ -273,6 +293,7 @@ __noinline int fr_aead_enter(struct pt_regs *ctx, __u32 func, __u32 session)
 			.fd = bound ? conn.fd : -1,
 			.session = session,
 			.tls13 = tls13,
+			.flags = bound ? 0 : FR_TLS_NO_CONN,
 		};
 		if (bpf_map_update_elem(&fr_tls_calls, &tid, &call, BPF_ANY) != 0)
 			fr_count_drop(session);
@@ -304,8 +325,17 @@ __noinline int fr_aead_enter(struct pt_regs *ctx, __u32 func, __u32 session)
 		},
 		.total = (__u64)content,
 	};
-	if (!bound)
-		bpf_map_update_elem(&fr_aead_pending, &tid, &aead, BPF_ANY);
+	if (!bound) {
+		/* Its records wait for the first write that starts with the
+		 * first of them (later seals with the same context, before that
+		 * write, are bound with it). */
+		struct fr_aead_wait *was = bpf_map_lookup_elem(&fr_aead_pending, &tid);
+		__u64 now = bpf_ktime_get_ns();
+		if (!was || was->ctx != aead || now - was->since_ns > FR_AEAD_WAIT_NS) {
+			wait.since_ns = now;
+			bpf_map_update_elem(&fr_aead_pending, &tid, &wait, BPF_ANY);
+		}
+	}
 	emit_chunks(&t);
 	return 0;
 }
@@ -462,8 +492,9 @@ int BPF_KPROBE(fr_ssl_enter, void *ssl, const void *buf, __u64 num, __u64 *len_o
 			return 0;
 	}
 	/* Once, for all stacks: the session lookup is most of what the
-	 * verifier walks here. */
-	__u32 session = tls_session_noting_probed();
+	 * verifier walks here. An AEAD's program is noted as probed only at
+	 * a TLS record (fr_aead_enter): programs use AEADs for more than TLS. */
+	__u32 session = tls_session_noting_probed(func < FR_TLS_AEAD_SEAL);
 	if (!session)
 		return 0;
 	if (go)

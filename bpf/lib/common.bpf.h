@@ -232,12 +232,22 @@ FR_SHARED struct {
 } fr_tls_calls SEC(".maps");
 
 /* AEAD seals (tls.bpf.c) waiting for their connection, by thread id: the
- * context sealed with, bound by the thread's next socket write. */
+ * context sealed with and the header its first waiting record has on the
+ * wire, bound by the thread's next socket write that starts with it
+ * (within FR_AEAD_WAIT_NS). */
+#define FR_AEAD_WAIT_NS 1000000000ULL
+struct fr_aead_wait {
+	__u64 ctx;
+	__u64 since_ns;
+	__u8 wire[5];            /* type, version, length (TLS 1.3; 1.2: wire_len 3, no length) */
+	__u8 wire_len;
+	__u8 pad[2];
+};
 FR_SHARED struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 16384);
 	__type(key, __u32);
-	__type(value, __u64);
+	__type(value, struct fr_aead_wait);
 } fr_aead_pending SEC(".maps");
 
 /* An AEAD context's connection, once known: the socket's inode number and
@@ -580,9 +590,10 @@ extern __u64 fr_fd_file(__s64 fd);
 /* The inode number of the socket at fd of the current task (its name in
  * /proc: socket:[N]); 0 when fd is no socket. */
 extern __u64 fr_sock_ino(__s64 fd);
-/* At a socket write (fd) of the current thread: binds the AEAD context it
- * sealed with last, if one waits (fr_aead_pending). */
-extern int fr_aead_bind(__s64 fd, __u32 session);
+/* At a socket write (syscall nr, fd, its second argument) of the current
+ * thread: binds the AEAD context it sealed with, if one waits
+ * (fr_aead_pending) and the bytes written start with its record. */
+extern int fr_aead_bind(__s64 nr, __s64 fd, __u64 arg2, __u32 session);
 
 /* The session the current task is recorded in; 0 for none. Tasks get state
  * on their first syscall inside a session and stay in it wherever they go;

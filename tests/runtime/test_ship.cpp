@@ -631,6 +631,20 @@ struct StreamDaemon {
   }
 };
 
+// A TCP connection to 127.0.0.1:port, made and left silent; -1 if refused.
+int connect_loopback(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in at{};
+  at.sin_family = AF_INET;
+  at.sin_port = htons(uint16_t(port));
+  at.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&at), sizeof(at)) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
 std::vector<json> frames_of(const std::string& out) {
   std::vector<json> v;
   std::istringstream in(out);
@@ -718,12 +732,8 @@ TEST_CASE("websocket: after running out of descriptors for a while, the daemon g
   REQUIRE(prlimit(sd.d->proc.pid, RLIMIT_NOFILE, &tight, nullptr) == 0);
   std::vector<int> knocking;
   for (int i = 0; i < 3; ++i) {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in at{};
-    at.sin_family = AF_INET;
-    at.sin_port = htons(uint16_t(sd.port));
-    at.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    REQUIRE(connect(fd, reinterpret_cast<sockaddr*>(&at), sizeof(at)) == 0);  // the listen backlog takes it
+    int fd = connect_loopback(sd.port);
+    REQUIRE(fd >= 0);  // the listen backlog takes it
     knocking.push_back(fd);
   }
   REQUIRE_MESSAGE(sd.d->await("accept: Too many open files"), sd.d->err);
@@ -739,6 +749,34 @@ TEST_CASE("websocket: after running out of descriptors for a while, the daemon g
   sd.d->await("(never said: reads the daemon's stderr so far)", 1, 500);
   CHECK_MESSAGE(got.code == 0, got.err << "flightrecd said:\n" << sd.d->err);
   CHECK(frames_of(got.out).size() == 3);
+  CHECK(sd.d->stop(SIGTERM).code == 0);
+}
+
+TEST_CASE("websocket: connections that never send a request cannot keep the token's holder out") {
+  REQUIRE(is_root());
+  StreamDaemon sd("8M", "      max_clients: 3\n");
+  // As many idle connections as there are places: each would hold one for
+  // its 10 s, and more would follow.
+  std::vector<int> idle;
+  for (int i = 0; i < 3; ++i) {
+    int fd = connect_loopback(sd.port);
+    REQUIRE(fd >= 0);
+    idle.push_back(fd);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // accepted, waiting for their requests
+  Proc c = sd.client({"--path", "/stream", "--count", "3", "--timeout", "60"});
+  REQUIRE_MESSAGE(sd.clients_connected(1), sd.d->err);
+  Result r = sd.run({"true"}, sd.dir.file("run.db"));
+  REQUIRE_MESSAGE(r.code == 0, r.err);
+  Result got = wait(c);
+  CHECK_MESSAGE(got.code == 0, got.err);
+  CHECK(frames_of(got.out).size() == 3);
+  // The oldest idle one made room: the daemon closed it.
+  char byte;
+  timeval quick{2, 0};
+  setsockopt(idle[0], SOL_SOCKET, SO_RCVTIMEO, &quick, sizeof(quick));
+  CHECK(read(idle[0], &byte, 1) == 0);
+  for (int fd : idle) close(fd);
   CHECK(sd.d->stop(SIGTERM).code == 0);
 }
 

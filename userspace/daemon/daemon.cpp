@@ -461,6 +461,11 @@ void Daemon::seal(std::unique_ptr<RecordedCgroup> s, const std::string& reason) 
     }
     record_counts(*s);
     if (s->pipeline) s->pipeline->release_held();
+    if (s->tls && s->pipeline) {  // hellos of probed programs no plaintext followed
+      session::Emitted tail = s->pipeline->emitted();
+      s->tls->finish(tail);
+      s->pipeline->write(tail);
+    }
     if (s->llm && s->pipeline) {  // exchanges still open, tool calls never answered
       session::Emitted tail = s->pipeline->emitted();
       s->llm->finish(tail);

@@ -435,7 +435,7 @@ void TlsStreams::complete(Entry& e, const fr_tls& r, std::string_view data) {
   e.set("ts_enter_mono_ns", uint64_t(r.enter_ns));
   set_endpoints(e, c);
   if (r.flags & FR_TLS_FAULT) e.set("data_error", "unreadable");
-  if (r.flags & FR_TLS_UNBOUND) e.set("connection_unknown", 1);  // ssl is the AEAD context
+  if (r.flags & (FR_TLS_UNBOUND | FR_TLS_NO_CONN)) e.set("connection_unknown", 1);  // ssl is the AEAD context
   // The last chunk kept (it ends at the cap) says how much of the call was not.
   uint64_t kept_end = uint64_t(r.offset) + r.len;
   if (r.call_bytes > cap_ && kept_end == cap_) e.set("truncated_bytes", uint64_t(r.call_bytes) - cap_);

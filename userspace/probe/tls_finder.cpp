@@ -3,6 +3,8 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/random.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -166,7 +168,24 @@ std::optional<Uprobes> uprobes_of(const nlohmann::json& j, uint64_t file_size) {
   return u;
 }
 
-std::optional<TlsFinding> read_cached(int dir, const std::string& name, uint64_t file_size) {
+// The bytes at each probed offset, as hex: an entry is used only while the
+// file still has them there (ctime can be what a FUSE or network file
+// system says, and a write through a shared mapping may not move it).
+std::string bytes_at(int file, const Uprobes& u) {
+  std::string out;
+  for (uint64_t off : u.offsets) {
+    unsigned char b[16] = {};
+    if (!pread_full(file, b, sizeof(b), off)) return {};
+    for (unsigned char c : b) {
+      char h[3];
+      std::snprintf(h, sizeof(h), "%02x", c);
+      out += h;
+    }
+  }
+  return out;
+}
+
+std::optional<TlsFinding> read_cached(int dir, const std::string& name, int file, uint64_t file_size) {
   int fd = openat(dir, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) return std::nullopt;
   struct stat st {};
@@ -188,13 +207,16 @@ std::optional<TlsFinding> read_cached(int dir, const std::string& name, uint64_t
     if (!entries || !rets) return std::nullopt;
     f.entries = *entries;
     f.rets = *rets;
+    if (f.entries.offsets.empty() || j.at("bytes").get<std::string>() != bytes_at(file, f.entries) ||
+        j.at("bytes_rets").get<std::string>() != bytes_at(file, f.rets))
+      return std::nullopt;
     return f;
   } catch (const std::exception&) {
     return std::nullopt;  // cut short or not ours: read the file again
   }
 }
 
-void write_cached(int dir, const std::string& name, const TlsFinding& f) {
+void write_cached(int dir, const std::string& name, int file, const TlsFinding& f) {
   size_t files = 0;
   if (DIR* d = fdopendir(dup(dir))) {
     while (readdir(d) && files <= kCacheFilesMax) ++files;
@@ -203,15 +225,36 @@ void write_cached(int dir, const std::string& name, const TlsFinding& f) {
   if (files > kCacheFilesMax) return;  // full: bounded, whatever runs here
   nlohmann::json j = {{"tls", f.tls},        {"stack", f.stack},           {"found_by", f.found_by},
                       {"uretprobes", f.uretprobes}, {"why", f.why},        {"entries", to_json(f.entries)},
-                      {"rets", to_json(f.rets)}};
+                      {"rets", to_json(f.rets)}, {"bytes", bytes_at(file, f.entries)},
+                      {"bytes_rets", bytes_at(file, f.rets)}};
   std::string text = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  // Whole or not at all: written aside, then renamed into place.
-  std::string temp = ".tmp-" + std::to_string(getpid());
-  int fd = openat(dir, temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+  // Whole or not at all: written aside under a name no other writer has
+  // (pids repeat across namespaces), then renamed into place.
+  unsigned char nonce[8];
+  if (getrandom(nonce, sizeof(nonce), 0) != ssize_t(sizeof(nonce))) return;
+  std::string temp = ".tmp-";
+  for (unsigned char c : nonce) temp += "0123456789abcdef"[c >> 4], temp += "0123456789abcdef"[c & 15];
+  int fd = openat(dir, temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) return;
   bool ok = write_full(fd, text.data(), text.size());
   close(fd);
   if (!ok || renameat(dir, temp.c_str(), dir, name.c_str()) != 0) unlinkat(dir, temp.c_str(), 0);
+}
+
+// File systems whose ctime the kernel keeps itself (not FUSE, NFS, 9p...).
+bool local_file_system(int fd) {
+  struct statfs fs {};
+  if (fstatfs(fd, &fs) != 0) return false;
+  switch (static_cast<unsigned long>(fs.f_type)) {
+    case 0xEF53:      // ext2/3/4
+    case 0x58465342:  // xfs
+    case 0x9123683E:  // btrfs
+    case 0x01021994:  // tmpfs
+    case 0x794c7630:  // overlayfs
+    case 0x73717368:  // squashfs
+      return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -219,20 +262,23 @@ void write_cached(int dir, const std::string& name, const TlsFinding& f) {
 TlsFinding find_tls_cached(int fd, bool* cached) {
   if (cached) *cached = false;
   struct stat st {};
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size < kCachedFromBytes) return find_tls(fd);
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size < kCachedFromBytes || !local_file_system(fd))
+    return find_tls(fd);
   int dir = open_cache_dir();
   std::string name = dir >= 0 ? cache_name(st) : std::string();
   if (name.empty()) {
     if (dir >= 0) close(dir);
     return find_tls(fd);
   }
-  if (auto f = read_cached(dir, name, uint64_t(st.st_size))) {
+  if (auto f = read_cached(dir, name, fd, uint64_t(st.st_size))) {
     close(dir);
     if (cached) *cached = true;
     return *f;
   }
   TlsFinding f = find_tls(fd);
-  write_cached(dir, name, f);
+  // Only what is probed: a refusal or a miss may be this run's (capstone
+  // missing, a read that failed) and is cheap to find again where it is not.
+  if (!f.entries.offsets.empty()) write_cached(dir, name, fd, f);
   close(dir);
   return f;
 }

@@ -412,6 +412,11 @@ int run(Plan plan, const RunTarget& target) {
   if (loss_killed && waitpid(child.pid, &status, 0) < 0 && errno != ECHILD) status = 0;
   engine->end();
   engine->pipeline().release_held();
+  if (copts.tls) {  // hellos of probed programs no plaintext followed
+    Emitted tail = engine->pipeline().emitted();
+    tls_follower.finish(tail);
+    engine->pipeline().write(tail);
+  }
   if (plan.meta.agent_turns) {  // exchanges still open, tool calls never answered
     Emitted tail = engine->pipeline().emitted();
     llm_calls.finish(tail);

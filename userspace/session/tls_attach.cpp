@@ -106,6 +106,11 @@ void TlsFollower::observe(const events::Entry& e, Emitted& out) {
     uncaptured(e, pid, out);
     return;
   }
+  if (type == "tls" && !waiting_.empty()) {  // plaintext on a socket whose hello waits: captured
+    int64_t fd = e.int_or("fd", -1);
+    std::erase_if(waiting_, [&](const Waiting& w) { return w.pid == pid && w.fd == fd && fd >= 0; });
+    return;
+  }
   if (type == "exec") {
     // Programs that link a TLS library in (node exports SSL_write from its
     // binary); most executables do not, so failing here is the normal case.
@@ -133,10 +138,36 @@ void TlsFollower::uncaptured(const events::Entry& hello, uint32_t pid, Emitted& 
   // The kernel said whether the hello came from a probed call, or from a
   // program that makes them (docs/FORMAT.md: what that proves).
   if (hello.int_or("in_probed_call") != 0 || hello.int_or("probed_program") != 0) return;
-  // Or a program whose own file is probed, before its first probed call:
-  // a TLS stack below which the probes sit (an AEAD: rustls) handshakes
-  // before it seals or opens anything.
-  if (capture_.probes_file("/proc/" + std::to_string(pid) + "/exe")) return;
+  // A program whose own file is probed, before its first probed call (a
+  // TLS stack probed below it, at its AEAD: rustls handshakes before it
+  // seals or opens anything): said at the end unless plaintext follows on
+  // that socket, as another TLS stack in it would not give.
+  if (capture_.probes_file("/proc/" + std::to_string(pid) + "/exe")) {
+    Waiting w{pid, hello.int_or("fd", -1), {}};
+    describe(hello, pid, w.said);
+    waiting_.push_back(std::move(w));
+    if (waiting_.size() > 256) {  // bounded: the oldest is said now
+      events::Entry& e = out.add("tls_uncaptured");
+      for (const auto& [key, value] : waiting_.front().said.fields())
+        std::visit([&, k = key](const auto& v) { e.set(e.key(k, ""), v); }, value);
+      waiting_.pop_front();
+    }
+    return;
+  }
+  describe(hello, pid, out.add("tls_uncaptured"));
+}
+
+void TlsFollower::finish(Emitted& out) {
+  for (const auto& w : waiting_) {
+    events::Entry& e = out.add("tls_uncaptured");
+    for (const auto& [key, value] : w.said.fields())
+      std::visit([&, k = key](const auto& v) { e.set(e.key(k, ""), v); }, value);
+  }
+  waiting_.clear();
+}
+
+// The fields of a tls_uncaptured entry about `hello`.
+void TlsFollower::describe(const events::Entry& hello, uint32_t pid, events::Entry& e) {
   // Which library it was, from what the process maps now (a TLS library
   // no probe knows), if it is still there.
   // Bounded: the process may be hostile (and this runs on the thread that
@@ -161,7 +192,6 @@ void TlsFollower::uncaptured(const events::Entry& hello, uint32_t pid, Emitted& 
   else if (library.empty()) library = "statically linked, unknown";
   std::error_code ec;
   std::string exe = std::filesystem::read_symlink("/proc/" + std::to_string(pid) + "/exe", ec).string();
-  events::Entry& e = out.add("tls_uncaptured");
   e.set("subject_pid", int64_t(pid));
   e.set("of_seq", hello.int_or("seq", -1));
   e.set("fd", hello.int_or("fd", -1));

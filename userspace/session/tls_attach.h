@@ -6,6 +6,7 @@
 // already there.
 #include <sys/types.h>
 
+#include <deque>
 #include <map>
 #include <string>
 #include <vector>
@@ -34,9 +35,21 @@ class TlsFollower : public Observer {
  public:
   TlsFollower(probe::TlsProbes& capture, bool host_view) : capture_(capture), host_view_(host_view) {}
   void observe(const events::Entry& entry, Emitted& out) override;
+  // At the session's end: the hellos still waiting for plaintext.
+  void finish(Emitted& out);
 
  private:
   void uncaptured(const events::Entry& hello, uint32_t pid, Emitted& out);
+  void describe(const events::Entry& hello, uint32_t pid, events::Entry& e);
+  // Hellos of programs probed below their TLS library (at an AEAD), which
+  // handshake before their first probed call: tls_uncaptured unless a tls
+  // entry of that process and socket follows (by (pid, fd); bounded).
+  struct Waiting {
+    uint32_t pid;
+    int64_t fd;
+    events::Entry said;  // the tls_uncaptured entry's fields, as they were at the hello
+  };
+  std::deque<Waiting> waiting_;
   probe::TlsProbes& capture_;
   bool host_view_;
   // Why a process's program, a TLS stack, could not be probed: said again

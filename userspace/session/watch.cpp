@@ -128,6 +128,12 @@ void watch(Plan plan, const WatchTarget& target) {
   });
   engine.stop_watchdog();
   engine.end();
+  engine.pipeline().release_held();
+  if (copts.tls) {  // hellos of probed programs no plaintext followed
+    Emitted tail = engine.pipeline().emitted();
+    tls_follower.finish(tail);
+    engine.pipeline().write(tail);
+  }
   if (copts.tls && meta.agent_turns) {
     Emitted tail = engine.pipeline().emitted();
     llm_calls.finish(tail);

@@ -136,6 +136,9 @@ struct ClientBase {
   virtual ~ClientBase() = default;
   virtual void deliver(const std::shared_ptr<const std::vector<Item>>& items) = 0;
   virtual void shut() = 0;
+  // A connection that has not sent its request yet: closed, to make room.
+  virtual bool abandon() = 0;  // false when it is past that (or gone)
+  virtual bool waiting() const = 0;
 };
 
 struct WebSocketOutput::Impl {
@@ -146,6 +149,7 @@ struct WebSocketOutput::Impl {
   std::thread thread;
   std::set<std::shared_ptr<ClientBase>> clients;  // the io thread's
   size_t pending = 0;                             // connections not upgraded yet (the io thread's)
+  std::deque<std::weak_ptr<ClientBase>> waiting;  // those, oldest first (some may be past it)
   beast::error_code accept_error;                 // the last one said on stderr (the io thread's)
 
   std::mutex mu;  // the replay buffer and the stats
@@ -173,6 +177,8 @@ class Client : public ClientBase, public std::enable_shared_from_this<Client<Soc
   // holds a client's place (max_clients) only that long.
   void start() {
     ++impl_.pending;
+    waiting_ = true;
+    impl_.waiting.push_back(this->weak_from_this());
     auto self = this->shared_from_this();
     deadline_.expires_after(std::chrono::seconds(10));
     deadline_.async_wait([self](beast::error_code ec) {
@@ -183,6 +189,7 @@ class Client : public ClientBase, public std::enable_shared_from_this<Client<Soc
     http::async_read(socket_, buf_, req_, [self](beast::error_code ec, size_t) {
       self->deadline_.cancel();
       --self->impl_.pending;
+      self->waiting_ = false;
       if (ec) return self->gone();
       self->on_request();
     });
@@ -200,6 +207,14 @@ class Client : public ClientBase, public std::enable_shared_from_this<Client<Soc
       live_backlog_bytes_ += i.frame->size();
       if (live_backlog_bytes_ > impl_.s.client_queue_bytes) return too_slow();
     }
+  }
+  bool waiting() const override { return waiting_; }
+  bool abandon() override {
+    if (!waiting_) return false;
+    waiting_ = false;
+    beast::error_code ignored;
+    socket_.close(ignored);  // its read ends with an error, and it is gone
+    return true;
   }
   void shut() override {
     closing_ = true;
@@ -370,6 +385,7 @@ class Client : public ClientBase, public std::enable_shared_from_this<Client<Soc
   WebSocketOutput::Impl& impl_;
   Socket socket_;
   bool tcp_;
+  bool waiting_ = false;  // its request not read yet
   beast::flat_buffer buf_, in_;
   http::request<http::string_body> req_;
   std::optional<websocket::stream<Socket>> ws_;
@@ -421,10 +437,24 @@ void WebSocketOutput::Impl::accept(Acceptor& a) {
       return;
     }
     accept_error = {};
-    if (clients.size() + pending >= s.max_clients) {
+    // Clients that sent their request are max_clients at most. Those that
+    // have not are too, apart: when they are that many, the oldest makes
+    // room, so connections that never speak cannot keep the token's
+    // holder out (each also has 10 s at most).
+    if (clients.size() >= s.max_clients) {
       beast::error_code ignored;
       socket.close(ignored);
     } else {
+      while (pending >= s.max_clients && !waiting.empty()) {
+        auto oldest = waiting.front().lock();
+        waiting.pop_front();
+        if (oldest && oldest->abandon()) break;
+      }
+      if (waiting.size() > 4 * s.max_clients)  // entries of those past it, dropped in bulk
+        std::erase_if(waiting, [](const std::weak_ptr<ClientBase>& w) {
+          auto c = w.lock();
+          return !c || !c->waiting();
+        });
       bool tcp = std::is_same_v<typename Acceptor::protocol_type, net::ip::tcp>;
       std::make_shared<Client<typename Acceptor::protocol_type::socket>>(*this, std::move(socket), tcp)->start();
     }

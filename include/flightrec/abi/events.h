@@ -191,6 +191,9 @@ enum fr_tls_func {
 /* An AEAD seal whose connection is not known yet: ssl is the AEAD context,
  * fd -1; the FR_REC_TLS_BIND record that follows names its connection. */
 #define FR_TLS_UNBOUND (1u << 1)
+/* An AEAD open whose connection could not be told (the data it opened was
+ * not in the thread's last socket read): ssl is the AEAD context, fd -1. */
+#define FR_TLS_NO_CONN (1u << 2)
 struct fr_tls {
 	struct fr_header h;
 	__u64 ssl;               /* the SSL*, gnutls_session_t, PRFileDesc* or *tls.Conn (the connection in the process) */
@@ -207,7 +210,8 @@ FR_STATIC_ASSERT(sizeof(struct fr_tls) == 104, "fr_tls layout");
 
 /* An AEAD context (one direction of one TLS connection) bound to its
  * socket: the first socket write a thread makes after sealing with a
- * context not bound yet. Userspace gives the FR_TLS_UNBOUND records of
+ * context not bound yet, when it starts with that seal's record header
+ * (type, version and, for TLS 1.3, length). Userspace gives the FR_TLS_UNBOUND records of
  * (pid, ctx) before it their connection. */
 struct fr_tls_bind {
 	struct fr_header h;
@@ -405,11 +409,12 @@ struct fr_task_state {
 	__u64 cgroup_id;         /* kept for its syscall records (fr_task_ids) */
 	__u32 ids_valid;         /* 0: read them afresh (a set*id call or exec returned) */
 	__u32 ids_gen;           /* fr_session_gen when they were read (a cgroup move bumps it) */
-	__s32 tls_recv_fd;       /* the fd of its last read-like call (an AEAD open's connection) */
-	__u32 pad;
+	__s32 tls_recv_fd;       /* its last read or recvfrom (an AEAD open's connection): the fd, */
+	__u32 tls_recv_len;      /* the buffer's size */
+	__u64 tls_recv_buf;      /* and address (0: none, or a readv/recvmsg) */
 	char exec_path[FR_STR_MAX];
 };
-FR_STATIC_ASSERT(sizeof(struct fr_task_state) == 4216, "fr_task_state layout");
+FR_STATIC_ASSERT(sizeof(struct fr_task_state) == 4224, "fr_task_state layout");
 
 /* Which session a cgroup's tasks belong to: fr_sessions maps a cgroup id
  * to a session number, for the cgroup and everything below it (the
