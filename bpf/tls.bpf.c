@@ -154,9 +154,9 @@ static __always_inline bool go_return(struct pt_regs *ctx, struct fr_tls_call *o
 /* The length of a TLS 1.3 record's content (RFC 8446 5.2: the inner
  * plaintext is the content, its type, then zeros), or -1 when it is no
  * application data. The type is looked for in the last 32 bytes: stacks
- * pad little or not at all. A global function, as fr_aead_enter: the
- * verifier checks it once, not in every state of its callers (most of a
- * session's start-up is verifying these programs). */
+ * pad little or not at all. A global function (scalars in and out, which
+ * every kernel takes): the verifier checks it once, not in every state of
+ * its callers (most of a session's start-up is verifying these programs). */
 __noinline __s64 fr_tls13_content_len(__u64 buf, __u64 len)
 {
 	__u8 tail[32] = {};
@@ -241,7 +241,7 @@ static __always_inline void emit_chunks(struct tls_chunks *t)
  * ad_len); open(ctx, out, out_len, max_out, nonce, nonce_len, in, in_len,
  * ad, ad_len); open_gather(ctx, out, nonce, nonce_len, in, in_len, in_tag,
  * in_tag_len, ad, ad_len). */
-__noinline int fr_aead_enter(struct pt_regs *ctx, __u32 func, __u32 session)
+static __always_inline int aead_enter(struct pt_regs *ctx, __u32 func, __u32 session)
 {
 	/* Each register read once, here: a choice between two of them must
 	 * not become a load through a computed context pointer, which the
@@ -493,14 +493,14 @@ int BPF_KPROBE(fr_ssl_enter, void *ssl, const void *buf, __u64 num, __u64 *len_o
 	}
 	/* Once, for all stacks: the session lookup is most of what the
 	 * verifier walks here. An AEAD's program is noted as probed only at
-	 * a TLS record (fr_aead_enter): programs use AEADs for more than TLS. */
+	 * a TLS record (aead_enter): programs use AEADs for more than TLS. */
 	__u32 session = tls_session_noting_probed(func < FR_TLS_AEAD_SEAL);
 	if (!session)
 		return 0;
 	if (go)
 		return go_enter(ctx, func, session);
 	if (func >= FR_TLS_AEAD_SEAL)
-		return fr_aead_enter(ctx, func, session);
+		return aead_enter(ctx, func, session);
 	bool ex = func == FR_TLS_SSL_READ_EX || func == FR_TLS_SSL_WRITE_EX;
 	return c_enter(ssl, buf, ex ? len_out : 0, func, session);
 }
