@@ -20,11 +20,7 @@ void TlsBinder::on_record(const void* data, size_t size, const Pass& pass) {
     if (r.flags & FR_TLS_UNBOUND) {
       held_.push_back({h.pid, r.ssl, h.ts_mono_ns, std::string(static_cast<const char*>(data), size)});
       bytes_ += size;
-      while (held_.size() > kHeldMax || bytes_ > kHeldBytesMax) {
-        pass(held_.front().bytes.data(), held_.front().bytes.size());
-        bytes_ -= held_.front().bytes.size();
-        held_.pop_front();
-      }
+      while (held_.size() > kHeldMax || bytes_ > kHeldBytesMax) pass_oldest(pass);
       return;
     }
   } else if (h.type == FR_REC_TLS_BIND && size == sizeof(fr_tls_bind)) {
@@ -52,11 +48,13 @@ void TlsBinder::on_record(const void* data, size_t size, const Pass& pass) {
 }
 
 void TlsBinder::age_out(uint64_t now, const Pass& pass) {
-  while (!held_.empty() && now > held_.front().ts && now - held_.front().ts > kHeldNsMax) {
-    pass(held_.front().bytes.data(), held_.front().bytes.size());
-    bytes_ -= held_.front().bytes.size();
-    held_.pop_front();
-  }
+  while (!held_.empty() && now > held_.front().ts && now - held_.front().ts > kHeldNsMax) pass_oldest(pass);
+}
+
+void TlsBinder::pass_oldest(const Pass& pass) {
+  pass(held_.front().bytes.data(), held_.front().bytes.size());
+  bytes_ -= held_.front().bytes.size();
+  held_.pop_front();
 }
 
 void TlsBinder::release_all(const Pass& pass) {

@@ -70,6 +70,7 @@ class TlsBinder {
     std::string bytes;
   };
   void age_out(uint64_t now, const Pass& pass);
+  void pass_oldest(const Pass& pass);  // as it is, unbound
   std::deque<Held> held_;
   size_t bytes_ = 0;
 };

@@ -147,9 +147,7 @@ void TlsFollower::uncaptured(const events::Entry& hello, uint32_t pid, Emitted& 
     describe(hello, pid, w.said);
     waiting_.push_back(std::move(w));
     if (waiting_.size() > 256) {  // bounded: the oldest is said now
-      events::Entry& e = out.add("tls_uncaptured");
-      for (const auto& [key, value] : waiting_.front().said.fields())
-        std::visit([&, k = key](const auto& v) { e.set(e.key(k, ""), v); }, value);
+      say(waiting_.front(), out);
       waiting_.pop_front();
     }
     return;
@@ -158,12 +156,16 @@ void TlsFollower::uncaptured(const events::Entry& hello, uint32_t pid, Emitted& 
 }
 
 void TlsFollower::finish(Emitted& out) {
-  for (const auto& w : waiting_) {
-    events::Entry& e = out.add("tls_uncaptured");
-    for (const auto& [key, value] : w.said.fields())
-      std::visit([&, k = key](const auto& v) { e.set(e.key(k, ""), v); }, value);
-  }
+  for (const auto& w : waiting_) say(w, out);
   waiting_.clear();
+}
+
+// A waiting hello's tls_uncaptured entry, as described at the hello (its
+// keys copied: some are owned by the entry that holds them).
+void TlsFollower::say(const Waiting& w, Emitted& out) {
+  events::Entry& e = out.add("tls_uncaptured");
+  for (const auto& [key, value] : w.said.fields())
+    std::visit([&, k = key](const auto& v) { e.set(e.key(k, ""), v); }, value);
 }
 
 // The fields of a tls_uncaptured entry about `hello`.

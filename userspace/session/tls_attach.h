@@ -50,6 +50,7 @@ class TlsFollower : public Observer {
     events::Entry said;  // the tls_uncaptured entry's fields, as they were at the hello
   };
   std::deque<Waiting> waiting_;
+  void say(const Waiting& w, Emitted& out);
   probe::TlsProbes& capture_;
   bool host_view_;
   // Why a process's program, a TLS stack, could not be probed: said again
