@@ -7,9 +7,12 @@ model answers with text.  Python's ssl module is OpenSSL, whose plaintext
 flightrec captures.
 
 usage: llm_agent.py --port N --ca CA_PEM --api anthropic|openai [--stream] [--own-act]
-                    [--repeat N] [--pad BYTES]
+                    [--repeat N] [--pad BYTES] [--http2]
 --repeat runs the task N times over the connection; --pad sends a system
 prompt of BYTES with every request, as real agents send kilobytes of it.
+With --http2 it speaks HTTP/2 (ALPN h2, Debian's python3-h2), and beside each
+model call it asks for the model list on another stream, so the answers of
+two streams interleave on the connection.
 With --own-act it first runs `sh -c "echo own > own.txt"` of its own accord,
 as agents run git or telemetry: an act no tool call explains.
 Prints the final answer, and "tool <id>" for each tool call it ran."""
@@ -18,6 +21,7 @@ import gzip
 import http.client
 import json
 import os
+import socket
 import ssl
 import subprocess
 import sys
@@ -36,10 +40,77 @@ def sse(body):
             yield event, "\n".join(data)
 
 
+class H2Conn:
+    """HTTP/2 over one TLS connection, each request on a new stream."""
+
+    def __init__(self, port, ctx):
+        import h2.config
+        import h2.connection
+        ctx.set_alpn_protocols(["h2"])
+        self.port = port
+        self.sock = ctx.wrap_socket(socket.create_connection(("localhost", port)), server_hostname="localhost")
+        if self.sock.selected_alpn_protocol() != "h2":
+            sys.exit("the server did not take h2")
+        self.h2 = h2.connection.H2Connection(config=h2.config.H2Configuration(client_side=True, header_encoding="utf-8"))
+        self.h2.initiate_connection()
+        self.sock.sendall(self.h2.data_to_send())
+        self.answers = {}
+
+    def pump(self):
+        import h2.events
+        data = self.sock.recv(65536)
+        if not data:
+            sys.exit("the server closed the connection")
+        for ev in self.h2.receive_data(data):
+            if isinstance(ev, h2.events.ResponseReceived):
+                self.answers[ev.stream_id][0].update(dict(ev.headers))
+            elif isinstance(ev, h2.events.DataReceived):
+                self.answers[ev.stream_id][1].extend(ev.data)
+                self.h2.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
+            elif isinstance(ev, h2.events.StreamEnded):
+                self.answers[ev.stream_id][2] = True
+        self.sock.sendall(self.h2.data_to_send())
+
+    def start(self, method, path, headers, body=b""):
+        sid = self.h2.get_next_available_stream_id()
+        self.answers[sid] = [{}, bytearray(), False]
+        self.h2.send_headers(sid, [(":method", method), (":path", path), (":scheme", "https"),
+                                   (":authority", "localhost:%d" % self.port)] + list(headers.items()),
+                             end_stream=not body)
+        view = memoryview(body)
+        while view:
+            n = min(len(view), self.h2.max_outbound_frame_size, self.h2.local_flow_control_window(sid))
+            if not n:
+                self.sock.sendall(self.h2.data_to_send())
+                self.pump()  # wait for the window to open
+                continue
+            self.h2.send_data(sid, bytes(view[:n]), end_stream=n == len(view))
+            view = view[n:]
+        self.sock.sendall(self.h2.data_to_send())
+        return sid
+
+    def finish(self, sid):
+        while not self.answers[sid][2]:
+            self.pump()
+        head, data, _ = self.answers.pop(sid)
+        return head, bytes(data)
+
+    def post(self, path, body, headers):
+        side = self.start("GET", "/v1/models", {"accept": "application/json"})
+        sid = self.start("POST", path, {k.lower(): v for k, v in headers.items()}, body)
+        self.finish(side)
+        return self.finish(sid)
+
+
 def post(conn, path, body, headers):
     """As httpx does: JSON answers may come gzip-compressed."""
-    conn.request("POST", path, body=json.dumps(body),
-                 headers=dict(headers, **{"content-type": "application/json", "accept-encoding": "gzip"}))
+    headers = dict(headers, **{"content-type": "application/json", "accept-encoding": "gzip"})
+    if isinstance(conn, H2Conn):
+        head, raw = conn.post(path, json.dumps(body).encode(), headers)
+        if head.get("content-encoding", "") == "gzip":
+            raw = gzip.decompress(raw)
+        return head.get("content-type", ""), raw
+    conn.request("POST", path, body=json.dumps(body), headers=headers)
     r = conn.getresponse()
     raw = r.read()
     if r.getheader("content-encoding", "") == "gzip":
@@ -143,13 +214,14 @@ def main():
     p.add_argument("--own-act", action="store_true")
     p.add_argument("--repeat", type=int, default=1)
     p.add_argument("--pad", type=int, default=0)
+    p.add_argument("--http2", action="store_true")
     a = p.parse_args()
     global PAD
     PAD = "You are a careful agent. " * (a.pad // 25)
     if a.own_act:
         run_shell("echo own > own.txt")
     ctx = ssl.create_default_context(cafile=a.ca)
-    conn = http.client.HTTPSConnection("localhost", a.port, context=ctx)
+    conn = H2Conn(a.port, ctx) if a.http2 else http.client.HTTPSConnection("localhost", a.port, context=ctx)
     for _ in range(a.repeat):
         print((anthropic if a.api == "anthropic" else openai)(conn, a.stream), flush=True)
 

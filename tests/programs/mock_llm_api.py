@@ -12,15 +12,18 @@ other request (count_tokens, start-up probes, unknown paths) gets a harmless
 200 answer.  Every request is logged as one JSON line to --log.
 
 usage: mock_llm_api.py --cert CERT --key KEY [--port N] [--log FILE]
-                       [--script auto|anthropic-edit|openai-edit]
+                       [--script auto|anthropic-edit|openai-edit] [--http2]
 With --port 0 (the default) the kernel picks the port; the first line on
 stdout is always "PORT <n>".  --script auto (the default) scripts both APIs,
 chosen by path (/v1/messages, /v1/responses); anthropic-edit or openai-edit
-scripts only that one and gives the other path the generic answer.
+scripts only that one and gives the other path the generic answer.  With
+--http2 it offers h2 in ALPN as well (Debian's python3-h2) and answers a
+client that takes it over HTTP/2, each event of a stream in its own DATA frame.
 See mock_llm_api.md for the certificates and the agents' set-up."""
 import argparse
 import base64
 import gzip
+import http.client
 import http.server
 import itertools
 import json
@@ -260,6 +263,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def log_message(self, *args):
         pass
 
+    def handle(self):
+        if self.request.selected_alpn_protocol() == "h2":
+            return serve_h2(self.conn, self.request)
+        super().handle()
+
     def read_body(self):
         if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
             data = b""
@@ -364,6 +372,87 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.end_headers()
 
 
+class H2Exchange:
+    """One HTTP/2 request, shaped as Handler sees a request, so handle_any
+    answers both protocols the same way."""
+
+    def __init__(self, conn_id, h2conn, sock, stream, headers, body):
+        self.conn, self.h2, self.sock, self.stream, self.raw = conn_id, h2conn, sock, stream, bytes(body)
+        self.command, self.path = headers.get(":method", ""), headers.get(":path", "")
+        self.headers = http.client.HTTPMessage()
+        for k, v in headers.items():
+            if not k.startswith(":"):
+                self.headers[k] = v
+
+    def read_body(self):
+        return self.raw
+
+    def send(self, data, end):
+        """DATA frames of at most the peer's frame size, within its windows."""
+        import h2.events
+        view = memoryview(data)
+        while True:
+            n = min(len(view), self.h2.max_outbound_frame_size, self.h2.local_flow_control_window(self.stream))
+            if n or not view:
+                self.h2.send_data(self.stream, bytes(view[:n]), end_stream=end and n == len(view))
+                self.sock.sendall(self.h2.data_to_send())
+                view = view[n:]
+                if not view:
+                    return
+                continue
+            data_in = self.sock.recv(65536)  # wait for a WINDOW_UPDATE
+            if not data_in:
+                return
+            for ev in self.h2.receive_data(data_in):
+                if isinstance(ev, h2.events.DataReceived):
+                    self.h2.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
+            self.sock.sendall(self.h2.data_to_send())
+
+    def send_json(self, obj, status=200):
+        data = json.dumps(obj).encode()
+        gzipped = "gzip" in self.headers.get("Accept-Encoding", "")
+        if gzipped:
+            data = gzip.compress(data)
+        head = [(":status", str(status)), ("content-type", "application/json"), ("content-length", str(len(data))),
+                ("request-id", rand_id("req_"))] + ([("content-encoding", "gzip")] if gzipped else [])
+        self.h2.send_headers(self.stream, head, end_stream=not data)
+        if data:
+            self.send(data, True)
+        self.sock.sendall(self.h2.data_to_send())
+
+    def send_sse(self, events):
+        self.h2.send_headers(self.stream, [(":status", "200"), ("content-type", "text/event-stream"),
+                                           ("cache-control", "no-cache"), ("request-id", rand_id("req_"))])
+        self.sock.sendall(self.h2.data_to_send())
+        for kind, data in events:
+            self.send(f"event: {kind}\ndata: {json.dumps(data)}\n\n".encode(), False)
+        self.send(b"", True)
+
+
+def serve_h2(conn_id, sock):
+    import h2.config
+    import h2.connection
+    import h2.events
+    h2conn = h2.connection.H2Connection(config=h2.config.H2Configuration(client_side=False, header_encoding="utf-8"))
+    h2conn.initiate_connection()
+    sock.sendall(h2conn.data_to_send())
+    streams = {}
+    while True:
+        data = sock.recv(65536)
+        if not data:
+            return
+        for ev in h2conn.receive_data(data):
+            if isinstance(ev, h2.events.RequestReceived):
+                streams[ev.stream_id] = (dict(ev.headers), bytearray())
+            elif isinstance(ev, h2.events.DataReceived):
+                streams[ev.stream_id][1].extend(ev.data)
+                h2conn.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
+            elif isinstance(ev, h2.events.StreamEnded) and ev.stream_id in streams:
+                headers, body = streams.pop(ev.stream_id)
+                Handler.handle_any(H2Exchange(conn_id, h2conn, sock, ev.stream_id, headers, body))
+        sock.sendall(h2conn.data_to_send())
+
+
 class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
     daemon_threads = True
 
@@ -379,10 +468,11 @@ def main():
     p.add_argument("--key", required=True)
     p.add_argument("--log")
     p.add_argument("--script", default="auto", choices=("auto", "anthropic-edit", "openai-edit"))
+    p.add_argument("--http2", action="store_true", help="offer h2 in ALPN too")
     _args = p.parse_args()
     tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     tls.load_cert_chain(_args.cert, _args.key)
-    tls.set_alpn_protocols(["http/1.1"])
+    tls.set_alpn_protocols(["h2", "http/1.1"] if _args.http2 else ["http/1.1"])
     server = Server(("127.0.0.1", _args.port), Handler)
     server.tls = tls
     print("PORT", server.server_address[1], flush=True)

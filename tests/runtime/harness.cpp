@@ -268,7 +268,7 @@ std::string sha256_hex(const std::string& data) {
   return out;
 }
 
-MockApi::MockApi() {
+MockApi::MockApi(bool http2) {
   ca = dir.file("ca.pem");
   std::string key = dir.file("key.pem"), cert = dir.file("cert.pem"), csr = dir.file("cert.csr"), ext = dir.file("leaf.ext");
   std::ofstream(ext) << "basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature\n"
@@ -282,8 +282,11 @@ MockApi::MockApi() {
            {"openssl", "x509", "-req", "-in", csr, "-CA", ca, "-CAkey", dir.file("ca-key.pem"), "-CAcreateserial",
             "-out", cert, "-days", "2", "-extfile", ext}})
     REQUIRE(run(argv).code == 0);
-  proc = start({"python3", std::string(SOURCE_DIR) + "/tests/programs/mock_llm_api.py", "--port", "0", "--cert", cert,
-                "--key", key, "--log", dir.file("requests.jsonl")});
+  // Debian's python3: its python3-h2 serves HTTP/2.
+  std::vector<std::string> argv = {"/usr/bin/python3", std::string(SOURCE_DIR) + "/tests/programs/mock_llm_api.py",
+                                   "--port", "0", "--cert", cert, "--key", key, "--log", dir.file("requests.jsonl")};
+  if (http2) argv.push_back("--http2");
+  proc = start(argv);
   std::string line;
   char c;
   while (line.find('\n') == std::string::npos && read(proc.out_fd, &c, 1) == 1) line += c;

@@ -91,7 +91,8 @@ struct MockApi {
   Proc proc;
   int port = 0;
   std::string ca;
-  MockApi();
+  // http2: ALPN offers h2 too (clients that take it are answered over HTTP/2).
+  explicit MockApi(bool http2 = false);
   ~MockApi();
   MockApi(const MockApi&) = delete;
   MockApi& operator=(const MockApi&) = delete;

@@ -101,6 +101,26 @@ std::map<std::string, std::string> tls_streams(const std::vector<json>& all, con
     });
     for (const auto& e : es) out[conn] += data_of(e);
   }
+  // An HTTP/2 connection's bodies are cut in DATA frames: each stream's
+  // DATA put together is one more "stream" to look in (conn#id).
+  std::map<std::string, std::string> bodies;
+  for (const auto& [conn, bytes] : out) {
+    const std::string preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+    size_t at = bytes.starts_with(preface) ? preface.size() : 0;
+    if (!at && (bytes.size() < 9 || bytes[3] != 4)) continue;  // neither the client's preface nor a server's SETTINGS
+    while (at + 9 <= bytes.size()) {
+      auto b = [&](size_t i) { return uint32_t(uint8_t(bytes[at + i])); };
+      uint32_t len = b(0) << 16 | b(1) << 8 | b(2), id = (b(5) << 24 | b(6) << 16 | b(7) << 8 | b(8)) & 0x7fffffff;
+      if (at + 9 + len > bytes.size()) break;
+      if (b(3) == 0) {  // DATA, its padding taken off
+        std::string payload = bytes.substr(at + 9, len);
+        if ((b(4) & 8) && !payload.empty()) payload = payload.substr(1, payload.size() - 1 - std::min<size_t>(uint8_t(payload[0]), payload.size() - 1));
+        bodies[conn + "#" + std::to_string(id)] += payload;
+      }
+      at += 9 + len;
+    }
+  }
+  out.insert(bodies.begin(), bodies.end());
   return out;
 }
 
@@ -183,13 +203,13 @@ void check_record(const std::string& db, const std::string& work) {
 
 }  // namespace
 
-TEST_CASE("coding agents: Claude Code (two releases) under its shipped policy runs a command and edits a file; its model traffic is in the record, no ALERT") {
+TEST_CASE("coding agents: Claude Code (two releases, the mock offering h2 as the real API does) under its shipped policy runs a command and edits a file; its model traffic is in the record, no ALERT") {
   REQUIRE_MESSAGE(is_root(), "runtime tests need root");
   // The newest pinned release, and one 3.5 months older (tools/install-deps.sh).
   for (const std::string& claude : {kAgents + "claude", std::string("/opt/flightrec-test-agents/older/node_modules/.bin/claude")}) {
     INFO(claude);
     REQUIRE_MESSAGE(access(claude.c_str(), X_OK) == 0, "Claude Code is not installed: run tools/install-deps.sh");
-    MockApi api;
+    MockApi api(true);
     TempDir dir;
     std::string work = git_work(dir, api), db = dir.file("s.db"), port = std::to_string(api.port);
     Result r = run_agent(work, claude_run(claude, db, work, port), {"ANTHROPIC_API_KEY=sk-ant-flightrec-test-key-0123456789"});
@@ -308,11 +328,11 @@ TEST_CASE("coding agents: Codex (two releases) with its own sandbox (-s workspac
   }
 }
 
-TEST_CASE("coding agents: Codex run in a watched cgroup; its model traffic is in the watch's record") {
+TEST_CASE("coding agents: Codex run in a watched cgroup, over HTTP/2 (the mock offers h2, as the real API does); its model traffic is in the watch's record") {
   REQUIRE_MESSAGE(is_root(), "runtime tests need root");
   REQUIRE_MESSAGE(access((kAgents + "codex").c_str(), X_OK) == 0, "Codex is not installed: run tools/install-deps.sh");
   REQUIRE(!cgroup2_root().empty());
-  MockApi api;
+  MockApi api(true);
   TempDir dir;
   std::string work = git_work(dir, api), db = dir.file("w.db"), home = dir.file("codex-home"), port = std::to_string(api.port);
   mkdir(home.c_str(), 0700);
@@ -330,6 +350,14 @@ TEST_CASE("coding agents: Codex run in a watched cgroup; its model traffic is in
   for (const auto& e : entries(db)) CHECK(e.dump().find("sk-flightrec-test-key") == std::string::npos);
   check_model_traffic(db, api, "Run a shell command, then write hello.txt", "echo flightrec-tool-ran > tool_ran.txt",
                       "Done: ran the command and wrote hello.txt.");
+  // It took h2: every model call names its stream, and `flightrec agent` reads the turns back from the frames.
+  auto calls = of_type(entries(db), "llm_call");
+  for (const auto& c : calls) CHECK(c.value("http2_stream", 0) > 0);
+  Result view = rt::flightrec({"agent", "--db", db, "--json"});
+  REQUIRE(view.code == 0);
+  json turns = json::parse(view.out)["turns"];
+  REQUIRE(turns.size() == calls.size());
+  CHECK(turns.back()["answer"] == "Done: ran the command and wrote hello.txt.");
 }
 
 TEST_CASE("coding agents: a Codex build whose AEAD opens are not told apart is not probed; tls_uncaptured says what was tried") {

@@ -34,17 +34,21 @@ std::vector<std::string> strings(const json& e, const char* key) {
   return out;
 }
 
-void check_turns(const std::string& api, bool stream) {
+// http2: the agent takes h2 (python3-h2), and asks for the model list on
+// another stream beside each model call, so two streams' answers interleave.
+void check_turns(const std::string& api, bool stream, bool http2 = false) {
   CAPTURE(api);
   CAPTURE(stream);
-  MockApi mock;
+  CAPTURE(http2);
+  MockApi mock(http2);
   TempDir dir;
   std::string work = dir.file("work"), db = dir.file("t.db");
   mkdir(work.c_str(), 0755);
   std::vector<std::string> argv = {FLIGHTREC_BIN, "run", "--policy", "observe", "--db", db, "--",
-                                   "python3", std::string(SOURCE_DIR) + "/tests/programs/llm_agent.py",
+                                   "/usr/bin/python3", std::string(SOURCE_DIR) + "/tests/programs/llm_agent.py",
                                    "--port", std::to_string(mock.port), "--ca", mock.ca, "--api", api, "--own-act"};
   if (stream) argv.push_back("--stream");
+  if (http2) argv.push_back("--http2");
   Result r = run_in(work, argv);
   INFO(r.out << r.err);
   REQUIRE(r.code == 0);
@@ -85,8 +89,16 @@ void check_turns(const std::string& api, bool stream) {
         CHECK(t["ssl"] == c["ssl"]);
       }
   }
+  // Over HTTP/2 each call names its stream; the side requests beside them
+  // (the model list) are no model calls. Their streams differ.
+  std::set<int64_t> streams;
+  for (const auto& c : calls) {
+    CHECK(c.contains("http2_stream") == http2);
+    if (http2) streams.insert(c["http2_stream"].get<int64_t>());
+  }
+  if (http2) CHECK(streams.size() == 3);
   // Non-streamed answers came gzip-compressed (the client asked, as httpx does): decoded all the same.
-  if (!stream) {
+  if (!stream && !http2) {
     const json& first = *by_seq.at(calls[0]["response_seqs"][0].get<int64_t>());
     std::string head = flightrec::base64_decode(first["data_b64"].get<std::string>()).value_or("");
     CHECK(head.find("Content-Encoding: gzip") != std::string::npos);
@@ -204,6 +216,14 @@ TEST_CASE("model calls: a Python agent on the OpenAI Responses API, streamed and
   REQUIRE_MESSAGE(is_root(), "runtime tests need root");
   check_turns("openai", true);
   check_turns("openai", false);
+}
+
+TEST_CASE("model calls: a Python agent over HTTP/2, two streams at once, both APIs, streamed and not: llm_call and tool_call entries") {
+  REQUIRE_MESSAGE(is_root(), "runtime tests need root");
+  check_turns("anthropic", true, true);
+  check_turns("anthropic", false, true);
+  check_turns("openai", true, true);
+  check_turns("openai", false, true);
 }
 
 TEST_CASE("model calls: --agent-turns off keeps the tls entries alone, and the genesis entry says so") {

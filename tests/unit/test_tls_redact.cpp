@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "events/tls.h"
+#include "http2_bytes.h"
 
 using flightrec::events::default_redacted_headers;
 using flightrec::events::HeaderRedactor;
@@ -82,26 +83,6 @@ namespace {
 using flightrec::events::Http2Redactor;
 using flightrec::events::huffman_decode;
 using flightrec::events::huffman_filler;
-
-std::string unhex(const std::string& hex) {
-  std::string out;
-  for (size_t i = 0; i + 1 < hex.size(); i += 2) out += char(std::stoi(hex.substr(i, 2), nullptr, 16));
-  return out;
-}
-
-std::string frame(uint8_t type, uint8_t flags, uint32_t stream, const std::string& payload) {
-  std::string f;
-  f += char(payload.size() >> 16);
-  f += char(payload.size() >> 8);
-  f += char(payload.size());
-  f += char(type);
-  f += char(flags);
-  f += char(stream >> 24);
-  f += char(stream >> 16);
-  f += char(stream >> 8);
-  f += char(stream);
-  return f + payload;
-}
 
 // C.4.1, C.4.2, C.4.3: the third adds "custom-key: custom-value" with a literal Huffman name.
 const std::string kBlock1 = unhex("828684418cf1e3c2e5f23a6ba0ab90f4ff");

@@ -16,6 +16,7 @@ struct HttpMessage {
   bool request = false;
   std::string method, target;  // a request's
   int status = 0;              // a response's
+  uint32_t stream = 0;         // HTTP/2: its stream (0 in HTTP/1)
   std::vector<std::pair<std::string, std::string>> headers;  // names in lower case
   std::string body;
   std::vector<int64_t> seqs;   // the chunks that held it, in order

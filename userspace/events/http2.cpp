@@ -137,12 +137,12 @@ int64_t huffman_decoded_length(std::string_view bytes) {
   return huffman_end(bits, nbits) ? int64_t(n) : -1;
 }
 
-std::string huffman_decode(std::string_view bytes) {
+std::string huffman_decode(std::string_view bytes, bool lower) {
   uint64_t bits = 0, n = 0;
   unsigned nbits = 0;
   std::string out;
   for (char c : bytes)
-    if (!huffman_step(uint8_t(c), bits, nbits, &out, SIZE_MAX, &n)) return {};
+    if (!huffman_step(uint8_t(c), bits, nbits, &out, SIZE_MAX, &n, lower)) return {};
   return huffman_end(bits, nbits) ? out : std::string();
 }
 
@@ -484,6 +484,106 @@ bool Http2Redactor::hpack(std::string& bytes, size_t i, const std::vector<std::s
   if (str_left_ == 0) return string_done();
   step_ = Step::StrBody;
   return true;
+}
+
+namespace {
+
+// An HPACK integer with an n-bit prefix (RFC 7541 5.1) at b[i]; false when
+// it runs past the block or past 2^32.
+bool hpack_int(std::string_view b, size_t& i, unsigned prefix, uint64_t& v) {
+  if (i >= b.size()) return false;
+  uint64_t max = (1u << prefix) - 1;
+  v = uint8_t(b[i++]) & max;
+  if (v < max) return true;
+  for (unsigned shift = 0; i < b.size() && shift <= 28; shift += 7) {
+    uint8_t c = uint8_t(b[i++]);
+    v += uint64_t(c & 0x7f) << shift;
+    if (!(c & 0x80)) return v <= UINT32_MAX;
+  }
+  return false;
+}
+
+// An HPACK string literal (5.2) at b[i], Huffman-coded or not.
+bool hpack_string(std::string_view b, size_t& i, std::string& out) {
+  if (i >= b.size()) return false;
+  bool huffman = uint8_t(b[i]) & 0x80;
+  uint64_t len;
+  if (!hpack_int(b, i, 7, len) || len > b.size() - i) return false;
+  std::string_view raw = b.substr(i, len);
+  i += len;
+  if (!huffman) {
+    out.assign(raw);
+    return true;
+  }
+  if (raw.empty()) {
+    out.clear();
+    return true;
+  }
+  out = huffman_decode(raw, false);
+  return !out.empty();
+}
+
+}  // namespace
+
+bool HpackDecoder::field(uint64_t index, std::pair<std::string, std::string>& f) const {
+  if (index >= 1 && index <= kStaticCount) {
+    f.first = kStaticNames[index - 1];
+    f.second = index <= std::size(kStaticValues) ? kStaticValues[index - 1] : index == 16 ? "gzip, deflate" : "";
+    return true;
+  }
+  if (index > kStaticCount && index - kStaticCount - 1 < table_.size()) {
+    f = table_[index - kStaticCount - 1];
+    return true;
+  }
+  return false;
+}
+
+void HpackDecoder::insert(const std::pair<std::string, std::string>& f) {
+  uint64_t size = f.first.size() + f.second.size() + 32;
+  if (size > max_) {  // empties the table and is not added (RFC 7541 4.4)
+    table_.clear();
+    size_ = 0;
+    return;
+  }
+  table_.push_front(f);
+  size_ += size;
+  evict();
+}
+
+void HpackDecoder::evict() {
+  while (size_ > max_ && !table_.empty()) {
+    size_ -= table_.back().first.size() + table_.back().second.size() + 32;
+    table_.pop_back();
+  }
+}
+
+bool HpackDecoder::decode(std::string_view b, std::vector<std::pair<std::string, std::string>>& out) {
+  size_t i = 0, total = 0;
+  while (!broken_ && i < b.size()) {
+    uint8_t c = uint8_t(b[i]);
+    std::pair<std::string, std::string> f;
+    uint64_t index;
+    if (c & 0x80) {  // indexed field (6.1)
+      if (!hpack_int(b, i, 7, index) || !field(index, f)) broken_ = true;
+    } else if ((c & 0xe0) == 0x20) {  // dynamic table size update (6.3)
+      broken_ = !hpack_int(b, i, 5, index) || index > kTableMax;
+      if (broken_) break;
+      max_ = index;
+      evict();
+      continue;
+    } else {  // a literal: with incremental indexing (6.2.1), without (6.2.2), never indexed (6.2.3)
+      bool incremental = (c & 0xc0) == 0x40;
+      if (!hpack_int(b, i, incremental ? 6 : 4, index)) broken_ = true;
+      else if (index ? !field(index, f) : !hpack_string(b, i, f.first)) broken_ = true;
+      else if (!hpack_string(b, i, f.second)) broken_ = true;
+      else if (incremental) insert(f);
+    }
+    if (broken_) break;
+    total += f.first.size() + f.second.size();
+    if (total > kMaxList) broken_ = true;
+    else out.push_back(std::move(f));
+  }
+  return !broken_;
 }
 
 }  // namespace flightrec::events

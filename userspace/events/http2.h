@@ -11,6 +11,7 @@
 #include <deque>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace flightrec::events {
@@ -111,6 +112,29 @@ class Http2Redactor {
 // none exists).
 int64_t huffman_decoded_length(std::string_view bytes);
 std::string huffman_filler(size_t bytes, uint64_t symbols);
-std::string huffman_decode(std::string_view bytes);  // "" when invalid (for tests and names)
+// The symbols of `bytes` (lower case if `lower`), or "" when they are not a valid code.
+std::string huffman_decode(std::string_view bytes, bool lower = true);
+
+// HPACK (RFC 7541) decoding of whole header blocks, one decoder per
+// direction of a connection (the dynamic table lives across blocks). For
+// reading the record, where the blocks are put together first; the
+// redactor above works byte by byte on bytes as they come.
+class HpackDecoder {
+ public:
+  static constexpr size_t kMaxList = 256 << 10;  // decoded names and values of one block
+  // Appends the block's fields, names as sent (lower case in HTTP/2), to
+  // out. False when the block is not valid HPACK or decodes to more than
+  // kMaxList: the table cannot be trusted after it, so every later call
+  // fails too.
+  bool decode(std::string_view block, std::vector<std::pair<std::string, std::string>>& out);
+
+ private:
+  bool field(uint64_t index, std::pair<std::string, std::string>& f) const;
+  void insert(const std::pair<std::string, std::string>& f);
+  void evict();
+  std::deque<std::pair<std::string, std::string>> table_;  // newest first
+  uint64_t size_ = 0, max_ = 4096;
+  bool broken_ = false;
+};
 
 }  // namespace flightrec::events

@@ -2,9 +2,11 @@
 
 #include <map>
 #include <set>
+#include <tuple>
 
 #include "agent/content_coding.h"
 #include "agent/http1.h"
+#include "agent/http2.h"
 #include "agent/llm_api.h"
 #include "common/error.h"
 #include "common/text.h"
@@ -61,6 +63,30 @@ std::optional<agent::HttpMessage> message_of(const std::vector<int64_t>& seqs, c
   return std::nullopt;
 }
 
+// An HTTP/2 message: its header block may refer to any earlier one of the
+// connection (HPACK's table), so the direction is decoded from its start,
+// up to the message's last chunk, and the message on `stream` taken.
+std::optional<agent::HttpMessage> message_of_h2(const std::vector<int64_t>& seqs, uint64_t stream, bool client,
+                                                const std::vector<const json*>& direction) {
+  if (seqs.empty() || !stream) return std::nullopt;
+  agent::Http2Stream h2(client);
+  std::vector<agent::HttpMessage> out;
+  for (const json* t : direction) {
+    int64_t s = int_of(*t, "seq");
+    auto bytes = base64_decode(text(*t, "data_b64"));
+    if (!bytes) return std::nullopt;
+    h2.feed(uint64_t(int_of(*t, "stream_offset")), uint64_t(int_of(*t, "len")), *bytes, s, 0, out);
+    for (auto& m : out)
+      if (m.stream == stream) return std::move(m);
+    out.clear();
+    if (s >= seqs.back()) break;
+  }
+  h2.take_open(out);
+  for (auto& m : out)
+    if (m.stream == stream) return std::move(m);
+  return std::nullopt;
+}
+
 std::string act_text(const json& e) {
   std::string type = text(e, "type");
   if (type == "exec") {
@@ -98,13 +124,33 @@ json agent_turns(ledger::Store& store, int64_t session) {
     return true;
   });
   if (!found) throw Error("no session " + std::to_string(session) + " in " + store.path());
+  // HTTP/2 calls need every tls entry of their connection (process, ssl).
+  std::set<std::pair<int64_t, int64_t>> h2_conns;
+  for (const auto& c : calls)
+    if (int_of(c, "http2_stream")) h2_conns.insert({int_of(c, "pid"), int_of(c, "ssl")});
   std::map<int64_t, json> held;  // the tls entries and acts named above
   if (!wanted.empty()) {
     f.types = {"tls", "exec", "file_open", "connect"};
     store.for_each_entry(f, [&](const ledger::EntryRow& row) {
-      if (wanted.count(row.seq)) held[row.seq] = json::parse(row.body, nullptr, false);
+      if (wanted.count(row.seq)) {
+        held[row.seq] = json::parse(row.body, nullptr, false);
+      } else if (row.type == "tls" && !h2_conns.empty()) {
+        json t = json::parse(row.body, nullptr, false);
+        if (h2_conns.count({int_of(t, "pid"), int_of(t, "ssl")})) held[row.seq] = std::move(t);
+      }
       return true;
     });
+  }
+  // Each HTTP/2 connection's directions, in stream order.
+  std::map<std::tuple<int64_t, int64_t, bool>, std::vector<const json*>> h2_directions;
+  if (!h2_conns.empty()) {
+    for (const auto& [seq, t] : held)
+      if (text(t, "type") == "tls" && h2_conns.count({int_of(t, "pid"), int_of(t, "ssl")}))
+        h2_directions[{int_of(t, "pid"), int_of(t, "ssl"), text(t, "direction") == "send"}].push_back(&t);
+    for (auto& [key, list] : h2_directions)
+      std::stable_sort(list.begin(), list.end(), [](const json* a, const json* b) {
+        return int_of(*a, "stream_offset") < int_of(*b, "stream_offset");
+      });
   }
   json turns = json::array();
   std::map<std::vector<int64_t>, const agent::LlmExchange*> by_request;  // request seqs -> what it carried
@@ -113,8 +159,15 @@ json agent_turns(ledger::Store& store, int64_t session) {
     const json& c = calls[i];
     agent::LlmExchange& x = decoded[i];
     x.api = text(c, "api");
-    auto request = message_of(seq_list(c, "request_seqs"), held);
-    auto response = message_of(seq_list(c, "response_seqs"), held);
+    std::optional<agent::HttpMessage> request, response;
+    if (uint64_t stream = uint64_t(int_of(c, "http2_stream"))) {
+      auto key = [&](bool send) { return std::make_tuple(int_of(c, "pid"), int_of(c, "ssl"), send); };
+      request = message_of_h2(seq_list(c, "request_seqs"), stream, true, h2_directions[key(true)]);
+      response = message_of_h2(seq_list(c, "response_seqs"), stream, false, h2_directions[key(false)]);
+    } else {
+      request = message_of(seq_list(c, "request_seqs"), held);
+      response = message_of(seq_list(c, "response_seqs"), held);
+    }
     std::string why;
     if (request) agent::decode_llm_request(request->target, agent::body_of(*request, &why), x);
     if (response) agent::decode_llm_response(response->header("content-type"), agent::body_of(*response, &why), x);

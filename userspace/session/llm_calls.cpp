@@ -6,6 +6,7 @@
 
 #include "agent/content_coding.h"
 #include "common/text.h"
+#include "events/http2.h"
 
 namespace flightrec::session {
 namespace {
@@ -165,20 +166,43 @@ void LlmCalls::on_tls(const events::Entry& e, Emitted& out) {
   c.who = Who::of(e);
   c.fd = e.int_or("fd", -1);
   bool send = e.string_or("direction") == "send";
+  uint64_t at = uint64_t(e.int_or("stream_offset"));
+  using Protocol = Conn::Protocol;
+  if (c.protocol == Protocol::Unknown) {
+    // HTTP/2 shows in its first bytes: the client's preface, or the server's SETTINGS.
+    bool h2 = at == 0 && (send ? events::starts_http2_client(*data) : events::starts_http2_server(*data));
+    c.protocol = h2 ? Protocol::Http2 : Protocol::Http1;
+    if (h2) {
+      c.sent2 = std::make_unique<agent::Http2Stream>(true);
+      c.received2 = std::make_unique<agent::Http2Stream>(false);
+    }
+  }
+  bool h2 = c.protocol == Protocol::Http2;
   std::vector<agent::HttpMessage> done;
-  (send ? c.sent : c.received)
-      .feed(uint64_t(e.int_or("stream_offset")), uint64_t(e.int_or("len")), *data, e.int_or("seq"), ts_of(e), done);
+  uint64_t length = uint64_t(e.int_or("len"));
+  if (h2) (send ? *c.sent2 : *c.received2).feed(at, length, *data, e.int_or("seq"), ts_of(e), done);
+  else (send ? c.sent : c.received).feed(at, length, *data, e.int_or("seq"), ts_of(e), done);
   for (auto& m : done) {
     if (send && m.request) {
       Exchange ex{std::move(m), {}};
       ex.x.api = agent::llm_api_of(ex.request.method, ex.request.target);
       if (!ex.x.api.empty()) on_request(ex, e, out);
-      if (c.waiting.size() < 64) c.waiting.push_back(std::move(ex));
-    } else if (!send && !m.request && !c.waiting.empty()) {
+      std::string().swap(ex.request.body);  // read: only its head and seqs wait for the answer
+      if (!h2 && c.waiting.size() < 64) c.waiting.push_back(std::move(ex));
+      else if (h2 && c.streams.size() < agent::Http2Stream::kMaxStreams) c.streams.emplace(ex.request.stream, std::move(ex));
+    } else if (!send && !m.request) {
       if (m.status / 100 == 1) continue;  // an interim response: the final one follows
-      Exchange ex = std::move(c.waiting.front());
-      c.waiting.pop_front();
-      if (!ex.x.api.empty()) write_call(c, ex, &m, e, out);
+      if (h2) {  // answers come in any order, each on its request's stream
+        auto it = c.streams.find(m.stream);
+        if (it == c.streams.end()) continue;
+        Exchange ex = std::move(it->second);
+        c.streams.erase(it);
+        if (!ex.x.api.empty()) write_call(c, ex, &m, e, out);
+      } else if (!c.waiting.empty()) {
+        Exchange ex = std::move(c.waiting.front());
+        c.waiting.pop_front();
+        if (!ex.x.api.empty()) write_call(c, ex, &m, e, out);
+      }
     }
   }
 }
@@ -220,6 +244,7 @@ void LlmCalls::write_call(Conn& c, Exchange& ex, const agent::HttpMessage* resp,
   e.set("fd", c.fd);
   if (auto host = ex.request.header("host"); !host.empty()) e.set_bytes("host", host);
   e.set_bytes("path", ex.request.target);
+  if (ex.request.stream) e.set("http2_stream", uint64_t(ex.request.stream));
   if (!x.model.empty()) e.set_bytes("model", x.model);
   if (!x.response_model.empty() && x.response_model != x.model) e.set_bytes("response_model", x.response_model);
   e.set("stream", x.stream ? 1 : 0);
@@ -334,10 +359,20 @@ void LlmCalls::finish(Emitted& out) {
   uint64_t last = acts_.empty() ? 0 : acts_.back().ts;
   events::Entry about;
   for (auto& [key, c] : conns_) {
-    if (c.waiting.empty() || c.waiting.front().x.api.empty()) continue;
-    agent::HttpMessage open;
     c.who.fill(about, last);
     about.set("ssl", key.second);
+    if (c.protocol == Conn::Protocol::Http2) {
+      std::vector<agent::HttpMessage> open;
+      c.received2->take_open(open);
+      for (auto& [stream, ex] : c.streams) {
+        if (ex.x.api.empty()) continue;
+        auto r = std::find_if(open.begin(), open.end(), [&](const agent::HttpMessage& m) { return m.stream == stream; });
+        write_call(c, ex, r != open.end() ? &*r : nullptr, about, out);
+      }
+      continue;
+    }
+    if (c.waiting.empty() || c.waiting.front().x.api.empty()) continue;
+    agent::HttpMessage open;
     write_call(c, c.waiting.front(), c.received.take_open(open) ? &open : nullptr, about, out);
   }
   conns_.clear();

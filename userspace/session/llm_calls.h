@@ -7,17 +7,20 @@
 // that asked for it, the request that answered, and what the agent's
 // processes did in between (execs, files opened for writing, connects),
 // each link with the method that made it; at the session's end, an
-// `acts_unexplained` entry lists the acts no tool call explains. docs/FORMAT.md
+// `acts_unexplained` entry lists the acts no tool call explains. HTTP/1.x
+// and HTTP/2 (told apart by the connection's first bytes). docs/FORMAT.md
 // says the members.
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "agent/http1.h"
+#include "agent/http2.h"
 #include "agent/llm_api.h"
 #include "session/pipeline.h"
 
@@ -43,9 +46,12 @@ class LlmCalls : public Observer {
     void fill(events::Entry& about, uint64_t ts) const;
   };
   struct Conn {
+    enum class Protocol { Unknown, Http1, Http2 } protocol = Protocol::Unknown;
     agent::Http1Stream sent, received;
+    std::unique_ptr<agent::Http2Stream> sent2, received2;  // HTTP/2's
     Who who;
     std::deque<Exchange> waiting;  // requests whose response has not come (in order: HTTP/1)
+    std::map<uint32_t, Exchange> streams;  // HTTP/2's, by stream
     uint32_t pid = 0;
     int64_t fd = -1;
     uint64_t used = 0;
