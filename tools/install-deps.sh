@@ -49,3 +49,14 @@ if [ "$(cat "$agents/versions" 2>/dev/null)" != "$versions" ]; then
     "@anthropic-ai/claude-code@$older_claude_version" "@openai/codex@$older_codex_version"
   echo "$versions" > "$agents/versions"
 fi
+
+# OpenTelemetry's own OTLP protobuf decoder (the classes
+# @opentelemetry/otlp-transformer 0.52 generated from opentelemetry-proto;
+# later releases only encode): the OTLP tests read what flightrec sends
+# with it (tests/programs/otlp_decode.js), not with flightrec's code.
+otel=/opt/flightrec-test-otel otel_version=0.52.1
+if [ "$(cat "$otel/version" 2>/dev/null)" != "$otel_version" ]; then
+  rm -rf "$otel"
+  npm install --prefix "$otel" --no-audit --no-fund --loglevel=error "@opentelemetry/otlp-transformer@$otel_version"
+  echo "$otel_version" > "$otel/version"
+fi

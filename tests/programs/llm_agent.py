@@ -13,6 +13,8 @@ prompt of BYTES with every request, as real agents send kilobytes of it.
 With --http2 it speaks HTTP/2 (ALPN h2, Debian's python3-h2), and beside each
 model call it asks for the model list on another stream, so the answers of
 two streams interleave on the connection.
+With --abandon (Anthropic) it runs none of the model's tool calls: it runs
+`sh -c "echo own-after > after.txt"` of its own accord and stops.
 With --own-act it first runs `sh -c "echo own > own.txt"` of its own accord,
 as agents run git or telemetry: an act no tool call explains.
 Prints the final answer, and "tool <id>" for each tool call it ran."""
@@ -140,6 +142,7 @@ def apply_patch(patch):
 
 
 PAD = ""
+ABANDON = False
 
 
 def anthropic(conn, stream):
@@ -168,6 +171,9 @@ def anthropic(conn, stream):
         calls = [c for c in content if c["type"] == "tool_use"]
         if not calls:
             return "".join(c.get("text", "") for c in content)
+        if ABANDON:  # walks away from the model's tool calls, and acts of its own
+            run_shell("echo own-after > after.txt")
+            return "abandoned"
         messages.append({"role": "assistant", "content": content})
         results = []
         for c in calls:
@@ -215,8 +221,10 @@ def main():
     p.add_argument("--repeat", type=int, default=1)
     p.add_argument("--pad", type=int, default=0)
     p.add_argument("--http2", action="store_true")
+    p.add_argument("--abandon", action="store_true")
     a = p.parse_args()
-    global PAD
+    global PAD, ABANDON
+    ABANDON = a.abandon
     PAD = "You are a careful agent. " * (a.pad // 25)
     if a.own_act:
         run_shell("echo own > own.txt")

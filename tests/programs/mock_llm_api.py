@@ -12,7 +12,7 @@ other request (count_tokens, start-up probes, unknown paths) gets a harmless
 200 answer.  Every request is logged as one JSON line to --log.
 
 usage: mock_llm_api.py --cert CERT --key KEY [--port N] [--log FILE]
-                       [--script auto|anthropic-edit|openai-edit] [--http2]
+                       [--script auto|anthropic-edit|openai-edit] [--http2] [--parallel]
 With --port 0 (the default) the kernel picks the port; the first line on
 stdout is always "PORT <n>".  --script auto (the default) scripts both APIs,
 chosen by path (/v1/messages, /v1/responses); anthropic-edit or openai-edit
@@ -38,6 +38,7 @@ import threading
 import time
 
 SHELL_COMMAND = "echo flightrec-tool-ran > tool_ran.txt"
+PARALLEL_COMMAND = "echo flightrec-second-ran > second_ran.txt"  # --parallel: beside SHELL_COMMAND
 EDIT_FILE = "hello.txt"
 EDIT_TEXT = "edited by agent\n"
 FINAL_TEXT = "Done: ran the command and wrote hello.txt."
@@ -92,6 +93,11 @@ def anthropic_reply(body):
     if "Bash" not in tools:  # a side request (title, quota probe, ...): just text
         return [{"type": "text", "text": "OK"}], "end_turn", "side"
     step = anthropic_step(body)
+    if step == 0 and _args.parallel:  # two shell calls in one answer; then the final text
+        return [{"type": "tool_use", "id": rand_id("toolu_01"), "name": "Bash", "input": {"command": c}}
+                for c in (SHELL_COMMAND, PARALLEL_COMMAND)], "tool_use", "shell"
+    if step >= 2 and _args.parallel:
+        return [{"type": "text", "text": FINAL_TEXT}], "end_turn", "final"
     if step == 0:
         inp = {"command": SHELL_COMMAND, "description": "Write a marker file"}
         return [{"type": "tool_use", "id": rand_id("toolu_01"), "name": "Bash", "input": inp}], "tool_use", "shell"
@@ -469,6 +475,8 @@ def main():
     p.add_argument("--log")
     p.add_argument("--script", default="auto", choices=("auto", "anthropic-edit", "openai-edit"))
     p.add_argument("--http2", action="store_true", help="offer h2 in ALPN too")
+    p.add_argument("--parallel", action="store_true",
+                   help="Anthropic: two shell tool calls in the first answer, then the final text")
     _args = p.parse_args()
     tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     tls.load_cert_chain(_args.cert, _args.key)

@@ -268,7 +268,30 @@ std::string sha256_hex(const std::string& data) {
   return out;
 }
 
-MockApi::MockApi(bool http2) {
+nlohmann::json otlp_decoded(const std::string& pb_file) {
+  const std::string modules = "/opt/flightrec-test-otel";
+  REQUIRE_MESSAGE(access((modules + "/node_modules/@opentelemetry/otlp-transformer").c_str(), R_OK) == 0,
+                  "OpenTelemetry's decoder is not installed: run tools/install-deps.sh");
+  Result r = run({"node", std::string(SOURCE_DIR) + "/tests/programs/otlp_decode.js", modules, pb_file});
+  REQUIRE_MESSAGE(r.code == 0, r.err);
+  return nlohmann::json::parse(r.out);
+}
+
+std::vector<nlohmann::json> otlp_spans(const nlohmann::json& request) {
+  std::vector<nlohmann::json> out;
+  for (const auto& rs : request.value("resourceSpans", nlohmann::json::array()))
+    for (const auto& ss : rs.value("scopeSpans", nlohmann::json::array()))
+      for (const auto& s : ss.value("spans", nlohmann::json::array())) out.push_back(s);
+  return out;
+}
+
+nlohmann::json span_attribute(const nlohmann::json& span, const std::string& key) {
+  for (const auto& a : span.value("attributes", nlohmann::json::array()))
+    if (a["key"] == key) return a["value"];
+  return nullptr;
+}
+
+MockApi::MockApi(const std::vector<std::string>& options) {
   ca = dir.file("ca.pem");
   std::string key = dir.file("key.pem"), cert = dir.file("cert.pem"), csr = dir.file("cert.csr"), ext = dir.file("leaf.ext");
   std::ofstream(ext) << "basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature\n"
@@ -285,7 +308,7 @@ MockApi::MockApi(bool http2) {
   // Debian's python3: its python3-h2 serves HTTP/2.
   std::vector<std::string> argv = {"/usr/bin/python3", std::string(SOURCE_DIR) + "/tests/programs/mock_llm_api.py",
                                    "--port", "0", "--cert", cert, "--key", key, "--log", dir.file("requests.jsonl")};
-  if (http2) argv.push_back("--http2");
+  argv.insert(argv.end(), options.begin(), options.end());
   proc = start(argv);
   std::string line;
   char c;

@@ -91,13 +91,20 @@ struct MockApi {
   Proc proc;
   int port = 0;
   std::string ca;
-  // http2: ALPN offers h2 too (clients that take it are answered over HTTP/2).
-  explicit MockApi(bool http2 = false);
+  // options: mock_llm_api.py's (--http2: ALPN offers h2 too; --parallel: two tool calls in one answer).
+  explicit MockApi(const std::vector<std::string>& options = {});
   ~MockApi();
   MockApi(const MockApi&) = delete;
   MockApi& operator=(const MockApi&) = delete;
   std::vector<nlohmann::json> requests() const;
 };
+
+// An OTLP trace request (protobuf) as OpenTelemetry's own decoder reads it
+// (tests/programs/otlp_decode.js), in OTLP/JSON form; its spans, flattened.
+nlohmann::json otlp_decoded(const std::string& pb_file);
+std::vector<nlohmann::json> otlp_spans(const nlohmann::json& request);
+// A span's attribute by key, as OTLP/JSON writes its value ({"stringValue": ...}), or null.
+nlohmann::json span_attribute(const nlohmann::json& span, const std::string& key);
 
 bool is_root();
 std::string cgroup2_root();  // where cgroup v2 is mounted ("" if nowhere)

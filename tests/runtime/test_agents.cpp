@@ -209,7 +209,7 @@ TEST_CASE("coding agents: Claude Code (two releases, the mock offering h2 as the
   for (const std::string& claude : {kAgents + "claude", std::string("/opt/flightrec-test-agents/older/node_modules/.bin/claude")}) {
     INFO(claude);
     REQUIRE_MESSAGE(access(claude.c_str(), X_OK) == 0, "Claude Code is not installed: run tools/install-deps.sh");
-    MockApi api(true);
+    MockApi api({"--http2"});
     TempDir dir;
     std::string work = git_work(dir, api), db = dir.file("s.db"), port = std::to_string(api.port);
     Result r = run_agent(work, claude_run(claude, db, work, port), {"ANTHROPIC_API_KEY=sk-ant-flightrec-test-key-0123456789"});
@@ -332,7 +332,7 @@ TEST_CASE("coding agents: Codex run in a watched cgroup, over HTTP/2 (the mock o
   REQUIRE_MESSAGE(is_root(), "runtime tests need root");
   REQUIRE_MESSAGE(access((kAgents + "codex").c_str(), X_OK) == 0, "Codex is not installed: run tools/install-deps.sh");
   REQUIRE(!cgroup2_root().empty());
-  MockApi api(true);
+  MockApi api({"--http2"});
   TempDir dir;
   std::string work = git_work(dir, api), db = dir.file("w.db"), home = dir.file("codex-home"), port = std::to_string(api.port);
   mkdir(home.c_str(), 0700);

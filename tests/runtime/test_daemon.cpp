@@ -1104,7 +1104,21 @@ TEST_CASE("flightrecd lite mode: every call docs/LITE.md lists is recorded, read
   CHECK(of_type(full, "syscall_counts").empty());
 }
 
-TEST_CASE("flightrecd: a watched cgroup's agent, its model calls and tool calls in its record (watch rule with tls)") {
+namespace {
+
+// A server started by the test that prints "PORT n" first (the mock, the
+// webhook sink): its port.
+int port_of(Proc& p) {
+  std::string line;
+  char c;
+  while (line.find('\n') == std::string::npos && read(p.out_fd, &c, 1) == 1) line += c;
+  REQUIRE_MESSAGE(line.starts_with("PORT "), line);
+  return std::stoi(line.substr(5));
+}
+
+}  // namespace
+
+TEST_CASE("flightrecd: a watched cgroup's agent, its model calls and tool calls in its record (watch rule with tls), and as OTLP spans at a collector") {
   REQUIRE_MESSAGE(is_root(), "runtime tests need root");
   REQUIRE_MESSAGE(!cgroup2_root().empty(), "needs cgroup v2");
   TempDir dir;
@@ -1112,8 +1126,15 @@ TEST_CASE("flightrecd: a watched cgroup's agent, its model calls and tool calls 
   std::string name = "flightrecturns" + std::to_string(getpid()) + ".slice";
   CgroupTree tree(name);
   tree.make("job.scope");
+  std::string received = dir.file("otlp");
+  mkdir(received.c_str(), 0700);
+  Proc sink = start({"python3", std::string(SOURCE_DIR) + "/tests/programs/otlp_sink.py", received});
+  int sink_port = port_of(sink);
   std::string config = daemon_config(dir, name, {"turns=job.scope"});
-  std::ofstream(config, std::ios::app) << "    tls: true\n";
+  std::ofstream(config, std::ios::app) << "    tls: true\noutputs:\n  otlp:\n    - name: traces\n      endpoint: http://127.0.0.1:"
+                                       << sink_port << "/v1/traces\n";
+  Result check = run({FLIGHTRECD_BIN, "--config", config, "--check-config"});
+  CHECK(check.out.find("output traces: OTLP/HTTP protobuf to http://127.0.0.1:") != std::string::npos);
   Daemon d(config);
   REQUIRE_MESSAGE(d.await("flightrecd: recording"), d.err);
   std::string work = dir.file("work");
@@ -1135,19 +1156,27 @@ TEST_CASE("flightrecd: a watched cgroup's agent, its model calls and tool calls 
   CHECK(tools[0]["llm_call"] == calls[0]["seq"]);
   CHECK(tools[0]["act_links"].dump().find("argv") != std::string::npos);
   CHECK(flightrec({"verify", "--db", dbs[0]}).code == 0);
+  // The collector got the session's spans as they were sealed (the root at
+  // its end), as OpenTelemetry's decoder reads them; each names its entry.
+  kill(sink.pid, SIGTERM);
+  wait(sink);
+  std::vector<json> spans;
+  for (const auto& f : std::filesystem::directory_iterator(received))
+    for (auto& s : rt::otlp_spans(rt::otlp_decoded(f.path().string()))) spans.push_back(std::move(s));
+  std::map<std::string, int> names;
+  std::set<std::string> seqs;
+  for (const auto& s : spans) {
+    ++names[s["name"].get<std::string>()];
+    seqs.insert(rt::span_attribute(s, "flightrec.seq").value("intValue", ""));
+  }
+  INFO(json(names).dump());
+  CHECK(names == std::map<std::string, int>{{"chat claude-mock-1", 3}, {"execute_tool Bash", 1}, {"execute_tool Write", 1},
+                                             {"invoke_agent job.scope", 1}});
+  for (const auto& e : calls) CHECK(seqs.count(std::to_string(e["seq"].get<int64_t>())));
+  for (const auto& e : tools) CHECK(seqs.count(std::to_string(e["seq"].get<int64_t>())));
 }
 
 namespace {
-
-// A server started by the test that prints "PORT n" first (the mock, the
-// webhook sink): its port.
-int port_of(Proc& p) {
-  std::string line;
-  char c;
-  while (line.find('\n') == std::string::npos && read(p.out_fd, &c, 1) == 1) line += c;
-  REQUIRE_MESSAGE(line.starts_with("PORT "), line);
-  return std::stoi(line.substr(5));
-}
 
 // The alerts Prometheus has firing now, by name, from its query API.
 std::set<std::string> firing(int web_port) {

@@ -7,9 +7,11 @@
 
 #include <sys/stat.h>
 
+#include <functional>
 #include <map>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "common/text.h"
 #include "runtime/harness.h"
@@ -40,7 +42,7 @@ void check_turns(const std::string& api, bool stream, bool http2 = false) {
   CAPTURE(api);
   CAPTURE(stream);
   CAPTURE(http2);
-  MockApi mock(http2);
+  MockApi mock(http2 ? std::vector<std::string>{"--http2"} : std::vector<std::string>{});
   TempDir dir;
   std::string work = dir.file("work"), db = dir.file("t.db");
   mkdir(work.c_str(), 0755);
@@ -245,4 +247,182 @@ TEST_CASE("model calls: --agent-turns off keeps the tls entries alone, and the g
   }
   Result bad = rt::flightrec({"run", "--agent-turns", "maybe", "--", "true"});
   CHECK(bad.code == 2);
+}
+
+TEST_CASE("model calls: exported as OTLP and read by OpenTelemetry's own decoder: the session's span, a chat span per call, an execute_tool span per tool call, each proven against the record") {
+  REQUIRE_MESSAGE(is_root(), "runtime tests need root");
+  MockApi mock;
+  TempDir dir;
+  std::string work = dir.file("work"), db = dir.file("t.db");
+  mkdir(work.c_str(), 0755);
+  Result r = run_in(work, {FLIGHTREC_BIN, "run", "--policy", "observe", "--db", db, "--", "/usr/bin/python3",
+                           std::string(SOURCE_DIR) + "/tests/programs/llm_agent.py", "--port", std::to_string(mock.port),
+                           "--ca", mock.ca, "--api", "anthropic", "--stream"});
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  std::vector<json> asked;
+  for (const auto& q : mock.requests())
+    if (q.contains("reply_id")) asked.push_back(q);
+  REQUIRE(asked.size() == 3);
+  auto all = entries(db);
+  auto calls = of_type(all, "llm_call"), tools = of_type(all, "tool_call");
+  REQUIRE(calls.size() == 3);
+  REQUIRE(tools.size() == 2);
+  std::string pb = dir.file("t.pb"), js = dir.file("t.json"), with_content = dir.file("c.pb");
+  for (const auto& [format, out, content] : {std::tuple{"otlp", pb, false}, std::tuple{"otlp-json", js, false},
+                                             std::tuple{"otlp", with_content, true}}) {
+    std::vector<std::string> argv = {"export", "--db", db, "--session", "1", "--format", format, "--out", out};
+    if (content) argv.push_back("--otel-content");
+    Result x = rt::flightrec(argv);
+    REQUIRE_MESSAGE(x.code == 0, x.err);
+  }
+  json decoded = rt::otlp_decoded(pb);
+  // The JSON encoding says the same, member for member (an empty status is no member in protobuf).
+  std::function<json(json)> plain = [&](json j) {
+    if (j.is_object()) {
+      json o = json::object();
+      for (auto& [k, v] : j.items())
+        if (!(k == "status" && v.empty())) o[k] = plain(v);
+      return o;
+    }
+    if (j.is_array())
+      for (auto& v : j) v = plain(v);
+    return j;
+  };
+  CHECK(plain(decoded) == plain(json::parse(slurp(js))));
+
+  auto spans = rt::otlp_spans(decoded);
+  REQUIRE(spans.size() == 6);
+  auto text = [](const json& span, const char* key) {
+    json v = rt::span_attribute(span, key);
+    return v.is_object() ? v.value("stringValue", v.value("intValue", "")) : std::string();
+  };
+  const json* root = nullptr;
+  std::vector<json> chats, runs;
+  for (const auto& s : spans) {
+    if (!s.contains("parentSpanId")) root = &s;
+    else if (s["name"].get<std::string>().starts_with("chat ")) chats.push_back(s);
+    else runs.push_back(s);
+  }
+  REQUIRE(root);
+  CHECK((*root)["name"] == "invoke_agent python3");
+  CHECK(text(*root, "flightrec.seq") == "1");
+  REQUIRE(chats.size() == 3);
+  REQUIRE(runs.size() == 2);
+  for (const auto& s : spans) {
+    CAPTURE(s.dump());
+    CHECK(s["traceId"] == (*root)["traceId"]);
+    if (&s != root) CHECK(s["parentSpanId"] == (*root)["spanId"]);
+    CHECK(std::stoull(s["startTimeUnixNano"].get<std::string>()) <= std::stoull(s["endTimeUnixNano"].get<std::string>()));
+    // Proven against the record: the span's entry and leaf hash are the record's.
+    Result proof = rt::flightrec({"prove", "--db", db, "--session", "1", "--entry", text(s, "flightrec.seq")});
+    REQUIRE_MESSAGE(proof.code == 0, proof.err);
+    CHECK(json::parse(proof.out)["leaf_hash"] == text(s, "flightrec.leaf_hash"));
+    CHECK(text(s, "flightrec.origin") == all.front()["origin"]);
+    CHECK(rt::span_attribute(s, "gen_ai.input.messages").is_null());  // no content unless asked
+    CHECK(rt::span_attribute(s, "gen_ai.tool.call.arguments").is_null());
+  }
+  for (size_t i = 0; i < 3; ++i) {
+    const json& c = chats[i];
+    CAPTURE(c.dump());
+    CHECK(c["name"] == "chat claude-mock-1");
+    CHECK(c["kind"] == 3);  // CLIENT
+    CHECK(text(c, "gen_ai.operation.name") == "chat");
+    CHECK(text(c, "gen_ai.provider.name") == "anthropic");
+    CHECK(text(c, "gen_ai.response.id") == asked[i]["reply_id"]);
+    CHECK(text(c, "gen_ai.usage.input_tokens") == "100");
+    CHECK(text(c, "gen_ai.usage.output_tokens") == "20");
+    CHECK(text(c, "flightrec.seq") == std::to_string(calls[i]["seq"].get<int64_t>()));
+  }
+  for (size_t i = 0; i < 2; ++i) {
+    const json& t = runs[i];
+    CAPTURE(t.dump());
+    CHECK(t["name"] == (i == 0 ? "execute_tool Bash" : "execute_tool Write"));
+    CHECK(text(t, "gen_ai.operation.name") == "execute_tool");
+    CHECK(text(t, "gen_ai.tool.call.id") == asked[i]["tool_ids"][0]);
+    CHECK(text(t, "flightrec.seq") == std::to_string(tools[i]["seq"].get<int64_t>()));
+    // It ran from the end of the answer that asked for it to the start of the request that returned its result.
+    CHECK(t["startTimeUnixNano"] == chats[i]["endTimeUnixNano"]);
+    CHECK(t["endTimeUnixNano"] == chats[i + 1]["startTimeUnixNano"]);
+  }
+  // Asked for: the content, read from the recorded bytes.
+  auto content = rt::otlp_spans(rt::otlp_decoded(with_content));
+  REQUIRE(content.size() == 6);
+  bool prompt = false, arguments = false, result = false;
+  for (const auto& s : content) {
+    prompt |= text(s, "gen_ai.input.messages").find("Run the command, then write the file.") != std::string::npos;
+    arguments |= text(s, "gen_ai.tool.call.arguments").find("echo flightrec-tool-ran > tool_ran.txt") != std::string::npos;
+    result |= text(s, "gen_ai.tool.call.result") == "written";
+  }
+  CHECK(prompt);
+  CHECK(arguments);
+  CHECK(result);
+  // Bad input is refused with a reason, never a partial file.
+  Result bad = rt::flightrec({"export", "--db", db, "--session", "1", "--format", "json", "--otel-content", "--out", dir.file("x")});
+  CHECK(bad.code != 0);
+  CHECK(bad.err.find("--otel-content goes with") != std::string::npos);
+  CHECK(access(dir.file("x").c_str(), F_OK) != 0);
+  Result none = rt::flightrec({"export", "--db", db, "--session", "7", "--format", "otlp", "--out", dir.file("y")});
+  CHECK(none.code != 0);
+  CHECK(access(dir.file("y").c_str(), F_OK) != 0);
+}
+
+TEST_CASE("model calls: two tool calls in one answer are told apart by their commands; a tool call never answered links no acts by time") {
+  REQUIRE_MESSAGE(is_root(), "runtime tests need root");
+  auto agent = [](MockApi& mock, const std::string& work, const std::string& db, std::vector<std::string> extra) {
+    std::vector<std::string> argv = {FLIGHTREC_BIN, "run", "--policy", "observe", "--db", db, "--", "/usr/bin/python3",
+                                     std::string(SOURCE_DIR) + "/tests/programs/llm_agent.py", "--port",
+                                     std::to_string(mock.port), "--ca", mock.ca, "--api", "anthropic"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    return run_in(work, argv);
+  };
+  TempDir dir;
+  {
+    MockApi mock({"--parallel"});
+    std::string work = dir.file("parallel"), db = dir.file("p.db");
+    mkdir(work.c_str(), 0755);
+    Result r = agent(mock, work, db, {});
+    INFO(r.out << r.err);
+    REQUIRE(r.code == 0);
+    CHECK(slurp(work + "/second_ran.txt") == "flightrec-second-ran\n");
+    auto all = entries(db);
+    std::map<int64_t, const json*> by_seq;
+    for (const auto& e : all) by_seq[e["seq"].get<int64_t>()] = &e;
+    auto tools = of_type(all, "tool_call");
+    REQUIRE(tools.size() == 2);
+    CHECK(tools[0]["llm_call"] == tools[1]["llm_call"]);  // one answer asked for both
+    for (const auto& t : tools) {
+      CAPTURE(t.dump());
+      std::string mine = t["input"].get<std::string>().find("second") != std::string::npos ? "flightrec-second-ran" : "flightrec-tool-ran";
+      std::string theirs = mine == "flightrec-tool-ran" ? "flightrec-second-ran" : "flightrec-tool-ran";
+      bool own_exec = false;
+      for (size_t k = 0; k < t["act_seqs"].size(); ++k) {
+        const json& act = *by_seq.at(t["act_seqs"][k].get<int64_t>());
+        std::string argv = act.contains("argv") ? act["argv"].dump() : "";
+        CHECK_MESSAGE(argv.find(theirs) == std::string::npos, "the other call's exec is linked: " << act.dump());
+        own_exec |= t["act_links"][k] == "argv" && argv.find(mine) != std::string::npos;
+      }
+      CHECK(own_exec);
+    }
+  }
+  {
+    MockApi mock;
+    std::string work = dir.file("abandon"), db = dir.file("a.db");
+    mkdir(work.c_str(), 0755);
+    Result r = agent(mock, work, db, {"--abandon"});
+    INFO(r.out << r.err);
+    REQUIRE(r.code == 0);
+    auto all = entries(db);
+    auto tools = of_type(all, "tool_call");
+    REQUIRE(tools.size() == 1);
+    CHECK(tools[0]["result_seen"] == 0);
+    CHECK(tools[0]["act_seqs"].empty());  // nothing named its command, and it has no window's end
+    auto unexplained = of_type(all, "acts_unexplained");
+    REQUIRE(unexplained.size() == 1);
+    bool listed = false;
+    for (const auto& s : unexplained[0]["act_seqs"])
+      for (const auto& e : of_type(all, "exec"))
+        if (e["seq"] == s && e["argv"].dump().find("echo own-after > after.txt") != std::string::npos) listed = true;
+    CHECK_MESSAGE(listed, "the agent's own act after the unanswered call is not listed as unexplained");
+  }
 }

@@ -724,3 +724,44 @@ TEST_CASE("daemon config: runs (flightrec run handed over): taken by default, wi
   CHECK(error_of(kBase + "runs:\n  accept: yes\n") == "t.yaml:5: runs.accept: must be true or false, not 'yes'");
   CHECK(error_of(kBase + "runs:\n  group: x\n") == "t.yaml:5: runs.group: unknown key (known: accept, entry_times, tls)");
 }
+
+TEST_CASE("daemon config: otlp outputs, their endpoints, headers and what is refused") {
+  Config c = parse_config(kBase + "outputs:\n  otlp:\n    - name: local\n      endpoint: http://127.0.0.1:4318/v1/traces\n"
+                                "    - name: saas\n      endpoint: https://otel.example.com\n      encoding: json\n"
+                                "      headers:\n        x-api-key: k3y\n      queue: 500\n"
+                                "    - name: v6\n      endpoint: http://[::1]/otlp/traces\n",
+                        "t.yaml");
+  REQUIRE(c.otlp_outputs.size() == 3);
+  const auto &local = c.otlp_outputs[0], &saas = c.otlp_outputs[1], &v6 = c.otlp_outputs[2];
+  CHECK(local.host == "127.0.0.1");
+  CHECK(local.port == 4318);
+  CHECK(local.path == "/v1/traces");
+  CHECK_FALSE(local.tls.on);
+  CHECK_FALSE(local.json);
+  CHECK(saas.host == "otel.example.com");
+  CHECK(saas.port == 443);
+  CHECK(saas.path == "/v1/traces");  // the OTLP default
+  CHECK(saas.tls.on);
+  CHECK(saas.tls.ca_file == "/etc/ssl/certs/ca-certificates.crt");
+  CHECK(saas.json);
+  CHECK(saas.headers == std::vector<std::pair<std::string, std::string>>{{"x-api-key", "k3y"}});
+  CHECK(saas.queue_max == 500);
+  CHECK(v6.host == "::1");
+  CHECK(v6.port == 4318);
+  CHECK(v6.path == "/otlp/traces");
+  const std::string o = kBase + "outputs:\n  otlp:\n    - name: a\n";
+  CHECK(error_of(o) == "t.yaml:6: outputs.otlp.endpoint: missing (the collector's OTLP/HTTP traces URL, e.g. http://127.0.0.1:4318/v1/traces)");
+  CHECK(error_of(o + "      endpoint: ftp://x\n").find("t.yaml:7: outputs.otlp.endpoint: 'ftp://x' is not http(s)://") == 0);
+  CHECK(error_of(o + "      endpoint: http://user:pw@x\n").find("no user:password@: use headers") != std::string::npos);
+  CHECK(error_of(o + "      endpoint: http://x:99999\n").find("is not http(s)://") != std::string::npos);
+  CHECK(error_of(o + "      endpoint: \"http://x/a b\"\n").find("is not http(s)://") != std::string::npos);
+  CHECK(error_of(o + "      endpoint: http://x\n      tls:\n        ca: /c.pem\n") == "t.yaml:9: outputs.otlp.tls: goes with an https:// endpoint");
+  CHECK(error_of(o + "      endpoint: http://x\n      encoding: thrift\n") ==
+        "t.yaml:8: outputs.otlp.encoding: 'thrift' is not one of: json, protobuf");
+  CHECK(error_of(o + "      endpoint: http://x\n      headers:\n        \"a b\": c\n").find("is not a header name") != std::string::npos);
+  CHECK(error_of(o + "      endpoint: http://x\n      headers:\n        x: \"a\\r\\nInjected: 1\"\n").find("one line") !=
+        std::string::npos);
+  CHECK(error_of(o + "      endpoint: http://x\n      headers:\n        Content-Length: \"1\"\n").find("is flightrec's to set") !=
+        std::string::npos);
+  CHECK(error_of(o + "      endpoint: http://x\n      content: true\n").find("unknown key") != std::string::npos);
+}

@@ -98,12 +98,29 @@ TEST_CASE("hpack: RFC 7541's examples decode, with the dynamic table kept across
     CHECK_FALSE(HpackDecoder().decode(unhex("ffffffffff7f"), f));     // an integer past 2^32
     CHECK_FALSE(HpackDecoder().decode(unhex("3fffffff0f"), f));       // a table larger than any peer asks for
     CHECK_FALSE(HpackDecoder().decode(unhex("0083ffffff0161"), f));   // Huffman with EOS inside
-    // A block that decodes to more than kMaxList (one entry repeated) is refused.
-    HpackDecoder big;
+  }
+  SUBCASE("a block that decodes past kMaxList is cut, not refused: the table stays right for the next") {
     // (a table of 1 MiB first, so the entry is kept)
+    HpackDecoder big;
+    Fields f;
+    bool cut = false;
     std::string block = unhex("3fe1ff3f") + std::string(1, 0x40) + literal("x", std::string(60000, 'a')).substr(1);
     for (int i = 0; i < 8; ++i) block += char(0xbe);
-    CHECK_FALSE(big.decode(block, f));
+    REQUIRE(big.decode(block, f, &cut));
+    CHECK(cut);
+    CHECK(f.size() == 4);  // 4 x (1 + 60000 + 32) fit in 256 KiB, a fifth does not
+    f.clear();
+    REQUIRE(big.decode(unhex("be"), f, &cut));
+    CHECK_FALSE(cut);
+    REQUIRE(f.size() == 1);
+    CHECK(f[0].second.size() == 60000);
+    // Tiny fields count 32 bytes each (RFC 7541 4.1): 64 KiB of one-byte
+    // indexed fields ("age") is no 64k headers.
+    HpackDecoder tiny;
+    f.clear();
+    REQUIRE(tiny.decode(std::string(65536, char(0x95)), f, &cut));
+    CHECK(cut);
+    CHECK(f.size() == HpackDecoder::kMaxList / (3 + 32));
   }
 }
 
@@ -220,6 +237,24 @@ TEST_CASE("http2: resets, gaps, cuts and hostile frames are said on the message,
       auto out = feed_all(s, bytes, 1000);
       CHECK(s.lost());
     }
+  }
+  SUBCASE("a CONTINUATION with no block open, or a stream the client opens twice, loses the connection") {
+    Http2Stream stray(false), twice(true);
+    auto out = feed_all(stray, head + frame(kContinuation, kEndHeaders, 1, literal("x", "y")), 1000);
+    CHECK(stray.lost());
+    std::string request = frame(kHeaders, kEndHeaders | kEndStream, 3, literal(":method", "POST") + literal(":path", "/a"));
+    out = feed_all(twice, kPreface + request + request, 1000);
+    CHECK(twice.lost());
+    REQUIRE(out.size() == 1);  // the first one
+    CHECK(out[0].target == "/a");
+  }
+  SUBCASE("a message keeps at most kMaxHeaders fields") {
+    Http2Stream s(false);
+    std::string fields = literal(":status", "200");
+    for (int i = 0; i < 300; ++i) fields += literal("x-" + std::to_string(i), "v");
+    auto out = feed_all(s, frame(kHeaders, kEndHeaders | kEndStream, 1, fields), 100000);
+    REQUIRE(out.size() == 1);
+    CHECK(out[0].headers.size() == Http2Stream::kMaxHeaders);
   }
   SUBCASE("bounds: streams open at once, and the body bytes they hold together") {
     Http2Stream s(false);

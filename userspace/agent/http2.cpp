@@ -172,6 +172,8 @@ void Http2Stream::frame_header_done(std::vector<HttpMessage>& out) {
   if (in_block_ && (type_ != kContinuation || stream_ != block_stream_))
     return lose("a header block was interrupted", out);
   if (carries_block(type_) && length_ > kMaxBlock) return lose("a header block larger than 64 KiB", out);
+  if (type_ == kContinuation && !in_block_) return lose("a CONTINUATION frame with no header block open", out);
+  if ((type_ == kHeaders || type_ == kPushPromise) && stream_ == 0) return lose("a header block on stream 0", out);
   state_ = State::Payload;
   if (length_ == 0) frame_done(out);
 }
@@ -211,7 +213,7 @@ void Http2Stream::frame_done(std::vector<HttpMessage>& out) {
   if (block_.size() + p.size() > kMaxBlock) return lose("a header block larger than 64 KiB", out);
   block_.append(p.substr(skip_front, p.size() - skip_front - pad));
   for (int64_t s : frame_seqs_)
-    if (block_seqs_.empty() || block_seqs_.back() != s) block_seqs_.push_back(s);
+    if ((block_seqs_.empty() || block_seqs_.back() != s) && block_seqs_.size() < 4096) block_seqs_.push_back(s);
   if (flags_ & kEndHeaders) block_done(out);
 }
 
@@ -219,9 +221,16 @@ void Http2Stream::block_done(std::vector<HttpMessage>& out) {
   in_block_ = false;
   std::vector<std::pair<std::string, std::string>> fields;
   // Every block is decoded, a pushed one too: the dynamic table is shared.
-  if (!hpack_.decode(block_, fields)) return lose("a header block that is not valid HPACK", out);
+  bool cut = false;
+  if (!hpack_.decode(block_, fields, &cut)) return lose("a header block that is not valid HPACK", out);
   if (block_promise_) return;
+  if (client_ && !open_.count(block_stream_)) {
+    // A client opens each stream once, in increasing order (RFC 9113 5.1.1).
+    if (block_stream_ <= last_opened_) return lose("a stream opened twice, or out of order", out);
+    last_opened_ = block_stream_;
+  }
   Open* o = open_stream(block_stream_, out);
+  if (cut) o->msg.problem = "a header block larger than 256 KiB: its last fields are not kept";
   for (int64_t s : block_seqs_) touch(o->msg, s);
   if (!o->head) {  // the head (or, for a response, an interim 1xx head the final one replaces)
     HttpMessage& m = o->msg;
@@ -235,7 +244,7 @@ void Http2Stream::block_done(std::vector<HttpMessage>& out) {
         m.status = 0;
         if (value.size() == 3 && std::all_of(value.begin(), value.end(), ::isdigit)) m.status = std::stoi(value);
         else m.problem = "a response status that is not 3 digits";
-      } else if (!name.starts_with(":")) {
+      } else if (!name.starts_with(":") && m.headers.size() < kMaxHeaders) {
         std::transform(name.begin(), name.end(), name.begin(), ::tolower);
         m.headers.emplace_back(std::move(name), std::move(value));
       }

@@ -21,6 +21,7 @@ class Http2Stream {
   static constexpr size_t kMaxStreams = 256;       // messages open at once (the oldest is cut)
   static constexpr size_t kMaxBlock = 64 << 10;    // one header block, its fragments put together
   static constexpr size_t kMaxBodies = 16 << 20;   // body bytes kept over all open messages
+  static constexpr size_t kMaxHeaders = 128;       // header fields kept per message
 
   // client: the direction the client sends (it starts with the preface).
   explicit Http2Stream(bool client);
@@ -70,6 +71,7 @@ class Http2Stream {
   // A header block being put together (HEADERS or PUSH_PROMISE, then CONTINUATION).
   bool in_block_ = false, block_end_stream_ = false, block_promise_ = false;
   uint32_t block_stream_ = 0;
+  uint32_t last_opened_ = 0;           // the client's streams are opened in increasing order
   std::string block_;
   std::vector<int64_t> block_seqs_;
   events::HpackDecoder hpack_;

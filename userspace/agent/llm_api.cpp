@@ -42,9 +42,17 @@ std::string cut(std::string s) {
 
 std::string text_of(const json& j) { return j.is_string() ? j.get<std::string>() : j.is_null() ? "" : j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
+// Ids and names are the model's (or a hostile server's): at most 256 bytes
+// each, so a tool call waiting for its result holds little.
+constexpr size_t kMaxId = 256;
+std::string cut_id(std::string s) {
+  if (s.size() > kMaxId) s.resize(kMaxId);
+  return s;
+}
+
 void add_call(LlmExchange& x, std::string id, std::string name, std::string input) {
   if (x.tool_calls.size() >= kMaxToolCalls) return;
-  x.tool_calls.push_back({std::move(id), std::move(name), cut(std::move(input))});
+  x.tool_calls.push_back({cut_id(std::move(id)), cut_id(std::move(name)), cut(std::move(input))});
 }
 
 constexpr size_t kMaxExcerpt = 4096;
@@ -67,7 +75,7 @@ std::string content_text(const json& c) {
 
 void add_result(LlmExchange& x, std::string id, std::string text = "") {
   if (id.empty() || x.tool_results.size() >= kMaxToolCalls) return;
-  x.tool_results.push_back(std::move(id));
+  x.tool_results.push_back(cut_id(std::move(id)));
   x.result_texts.push_back(text.substr(0, kMaxExcerpt));
 }
 
@@ -222,9 +230,9 @@ void chat_stream(std::string_view body, LlmExchange& x) {
         add_call(x, "", "", "");
       }
       ToolCall& t = x.tool_calls[it->second];
-      if (auto id = str(c, "id"); !id.empty()) t.id = id;
+      if (auto id = str(c, "id"); !id.empty()) t.id = cut_id(id);
       const json& f = member(c, "function");
-      if (auto name = str(f, "name"); !name.empty()) t.name += name;
+      if (auto name = str(f, "name"); !name.empty()) t.name = cut_id(t.name + name);
       if (t.input.size() < kMaxInput) t.input += str(f, "arguments");
     }
   }

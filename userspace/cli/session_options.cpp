@@ -54,7 +54,7 @@ void SessionOptions::add_to(po::options_description& desc) {
       "redact: prefixes; each entry says what kinds it redacted; off: keep them")(
       "agent-turns", po::value(&agent_turns)->default_value(agent_turns),
       "on (with --tls on): from the TLS plaintext of calls to model APIs (Anthropic Messages, OpenAI "
-      "Chat Completions and Responses, Gemini; HTTP/1.x), write llm_call entries, tool_call entries "
+      "Chat Completions and Responses, Gemini; HTTP/1.x and HTTP/2), write llm_call entries, tool_call entries "
       "linking each tool call to the acts it caused, and acts_unexplained at the end; off: the tls "
       "entries alone")(
       "entry-times", po::value(&entry_times)->default_value(entry_times),

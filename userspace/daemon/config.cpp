@@ -190,6 +190,26 @@ ship::EntryFilter entry_filter(const Reader& r, const YAML::Node& n, const std::
   return f;
 }
 
+// An output's tls: map (the CA file is required unless a default is).
+ship::TlsSettings tls_settings(const Reader& r, const YAML::Node& t, const std::string& p, bool ca_required) {
+  r.only_keys(t, p + ".tls", {"ca", "cert", "key", "server_name"});
+  ship::TlsSettings tls;
+  tls.on = true;
+  if (!t["ca"] && ca_required) r.fail(t, p + ".tls.ca", "missing (the CA file the server's certificate must chain to)");
+  if (t["ca"]) tls.ca_file = r.abs_path(t["ca"], p + ".tls.ca");
+  if (t["cert"]) tls.cert_file = r.abs_path(t["cert"], p + ".tls.cert");
+  if (t["key"]) tls.key_file = r.abs_path(t["key"], p + ".tls.key");
+  if (tls.cert_file.empty() != tls.key_file.empty())
+    r.fail(t, p + ".tls", "cert and key go together (a client certificate and its private key)");
+  if (t["server_name"]) {
+    tls.server_name = r.str(t["server_name"], p + ".tls.server_name");
+    if (tls.server_name.empty() || tls.server_name.size() > 253 ||
+        tls.server_name.find_first_not_of(std::string(kAnyName) + ":") != std::string::npos)
+      r.fail(t["server_name"], p + ".tls.server_name", "'" + tls.server_name + "' is not a host name");
+  }
+  return tls;
+}
+
 ship::SyslogSettings syslog_output(const Reader& r, const YAML::Node& n) {
   const std::string p = "outputs.syslog";
   if (!n.IsMap()) r.fail(n, p, "each output is a map (name, address, ...)");
@@ -201,22 +221,7 @@ ship::SyslogSettings syslog_output(const Reader& r, const YAML::Node& n) {
   if (!ship::split_address(o.address, o.host, o.port) || o.host.size() > 253 ||
       o.host.find_first_not_of(std::string(kAnyName) + ":") != std::string::npos)
     r.fail(n["address"], p + ".address", "'" + o.address + "' is not HOST:PORT (a name, an IPv4 address or [IPv6 address]; a port 1-65535)");
-  if (const YAML::Node& t = n["tls"]) {
-    r.only_keys(t, p + ".tls", {"ca", "cert", "key", "server_name"});
-    o.tls.on = true;
-    if (!t["ca"]) r.fail(t, p + ".tls.ca", "missing (the CA file the server's certificate must chain to)");
-    o.tls.ca_file = r.abs_path(t["ca"], p + ".tls.ca");
-    if (t["cert"]) o.tls.cert_file = r.abs_path(t["cert"], p + ".tls.cert");
-    if (t["key"]) o.tls.key_file = r.abs_path(t["key"], p + ".tls.key");
-    if (o.tls.cert_file.empty() != o.tls.key_file.empty())
-      r.fail(t, p + ".tls", "cert and key go together (a client certificate and its private key)");
-    if (t["server_name"]) {
-      o.tls.server_name = r.str(t["server_name"], p + ".tls.server_name");
-      if (o.tls.server_name.empty() || o.tls.server_name.size() > 253 ||
-          o.tls.server_name.find_first_not_of(std::string(kAnyName) + ":") != std::string::npos)
-        r.fail(t["server_name"], p + ".tls.server_name", "'" + o.tls.server_name + "' is not a host name");
-    }
-  }
+  if (const YAML::Node& t = n["tls"]) o.tls = tls_settings(r, t, p, true);
   if (n["facility"]) {
     std::string f = r.str(n["facility"], p + ".facility");
     o.facility = ship::syslog_facility(f);
@@ -324,6 +329,45 @@ ship::WebSocketSettings websocket_output(const Reader& r, const YAML::Node& n) {
   return o;
 }
 
+ship::OtlpSettings otlp_output(const Reader& r, const YAML::Node& n) {
+  const std::string p = "outputs.otlp";
+  if (!n.IsMap()) r.fail(n, p, "each output is a map (name, endpoint, ...)");
+  r.only_keys(n, p, {"name", "endpoint", "encoding", "tls", "headers", "queue"});
+  ship::OtlpSettings o;
+  o.name = output_name(r, n, p);
+  if (!n["endpoint"]) r.fail(n, p + ".endpoint", "missing (the collector's OTLP/HTTP traces URL, e.g. http://127.0.0.1:4318/v1/traces)");
+  o.endpoint = r.str(n["endpoint"], p + ".endpoint");
+  if (!ship::parse_otlp_endpoint(o.endpoint, o))
+    r.fail(n["endpoint"], p + ".endpoint", "'" + o.endpoint + "' is not http(s)://HOST[:PORT][/PATH] (no user:password@: use headers)");
+  if (n["encoding"]) o.json = r.choice<bool>(n["encoding"], p + ".encoding", {{"protobuf", false}, {"json", true}});
+  if (const YAML::Node& t = n["tls"]) {
+    if (!o.tls.on) r.fail(t, p + ".tls", "goes with an https:// endpoint");
+    o.tls = tls_settings(r, t, p, false);
+  }
+  if (o.tls.on && o.tls.ca_file.empty()) o.tls.ca_file = "/etc/ssl/certs/ca-certificates.crt";  // the system's CAs
+  if (const YAML::Node& h = n["headers"]) {
+    if (!h.IsMap()) r.fail(h, p + ".headers", "a map of header names to values");
+    for (const auto& kv : h) {
+      std::string name = r.str(kv.first, p + ".headers"), value = r.str(kv.second, p + ".headers." + name);
+      bool token = !name.empty() && name.size() <= 128 &&
+                   name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_") == std::string::npos;
+      if (!token) r.fail(kv.first, p + ".headers", "'" + name + "' is not a header name (letters, digits, - and _)");
+      if (value.size() > 8192 || std::any_of(value.begin(), value.end(), [](char ch) { return ch == '\r' || ch == '\n' || ch == '\0'; }))
+        r.fail(kv.second, p + ".headers." + name, "a header value is one line of at most 8192 bytes");
+      std::string lower = name;
+      std::transform(lower.begin(), lower.end(), lower.begin(), ::tolower);
+      if (lower == "host" || lower == "content-length" || lower == "content-type" || lower == "transfer-encoding")
+        r.fail(kv.first, p + ".headers", "'" + name + "' is flightrec's to set");
+      o.headers.emplace_back(name, value);
+    }
+  }
+  if (n["queue"]) {
+    o.queue_max = r.number(n["queue"], p + ".queue");
+    if (o.queue_max == 0 || o.queue_max > 10'000'000) r.fail(n["queue"], p + ".queue", "must be from 1 to 10000000 spans");
+  }
+  return o;
+}
+
 Config parse_yaml(const std::string& text, const std::string& source) {
   Reader r(source);
   YAML::Node doc = r.load(text);
@@ -426,7 +470,7 @@ Config parse_yaml(const std::string& text, const std::string& source) {
     }
   }
   if (const YAML::Node& out = root["outputs"]; out && !out.IsNull()) {
-    r.only_keys(out, "outputs", {"syslog", "jetstream", "websocket"});
+    r.only_keys(out, "outputs", {"syslog", "jetstream", "websocket", "otlp"});
     std::map<std::string, int> lines;  // output names, of every kind: unique
     auto unique = [&](const YAML::Node& item, const std::string& key, const std::string& name) {
       if (auto [it, fresh] = lines.emplace(name, item.Mark().line + 1); !fresh)
@@ -453,6 +497,11 @@ Config parse_yaml(const std::string& text, const std::string& source) {
       ship::WebSocketSettings o = websocket_output(r, item);
       unique(item, "outputs.websocket.name", o.name);
       c.websocket_outputs.push_back(std::move(o));
+    }
+    for (const auto& item : list("otlp")) {
+      ship::OtlpSettings o = otlp_output(r, item);
+      unique(item, "outputs.otlp.name", o.name);
+      c.otlp_outputs.push_back(std::move(o));
     }
   }
   return c;

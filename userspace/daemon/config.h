@@ -12,6 +12,7 @@
 
 #include "common/error.h"
 #include "ship/jetstream.h"
+#include "ship/otlp.h"
 #include "ship/syslog.h"
 #include "ship/websocket.h"
 
@@ -67,6 +68,8 @@ struct Config {
   std::vector<ship::JetStreamSettings> jetstream_outputs;
   // outputs.websocket: the live stream (its token is read from token_file when the daemon starts it).
   std::vector<ship::WebSocketSettings> websocket_outputs;
+  // outputs.otlp: the agents' turns as OpenTelemetry spans, to an OTLP/HTTP endpoint (docs/OTLP.md).
+  std::vector<ship::OtlpSettings> otlp_outputs;
 
   // The first rule whose glob matches the cgroup (relative to the cgroup
   // v2 root, as cgroup_glob_match takes it), or nullptr.

@@ -170,6 +170,7 @@ constexpr std::chrono::milliseconds kReloadGrace{1000};  // at SIGHUP, while ses
 std::vector<std::unique_ptr<ship::Output>> make_outputs(const Config& c) {
   std::vector<std::unique_ptr<ship::Output>> outputs;
   for (const auto& s : c.syslog_outputs) outputs.push_back(std::make_unique<ship::SyslogOutput>(s));
+  for (const auto& s : c.otlp_outputs) outputs.push_back(std::make_unique<ship::OtlpOutput>(s));
   for (const auto& s : c.jetstream_outputs) {
     make_dir(s.spool_dir.substr(0, s.spool_dir.rfind('/')));
     outputs.push_back(std::make_unique<ship::JetStreamOutput>(s));
@@ -780,7 +781,7 @@ void Daemon::reload() {
   std::string storage = config_.storage_dir;
   size_t ring = config_.ring_bytes;
   if (next.syslog_outputs != config_.syslog_outputs || next.jetstream_outputs != config_.jetstream_outputs ||
-      next.websocket_outputs != config_.websocket_outputs) {
+      next.websocket_outputs != config_.websocket_outputs || next.otlp_outputs != config_.otlp_outputs) {
     // The old outputs go first, as a new one may take the same port or
     // spool. They get a second to send what they hold (a spool keeps the
     // rest; the recording waits meanwhile, its ring buffer filling).
@@ -792,6 +793,7 @@ void Daemon::reload() {
       next.syslog_outputs = config_.syslog_outputs;
       next.jetstream_outputs = config_.jetstream_outputs;
       next.websocket_outputs = config_.websocket_outputs;
+      next.otlp_outputs = config_.otlp_outputs;
       try {
         hub_->replace(make_outputs(config_), std::chrono::milliseconds(0));
       } catch (const Error& again) {

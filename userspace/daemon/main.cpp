@@ -3,6 +3,8 @@
 #include <malloc.h>
 #include <unistd.h>
 
+#include <csignal>
+
 #include <boost/program_options.hpp>
 #include <iostream>
 
@@ -29,6 +31,10 @@ Usage: flightrecd [--config FILE] [--check-config]
 }  // namespace
 
 int main(int argc, char** argv) {
+  // An output's peer that hangs up (a collector closing an idle TLS
+  // connection) is an error to retry, never the daemon's death: OpenSSL
+  // writes without MSG_NOSIGNAL.
+  signal(SIGPIPE, SIG_IGN);
   po::options_description opts("Options");
   opts.add_options()
       ("help,h", "this help")
@@ -80,6 +86,9 @@ int main(int argc, char** argv) {
       std::cout << "  output " << o.name << ": WebSocket stream on " << (o.listen.empty() ? "" : o.listen + " (bearer token)")
                 << (o.listen.empty() || o.unix_path.empty() ? "" : " and ") << (o.unix_path.empty() ? "" : o.unix_path + " (root)")
                 << ", replay buffer " << (o.buffer_bytes >> 20) << " MiB\n";
+    for (const auto& o : config.otlp_outputs)
+      std::cout << "  output " << o.name << ": OTLP/HTTP " << (o.json ? "JSON" : "protobuf") << " to " << o.endpoint
+                << " (spans of model calls, tool calls and sessions; at most " << o.queue_max << " queued)\n";
     return 0;
   }
   if (geteuid() != 0) {

@@ -557,8 +557,9 @@ void HpackDecoder::evict() {
   }
 }
 
-bool HpackDecoder::decode(std::string_view b, std::vector<std::pair<std::string, std::string>>& out) {
+bool HpackDecoder::decode(std::string_view b, std::vector<std::pair<std::string, std::string>>& out, bool* cut) {
   size_t i = 0, total = 0;
+  if (cut) *cut = false;
   while (!broken_ && i < b.size()) {
     uint8_t c = uint8_t(b[i]);
     std::pair<std::string, std::string> f;
@@ -579,9 +580,9 @@ bool HpackDecoder::decode(std::string_view b, std::vector<std::pair<std::string,
       else if (incremental) insert(f);
     }
     if (broken_) break;
-    total += f.first.size() + f.second.size();
-    if (total > kMaxList) broken_ = true;
-    else out.push_back(std::move(f));
+    total += f.first.size() + f.second.size() + 32;
+    if (total <= kMaxList) out.push_back(std::move(f));
+    else if (cut) *cut = true;
   }
   return !broken_;
 }

@@ -121,12 +121,14 @@ std::string huffman_decode(std::string_view bytes, bool lower = true);
 // redactor above works byte by byte on bytes as they come.
 class HpackDecoder {
  public:
-  static constexpr size_t kMaxList = 256 << 10;  // decoded names and values of one block
+  // What one block's fields may come to, counted as RFC 7541 4.1 sizes
+  // them (name + value + 32 each, as SETTINGS_MAX_HEADER_LIST_SIZE does).
+  static constexpr size_t kMaxList = 256 << 10;
   // Appends the block's fields, names as sent (lower case in HTTP/2), to
-  // out. False when the block is not valid HPACK or decodes to more than
-  // kMaxList: the table cannot be trusted after it, so every later call
-  // fails too.
-  bool decode(std::string_view block, std::vector<std::pair<std::string, std::string>>& out);
+  // out; past kMaxList the rest is decoded (the table stays right) but not
+  // appended, and *cut says so. False when the block is not valid HPACK:
+  // the table cannot be trusted after it, so every later call fails too.
+  bool decode(std::string_view block, std::vector<std::pair<std::string, std::string>>& out, bool* cut = nullptr);
 
  private:
   bool field(uint64_t index, std::pair<std::string, std::string>& f) const;

@@ -63,28 +63,29 @@ std::optional<agent::HttpMessage> message_of(const std::vector<int64_t>& seqs, c
   return std::nullopt;
 }
 
-// An HTTP/2 message: its header block may refer to any earlier one of the
-// connection (HPACK's table), so the direction is decoded from its start,
-// up to the message's last chunk, and the message on `stream` taken.
-std::optional<agent::HttpMessage> message_of_h2(const std::vector<int64_t>& seqs, uint64_t stream, bool client,
-                                                const std::vector<const json*>& direction) {
-  if (seqs.empty() || !stream) return std::nullopt;
+// One direction of an HTTP/2 connection decoded once, from its start (a
+// header block may refer to any earlier one: HPACK's table): the messages
+// of the streams asked for.
+std::map<uint64_t, agent::HttpMessage> h2_messages(const std::vector<const json*>& direction, bool client,
+                                                   const std::set<uint64_t>& streams) {
+  std::map<uint64_t, agent::HttpMessage> found;
   agent::Http2Stream h2(client);
   std::vector<agent::HttpMessage> out;
-  for (const json* t : direction) {
-    int64_t s = int_of(*t, "seq");
-    auto bytes = base64_decode(text(*t, "data_b64"));
-    if (!bytes) return std::nullopt;
-    h2.feed(uint64_t(int_of(*t, "stream_offset")), uint64_t(int_of(*t, "len")), *bytes, s, 0, out);
+  auto keep = [&] {
     for (auto& m : out)
-      if (m.stream == stream) return std::move(m);
+      if (streams.count(m.stream) && !found.count(m.stream)) found.emplace(m.stream, std::move(m));
     out.clear();
-    if (s >= seqs.back()) break;
+  };
+  for (const json* t : direction) {
+    auto bytes = base64_decode(text(*t, "data_b64"));
+    if (!bytes) break;
+    h2.feed(uint64_t(int_of(*t, "stream_offset")), uint64_t(int_of(*t, "len")), *bytes, int_of(*t, "seq"), 0, out);
+    keep();
+    if (found.size() == streams.size() || h2.lost()) break;
   }
   h2.take_open(out);
-  for (auto& m : out)
-    if (m.stream == stream) return std::move(m);
-  return std::nullopt;
+  keep();
+  return found;
 }
 
 std::string act_text(const json& e) {
@@ -141,16 +142,24 @@ json agent_turns(ledger::Store& store, int64_t session) {
       return true;
     });
   }
-  // Each HTTP/2 connection's directions, in stream order.
-  std::map<std::tuple<int64_t, int64_t, bool>, std::vector<const json*>> h2_directions;
+  // Each HTTP/2 connection's directions, in stream order, decoded once.
+  using Direction = std::tuple<int64_t, int64_t, bool>;  // pid, ssl, sent
+  std::map<Direction, std::vector<const json*>> h2_directions;
+  std::map<Direction, std::set<uint64_t>> h2_wanted;
+  std::map<Direction, std::map<uint64_t, agent::HttpMessage>> h2_found;
   if (!h2_conns.empty()) {
+    for (const auto& c : calls)
+      if (uint64_t stream = uint64_t(int_of(c, "http2_stream")))
+        for (bool sent : {true, false}) h2_wanted[{int_of(c, "pid"), int_of(c, "ssl"), sent}].insert(stream);
     for (const auto& [seq, t] : held)
       if (text(t, "type") == "tls" && h2_conns.count({int_of(t, "pid"), int_of(t, "ssl")}))
         h2_directions[{int_of(t, "pid"), int_of(t, "ssl"), text(t, "direction") == "send"}].push_back(&t);
-    for (auto& [key, list] : h2_directions)
+    for (auto& [key, list] : h2_directions) {
       std::stable_sort(list.begin(), list.end(), [](const json* a, const json* b) {
         return int_of(*a, "stream_offset") < int_of(*b, "stream_offset");
       });
+      h2_found[key] = h2_messages(list, std::get<2>(key), h2_wanted[key]);
+    }
   }
   json turns = json::array();
   std::map<std::vector<int64_t>, const agent::LlmExchange*> by_request;  // request seqs -> what it carried
@@ -161,9 +170,13 @@ json agent_turns(ledger::Store& store, int64_t session) {
     x.api = text(c, "api");
     std::optional<agent::HttpMessage> request, response;
     if (uint64_t stream = uint64_t(int_of(c, "http2_stream"))) {
-      auto key = [&](bool send) { return std::make_tuple(int_of(c, "pid"), int_of(c, "ssl"), send); };
-      request = message_of_h2(seq_list(c, "request_seqs"), stream, true, h2_directions[key(true)]);
-      response = message_of_h2(seq_list(c, "response_seqs"), stream, false, h2_directions[key(false)]);
+      for (bool sent : {true, false}) {
+        auto& found = h2_found[{int_of(c, "pid"), int_of(c, "ssl"), sent}];
+        // The message the entry names: the stream, and the seqs it gives.
+        auto m = found.find(stream);
+        if (m != found.end() && m->second.seqs == seq_list(c, sent ? "request_seqs" : "response_seqs"))
+          (sent ? request : response) = m->second;
+      }
     } else {
       request = message_of(seq_list(c, "request_seqs"), held);
       response = message_of(seq_list(c, "response_seqs"), held);

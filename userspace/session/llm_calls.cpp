@@ -15,10 +15,16 @@ constexpr size_t kMaxConns = 4096;   // connections followed at once (the least 
 constexpr size_t kMaxAsked = 256;    // tool calls waiting for their result (an answer's parallel calls are a few)
 constexpr size_t kMaxActs = 65536;   // recent acts kept for attribution
 constexpr size_t kMaxLinks = 4096;   // acts linked to one tool call
-constexpr size_t kMaxAllActs = 1 << 20;  // acts remembered for acts_unexplained (~24 MiB at most)
-constexpr size_t kMaxUnexplained = 4096; // listed in it; the rest counted
+// Acts remembered for acts_unexplained, and listed in it, per kind (exec,
+// file_write, connect): cheap writes cannot crowd out the execs and
+// connects (~24 MiB at most); the rest counted.
+constexpr size_t kMaxAllActs = 350000;
+constexpr size_t kMaxUnexplained = 4096;
+constexpr size_t kMaxCallSeqs = 4096;    // llm_call numbers remembered for the tool calls they asked
 
 uint64_t ts_of(const events::Entry& e) { return uint64_t(e.int_or("ts_mono_ns")); }
+
+size_t kind_index(std::string_view kind) { return kind == "exec" ? 0 : kind == "file_write" ? 1 : 2; }
 
 // A syscall entry's first argument (a connect's socket), or -1.
 int64_t args_fd(const events::Entry& e) {
@@ -72,6 +78,20 @@ std::vector<std::string> paths_of(const agent::ToolCall& c) {
   return out;
 }
 
+// Whether an exec runs the tool's shell command: its last argument (what a
+// shell is given with -c) is the command, or holds it between word or
+// quoting boundaries (an agent's wrapper: eval 'CMD' < /dev/null). Not a
+// bare substring: a tool `ls` is no link to an exec of `false`.
+bool runs_command(const std::string& last, const std::string& command) {
+  if (command.empty()) return false;
+  auto boundary = [](char c) { return std::string_view(" \t\n'\";&|()`<>").find(c) != std::string_view::npos; };
+  for (size_t at = last.find(command); at != std::string::npos; at = last.find(command, at + 1)) {
+    size_t end = at + command.size();
+    if ((at == 0 || boundary(last[at - 1])) && (end == last.size() || boundary(last[end]))) return true;
+  }
+  return false;
+}
+
 bool path_matches(const std::string& written, const std::string& named) {
   if (named.empty() || written.empty()) return false;
   if (written == named) return true;
@@ -115,10 +135,12 @@ void LlmCalls::note_act(const events::Entry& e) {
     return;
   }
   if (uint32_t ppid = uint32_t(e.int_or("ppid")); ppid && !parents_.count(pid)) parents_[pid] = ppid;
-  Act a{e.int_or("seq"), pid, ts_of(e), nullptr, {}};
+  Act a{e.int_or("seq"), pid, ts_of(e), nullptr, {}, {}};
   if (type == "exec") {
     a.kind = "exec";
-    for (const auto& arg : strings_of(e, "argv")) a.what += (a.what.empty() ? "" : " ") + arg;
+    std::vector<std::string> argv = strings_of(e, "argv");
+    for (const auto& arg : argv) a.what += (a.what.empty() ? "" : " ") + arg;
+    if (!argv.empty()) a.last = argv.back();
   } else if (type == "file_open" && e.int_or("ret", -1) >= 0) {
     int64_t flags = e.int_or("flags", -1);
     if (flags < 0 || (flags & 3) == 0) return;  // read-only, or openat2 (flags unknown)
@@ -130,8 +152,13 @@ void LlmCalls::note_act(const events::Entry& e) {
   } else {
     return;
   }
-  if (seen_.size() < kMaxAllActs) seen_.push_back({a.seq, pid, a.kind == std::string_view("connect") ? args_fd(e) : -1, a.kind});
-  else ++seen_beyond_;
+  size_t& kept = seen_of_kind_[kind_index(a.kind)];
+  if (kept < kMaxAllActs) {
+    ++kept;
+    seen_.push_back({a.seq, pid, a.kind == std::string_view("connect") ? args_fd(e) : -1, a.kind});
+  } else {
+    ++seen_beyond_;
+  }
   if (asked_.empty()) return;  // no tool call is waiting: nothing to attribute it to
   acts_.push_back(std::move(a));
   if (acts_.size() > kMaxActs) acts_.pop_front();
@@ -144,7 +171,10 @@ void LlmCalls::observe(const events::Entry& e, Emitted& out) {
 }
 
 void LlmCalls::written(const events::Entry& own) {
-  if (own.type() == "llm_call") call_seqs_[uint64_t(own.int_or("call_number"))] = own.int_or("seq");
+  if (own.type() != "llm_call") return;
+  // Only the last calls: a tool call waits for its result a turn or two.
+  if (call_seqs_.size() >= kMaxCallSeqs) call_seqs_.erase(call_seqs_.begin());
+  call_seqs_[uint64_t(own.int_or("call_number"))] = own.int_or("seq");
 }
 
 void LlmCalls::on_tls(const events::Entry& e, Emitted& out) {
@@ -187,9 +217,23 @@ void LlmCalls::on_tls(const events::Entry& e, Emitted& out) {
       Exchange ex{std::move(m), {}};
       ex.x.api = agent::llm_api_of(ex.request.method, ex.request.target);
       if (!ex.x.api.empty()) on_request(ex, e, out);
-      std::string().swap(ex.request.body);  // read: only its head and seqs wait for the answer
-      if (!h2 && c.waiting.size() < 64) c.waiting.push_back(std::move(ex));
-      else if (h2 && c.streams.size() < agent::Http2Stream::kMaxStreams) c.streams.emplace(ex.request.stream, std::move(ex));
+      // Read: only its host, target and seqs wait for the answer.
+      std::string host = ex.request.header("host");
+      std::string().swap(ex.request.body);
+      decltype(ex.request.headers)().swap(ex.request.headers);
+      if (!host.empty()) ex.request.headers.emplace_back("host", host.substr(0, 1024));
+      if (!h2 && c.waiting.size() < 64) {
+        c.waiting.push_back(std::move(ex));
+      } else if (h2) {
+        // A request never answered (reset, refused) must not keep later
+        // ones out: past the bound, the oldest is written unanswered.
+        if (c.streams.size() >= agent::Http2Stream::kMaxStreams) {
+          auto oldest = c.streams.begin();
+          if (!oldest->second.x.api.empty()) write_call(c, oldest->second, nullptr, e, out);
+          c.streams.erase(oldest);
+        }
+        c.streams.insert_or_assign(ex.request.stream, std::move(ex));
+      }
     } else if (!send && !m.request) {
       if (m.status / 100 == 1) continue;  // an interim response: the final one follows
       if (h2) {  // answers come in any order, each on its request's stream
@@ -214,13 +258,19 @@ void LlmCalls::on_request(Exchange& ex, const events::Entry& e, Emitted& out) {
   if (!why.empty()) ex.x.problems.push_back("request: " + why);
   else agent::decode_llm_request(r.target, body, ex.x);
   if (!r.problem.empty()) ex.x.problems.push_back("request: " + r.problem);
-  // The results this request returns: their tool calls are complete now.
+  // The results this request returns: their tool calls are complete now
+  // (the agent's own: another process cannot answer or hide them).
+  // All are written before any leaves the waiting list, so an act of one
+  // is never given to another by time.
+  uint32_t pid = uint32_t(e.int_or("pid"));
+  std::vector<std::map<std::pair<uint32_t, std::string>, Asked>::iterator> answered;
   for (const auto& id : ex.x.tool_results) {
-    auto a = asked_.find(id);
-    if (a == asked_.end()) continue;
+    auto a = asked_.find({pid, id});
+    if (a == asked_.end() || std::find(answered.begin(), answered.end(), a) != answered.end()) continue;
     write_tool_call(a->second, &ex, e, out);
-    asked_.erase(a);
+    answered.push_back(a);
   }
+  for (auto a : answered) asked_.erase(a);
 }
 
 void LlmCalls::write_call(Conn& c, Exchange& ex, const agent::HttpMessage* resp, const events::Entry& about,
@@ -236,20 +286,28 @@ void LlmCalls::write_call(Conn& c, Exchange& ex, const agent::HttpMessage* resp,
     x.problems.push_back("no response was recorded");
   }
   uint64_t number = ++calls_;
-  if (model_sockets_.size() < 65536) model_sockets_.insert({c.pid, c.fd});
+  // The socket carried a model call: the connect that opened it is the agent's own.
+  if (!ex.request.seqs.empty() && (model_uses_.size() < 65536 || model_uses_.count({c.pid, c.fd}))) {
+    auto& uses = model_uses_[{c.pid, c.fd}];
+    if (uses.size() < 64) uses.push_back(ex.request.seqs.front());
+  }
   events::Entry& e = out.add_about("llm_call", about);
   e.set("call_number", number);
   e.set("api", x.api);
   e.set("ssl", uint64_t(about.int_or("ssl")));
   e.set("fd", c.fd);
   if (auto host = ex.request.header("host"); !host.empty()) e.set_bytes("host", host);
-  e.set_bytes("path", ex.request.target);
+  e.set_bytes("target", ex.request.target);
   if (ex.request.stream) e.set("http2_stream", uint64_t(ex.request.stream));
-  if (!x.model.empty()) e.set_bytes("model", x.model);
-  if (!x.response_model.empty() && x.response_model != x.model) e.set_bytes("response_model", x.response_model);
+  // Names and ids the model API gave (a hostile server's): 1 KiB at most.
+  auto cut = [](const std::string& v) { return std::string_view(v).substr(0, 1024); };
+  if (!x.model.empty()) e.set_bytes("model", cut(x.model));
+  if (!x.response_model.empty() && x.response_model != x.model) e.set_bytes("response_model", cut(x.response_model));
   e.set("stream", x.stream ? 1 : 0);
   e.set("request_seqs", ex.request.seqs);
+  e.set("request_mono_ns", ex.request.first_ts);
   if (resp) {
+    e.set("response_mono_ns", resp->last_ts);
     e.set("status", resp->status);
     e.set("response_seqs", resp->seqs);
     e.set("duration_ns", resp->last_ts >= ex.request.first_ts ? resp->last_ts - ex.request.first_ts : 0);
@@ -259,10 +317,10 @@ void LlmCalls::write_call(Conn& c, Exchange& ex, const agent::HttpMessage* resp,
         break;
       }
   }
-  if (!x.response_id.empty()) e.set_bytes("response_id", x.response_id);
+  if (!x.response_id.empty()) e.set_bytes("response_id", cut(x.response_id));
   if (x.input_tokens >= 0) e.set("input_tokens", x.input_tokens);
   if (x.output_tokens >= 0) e.set("output_tokens", x.output_tokens);
-  if (!x.stop_reason.empty()) e.set_bytes("stop_reason", x.stop_reason);
+  if (!x.stop_reason.empty()) e.set_bytes("stop_reason", cut(x.stop_reason));
   if (!x.error.empty()) e.set_bytes("error", x.error.substr(0, 4096));
   std::vector<std::string> ids, names;
   for (const auto& t : x.tool_calls) {
@@ -286,11 +344,14 @@ void LlmCalls::write_call(Conn& c, Exchange& ex, const agent::HttpMessage* resp,
   // Its tool calls wait for their results.
   for (const auto& t : x.tool_calls) {
     if (t.id.empty() || asked_.size() >= kMaxAsked) continue;
-    asked_[t.id] = Asked{t, number, resp ? resp->last_ts : ex.request.last_ts, c.pid, c.who, command_of(t), paths_of(t)};
+    asked_[{c.pid, t.id}] = Asked{t, number, resp ? resp->last_ts : ex.request.last_ts, c.pid, c.who, command_of(t), paths_of(t)};
   }
 }
 
 void LlmCalls::write_tool_call(const Asked& a, const Exchange* result, const events::Entry& about, Emitted& out) {
+  // A call never answered has no window's end: only what names it is
+  // linked, so later acts stay listed as unexplained.
+  bool windowed = result != nullptr;
   uint64_t end = result ? result->request.first_ts : ts_of(about);
   const std::string& command = a.command;
   const std::vector<std::string>& paths = a.paths;
@@ -309,16 +370,14 @@ void LlmCalls::write_tool_call(const Asked& a, const Exchange* result, const eve
     return act.ts >= a.asked_ts && act.ts <= end && (act.pid == a.agent || descends(act.pid, a.agent));
   };
   for (const auto& act : acts_)
-    if (in_window(act) && std::string_view(act.kind) == "exec" && !command.empty() &&
-        act.what.find(command) != std::string::npos && matched.size() < 64 &&
+    if (in_window(act) && std::string_view(act.kind) == "exec" && runs_command(act.last, command) && matched.size() < 64 &&
         std::find(matched.begin(), matched.end(), act.pid) == matched.end())
       matched.push_back(act.pid);
   // Another waiting tool call that explains an act better takes it.
   auto claimed_elsewhere = [&](const Act& act) {
-    for (const auto& [id, other] : asked_) {
-      if (id == a.call.id) continue;
-      if (std::string_view(act.kind) == "exec" && !other.command.empty() && act.what.find(other.command) != std::string::npos)
-        return true;
+    for (const auto& [key, other] : asked_) {
+      if (&other == &a) continue;
+      if (std::string_view(act.kind) == "exec" && runs_command(act.last, other.command)) return true;
       if (writes_named(act, other.paths)) return true;
     }
     return false;
@@ -327,13 +386,14 @@ void LlmCalls::write_tool_call(const Asked& a, const Exchange* result, const eve
     if (act_seqs.size() >= kMaxLinks) break;
     if (!in_window(act)) continue;
     std::string link;
-    if (std::string_view(act.kind) == "exec" && !command.empty() && act.what.find(command) != std::string::npos) link = "argv";
+    if (std::string_view(act.kind) == "exec" && runs_command(act.last, command)) link = "argv";
     else if (std::any_of(matched.begin(), matched.end(), [&](uint32_t m) { return act.pid == m || descends(act.pid, m); }))
       link = "subtree";
     else if (writes_named(act, paths)) link = "path";
-    else if (!claimed_elsewhere(act)) link = "window";
+    else if (windowed && !claimed_elsewhere(act)) link = "window";
     if (link.empty()) continue;
-    linked_.insert(act.seq);
+    // Remembered only for acts acts_unexplained would list.
+    if (!seen_.empty() && act.seq <= seen_.back().seq) linked_.insert(act.seq);
     act_seqs.push_back(act.seq);
     kinds.push_back(act.kind);
     links.push_back(link);
@@ -344,8 +404,10 @@ void LlmCalls::write_tool_call(const Asked& a, const Exchange* result, const eve
   e.set_bytes("input", a.call.input);
   if (auto seq = call_seqs_.find(a.call_number); seq != call_seqs_.end()) e.set("llm_call", seq->second);
   e.set("agent_pid", a.agent);
+  e.set("asked_mono_ns", a.asked_ts);
   if (result) {
     e.set("result_request_seqs", result->request.seqs);
+    e.set("result_mono_ns", end);
     e.set("duration_ns", end >= a.asked_ts ? end - a.asked_ts : 0);
   } else {
     e.set("result_seen", 0);
@@ -362,7 +424,16 @@ void LlmCalls::finish(Emitted& out) {
     c.who.fill(about, last);
     about.set("ssl", key.second);
     if (c.protocol == Conn::Protocol::Http2) {
-      std::vector<agent::HttpMessage> open;
+      // Requests still open (never ended) are calls too, without an answer.
+      std::vector<agent::HttpMessage> open, requests;
+      c.sent2->take_open(requests);
+      for (auto& m : requests) {
+        Exchange ex{std::move(m), {}};
+        ex.x.api = agent::llm_api_of(ex.request.method, ex.request.target);
+        if (ex.x.api.empty() || c.streams.count(ex.request.stream)) continue;
+        on_request(ex, about, out);
+        c.streams.emplace(ex.request.stream, std::move(ex));
+      }
       c.received2->take_open(open);
       for (auto& [stream, ex] : c.streams) {
         if (ex.x.api.empty()) continue;
@@ -376,7 +447,7 @@ void LlmCalls::finish(Emitted& out) {
     write_call(c, c.waiting.front(), c.received.take_open(open) ? &open : nullptr, about, out);
   }
   conns_.clear();
-  for (const auto& [id, a] : asked_) {
+  for (const auto& [key, a] : asked_) {
     a.who.fill(about, std::max(a.asked_ts, last));
     write_tool_call(a, nullptr, about, out);
   }
@@ -385,12 +456,26 @@ void LlmCalls::finish(Emitted& out) {
   // What the session did that no tool call explains: the agent's own acts
   // (start-up, its own git or telemetry), or tools it ran unasked. The
   // connects that carried its model calls are not listed.
+  // A model call's connect is the last connect on its (process, fd) before
+  // the call's first byte: a later connect on the reused fd number is not.
+  std::set<int64_t> model_connects;
+  std::map<std::pair<uint32_t, int64_t>, std::vector<int64_t>> connects;  // seen_ is in seq order
+  for (const auto& s : seen_)
+    if (std::string_view(s.kind) == "connect" && model_uses_.count({s.pid, s.fd})) connects[{s.pid, s.fd}].push_back(s.seq);
+  for (const auto& [key, uses] : model_uses_) {
+    const auto& on = connects[key];
+    for (int64_t use : uses) {
+      auto after = std::lower_bound(on.begin(), on.end(), use);
+      if (after != on.begin()) model_connects.insert(*std::prev(after));
+    }
+  }
   std::vector<int64_t> seqs;
   std::vector<std::string> kinds;
   uint64_t more = seen_beyond_;
+  size_t listed[3] = {};
   for (const auto& s : seen_) {
-    if (linked_.count(s.seq) || (std::string_view(s.kind) == "connect" && model_sockets_.count({s.pid, s.fd}))) continue;
-    if (seqs.size() >= kMaxUnexplained) {
+    if (linked_.count(s.seq) || model_connects.count(s.seq)) continue;
+    if (listed[kind_index(s.kind)]++ >= kMaxUnexplained) {
       ++more;
       continue;
     }

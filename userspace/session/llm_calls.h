@@ -71,6 +71,7 @@ class LlmCalls : public Observer {
     uint64_t ts;
     const char* kind;  // "exec", "file_write", "connect"
     std::string what;  // argv joined, the path, or addr:port
+    std::string last;  // an exec's last argument (a shell's script)
   };
 
   void on_tls(const events::Entry& e, Emitted& out);
@@ -81,8 +82,8 @@ class LlmCalls : public Observer {
   bool descends(uint32_t pid, uint32_t ancestor) const;
 
   std::map<std::pair<uint32_t, uint64_t>, Conn> conns_;  // (pid, ssl)
-  std::map<std::string, Asked> asked_;                   // by tool call id
-  std::map<uint64_t, int64_t> call_seqs_;                // llm_call number -> its seq
+  std::map<std::pair<uint32_t, std::string>, Asked> asked_;  // by the agent's pid and the tool call's id
+  std::map<uint64_t, int64_t> call_seqs_;                // llm_call number -> its seq (the last kMaxCallSeqs)
   std::map<uint32_t, uint32_t> parents_;                 // pid -> its parent, from fork and exec entries
   std::deque<Act> acts_;                                 // recent acts, for attribution
   // Every act of the session, to list at its end those no tool call explains
@@ -94,9 +95,12 @@ class LlmCalls : public Observer {
     const char* kind;
   };
   std::vector<Seen> seen_;
+  size_t seen_of_kind_[3] = {};                          // exec, file_write, connect
   uint64_t seen_beyond_ = 0;
   std::set<int64_t> linked_;                             // acts some tool_call links
-  std::set<std::pair<uint32_t, int64_t>> model_sockets_; // (pid, fd) of model calls: their connects are the agent's own
+  // (pid, fd) of model calls -> the first request seq of each: the connect
+  // before it opened the socket, and is the agent's own.
+  std::map<std::pair<uint32_t, int64_t>, std::vector<int64_t>> model_uses_;
   std::vector<uint8_t> scratch_;
   uint64_t calls_ = 0, uses_ = 0;
 };

@@ -166,6 +166,23 @@ void Connection::write_all(std::string_view data) {
   }
 }
 
+size_t Connection::read_some(char* buf, size_t n) {
+  for (;;) {
+    if (ssl_) {
+      size_t got = 0;
+      if (SSL_read_ex(ssl_, buf, n, &got) == 1) return got;
+      int why = SSL_get_error(ssl_, 0);
+      if (why == SSL_ERROR_ZERO_RETURN) return 0;
+      if (why == SSL_ERROR_SYSCALL && (errno == EAGAIN || errno == EWOULDBLOCK)) throw Error("receive timed out");
+      throw Error(ssl_error("TLS read failed"));
+    }
+    ssize_t got = recv(fd_, buf, n, 0);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) throw Error(errno == EAGAIN || errno == EWOULDBLOCK ? "receive timed out" : errno_message("recv", errno));
+    return size_t(got);
+  }
+}
+
 bool Connection::peer_gone() {
   pollfd p{fd_, POLLIN | POLLRDHUP, 0};
   if (poll(&p, 1, 0) <= 0) return false;

@@ -33,6 +33,9 @@ class Connection {
 
   // All of data, or throws Error (the peer went away, or timeout_ms passed without progress).
   void write_all(std::string_view data);
+  // Up to n bytes the peer sent: 0 when it closed the connection; throws
+  // Error when it failed or timeout_ms passed without a byte.
+  size_t read_some(char* buf, size_t n);
   // Whether the peer closed or reset the connection (never blocks).
   bool peer_gone();
 

@@ -1,5 +1,7 @@
 #include "ship/hub.h"
 
+#include <iostream>
+
 #include <algorithm>
 #include <cctype>
 #include <mutex>
@@ -62,6 +64,28 @@ void ThreadedOutput::close(std::chrono::milliseconds grace) {
 void ThreadedOutput::pause(std::unique_lock<std::mutex>& lock, std::chrono::steady_clock::time_point until) {
   if (stopping_ && stop_by_ < until) until = stop_by_;
   cv_.wait_until(lock, until, [&] { return due(); });
+}
+
+std::string ThreadedOutput::connect_if_needed(std::unique_ptr<Connection>& conn, const std::string& host, uint16_t port,
+                                              const TlsSettings& tls) {
+  if (conn) return "";
+  try {
+    conn = std::make_unique<Connection>(host, port, tls, 5000);
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  std::lock_guard lock(mu_);
+  stats_.connected = true;
+  ++stats_.connects;
+  return "";
+}
+
+void ThreadedOutput::note_failure(const std::string& why, const std::string& where, bool retrying) {
+  if (!why.empty()) stats_.last_error = why;
+  if (stats_.last_error == said_) return;
+  said_ = stats_.last_error;
+  std::cerr << "flightrecd: " << stats_.kind << " output " << stats_.name << " (" << where << "): " << said_
+            << (retrying ? " (retrying)" : "") << "\n";
 }
 
 void Hub::replace(std::vector<std::unique_ptr<Output>> outputs, std::chrono::milliseconds grace) {

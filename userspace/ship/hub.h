@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "ledger/writer.h"
+#include "ship/connection.h"
 
 namespace flightrec::ship {
 
@@ -97,6 +98,13 @@ class ThreadedOutput : public Output {
   bool due() const { return stopping_ && std::chrono::steady_clock::now() >= stop_by_; }
   // Waits (under lock, on mu_) until `until`, or until due(); never past the stop's deadline.
   void pause(std::unique_lock<std::mutex>& lock, std::chrono::steady_clock::time_point until);
+  // Without mu_: connects `conn` when it is not connected (counted in the
+  // stats); "" when it is, else why not.
+  std::string connect_if_needed(std::unique_ptr<Connection>& conn, const std::string& host, uint16_t port,
+                                const TlsSettings& tls);
+  // Under mu_: the output's last failure, said on stderr once per new one
+  // ("flightrecd: KIND output NAME (WHERE): WHY (retrying)").
+  void note_failure(const std::string& why, const std::string& where, bool retrying);
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
@@ -107,6 +115,7 @@ class ThreadedOutput : public Output {
  private:
   std::mutex join_mu_;
   std::thread thread_;
+  std::string said_;  // the last failure written to stderr
 };
 
 class Hub : public ledger::SealedSink {

@@ -184,30 +184,14 @@ void SyslogOutput::run() {
     cv_.wait(lock, [&] { return !queue_.empty() || stopping_; });
     if (stopping_ && (queue_.empty() || due())) return;
     lock.unlock();
-    std::string failure;
-    if (!conn) {
-      try {
-        conn = std::make_unique<Connection>(settings_.host, settings_.port, settings_.tls, 5000);
-        lock.lock();
-        stats_.connected = true;
-        ++stats_.connects;
-        lock.unlock();
-      } catch (const std::exception& e) {
-        failure = e.what();
-      }
-    }
+    std::string failure = connect_if_needed(conn, settings_.host, settings_.port, settings_.tls);
     if (conn && send_some(conn)) {
       backoff = std::chrono::milliseconds(100);
       lock.lock();
       continue;
     }
     lock.lock();
-    if (!failure.empty()) stats_.last_error = failure;
-    if (stats_.last_error != said_) {
-      said_ = stats_.last_error;
-      std::cerr << "flightrecd: syslog output " << settings_.name << " (" << settings_.address << "): " << said_
-                << " (retrying)\n";
-    }
+    note_failure(failure, settings_.address, true);
     // Wait before the next try (a server that accepts and hangs up is not
     // hammered), but not past a stop's deadline.
     pause(lock, clock::now() + backoff);

@@ -66,7 +66,6 @@ class SyslogOutput : public ThreadedOutput {
   std::string hostname_;
   std::deque<std::string> queue_;  // framed messages, under mu_
   size_t queued_bytes_ = 0;
-  std::string said_;  // the last failure written to stderr
 };
 
 }  // namespace flightrec::ship
