@@ -42,9 +42,10 @@ def make_ca(d):
         "-CAcreateserial", "-out", f"{d}/cert.pem", "-days", "2", "-extfile", f"{d}/leaf.ext")
 
 
-def start_mock(d):
-    p = subprocess.Popen([sys.executable, f"{SOURCE}/tests/programs/mock_llm_api.py", "--port", "0", "--cert",
-                          f"{d}/cert.pem", "--key", f"{d}/key.pem"], stdout=subprocess.PIPE, text=True)
+def start_mock(d, options=()):
+    """The mock API (Debian's python3: its python3-h2 serves --http2)."""
+    p = subprocess.Popen(["/usr/bin/python3", f"{SOURCE}/tests/programs/mock_llm_api.py", "--port", "0", "--cert",
+                          f"{d}/cert.pem", "--key", f"{d}/key.pem", *options], stdout=subprocess.PIPE, text=True)
     line = p.stdout.readline()
     if not line.startswith("PORT "):
         sys.exit("agents.py: the mock API did not start")

@@ -12,7 +12,9 @@ whole run. Prints medians with the spread (min-max) and the ratio on/off;
 with --out, a Markdown section.
 
 usage: tools/bench/turns.py [--build build] [--reps 5] [--repeat 40] [--pad 30000]
-       [--api anthropic|openai] [--stream] [--out FILE]
+       [--api anthropic|openai] [--stream] [--http2] [--out FILE]
+--http2: the agent and the mock speak HTTP/2 (the agent asks for the model
+list on a second stream beside every call).
 Needs root and a built tree.
 """
 import argparse
@@ -43,8 +45,9 @@ def one(args, mode, port, d, work):
         if os.path.exists(db + suffix):
             os.unlink(db + suffix)
     argv = [f"{args.build}/flightrec", "run", "--policy", "observe", "--agent-turns", mode, "--db", db, "--",
-            sys.executable, f"{SOURCE}/tests/programs/llm_agent.py", "--port", str(port), "--ca", f"{d}/ca.pem",
-            "--api", args.api, "--repeat", str(args.repeat), "--pad", str(args.pad)] + (["--stream"] if args.stream else [])
+            "/usr/bin/python3", f"{SOURCE}/tests/programs/llm_agent.py", "--port", str(port), "--ca", f"{d}/ca.pem",
+            "--api", args.api, "--repeat", str(args.repeat), "--pad", str(args.pad)] + \
+        (["--stream"] if args.stream else []) + (["--http2"] if args.http2 else [])
     start = time.monotonic()
     p = subprocess.Popen(argv, cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     cpu = own_cpu_s(p.pid)
@@ -65,11 +68,13 @@ def main():
     ap.add_argument("--pad", type=int, default=30000)
     ap.add_argument("--api", default="anthropic", choices=("anthropic", "openai"))
     ap.add_argument("--stream", action="store_true")
+    ap.add_argument("--http2", action="store_true")
     ap.add_argument("--out")
     args = ap.parse_args()
+    args.build = os.path.abspath(args.build)  # the runs' working directory is elsewhere
     d = tempfile.mkdtemp(prefix="flightrec-bench-turns-")
     make_ca(d)
-    mock, port = start_mock(d)
+    mock, port = start_mock(d, ["--http2"] if args.http2 else [])
     work = f"{d}/work"
     os.mkdir(work)
     results = {"off": [], "on": []}
@@ -81,7 +86,7 @@ def main():
         mock.terminate()
     med = lambda xs: statistics.median(xs)
     lines = [f"Agent turns (tools/bench/turns.py): a Python agent, {args.repeat} tasks of 3 model calls "
-             f"({args.api}{', streamed' if args.stream else ''}), {args.pad}-byte system prompt per request, "
+             f"({args.api}{', streamed' if args.stream else ''}{', HTTP/2' if args.http2 else ''}), {args.pad}-byte system prompt per request, "
              f"{args.reps} rounds, runners alternating.", "",
              "| --agent-turns | llm_call entries | flightrec CPU, median (min-max) | wall, median (min-max) |",
              "|---|---|---|---|"]

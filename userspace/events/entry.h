@@ -29,6 +29,7 @@ class Entry {
   void clear() {
     fields_.clear();
     keys_.clear();
+    payload_.clear();
   }
 
   void set(std::string_view key, int64_t v) { fields_.emplace_back(key, v); }
@@ -56,6 +57,12 @@ class Entry {
   std::string string_or(std::string_view key, std::string fallback = "") const;
   std::string type() const { return string_or("type"); }
 
+  // The bytes a tls entry's data_b64 holds, kept beside it for the
+  // observers that read them (the agent's turns), so they are not decoded
+  // again. Never part of the entry's form.
+  void set_payload(std::string bytes) { payload_ = std::move(bytes); }
+  const std::string& payload() const { return payload_; }
+
   // Throws std::logic_error on a duplicate key or invalid UTF-8 (a bug).
   std::string canonical() const;
   // The same, appended to out (left as it was after a throw).
@@ -66,6 +73,7 @@ class Entry {
   // Stable storage for made keys; a forward_list allocates nothing until
   // used (a deque allocates on construction, once per kernel event).
   std::forward_list<std::string> keys_;
+  std::string payload_;
 };
 
 

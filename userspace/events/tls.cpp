@@ -500,6 +500,7 @@ void TlsStreams::complete(Entry& e, const fr_tls& r, std::string_view data) {
   }
   if (!redacted.empty() && !redact_.empty()) e.set("redacted", std::move(redacted));
   e.set("data_b64", base64_encode(text));
+  e.set_payload(std::move(text));
 }
 
 }  // namespace flightrec::events

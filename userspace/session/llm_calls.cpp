@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "agent/content_coding.h"
@@ -178,8 +179,15 @@ void LlmCalls::written(const events::Entry& own) {
 }
 
 void LlmCalls::on_tls(const events::Entry& e, Emitted& out) {
-  auto data = base64_decode(e.string_or("data_b64"));
-  if (!data) return;
+  // The plaintext as the entry holds it (kept beside data_b64 when the
+  // entry was made; decoded again only for an entry made elsewhere).
+  std::optional<std::string> decoded;
+  const std::string* data = &e.payload();
+  if (data->empty()) {
+    decoded = base64_decode(e.string_or("data_b64"));
+    if (!decoded || decoded->empty()) return;
+    data = &*decoded;
+  }
   uint32_t pid = uint32_t(e.int_or("pid"));
   auto key = std::make_pair(pid, uint64_t(e.int_or("ssl")));
   auto it = conns_.find(key);

@@ -96,6 +96,18 @@ void set_times(OtelSpan& s, const json& e, const char* start, const char* end) {
 
 }  // namespace
 
+size_t OtelSpan::bytes() const {
+  size_t n = 64 + name.size() + status_message.size();
+  for (const auto& [k, v] : attributes) {
+    n += k.size() + 8;
+    if (auto* s = std::get_if<std::string>(&v)) n += s->size();
+    if (auto* l = std::get_if<std::vector<std::string>>(&v))
+      for (const auto& x : *l) n += x.size() + 4;
+    if (auto* l = std::get_if<std::vector<int64_t>>(&v)) n += l->size() * 10;
+  }
+  return n;
+}
+
 void OtelSpans::add(const std::string& origin, int64_t session, int64_t seq, std::string_view type, std::string_view body,
                     const ledger::Hash& leaf, std::vector<OtelSpan>& out, const OtelContent* extra) {
   if (type != "genesis" && type != "session_end" && type != "llm_call" && type != "tool_call") return;

@@ -27,6 +27,7 @@ namespace flightrec::ship {
 using OtelValue = std::variant<std::string, int64_t, bool, std::vector<std::string>, std::vector<int64_t>>;
 
 struct OtelSpan {
+  size_t bytes() const;  // about what it takes encoded
   std::array<uint8_t, 16> trace_id{};
   std::array<uint8_t, 8> span_id{}, parent_id{};  // parent all zero: a root
   std::string name;
@@ -84,6 +85,7 @@ struct OtlpSettings {
   bool json = false;     // encoding: protobuf (the OTLP/HTTP default) or json
   std::vector<std::pair<std::string, std::string>> headers;  // sent with every request (e.g. an API key)
   size_t queue_max = 100000;  // spans held while the endpoint is away
+  size_t queue_max_bytes = 64u << 20;  // ... and their bytes (as encoded, about)
   size_t batch_max = 512;     // spans per request
   bool operator==(const OtlpSettings&) const = default;
 };
@@ -111,6 +113,7 @@ class OtlpOutput : public ThreadedOutput {
   std::string hostname_;
   OtelSpans builder_;             // under mu_
   std::deque<OtelSpan> queue_;    // under mu_
+  size_t queued_bytes_ = 0;       // under mu_
 };
 
 }  // namespace flightrec::ship

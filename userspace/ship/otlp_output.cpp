@@ -48,10 +48,12 @@ void OtlpOutput::offer(const std::string& origin, int64_t session, std::span<con
   if (spans.empty()) return;
   size_t dropped = 0;
   for (auto& s : spans) {
-    if (queue_.size() >= settings_.queue_max) {
+    size_t bytes = s.bytes();
+    if (queue_.size() >= settings_.queue_max || queued_bytes_ + bytes > settings_.queue_max_bytes) {
       ++dropped;
       continue;
     }
+    queued_bytes_ += bytes;
     queue_.push_back(std::move(s));
   }
   if (dropped && stats_.dropped == 0)
@@ -137,7 +139,13 @@ void OtlpOutput::run() {
   for (;;) {
     cv_.wait(lock, [&] { return !queue_.empty() || stopping_; });
     if (stopping_ && (queue_.empty() || due())) return;
-    std::vector<OtelSpan> batch(queue_.begin(), queue_.begin() + std::min(queue_.size(), settings_.batch_max));
+    // A request of at most batch_max spans and about 4 MiB (one span at least).
+    std::vector<OtelSpan> batch;
+    for (size_t i = 0, bytes = 0; i < queue_.size() && i < settings_.batch_max; ++i) {
+      bytes += queue_[i].bytes();
+      if (i && bytes > (4u << 20)) break;
+      batch.push_back(queue_[i]);
+    }
     lock.unlock();
     bool retry = true;
     std::string failure = connect_if_needed(conn, settings_.host, settings_.port, settings_.tls);
@@ -145,7 +153,10 @@ void OtlpOutput::run() {
     lock.lock();
     if (failure.empty() || !retry) {
       // Sent, or refused for good: these spans leave the queue (offer only appends).
-      queue_.erase(queue_.begin(), queue_.begin() + std::min(queue_.size(), batch.size()));
+      for (size_t i = 0; i < batch.size() && !queue_.empty(); ++i) {
+        queued_bytes_ -= std::min(queued_bytes_, queue_.front().bytes());
+        queue_.pop_front();
+      }
       (failure.empty() ? stats_.sent : stats_.dropped) += batch.size();
     }
     if (failure.empty()) {
