@@ -77,6 +77,18 @@ TEST_CASE("connect decodes IPv4 and IPv6 socket addresses") {
   CHECK(j["err"] == "ECONNREFUSED");
 }
 
+TEST_CASE("a syscall record with every flag set decodes to an entry with each key once (found by the fuzzer)") {
+  sockaddr_in in{};
+  in.sin_family = AF_INET;
+  auto rec = syscall_record(42, 0, {}, &in, sizeof(in));
+  fr_syscall r;
+  std::memcpy(&r, rec.data(), sizeof(r));
+  r.flags |= FR_SC_SOCKADDR_FAULT | FR_SC_SOCKADDR_UNREAD | FR_SC_KADDR | FR_SC_NORETURN | FR_SC_BLOCKED;
+  std::memcpy(rec.data(), &r, sizeof(r));
+  json j = decode(rec);  // canonical() throws on a key twice
+  CHECK(j["sockaddr_error"] == "unreadable");
+}
+
 TEST_CASE("exec splits argv and keeps non-UTF-8 bytes as base64") {
   std::string filename = "/usr/bin/true", argv("true\0x\0", 7);
   std::vector<uint8_t> buf(sizeof(fr_exec) + filename.size() + argv.size());

@@ -147,8 +147,10 @@ void decode_syscall(Entry& e, const uint8_t* p, size_t size, const DecodeContext
       e.set_bytes("kernel_path", {strings + off, r.kpath_len});
       if (r.flags & FR_SC_KPATH_TRUNC) e.set("kernel_path_truncated", 1);
     }
+    // One reason at most (a record with both flags, which the programs
+    // never make, must not give the entry a key twice).
     if (r.flags & FR_SC_SOCKADDR_FAULT) e.set("sockaddr_error", "unreadable");
-    if (r.flags & FR_SC_SOCKADDR_UNREAD) e.set("sockaddr_error", "not read (no entry time)");
+    else if (r.flags & FR_SC_SOCKADDR_UNREAD) e.set("sockaddr_error", "not read (no entry time)");
     add_sockaddr(e, sa, r.sockaddr_len);
     if (r.flags & FR_SC_KADDR) e.set("addr_from_kernel", 1);
   }

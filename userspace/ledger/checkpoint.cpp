@@ -14,6 +14,7 @@ std::vector<std::string_view> lines_of(std::string_view text) {
   while (!text.empty()) {
     size_t nl = text.find('\n');
     out.push_back(text.substr(0, nl));
+    if (nl == std::string_view::npos) break;  // a last line without its newline (npos + 1 would be 0: forever)
     text.remove_prefix(nl + 1);
   }
   return out;
