@@ -2,7 +2,13 @@
  * sockaddr while a second thread keeps rewriting its port between PORT_A
  * and PORT_B: the TOCTOU race against a supervisor that decides on the
  * address it read from this process's memory. Prints how many connects
- * reached each port (by getpeername, what the kernel connected to). */
+ * reached each port (by getpeername, what the kernel connected to).
+ *
+ * The port stays a while at each value (about 2/3 of the time at PORT_A,
+ * in periods of microseconds, shorter than a decision takes): each read
+ * sees either, and a read of PORT_A is often followed by a copy of
+ * PORT_B. Back-to-back stores would leave what a reader sees to the
+ * cache's timing, which can favour one value for a whole run. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -17,12 +23,25 @@ static struct sockaddr_in to;
 static unsigned short port_a, port_b;
 static atomic_int stop;
 
+static void dwell(int n)
+{
+	for (int i = 0; i < n; i++) {
+#if defined(__x86_64__) || defined(__i386__)
+		__asm__ volatile("pause" ::: "memory");
+#else
+		__asm__ volatile("" ::: "memory");
+#endif
+	}
+}
+
 static void *flip(void *arg)
 {
 	(void)arg;
 	while (!atomic_load_explicit(&stop, memory_order_relaxed)) {
 		__atomic_store_n(&to.sin_port, htons(port_b), __ATOMIC_RELAXED);
+		dwell(32);
 		__atomic_store_n(&to.sin_port, htons(port_a), __ATOMIC_RELAXED);
+		dwell(64);
 	}
 	return NULL;
 }
