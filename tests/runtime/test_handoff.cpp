@@ -17,7 +17,7 @@
 #include <thread>
 
 #include "common/text.h"
-#include "daemon/control.h"
+#include "control/client.h"
 #include "runtime/harness.h"
 
 using nlohmann::json;
@@ -449,8 +449,8 @@ TEST_CASE("run through flightrecd: a ring whose client closed without ending is 
     ~Remove() { rmdir(path.c_str()); }
   } remove{cgroup};
   // An empty cgroup: nothing is written to its ring, which stays drained.
-  flightrec::daemon::HeldConnection held = flightrec::daemon::control_request_held(
-      dir.file("control.sock"), {{"request", "session"}, {"cgroup", cgroup}, {"ring_bytes", 8u << 20}, {"tls", false}});
+  flightrec::control::HeldConnection held = flightrec::control::request_held(
+      dir.file("control.sock"), flightrec::control::SessionRequest{cgroup, 8u << 20, false, true});
   REQUIRE(held.fds.size() == 2);
   bpf_map_info info{};
   uint32_t len = sizeof(info);

@@ -70,6 +70,21 @@ TEST_CASE("watch records an existing cgroup's processes for --duration") {
   }
   CHECK(tests > 5);
   CHECK(sleeps > 5);
+  // The shell that was there before watch began is named at the start, as
+  // flightrecd names what it finds (session/cgroup_session.h).
+  // (Its `sleep 0.02` may be there too.)
+  bool shell_listed = false;
+  for (const auto& p : of_type(all, "process_at_start")) {
+    shell_listed |= p["process_pid"] == w.pid && p["argv"][0] == "sh";
+    CHECK((p["argv"][0] == "sh" || p["argv"][0] == "sleep"));
+  }
+  CHECK(shell_listed);
+  size_t listed = 0, first_exec = 0;
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (all[i]["type"] == "process_at_start") listed = i;
+    if (all[i]["type"] == "exec" && !first_exec) first_exec = i;
+  }
+  CHECK(listed < first_exec);  // before anything it did while watched
   CHECK(flightrec({"verify", "--db", db}).code == 0);
   // A watched session has no command: the report names the workload instead.
   Result rep = flightrec({"report", "--db", db, "--session", "1", "--out", dir.file("w.html")});

@@ -20,10 +20,12 @@
 #include "common/system.h"
 #include "daemon/config.h"
 #include "daemon/kubelet.h"
-#include "daemon/snapshot.h"
+#include "session/snapshot.h"
 
 using namespace flightrec;
 using namespace flightrec::daemon;
+using flightrec::session::ProcessInfo;
+using flightrec::session::snapshot_cgroup;
 
 namespace {
 

@@ -6,7 +6,7 @@
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "common/text.h"
-#include "daemon/control.h"
+#include "control/client.h"
 
 namespace flightrec::cli {
 namespace {
@@ -36,28 +36,26 @@ int cmd_status(const Args& args) {
       "ring buffer's fill, events lost per CPU, and the disk its records use.\n"
       "Exit 1 when no daemon answers.";
   if (!parse_options(args, desc, usage, vm)) return 0;
-  nlohmann::json s = daemon::control_request(socket, {{"request", "status"}});
-  if (vm.count("json")) {
-    std::cout << s.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+  if (vm.count("json")) {  // the daemon's answer as it sent it
+    nlohmann::json answer = control::request(socket, control::StatusRequest{});
+    std::cout << answer.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     return 0;
   }
-  auto text = [](const nlohmann::json& v) { return printable(v.is_string() ? v.get<std::string>() : v.dump()); };
-  const auto& sessions = s.value("sessions", nlohmann::json::array());
-  std::cout << "flightrecd " << text(s["flightrecd_version"]) << ", pid " << s.value("pid", 0) << ", config "
-            << text(s["config"]) << "\n"
-            << "  " << sessions.size() << " session(s); ring " << std::fixed << std::setprecision(1)
-            << 100 * s.value("ring_fill", 0.0) << "% full of " << bytes_text(s.value("ring_bytes", uint64_t(0)))
-            << "; " << s.value("lost_total", uint64_t(0)) << " events lost since start\n"
-            << "  records in " << text(s["storage_dir"]) << ": " << bytes_text(s.value("storage_bytes", uint64_t(0)))
-            << (s.value("storage_full", false) ? "; STORAGE FULL (below storage.min_free)" : "") << "\n";
-  for (const auto& e : sessions) {
-    std::cout << "  " << text(e["rule"]) << " (" << (e.value("mode", "") == "lite" ? "lite" : "full") << ")  "
-              << text(e["cgroup"]) << "\n"
-              << "      " << e.value("entries", int64_t(0)) << " entries, " << std::setprecision(0)
-              << e.value("entries_per_second", 0.0) << "/s, " << e.value("lost", uint64_t(0)) << " lost, "
-              << bytes_text(e.value("record_bytes", uint64_t(0))) << " in " << text(e["record"])
-              << (e.value("suspended", false) ? " (SUSPENDED: events left out)" : "")
-              << (e.value("cgroup_gone", false) ? " (cgroup gone; its tasks live on elsewhere)" : "") << "\n";
+  control::DaemonStatus s = control::request_status(socket);
+  std::cout << "flightrecd " << printable(s.flightrecd_version) << ", pid " << s.pid << ", config "
+            << printable(s.config) << "\n"
+            << "  " << s.sessions.size() << " session(s); ring " << std::fixed << std::setprecision(1)
+            << 100 * s.ring_fill << "% full of " << bytes_text(s.ring_bytes) << "; " << s.lost_total
+            << " events lost since start\n"
+            << "  records in " << printable(s.storage_dir) << ": " << bytes_text(s.storage_bytes)
+            << (s.storage_full ? "; STORAGE FULL (below storage.min_free)" : "") << "\n";
+  for (const auto& e : s.sessions) {
+    std::cout << "  " << printable(e.rule) << " (" << (e.mode == "lite" ? "lite" : "full") << ")  "
+              << printable(e.cgroup) << "\n"
+              << "      " << e.entries << " entries, " << std::setprecision(0) << e.entries_per_second << "/s, "
+              << e.lost << " lost, " << bytes_text(e.record_bytes) << " in " << printable(e.record)
+              << (e.suspended ? " (SUSPENDED: events left out)" : "")
+              << (e.cgroup_gone ? " (cgroup gone; its tasks live on elsewhere)" : "") << "\n";
   }
   return 0;
 }

@@ -1,4 +1,4 @@
-#include "daemon/control.h"
+#include "control/server.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -14,26 +14,14 @@
 
 #include "common/error.h"
 #include "common/system.h"
+#include "control/client.h"
 
-namespace flightrec::daemon {
+namespace flightrec::control {
 namespace {
 
 constexpr size_t kMaxRequest = 4096;
 constexpr size_t kMaxClients = 16;
 constexpr uint64_t kClientNs = 2'000'000'000;  // a client that takes longer is dropped
-
-sockaddr_un address_of(const std::string& path) {
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  if (path.empty() || path.size() >= sizeof(addr.sun_path)) throw Error("control socket path too long: " + path);
-  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-  return addr;
-}
-
-std::string dump(const nlohmann::json& j) {
-  // Paths are bytes: what is not UTF-8 is shown replaced, never thrown on.
-  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
-}
 
 }  // namespace
 
@@ -167,7 +155,7 @@ void OneShotServer::poll() {
 namespace {
 
 int listen_unix(const std::string& path) {
-  sockaddr_un addr = address_of(path);
+  sockaddr_un addr = socket_address(path);
   struct stat st {};
   if (lstat(path.c_str(), &st) == 0) {
     if (!S_ISSOCK(st.st_mode)) throw Error(path + " exists and is not a socket; not replacing it");
@@ -202,17 +190,17 @@ std::optional<OneShotServer::Reply> control_answer(const std::string& in, int fd
   ex.peer_uid = getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &len) == 0 ? peer.uid : uid_t(-1);
   nlohmann::json answer;
   try {
-    answer = handler(nlohmann::json::parse(in.substr(0, nl)), ex);
+    answer = handler(parse_request(nlohmann::json::parse(in.substr(0, nl))), ex);
   } catch (const nlohmann::json::exception&) {
-    answer = {{"error", "the request is not a JSON object"}};
+    answer = refusal("the request is not a JSON object");
   } catch (const std::exception& e) {
-    answer = {{"error", e.what()}};
+    answer = refusal(e.what());
   }
   if (answer.contains("error")) {  // nothing goes with a refusal
     for (int passed : ex.fds) close(passed);
-    return OneShotServer::Reply{dump(answer), {}, nullptr};
+    return OneShotServer::Reply{line_of(answer), {}, nullptr};
   }
-  return OneShotServer::Reply{dump(answer), std::move(ex.fds), std::move(ex.hold)};
+  return OneShotServer::Reply{line_of(answer), std::move(ex.fds), std::move(ex.hold)};
 }
 
 // Root, or a member of `group` (>= 0): the peer's primary or any of its
@@ -230,7 +218,7 @@ bool root_or_group(int fd, int group, std::string& refusal) {
           if (groups[i] == gid_t(group)) return true;
     }
   }
-  refusal = dump({{"error", std::string("permission denied: flightrecd answers root") +
+  refusal = line_of({{"error", std::string("permission denied: flightrecd answers root") +
                                 (group >= 0 ? " and its socket.group" : " only")}});
   return false;
 }
@@ -296,7 +284,7 @@ ControlServer::ControlServer(const std::string& path, Handler handler, int group
     : OneShotServer(
           listen_unix(path), [handler](const std::string& in, int fd) { return control_answer(in, fd, handler); },
           [group](int fd, std::string& refusal) { return root_or_group(fd, group, refusal); }, kMaxRequest,
-          dump({{"error", "busy: too many clients at once"}})),
+          line_of({{"error", "busy: too many clients at once"}})),
       path_(path) {
   if (group >= 0 && (chown(path.c_str(), 0, gid_t(group)) != 0 || chmod(path.c_str(), 0660) != 0)) {
     int err = errno;
@@ -319,95 +307,4 @@ MetricsServer::MetricsServer(const std::string& listen, std::function<std::strin
           http("503 Service Unavailable", "text/plain", "busy: too many clients at once\n")),
       port_(port_of(listen)) {}
 
-namespace {
-
-int connect_control(const std::string& path) {
-  sockaddr_un addr = address_of(path);
-  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) throw Error(errno_message("socket", errno));
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    int err = errno;
-    close(fd);
-    throw Error(errno_message("no flightrecd answers on " + path + " (is it running?)", err));
-  }
-  return fd;
-}
-
-// Sends `request` (with pass_fd beside it) and reads the answer: up to its
-// first newline (whole_stream: to the end of the stream). Descriptors that
-// came with it are appended to fds. Throws Error; closes nothing.
-nlohmann::json exchange(int fd, const nlohmann::json& request, int pass_fd, int timeout_ms, bool whole_stream,
-                        std::vector<int>& fds) {
-  std::string line = dump(request), answer;
-  std::vector<int> passed;
-  if (pass_fd >= 0) passed.push_back(pass_fd);
-  if (send_with_fds(fd, line, passed) != ssize_t(line.size()))
-    throw Error(errno_message("cannot write to flightrecd", errno));
-  uint64_t deadline = mono_ns() + uint64_t(timeout_ms) * 1'000'000ull;
-  for (;;) {
-    int left = int((deadline - std::min(deadline, mono_ns())) / 1'000'000);
-    pollfd p{fd, POLLIN, 0};
-    if (left <= 0 || ::poll(&p, 1, left) <= 0)
-      throw Error("flightrecd did not answer within " + std::to_string(timeout_ms) + " ms");
-    char buf[65536];
-    long n = receive_with_fds(fd, buf, sizeof(buf), fds);
-    if (n <= 0) break;
-    answer.append(buf, size_t(n));
-    if (!whole_stream && answer.find('\n') != std::string::npos) break;
-    if (answer.size() > (16u << 20)) throw Error("flightrecd's answer is too long");
-  }
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(answer);
-  } catch (const nlohmann::json::exception&) {
-    throw Error(std::string("flightrecd's answer is not JSON") + (answer.empty() ? " (it closed the connection)" : ""));
-  }
-  if (!j.is_object()) throw Error("flightrecd's answer is not a JSON object");
-  if (j.contains("error"))
-    throw Error("flightrecd: " + (j["error"].is_string() ? j["error"].get<std::string>() : j["error"].dump()));
-  return j;
-}
-
-void close_all(std::vector<int>& fds) {
-  for (int fd : fds) close(fd);
-  fds.clear();
-}
-
-}  // namespace
-
-nlohmann::json control_request(const std::string& path, const nlohmann::json& request, int timeout_ms) {
-  int fd = connect_control(path);
-  std::vector<int> fds;
-  try {
-    auto j = exchange(fd, request, -1, timeout_ms, true, fds);
-    close_all(fds);
-    close(fd);
-    return j;
-  } catch (...) {
-    close_all(fds);
-    close(fd);
-    throw;
-  }
-}
-
-HeldConnection control_request_held(const std::string& path, const nlohmann::json& request, int timeout_ms) {
-  HeldConnection held;
-  held.fd = connect_control(path);
-  try {
-    held.answer = exchange(held.fd, request, -1, timeout_ms, false, held.fds);
-  } catch (...) {
-    close_all(held.fds);
-    close(held.fd);
-    throw;
-  }
-  return held;
-}
-
-nlohmann::json held_request(int fd, const nlohmann::json& request, int pass_fd, int timeout_ms) {
-  std::vector<int> fds;
-  auto j = exchange(fd, request, pass_fd, timeout_ms, false, fds);
-  close_all(fds);  // none is expected
-  return j;
-}
-
-}  // namespace flightrec::daemon
+}  // namespace flightrec::control

@@ -4,10 +4,10 @@
 // it (clients are read and written as they become ready, bounded in size,
 // number and time):
 //
-// - the control socket (a UNIX stream socket, root only): one JSON line,
-//   {"request": "status"}, answered with one JSON object; `flightrec
-//   status` is its client. One request, "session" (`flightrec run` handing
-//   its command over), keeps its connection: the answer carries file
+// - the control socket (a UNIX stream socket, root and socket.group only):
+//   one request line of control/protocol.h, answered with one JSON object;
+//   `flightrec status` and `flightrec run` are its clients (control/client.h).
+//   One request, "session", keeps its connection: the answer carries file
 //   descriptors and the connection is held by the daemon (Exchange::hold)
 //   for the session's life;
 // - the metrics endpoint (TCP): HTTP GET /metrics, Prometheus's text format.
@@ -21,7 +21,9 @@
 #include <string>
 #include <vector>
 
-namespace flightrec::daemon {
+#include "control/protocol.h"
+
+namespace flightrec::control {
 
 class OneShotServer {
  public:
@@ -75,7 +77,9 @@ struct Exchange {
 
 class ControlServer : public OneShotServer {
  public:
-  using Handler = std::function<nlohmann::json(const nlohmann::json& request, Exchange& exchange)>;
+  // Called with each request that parses (control/protocol.h); one that
+  // does not is refused here, naming the field at fault.
+  using Handler = std::function<nlohmann::json(const Request& request, Exchange& exchange)>;
   // Binds `path` (0600, or 0660 and group `group` when it is a gid >= 0:
   // root and that group's members are answered; a stale socket file is
   // replaced, a live one means another flightrecd runs: Error). Throws Error.
@@ -97,22 +101,4 @@ class MetricsServer : public OneShotServer {
   uint16_t port_ = 0;
 };
 
-// Sends one request to the daemon at `path` and returns its answer.
-// Throws Error (no daemon, refused, no answer within timeout_ms).
-nlohmann::json control_request(const std::string& path, const nlohmann::json& request, int timeout_ms = 5000);
-
-// The connection of a request the daemon holds on to ("session"), and the
-// descriptors its answer carried; the caller owns both.
-struct HeldConnection {
-  int fd = -1;
-  nlohmann::json answer;
-  std::vector<int> fds;
-};
-// Throws Error as control_request does (the connection is closed then).
-HeldConnection control_request_held(const std::string& path, const nlohmann::json& request, int timeout_ms = 5000);
-// One more request on a held connection, with an optional descriptor
-// beside it; its one-line answer. Throws Error (an "error" answer, none
-// within timeout_ms, the connection gone).
-nlohmann::json held_request(int fd, const nlohmann::json& request, int pass_fd = -1, int timeout_ms = 5000);
-
-}  // namespace flightrec::daemon
+}  // namespace flightrec::control

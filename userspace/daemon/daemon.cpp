@@ -24,16 +24,13 @@
 #include "common/system.h"
 #include "common/text.h"
 #include "daemon/kubelet.h"
-#include "daemon/snapshot.h"
 #include "ledger/store.h"
 #include "probe/features.h"
 #include "recorder/recorder.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/leftovers.h"
+#include "session/cgroup_session.h"
 #include "session/engine.h"
-#include "session/lite_counts.h"
-#include "session/llm_calls.h"
-#include "session/pipeline.h"
 #include "session/signals.h"
 #include "session/tls_attach.h"
 
@@ -49,12 +46,9 @@ class RecordedCgroup {
   sandbox::Cgroup cgroup;
   std::string db;
   uint32_t number = 0;
-  std::unique_ptr<ledger::Store> store;
-  std::unique_ptr<recorder::Recorder> rec;
-  std::unique_ptr<session::Pipeline> pipeline;
-  std::unique_ptr<session::TlsFollower> tls;
-  std::unique_ptr<session::LlmCalls> llm;        // its model and tool calls; one per record file (seqs are)
-  std::unique_ptr<session::LiteCounter> counts;  // a lite session's
+  std::unique_ptr<session::CgroupSession> session;  // its record file now
+  recorder::Recorder& rec() { return session->recorder(); }
+  const recorder::Recorder& rec() const { return session->recorder(); }
   uint64_t started_real_ns = 0;
   uint64_t opened_ns = 0;    // this record file's start (rotation by age)
   int part = 0;              // record files before this one (rotations)
@@ -218,8 +212,8 @@ Daemon::Daemon(Config config, std::string config_path) : config_(std::move(confi
       throw Error("socket.group: no group named " + config_.socket_group);
     group_id = int(found->gr_gid);
   }
-  control_ = std::make_unique<ControlServer>(
-      config_.socket_path, [this](const nlohmann::json& r, Exchange& ex) { return answer(r, ex); }, group_id);
+  control_ = std::make_unique<control::ControlServer>(
+      config_.socket_path, [this](const control::Request& r, control::Exchange& ex) { return answer(r, ex); }, group_id);
   for (const auto& rule : config_.watch) key_for(rule.key_dir.empty() ? config_.key_dir : rule.key_dir);
   probe::CaptureOptions copts;
   copts.ring_bytes = config_.ring_bytes;
@@ -246,7 +240,7 @@ Daemon::Daemon(Config config, std::string config_path) : config_(std::move(confi
   });
   discovery_ = std::make_unique<Discovery>(cgroup_root_, rules_of(config_));
   if (!config_.metrics_listen.empty()) {
-    metrics_ = std::make_unique<MetricsServer>(config_.metrics_listen, [this] { return metrics(); });
+    metrics_ = std::make_unique<control::MetricsServer>(config_.metrics_listen, [this] { return metrics(); });
     // The kernel times BPF programs only while asked to (~20 ns a run).
     stats_fd_ = bpf_enable_stats(BPF_STATS_RUN_TIME);
     if (stats_fd_ < 0) std::cerr << "flightrecd: BPF run time is not counted: " << errno_message("bpf_enable_stats", errno) << "\n";
@@ -286,8 +280,7 @@ void Daemon::on_record(const void* data, size_t size) {
     return;
   }
   RecordedCgroup& s = *it->second;
-  if (h->type == FR_REC_TLS && !s.rule.tls) return;  // its rule did not ask for plaintext
-  if (!s.pipeline || s.sealed) {
+  if (!s.session || s.sealed) {
     ++unrouted_;  // its record is sealed; the session is closed at the next tick
     return;
   }
@@ -295,19 +288,16 @@ void Daemon::on_record(const void* data, size_t size) {
     ++s.left_out;  // said in its record when recording resumes
     return;
   }
-  guarded(s, [&] { s.pipeline->on_record(data, size); });
+  guarded(s, [&] { s.session->on_record(data, size); });
 }
 
 void Daemon::start_record(RecordedCgroup& s, size_t tasks, const std::vector<uint64_t>& drops, uint64_t misses,
-                          recorder::Recorder* previous) {
+                          session::CgroupSession* previous) {
   const WatchRule& rule = s.rule;
   const std::string& path = s.cgroup.path();
-  // A session whose cgroup is gone (its tasks moved out live on) has no
-  // processes to list there.
-  std::vector<ProcessInfo> processes = s.gone ? std::vector<ProcessInfo>{} : snapshot_cgroup(path, getpid());
   std::string dir = config_.storage_dir + "/" + rule.name;
   make_dir(dir);
-  s.db = dir + "/" + file_stem(s.rel) + "-" + std::to_string(s.number) + (s.part ? "." + std::to_string(s.part) : "") + ".db";
+  std::string db = dir + "/" + file_stem(s.rel) + "-" + std::to_string(s.number) + (s.part ? "." + std::to_string(s.part) : "") + ".db";
   recorder::SessionMeta meta;
   meta.mode = "watch";
   meta.cgroups = {path};
@@ -331,48 +321,28 @@ void Daemon::start_record(RecordedCgroup& s, size_t tasks, const std::vector<uin
   }
   if (previous) {
     meta.previous_record = s.previous_db;
-    meta.previous_origin = previous->origin();
-    meta.previous_head = previous->head_hex();
+    meta.previous_origin = previous->recorder().origin();
+    meta.previous_head = previous->recorder().head_hex();
   }
-  auto store = std::make_unique<ledger::Store>(s.db, ledger::Store::Mode::Write);
-  store->limit_cache(kCacheKib);
-  auto rec = std::make_unique<recorder::Recorder>(*store, meta);
-  rec->count_drops_from(drops, misses);
-  for (const auto& err : tls_errors_) rec->note("error", err);
-  for (const auto& p : processes) {
-    events::Entry e = rec->own_entry("process_at_start");
-    e.set("process_pid", int64_t(p.pid));
-    e.set("process_ppid", int64_t(p.ppid));
-    e.set("process_uid", uint64_t(p.uid));
-    e.set_bytes("process_comm", p.comm);
-    if (!p.exe_unreadable) e.set_bytes("exe", p.exe);
-    if (!p.cwd.empty()) e.set_bytes("cwd", p.cwd);
-    bool utf8 = true;
-    for (const auto& a : p.argv) utf8 = utf8 && is_valid_utf8(a);
-    if (utf8) {
-      e.set("argv", p.argv);
-    } else {  // as an exec entry has it: the NUL-separated block
-      std::string block;
-      for (const auto& a : p.argv) block += a + '\0';
-      e.set("argv_b64", base64_encode(block));
-    }
-    rec->record_own(e);
-  }
-  auto pipeline = std::make_unique<session::Pipeline>(*rec);
-  std::unique_ptr<session::LlmCalls> llm;
-  if (rule.tls) {
-    if (!previous)
-      for (const auto& err : session::attach_mapped_tls(*capture_, {path})) rec->note("error", "TLS capture: " + err);
-    if (!s.tls) s.tls = std::make_unique<session::TlsFollower>(*capture_, false);
-    pipeline->add(*s.tls);
-    llm = std::make_unique<session::LlmCalls>();
-    pipeline->add(*llm);
-  }
+  session::CgroupSessionSpec spec;
+  spec.db = db;
+  spec.cache_kib = kCacheKib;
+  spec.meta = std::move(meta);
+  spec.notes = tls_errors_;
+  // A session whose cgroup is gone (its tasks moved out live on) has no
+  // processes to list there.
+  spec.list_processes = !s.gone;
+  spec.exclude_pid = getpid();
+  if (previous) spec.tls_follower = previous->tls_follower();  // the processes it follows go on
+  auto next = std::make_unique<session::CgroupSession>(*capture_, s.number, std::vector<const sandbox::Cgroup*>{&s.cgroup},
+                                                       std::move(spec));
+  next->recorder().count_drops_from(drops, misses);
+  if (rule.tls && !previous)
+    for (const auto& err : session::attach_mapped_tls(*capture_, {path}))
+      next->recorder().note("error", "TLS capture: " + err);
   // Only now, with everything made: a failure above leaves s as it was.
-  s.pipeline = std::move(pipeline);
-  s.llm = std::move(llm);
-  s.rec = std::move(rec);
-  s.store = std::move(store);
+  s.session = std::move(next);
+  s.db = db;
   s.opened_ns = mono_ns();
   s.chain.push_back(s.db);
 }
@@ -404,8 +374,6 @@ void Daemon::open(const std::string& rel) {
     // on the host would meet, serves runs alone.
     s->number = capture_->open_session({s->cgroup.id()},
                                        {.lite = rule->mode == WatchRule::Mode::Lite, .entry_times = false});
-    if (rule->mode == WatchRule::Mode::Lite)
-      s->counts = std::make_unique<session::LiteCounter>(s->number, std::vector<std::string>{s->cgroup.path()});
   } catch (const std::exception& e) {
     return failed(e.what());
   }
@@ -438,11 +406,11 @@ void Daemon::collect_counts() {
   }
   if (taken.empty()) return;
   for (auto& [number, s] : by_number_)
-    if (s->counts) s->counts->add(taken);
+    if (s->session) s->session->add_counts(taken);
 }
 
 void Daemon::record_counts(RecordedCgroup& s) {
-  if (s.counts && s.rec) s.counts->record(*s.rec, capture_->lite_uncounted(s.number));
+  if (s.session) s.session->record_counts();
 }
 
 void Daemon::seal(std::unique_ptr<RecordedCgroup> s, const std::string& reason) {
@@ -453,30 +421,18 @@ void Daemon::seal(std::unique_ptr<RecordedCgroup> s, const std::string& reason) 
   by_number_.erase(s->number);
   if (s->sealed) return;  // finished already (a rotation that could not go on, a write that failed)
   guarded(*s, [&] {
-    if (!s->gone && !s->cgroup.exists()) s->rec->note_cgroup_gone(s->cgroup.path());
+    s->session->cgroups_gone();  // said in the record, if it was not yet
     if (s->suspended) {  // the gap it declared is closed here, with its count
-      events::Entry e = s->rec->own_entry("recording_resumed");
+      events::Entry e = s->rec().own_entry("recording_resumed");
       e.set("records_left_out", s->left_out);
       e.set("free_bytes", free_bytes(config_.storage_dir));
-      s->rec->record_own(e);
+      s->rec().record_own(e);
     }
-    record_counts(*s);
-    if (s->pipeline) s->pipeline->release_held();
-    if (s->tls && s->pipeline) {  // hellos of probed programs no plaintext followed
-      session::Emitted tail = s->pipeline->emitted();
-      s->tls->finish(tail);
-      s->pipeline->write(tail);
-    }
-    if (s->llm && s->pipeline) {  // exchanges still open, tool calls never answered
-      session::Emitted tail = s->pipeline->emitted();
-      s->llm->finish(tail);
-      s->pipeline->write(tail);
-    }
-    s->rec->note_drops(capture_->session_drops(s->number), capture_->program_misses());
-    s->rec->finish(0, reason);
+    s->rec().note_drops(capture_->session_drops(s->number), capture_->program_misses());
+    s->session->finish(reason);
   });
   if (s->sealed) return;
-  std::cerr << "flightrecd: sealed " << printable(s->db) << " (" << s->rec->entries() << " entries; " << reason << ")\n";
+  std::cerr << "flightrecd: sealed " << printable(s->db) << " (" << s->rec().entries() << " entries; " << reason << ")\n";
 }
 
 void Daemon::seal_all(const std::string& reason) {
@@ -513,10 +469,11 @@ void Daemon::cgroup_gone(const std::string& rel) {
   // as long as one does, or an agent could move out, remove its cgroup
   // and go on unrecorded.
   capture_->drain_to_now();
-  int64_t tasks = capture_->session_tasks(s.number);
-  if (tasks <= 0) return close(rel, "the cgroup is gone");
+  bool ended = true;
+  guarded(s, [&] { ended = s.session->ended(); });  // says in the record that the cgroup is gone
+  if (ended || s.sealed) return close(rel, "the cgroup is gone");
   s.gone = true;
-  guarded(s, [&] { s.rec->note_cgroup_gone(s.cgroup.path()); });
+  int64_t tasks = capture_->session_tasks(s.number);
   std::cerr << "flightrecd: " << printable(s.cgroup.path()) << " is gone; " << tasks
             << " task(s) of its session live on elsewhere and stay recorded\n";
   lingering_.push_back(std::move(it->second));  // the path is free for a new cgroup of that name
@@ -531,24 +488,20 @@ void Daemon::rotate(RecordedCgroup& s, const std::string& why) {
   uint64_t misses = capture_->program_misses();
   collect_counts();
   guarded(s, [&] {
-    record_counts(s);
-    s.rec->note_drops(drops, misses);
-    s.rec->finish(0, "rotated (" + why + ")");
+    s.rec().note_drops(drops, misses);
+    s.session->finish_part("rotated (" + why + ")");
   });
   if (s.sealed) return;
-  std::unique_ptr<ledger::Store> old_store = std::move(s.store);
-  std::unique_ptr<recorder::Recorder> old_rec = std::move(s.rec);  // goes before its store
+  std::unique_ptr<session::CgroupSession> old = std::move(s.session);
   std::string old_db = s.db;
   s.previous_db = old_db.substr(old_db.rfind('/') + 1);
   ++s.part;
   try {
-    start_record(s, size_t(std::max<int64_t>(0, capture_->session_tasks(s.number))), drops, misses, old_rec.get());
+    start_record(s, size_t(std::max<int64_t>(0, capture_->session_tasks(s.number))), drops, misses, old.get());
   } catch (const std::exception& e) {
     // Sealed, and no next file: the cgroup is recorded anew once it can be.
     std::cerr << "flightrecd: cannot continue " << printable(old_db) << " in a new file: " << e.what() << "\n";
-    s.pipeline.reset();
-    s.rec = std::move(old_rec);
-    s.store = std::move(old_store);
+    s.session = std::move(old);
     s.sealed = true;
     return;
   }
@@ -691,13 +644,13 @@ void Daemon::check_disk() {
     std::cerr << "flightrecd: STORAGE FULL: " << free << " bytes free in " << printable(config_.storage_dir)
               << "; every session leaves its events out, counted, until there is room (disk_full_action: suspend)\n";
     for (RecordedCgroup* s : recording()) {
-      events::Entry e = s->rec->own_entry("recording_suspended");
+      events::Entry e = s->rec().own_entry("recording_suspended");
       e.set("reason", "storage below storage.min_free");
       e.set("free_bytes", free);
       e.set("min_free_bytes", min);
       guarded(*s, [&] {
-        s->rec->record_own(e);
-        s->rec->flush();
+        s->rec().record_own(e);
+        s->rec().flush();
       });
       s->suspended = true;
     }
@@ -709,10 +662,10 @@ void Daemon::check_disk() {
     std::cerr << "flightrecd: storage has room again (" << free << " bytes free): recording resumes\n";
     for (RecordedCgroup* s : recording()) {
       if (!s->suspended) continue;
-      events::Entry e = s->rec->own_entry("recording_resumed");
+      events::Entry e = s->rec().own_entry("recording_resumed");
       e.set("records_left_out", s->left_out);
       e.set("free_bytes", free);
-      guarded(*s, [&] { s->rec->record_own(e); });
+      guarded(*s, [&] { s->rec().record_own(e); });
       s->suspended = false;
       s->left_out = 0;
     }
@@ -808,62 +761,44 @@ void Daemon::reload() {
   std::cerr << "flightrecd: config reloaded; recording " << by_path_.size() << " cgroup(s)\n";
 }
 
-nlohmann::json Daemon::answer(const nlohmann::json& request, Exchange& ex) {
-  if (request.is_object() && request.contains("request") && request["request"] == "status") return status();
-  if (request.is_object() && request.contains("request") && request["request"] == "session") {
-    if (!config_.runs_accept) return {{"error", "this flightrecd takes no runs (runs.accept: false)"}};
-    // A run's cgroup that a watch rule records already stays that rule's.
-    std::string path = request.contains("cgroup") && request["cgroup"].is_string() ? request["cgroup"].get<std::string>() : "";
-    std::string rel = path.starts_with(cgroup_root_ + "/") ? path.substr(cgroup_root_.size() + 1) : "";
-    auto it = rel.empty() ? by_path_.end() : by_path_.find(rel);
-    return runs_->open(request, ex, tls_loaded_, tls_errors_, it == by_path_.end() ? "" : it->second->rule.name);
-  }
-  if (request.is_object() && request.contains("request") && request["request"] == "forward") return runs_->open_forward(request, ex);
-  return {{"error", "unknown request (known: status, session, forward)"}};
+nlohmann::json Daemon::answer(const control::Request& request, control::Exchange& ex) {
+  if (std::holds_alternative<control::StatusRequest>(request)) return control::to_json(status());
+  if (const auto* forward = std::get_if<control::ForwardRequest>(&request)) return runs_->open_forward(*forward, ex);
+  const auto& session = std::get<control::SessionRequest>(request);
+  if (!config_.runs_accept) return control::refusal("this flightrecd takes no runs (runs.accept: false)");
+  // A run's cgroup that a watch rule records already stays that rule's.
+  const std::string& path = session.cgroup;
+  std::string rel = path.starts_with(cgroup_root_ + "/") ? path.substr(cgroup_root_.size() + 1) : "";
+  auto it = rel.empty() ? by_path_.end() : by_path_.find(rel);
+  return runs_->open(session, ex, tls_loaded_, tls_errors_, it == by_path_.end() ? "" : it->second->rule.name);
 }
 
-nlohmann::json Daemon::status() const {
-  nlohmann::json sessions = nlohmann::json::array();
-  for (const RecordedCgroup* s : all_sessions()) {
-    sessions.push_back({{"cgroup", s->cgroup.path()},
-                        {"cgroup_gone", s->gone},
-                        {"suspended", s->suspended},
-                        {"rule", s->rule.name},
-                        {"mode", s->rule.mode == WatchRule::Mode::Lite ? "lite" : "full"},
-                        {"record", s->db},
-                        {"started_real_ns", s->started_real_ns},
-                        {"entries", s->rec->entries()},
-                        {"entries_per_second", s->rate},
-                        {"lost", s->rec->lost_total()},
-                        {"record_bytes", record_bytes(s->db)}});
-  }
-  std::vector<uint64_t> drops = capture_->drops_per_cpu();
+control::DaemonStatus Daemon::status() const {
+  control::DaemonStatus st;
+  for (const RecordedCgroup* s : all_sessions())
+    st.sessions.push_back({s->cgroup.path(), s->rule.name, s->rule.mode == WatchRule::Mode::Lite ? "lite" : "full",
+                           s->db, s->gone, s->suspended, s->started_real_ns, s->rec().entries(), s->rate,
+                           s->rec().lost_total(), record_bytes(s->db)});
+  st.lost_per_cpu = capture_->drops_per_cpu();
   uint64_t dropped = 0;
-  for (uint64_t n : drops) dropped += n;
-  uint64_t storage = 0;
-  sealed_records(storage);  // what every record takes, open ones too
-  nlohmann::json outputs = nlohmann::json::array();
+  for (uint64_t n : st.lost_per_cpu) dropped += n;
+  sealed_records(st.storage_bytes);  // what every record takes, open ones too
   for (const auto& o : hub_->stats())
-    outputs.push_back({{"kind", o.kind}, {"name", o.name}, {"sent", o.sent}, {"dropped", o.dropped},
-                       {"queued", o.queued}, {"spool_bytes", o.spool_bytes}, {"connected", o.connected},
-                       {"last_error", o.last_error}});
-  return {{"flightrecd_version", FLIGHTREC_VERSION},
-          {"pid", getpid()},
-          {"started_real_ns", started_real_ns_},
-          {"config", config_path_},
-          {"watch_rules", config_.watch.size()},
-          {"ring_bytes", config_.ring_bytes},
-          {"ring_fill", capture_->ring_fill()},
-          {"lost_total", dropped + capture_->program_misses()},
-          {"lost_per_cpu", drops},
-          {"records_after_seal", unrouted_},
-          {"not_recorded", pending_.size()},
-          {"storage_full", disk_low_},
-          {"storage_dir", config_.storage_dir},
-          {"storage_bytes", storage},
-          {"sessions", sessions},
-          {"runs", runs_->status()},
-          {"outputs", outputs}};
+    st.outputs.push_back({o.kind, o.name, o.last_error, o.sent, o.dropped, o.queued, o.spool_bytes, o.connected});
+  st.flightrecd_version = FLIGHTREC_VERSION;
+  st.pid = getpid();
+  st.started_real_ns = started_real_ns_;
+  st.config = config_path_;
+  st.watch_rules = config_.watch.size();
+  st.ring_bytes = config_.ring_bytes;
+  st.ring_fill = capture_->ring_fill();
+  st.lost_total = dropped + capture_->program_misses();
+  st.records_after_seal = unrouted_;
+  st.not_recorded = pending_.size();
+  st.storage_full = disk_low_;
+  st.storage_dir = config_.storage_dir;
+  st.runs = runs_->status();
+  return st;
 }
 
 namespace {
@@ -898,9 +833,9 @@ std::string Daemon::metrics() const {
   family("flightrecd_sessions", "gauge", "Sessions being recorded (removed cgroups whose tasks live on included).");
   sample("flightrecd_sessions", "", double(all.size()));
   family("flightrecd_session_entries_total", "counter", "Entries sealed into the session's record.");
-  for (const auto* s : all) sample("flightrecd_session_entries_total", labels_of(*s), double(s->rec->entries()));
+  for (const auto* s : all) sample("flightrecd_session_entries_total", labels_of(*s), double(s->rec().entries()));
   family("flightrecd_session_lost_events_total", "counter", "Events the kernel could not deliver while the session was open.");
-  for (const auto* s : all) sample("flightrecd_session_lost_events_total", labels_of(*s), double(s->rec->lost_total()));
+  for (const auto* s : all) sample("flightrecd_session_lost_events_total", labels_of(*s), double(s->rec().lost_total()));
   family("flightrecd_session_record_bytes", "gauge", "Bytes of the session's record file and its journal.");
   for (const auto* s : all) sample("flightrecd_session_record_bytes", labels_of(*s), double(record_bytes(s->db)));
   family("flightrecd_build_info", "gauge", "1, labelled with flightrecd's version.");
@@ -913,10 +848,10 @@ std::string Daemon::metrics() const {
   family("flightrecd_session_entries_after_checkpoint", "gauge",
          "Entries of the session not under a checkpoint yet (with the age, a checkpointing that stopped).");
   for (const auto* s : all)
-    sample("flightrecd_session_entries_after_checkpoint", labels_of(*s), double(s->rec->entries_after_checkpoint()));
+    sample("flightrecd_session_entries_after_checkpoint", labels_of(*s), double(s->rec().entries_after_checkpoint()));
   family("flightrecd_session_checkpoint_age_seconds", "gauge", "Seconds since the session's last checkpoint.");
   for (const auto* s : all)
-    sample("flightrecd_session_checkpoint_age_seconds", labels_of(*s), double(now - s->rec->last_checkpoint_mono_ns()) / 1e9);
+    sample("flightrecd_session_checkpoint_age_seconds", labels_of(*s), double(now - s->rec().last_checkpoint_mono_ns()) / 1e9);
   family("flightrecd_lost_events_total", "counter", "Events the kernel could not put in the ring buffer, per CPU.");
   auto drops = capture_->drops_per_cpu();
   for (size_t cpu = 0; cpu < drops.size(); ++cpu) sample("flightrecd_lost_events_total", "cpu=\"" + std::to_string(cpu) + "\"", double(drops[cpu]));
@@ -1028,12 +963,12 @@ int Daemon::run() {
         if (s.sealed || s.suspended) return;
         guarded(s, [&] {
           if (dropped || s.drops.empty()) s.drops = capture_->session_drops(s.number);
-          s.rec->note_drops(s.drops, misses);
-          s.rec->checkpoint_if_due();
+          s.rec().note_drops(s.drops, misses);
+          s.rec().checkpoint_if_due();
         });
         if (now - s.rate_ns >= 1'000'000'000ull) {
-          s.rate = double(s.rec->entries() - s.rate_entries) * 1e9 / double(now - s.rate_ns);
-          s.rate_entries = s.rec->entries();
+          s.rate = double(s.rec().entries() - s.rate_entries) * 1e9 / double(now - s.rate_ns);
+          s.rate_entries = s.rec().entries();
           s.rate_ns = now;
         }
       };
@@ -1074,14 +1009,16 @@ int Daemon::run() {
       // What an output says of itself (its spool filled, or has room again)
       // is in every record it ships from here.
       for (const auto& notice : hub_->take_notices())
-        for (RecordedCgroup* s : recording()) guarded(*s, [&] { s->rec->note("error", notice); });
+        for (RecordedCgroup* s : recording()) guarded(*s, [&] { s->rec().note("error", notice); });
       std::vector<std::string> broken;
       for (auto& [rel, s] : by_path_)
         if (s->sealed) broken.push_back(rel);
       for (const auto& rel : broken) drop_sealed(rel);
       for (auto it = lingering_.begin(); it != lingering_.end();) {
         tick(**it);
-        if (!(*it)->sealed && capture_->session_tasks((*it)->number) > 0) {
+        bool ended = true;
+        if (!(*it)->sealed) guarded(**it, [&] { ended = (*it)->session->ended(); });
+        if (!ended && !(*it)->sealed) {
           ++it;
           continue;
         }
@@ -1091,7 +1028,7 @@ int Daemon::run() {
       }
       retry();
     }
-    for (RecordedCgroup* s : recording()) guarded(*s, [&] { s->rec->flush_if_due(); });
+    for (RecordedCgroup* s : recording()) guarded(*s, [&] { s->rec().flush_if_due(); });
   }
   capture_->drain_to_now();
   seal_all(reason);

@@ -17,13 +17,18 @@
 #include <string>
 
 #include "daemon/config.h"
-#include "daemon/control.h"
+#include "control/protocol.h"
+#include "control/server.h"
 #include "daemon/discovery.h"
 #include "daemon/runs.h"
 #include "ledger/keys.h"
 #include "probe/capture.h"
 #include "recorder/recorder.h"
 #include "ship/hub.h"
+
+namespace flightrec::session {
+class CgroupSession;
+}
 
 namespace flightrec::daemon {
 
@@ -47,7 +52,7 @@ class Daemon {
   // The session's record from here on (a new file; `previous`, the one it
   // continues, or nullptr): genesis, process_at_start entries, pipeline.
   void start_record(RecordedCgroup& s, size_t tasks, const std::vector<uint64_t>& drops, uint64_t misses,
-                    recorder::Recorder* previous);
+                    session::CgroupSession* previous);
   void rotate(RecordedCgroup& s, const std::string& why);  // storage.rotate
   void rotate_due(uint64_t now);                            // every session whose file reached its size or age
   void seal_all(const std::string& reason);
@@ -73,9 +78,9 @@ class Daemon {
   void drop_sealed(const std::string& rel);                 // a session whose record could not go on
   void reload();
   void on_record(const void* data, size_t size);
-  nlohmann::json status() const;
+  control::DaemonStatus status() const;
   std::string metrics() const;  // Prometheus's text exposition format
-  nlohmann::json answer(const nlohmann::json& request, Exchange& ex);
+  nlohmann::json answer(const control::Request& request, control::Exchange& ex);
   const ledger::SigningKey* key_for(const std::string& dir);
 
   Config config_;
@@ -88,10 +93,10 @@ class Daemon {
   std::unique_ptr<probe::Capture> capture_;
   std::unique_ptr<Discovery> discovery_;
   std::unique_ptr<RunSessions> runs_;        // before control_: its held answers call back into runs_
-  std::unique_ptr<ControlServer> control_;
+  std::unique_ptr<control::ControlServer> control_;
   int epoll_ = -1;                           // run()'s
   bool tls_loaded_ = false;                  // the TLS programs are (the config at start asked)
-  std::unique_ptr<MetricsServer> metrics_;
+  std::unique_ptr<control::MetricsServer> metrics_;
   int stats_fd_ = -1;  // BPF run-time statistics stay on while it is open
   uint64_t started_real_ns_ = 0;
   std::map<std::string, std::unique_ptr<ledger::SigningKey>> keys_;  // by directory

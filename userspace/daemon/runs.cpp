@@ -16,13 +16,9 @@
 namespace flightrec::daemon {
 namespace {
 
+using control::refusal;
+
 constexpr size_t kMaxHeldRequest = 8192;
-
-nlohmann::json refusal(const std::string& why) { return {{"error", why}}; }
-
-std::string line_of(const nlohmann::json& j) {
-  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
-}
 
 }  // namespace
 
@@ -31,9 +27,8 @@ RunSessions::~RunSessions() {
   for (auto& [fd, f] : forwards_) ::close(fd);
 }
 
-nlohmann::json RunSessions::open_forward(const nlohmann::json& request, Exchange& ex) {
-  if (!request.contains("session") || !request["session"].is_number_unsigned()) return refusal("forward: no session");
-  uint32_t number = request["session"].get<uint32_t>();
+nlohmann::json RunSessions::open_forward(const control::ForwardRequest& request, control::Exchange& ex) {
+  uint32_t number = request.session;
   ucred peer{};
   socklen_t len = sizeof(peer);
   if (getsockopt(ex.fd, SOL_SOCKET, SO_PEERCRED, &peer, &len) != 0) return refusal("forward: who is asking?");
@@ -52,7 +47,7 @@ nlohmann::json RunSessions::open_forward(const nlohmann::json& request, Exchange
       ::close(fd);
     }
   };
-  return {{"forward", true}};
+  return control::to_json(control::ForwardAnswer{true});
 }
 
 void RunSessions::serve_forward(int fd, Forward& f) {
@@ -85,20 +80,16 @@ void RunSessions::serve_forward(int fd, Forward& f) {
   }
 }
 
-nlohmann::json RunSessions::open(const nlohmann::json& request, Exchange& ex, bool tls_loaded,
+nlohmann::json RunSessions::open(const control::SessionRequest& request, control::Exchange& ex, bool tls_loaded,
                                  const std::vector<std::string>& tls_errors, const std::string& recorded_by) {
   // The session's client reads the ring of every process in the cgroup it
   // names, and the daemon attaches probes for it: root's to ask.
   if (ex.peer_uid != 0) return refusal("permission denied: only root hands a run to flightrecd");
   if (held_.size() + opening_ >= kMaxRuns) return refusal("busy: " + std::to_string(kMaxRuns) + " runs at once");
-  if (!request.contains("cgroup") || !request["cgroup"].is_string()) return refusal("session: no cgroup");
-  if (!request.contains("ring_bytes") || !request["ring_bytes"].is_number_unsigned())
-    return refusal("session: no ring_bytes");
-  std::string path = request["cgroup"].get<std::string>();
-  uint64_t ring = request["ring_bytes"].get<uint64_t>();
-  bool tls = request.contains("tls") && request["tls"].is_boolean() && request["tls"].get<bool>();
-  // Its calls seen at their entry too, unless it asks for their return alone.
-  bool entry_times = !(request.contains("entry_times") && request["entry_times"] == false);
+  const std::string& path = request.cgroup;
+  uint64_t ring = request.ring_bytes;
+  bool tls = request.tls;
+  bool entry_times = request.entry_times;  // its calls seen at their entry too, unless it asks for their return alone
   // Below the root, in plain components: the same cgroup always has the same path here.
   bool plain = path.starts_with(cgroup_root_ + "/");
   for (size_t at = cgroup_root_.size(); plain && at < path.size();) {
@@ -132,21 +123,17 @@ nlohmann::json RunSessions::open(const nlohmann::json& request, Exchange& ex, bo
   }
   nlohmann::json answer;
   try {
-    probe::CaptureTraits t = capture_.traits(entry_times);
-    answer = {{"session", session},
-              {"ring_bytes", ring},
-              {"program_misses", capture_.program_misses()},
-              {"traits",
-               {{"attached", t.attached},
-                {"refused", t.refused},
-                {"path_rules", t.path_rules},
-                {"unix_inbound", t.unix_inbound},
-                {"entry_times", t.entry_times}}},
-              {"tls_chunk", tls_chunk_},
-              {"tls_cap", tls_cap_},
-              {"tls_errors", tls ? tls_errors : std::vector<std::string>{}}};
+    control::SessionAnswer a;
+    a.session = session;
+    a.ring_bytes = ring;
+    a.program_misses = capture_.program_misses();
+    a.traits = capture_.traits(entry_times);
+    a.tls_chunk = tls_chunk_;
+    a.tls_cap = tls_cap_;
+    if (tls) a.tls_errors = tls_errors;
     // The entry types the daemon's outputs send: the client forwards those (ship/forward.h).
-    if (!hub_->empty()) answer["ship"] = hub_->wanted_types();
+    if (!hub_->empty()) a.ship = hub_->wanted_types();
+    answer = control::to_json(a);
   } catch (...) {
     ::close(ring_fd);
     ::close(drops_fd);
@@ -229,7 +216,8 @@ void RunSessions::serve(int fd) {
   while (!closed && (nl = run.in.find('\n')) != std::string::npos) {
     nlohmann::json answer;
     try {
-      answer = handle(run, nlohmann::json::parse(run.in.substr(0, nl)), passed.empty() ? -1 : passed.front());
+      answer = handle(run, control::parse_run_request(nlohmann::json::parse(run.in.substr(0, nl))),
+                      passed.empty() ? -1 : passed.front());
     } catch (const nlohmann::json::exception&) {
       answer = refusal("the request is not a JSON object");
     } catch (const std::exception& e) {
@@ -238,7 +226,7 @@ void RunSessions::serve(int fd) {
     for (int p : passed) ::close(p);
     passed.clear();
     run.in.erase(0, nl + 1);
-    std::string line = line_of(answer);
+    std::string line = control::line_of(answer);
     // A client that does not read its answers is ended, not waited for.
     if (send(fd, line.data(), line.size(), MSG_DONTWAIT | MSG_NOSIGNAL) != ssize_t(line.size())) {
       closed = true;
@@ -249,46 +237,36 @@ void RunSessions::serve(int fd) {
   if (closed) end(fd, eof && run.in.empty());
 }
 
-nlohmann::json RunSessions::handle(Run& run, const nlohmann::json& request, int passed_fd) {
-  if (!request.is_object() || !request.contains("request") || !request["request"].is_string())
-    return refusal("no request");
-  std::string what = request["request"].get<std::string>();
-  if (what == "end") {
+nlohmann::json RunSessions::handle(Run& run, const control::RunRequest& request, int passed_fd) {
+  if (std::holds_alternative<control::EndRequest>(request)) {
     // Its tasks are let go: the client drains the ring, then closes. (Its
     // ring leaves the kernel's table at the daemon's next tick.)
     if (run.session) capture_.close_session(run.session);
     run.session = 0;
-    return {{"program_misses", capture_.program_misses()}};
+    return control::to_json(control::EndAnswer{capture_.program_misses()});
   }
   if (!run.session) return refusal("the session has ended");
   // Files come as descriptors the client opened: never a path resolved here.
-  if (what == "attach_tls") {
+  if (const auto* attach = std::get_if<control::AttachTlsRequest>(&request)) {
     if (passed_fd < 0) return refusal("attach_tls: no file");
     // Probes stay for the daemon's life and it probes 64 files at most:
     // one run may add a few.
     if (run.tls_files_added >= kMaxTlsFilesPerRun)
-      return {{"result", "TLS capture: this run has had " + std::to_string(kMaxTlsFilesPerRun) +
-                             " files probed already"},
-              {"tls_file", false}};
-    std::string name = request.contains("name") && request["name"].is_string() ? request["name"].get<std::string>() : "";
-    bool tls_file = false;
+      return control::to_json(control::AttachTlsAnswer{
+          "TLS capture: this run has had " + std::to_string(kMaxTlsFilesPerRun) + " files probed already", false});
+    control::AttachTlsAnswer a;
     size_t before = capture_.tls_files_probed();
-    std::string err = capture_.attach_tls(passed_fd, name, &tls_file);
+    a.result = capture_.attach_tls(passed_fd, attach->name, &a.tls_file);
     run.tls_files_added += capture_.tls_files_probed() - before;
-    return {{"result", err}, {"tls_file", tls_file}};
+    return control::to_json(a);
   }
-  if (what == "probes_file") {
-    if (passed_fd < 0) return refusal("probes_file: no file");
-    return {{"probes", capture_.probes_file(passed_fd)}};
-  }
-  return refusal("unknown request (known on a run's connection: attach_tls, probes_file, end)");
+  if (passed_fd < 0) return refusal("probes_file: no file");
+  return control::to_json(control::ProbesFileAnswer{capture_.probes_file(passed_fd)});
 }
 
-nlohmann::json RunSessions::status() const {
-  nlohmann::json runs = nlohmann::json::array();
-  for (const auto& [fd, run] : held_)
-    runs.push_back({{"cgroup", run.cgroup}, {"client_pid", run.pid}, {"started_real_ns", run.started_real_ns},
-                    {"ended", run.session == 0}});
+std::vector<control::RunStatus> RunSessions::status() const {
+  std::vector<control::RunStatus> runs;
+  for (const auto& [fd, run] : held_) runs.push_back({run.cgroup, run.pid, run.started_real_ns, run.session == 0});
   return runs;
 }
 

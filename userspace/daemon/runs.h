@@ -17,7 +17,8 @@
 #include <string>
 #include <vector>
 
-#include "daemon/control.h"
+#include "control/protocol.h"
+#include "control/server.h"
 #include "probe/capture.h"
 #include "ship/forward.h"
 
@@ -36,17 +37,17 @@ class RunSessions {
   RunSessions(const RunSessions&) = delete;
   RunSessions& operator=(const RunSessions&) = delete;
 
-  // The "session" request: {"cgroup": PATH, "ring_bytes": N, "tls": BOOL}.
-  // Returns the answer (an {"error"} one for a refusal) and fills ex.
+  // The "session" request. Returns the answer (a SessionAnswer, or a
+  // refusal) and fills ex.
   // tls_loaded: the TLS programs are; tls_errors: what attaching the
   // system's libraries said. recorded_by: the watch rule that records that
   // cgroup already, or "".
-  nlohmann::json open(const nlohmann::json& request, Exchange& ex, bool tls_loaded,
+  nlohmann::json open(const control::SessionRequest& request, control::Exchange& ex, bool tls_loaded,
                       const std::vector<std::string>& tls_errors, const std::string& recorded_by);
-  // The "forward" request: {"session": N} from the client of run N (the
-  // same process): the connection then carries that run's committed
-  // entries (ship/forward.h) for the outputs.
-  nlohmann::json open_forward(const nlohmann::json& request, Exchange& ex);
+  // The "forward" request from the client of run N (the same process): the
+  // connection then carries that run's committed entries (ship/forward.h)
+  // for the outputs.
+  nlohmann::json open_forward(const control::ForwardRequest& request, control::Exchange& ex);
   bool owns(int fd) const { return held_.count(fd) != 0 || forwards_.count(fd) != 0; }
   void serve(int fd);  // a held connection is readable
   bool holds(const std::string& cgroup_path) const;
@@ -54,7 +55,7 @@ class RunSessions {
   // The ring size the next run will likely ask for (the last one asked,
   // at first `flightrec run`'s default), for Capture::prepare_ring.
   size_t likely_ring_bytes() const { return likely_ring_bytes_; }
-  nlohmann::json status() const;
+  std::vector<control::RunStatus> status() const;
 
   static constexpr size_t kMaxRuns = 1024;
   static constexpr size_t kMaxRingBytes = 256u << 20;
@@ -79,7 +80,7 @@ class RunSessions {
   // Closes the session (if still open) and the connection. clean: the
   // client closed it after its end request.
   void end(int fd, bool clean = false);
-  nlohmann::json handle(Run& run, const nlohmann::json& request, int passed_fd);
+  nlohmann::json handle(Run& run, const control::RunRequest& request, int passed_fd);
 
   probe::Capture& capture_;
   std::string cgroup_root_;

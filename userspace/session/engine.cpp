@@ -8,7 +8,10 @@ Engine::Engine(probe::CaptureOptions copts) {
     // Only the first session is this engine's; a record of any other
     // (there is none in one-session captures) is not. One too short to
     // say is the pipeline's to report.
-    if (size < sizeof(fr_header) || static_cast<const fr_header*>(data)->session == capture_->first_session())
+    if (size >= sizeof(fr_header) && static_cast<const fr_header*>(data)->session != capture_->first_session()) return;
+    if (cgroup_session_)
+      cgroup_session_->on_record(data, size);
+    else
       pipeline_->on_record(data, size);
   });
   source_ = capture_.get();
@@ -33,13 +36,26 @@ Engine::~Engine() {
 
 void Engine::begin(ledger::Store& store, recorder::SessionMeta meta, const std::vector<std::string>& errors,
                    std::vector<sandbox::Cgroup*> paused, const std::string& on_loss) {
-  recorder_ = std::make_unique<recorder::Recorder>(store, meta);
+  own_recorder_ = std::make_unique<recorder::Recorder>(store, meta);
+  recorder_ = own_recorder_.get();
   for (const auto& err : errors) recorder_->note("error", err);
-  pipeline_ = std::make_unique<Pipeline>(*recorder_);
+  own_pipeline_ = std::make_unique<Pipeline>(*recorder_);
+  pipeline_ = own_pipeline_.get();
+  begin_loop(std::move(paused), on_loss);
+}
+
+void Engine::begin(CgroupSession& session, std::vector<sandbox::Cgroup*> paused, const std::string& on_loss) {
+  cgroup_session_ = &session;
+  recorder_ = &session.recorder();
+  pipeline_ = &session.pipeline();
+  begin_loop(std::move(paused), on_loss);
+}
+
+void Engine::begin_loop(std::vector<sandbox::Cgroup*> paused, const std::string& on_loss) {
   loop_ = std::make_unique<recorder::EventLoop>(*source_, *recorder_);
   // Loss and the circuit breakers act from the watchdog's thread, on time
   // whatever the recording thread is busy with.
-  auto* rec = recorder_.get();
+  auto* rec = recorder_;
   watchdog_ = std::make_unique<recorder::Watchdog>(std::chrono::milliseconds(10),
                                                    [rec](const std::string& e) { rec->note("error", e); });
   watchdog_->wake_on(source_->ring_fd());  // the high-water mark's wake-up (CaptureOptions::highwater_bytes)

@@ -10,6 +10,8 @@
 //   e.open_session(cgroup);       (run: once its first process waits for go)
 //   ... attach TLS probes ...     (the genesis entry lists them)
 //   e.begin(store, meta, ...);    genesis entry; pipeline, loop, watchdog ready
+//                                 (or e.begin(cgroup_session, ...): watch's record,
+//                                 made by session/cgroup_session.h)
 //   e.pipeline().add(observer);   e.loop().watch_fd(fd, ...); e.watchdog().add(...)
 //   e.run(tick);                  until e.loop().stop()
 //   e.end();                      watchdog stopped, programs detached, ring drained
@@ -25,6 +27,7 @@
 #include "recorder/recorder.h"
 #include "recorder/watchdog.h"
 #include "sandbox/cgroup.h"
+#include "session/cgroup_session.h"
 #include "session/handed.h"
 #include "session/loss_policy.h"
 #include "session/pipeline.h"
@@ -58,6 +61,9 @@ class Engine {
   // the cgroups --on-loss backpressure freezes.
   void begin(ledger::Store& store, recorder::SessionMeta meta, const std::vector<std::string>& errors,
              std::vector<sandbox::Cgroup*> paused, const std::string& on_loss);
+  // The same around a record CgroupSession made (genesis written there);
+  // the capture's records go to it. It outlives the engine's use of it.
+  void begin(CgroupSession& session, std::vector<sandbox::Cgroup*> paused, const std::string& on_loss);
 
   recorder::Recorder& recorder() { return *recorder_; }
   Pipeline& pipeline() { return *pipeline_; }
@@ -79,8 +85,12 @@ class Engine {
   std::unique_ptr<HandedSession> handed_;
   probe::Source* source_ = nullptr;
   probe::TlsProbes* tls_ = nullptr;
-  std::unique_ptr<recorder::Recorder> recorder_;
-  std::unique_ptr<Pipeline> pipeline_;
+  void begin_loop(std::vector<sandbox::Cgroup*> paused, const std::string& on_loss);
+  std::unique_ptr<recorder::Recorder> own_recorder_;  // begin(store, ...)'s
+  std::unique_ptr<Pipeline> own_pipeline_;
+  recorder::Recorder* recorder_ = nullptr;
+  Pipeline* pipeline_ = nullptr;
+  CgroupSession* cgroup_session_ = nullptr;  // begin(session, ...)'s
   std::unique_ptr<recorder::EventLoop> loop_;
   std::unique_ptr<recorder::Watchdog> watchdog_;
   std::unique_ptr<LossPolicy> loss_;

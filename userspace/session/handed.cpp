@@ -12,7 +12,7 @@
 
 #include "common/error.h"
 #include "common/system.h"
-#include "daemon/control.h"
+#include "control/client.h"
 #include "ship/forward.h"
 
 namespace flightrec::session {
@@ -27,25 +27,13 @@ void check_map(int fd, uint32_t type, uint32_t max_entries, uint32_t value_size,
     throw Error(std::string("flightrecd passed something that is not the session's ") + what);
 }
 
-std::vector<std::string> strings(const nlohmann::json& j) {
-  std::vector<std::string> out;
-  if (j.is_array())
-    for (const auto& s : j)
-      if (s.is_string()) out.push_back(s.get<std::string>());
-  return out;
-}
-
 }  // namespace
 
 HandedSession::HandedSession(const std::string& socket, const std::string& cgroup_path, size_t ring_bytes, bool tls,
                              bool entry_times)
     : tls_(tls) {
-  daemon::HeldConnection held =
-      daemon::control_request_held(socket, {{"request", "session"},
-                                                    {"cgroup", cgroup_path},
-                                                    {"ring_bytes", ring_bytes},
-                                                    {"tls", tls},
-                                                    {"entry_times", entry_times}});
+  control::HeldConnection held =
+      control::request_held(socket, control::SessionRequest{cgroup_path, ring_bytes, tls, entry_times});
   sock_ = held.fd;
   if (held.fds.size() == 2) {
     ring_map_ = held.fds[0];
@@ -58,39 +46,29 @@ HandedSession::HandedSession(const std::string& socket, const std::string& cgrou
     socklen_t len = sizeof(peer);
     if (getsockopt(sock_, SOL_SOCKET, SO_PEERCRED, &peer, &len) != 0 || peer.uid != 0)
       throw Error("the process answering on " + socket + " is not root's; not handing the session to it");
-    const nlohmann::json& a = held.answer;
-    if (ring_map_ < 0 || !held.fds.empty() || !a.contains("session") || !a["session"].is_number_unsigned() ||
-        !a.contains("traits") || !a["traits"].is_object())
-      throw Error("flightrecd's answer to a session request is not one this flightrec knows");
-    session_ = a["session"].get<uint32_t>();
+    if (ring_map_ < 0 || !held.fds.empty()) throw Error("flightrecd's answer to a session request came without its ring");
+    control::SessionAnswer a = control::parse_session_answer(held.answer);
+    if (a.ring_bytes != ring_bytes) throw Error("flightrecd's answer to a session request is for another ring size");
+    session_ = a.session;
     int ncpu = libbpf_num_possible_cpus();
     if (ncpu <= 0) throw Error("cannot tell how many CPUs there are");
     cpus_ = size_t(ncpu);
     check_map(ring_map_, BPF_MAP_TYPE_RINGBUF, uint32_t(ring_bytes), 0, "ring buffer");
     check_map(drops_map_, BPF_MAP_TYPE_PERCPU_ARRAY, FR_MAX_SESSIONS, sizeof(uint64_t), "drop counters");
-    const nlohmann::json& t = a["traits"];
-    traits_.attached = strings(t.value("attached", nlohmann::json::array()));
-    traits_.refused = strings(t.value("refused", nlohmann::json::array()));
-    traits_.path_rules = t.value("path_rules", false);
-    traits_.unix_inbound = t.value("unix_inbound", false);
-    traits_.entry_times = t.value("entry_times", false);
-    tls_errors_ = strings(a.value("tls_errors", nlohmann::json::array()));
-    tls_chunk_ = a.value("tls_chunk", size_t(0));
-    tls_cap_ = a.value("tls_cap", size_t(0));
-    misses_at_start_ = a.value("program_misses", uint64_t(0));
+    traits_ = std::move(a.traits);
+    tls_errors_ = std::move(a.tls_errors);
+    tls_chunk_ = a.tls_chunk;
+    tls_cap_ = a.tls_cap;
+    misses_at_start_ = a.program_misses;
     ring_ = std::make_unique<probe::RingReader>(ring_map_, ring_bytes);
-    if (a.contains("ship") && a["ship"].is_array() && !a["ship"].empty()) open_forwarding(socket, strings(a["ship"]));
+    if (!a.ship.empty()) open_forwarding(socket, std::move(a.ship));
   } catch (...) {
     // Closing the connection ends the session in the daemon.
     for (int fd : held.fds) close(fd);
     if (ring_map_ >= 0) close(ring_map_);
     if (drops_map_ >= 0) close(drops_map_);
     close(sock_);
-    try {
-      throw;
-    } catch (const nlohmann::json::exception& e) {
-      throw Error(std::string("flightrecd's answer to a session request: ") + e.what());
-    }
+    throw;
   }
 }
 
@@ -98,9 +76,9 @@ void HandedSession::open_forwarding(const std::string& socket, std::vector<std::
   // The record does not depend on it: a daemon that will not take the
   // entries is said, and the run goes on.
   try {
-    daemon::HeldConnection held = daemon::control_request_held(socket, {{"request", "forward"}, {"session", session_}});
+    control::HeldConnection held = control::request_held(socket, control::ForwardRequest{session_});
     for (int fd : held.fds) close(fd);
-    if (held.answer.value("forward", false) != true) {
+    if (!control::parse_forward_answer(held.answer).forward) {
       close(held.fd);
       throw Error("flightrecd did not take the run's entries for its outputs");
     }
@@ -166,17 +144,16 @@ void HandedSession::detach() {
   // cgroup: what they wrote is in the ring. drain_to_now() waits for one
   // still being written.
   try {
-    nlohmann::json a = call({{"request", "end"}});
-    uint64_t misses = a.value("program_misses", misses_at_start_);
+    uint64_t misses = control::parse_end_answer(call(control::EndRequest{})).program_misses;
     misses_ = misses >= misses_at_start_ ? misses - misses_at_start_ : 0;
   } catch (const Error&) {
   }
 }
 
-nlohmann::json HandedSession::call(const nlohmann::json& request, int pass_fd, int timeout_ms) {
+nlohmann::json HandedSession::call(const control::RunRequest& request, int pass_fd, int timeout_ms) {
   if (lost_) throw Error("flightrecd is gone");
   try {
-    return daemon::held_request(sock_, request, pass_fd, timeout_ms);
+    return control::held_request(sock_, request, pass_fd, timeout_ms);
   } catch (const Error& e) {
     // A refusal is an answer; anything else leaves the connection out of step.
     if (std::string(e.what()).rfind("flightrecd: ", 0) == 0) throw;
@@ -211,9 +188,9 @@ std::string HandedSession::attach_tls(const std::string& library_path, bool* tls
 
 std::string HandedSession::attach_tls(int fd, const std::string& name, bool* tls_file) {
   try {
-    auto a = call({{"request", "attach_tls"}, {"name", name}}, fd, 30000);
-    if (tls_file) *tls_file = a.value("tls_file", false);
-    return a.value("result", std::string());
+    auto a = control::parse_attach_tls_answer(call(control::AttachTlsRequest{name}, fd, 30000));
+    if (tls_file) *tls_file = a.tls_file;
+    return a.result;
   } catch (const Error& e) {
     return name + ": " + e.what();
   }
@@ -225,7 +202,7 @@ bool HandedSession::probes_file(const std::string& path) {
   if (fd < 0) return false;
   bool probed = false;
   try {
-    probed = call({{"request", "probes_file"}}, fd).value("probes", false);
+    probed = control::parse_probes_file_answer(call(control::ProbesFileRequest{}, fd)).probes;
   } catch (const Error&) {
   }
   close(fd);

@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "control/protocol.h"
 #include "ledger/writer.h"
 #include "probe/ring_reader.h"
 #include "probe/source.h"
@@ -87,7 +88,7 @@ class HandedSession : public probe::Source, public probe::TlsProbes {
   std::shared_ptr<ledger::SealedSink> forwarding_;
   // One request on the connection; a daemon that does not answer in time
   // (or breaks the protocol) is taken as gone: the connection is shut.
-  nlohmann::json call(const nlohmann::json& request, int pass_fd = -1, int timeout_ms = 5000);
+  nlohmann::json call(const control::RunRequest& request, int pass_fd = -1, int timeout_ms = 5000);
 };
 
 }  // namespace flightrec::session

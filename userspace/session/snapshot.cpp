@@ -2,7 +2,7 @@
 // open/read and bounded sizes: the daemon is root and /proc is written by
 // whoever runs in the cgroup (comm, cmdline), so nothing is trusted to be
 // short or well formed.
-#include "daemon/snapshot.h"
+#include "session/snapshot.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -21,7 +21,7 @@
 
 #include "common/error.h"
 
-namespace flightrec::daemon {
+namespace flightrec::session {
 namespace {
 
 constexpr size_t kProcsCap = 8 << 20;    // a million pids
@@ -172,4 +172,4 @@ std::vector<ProcessInfo> snapshot_cgroup(const std::string& cgroup_dir, int excl
   return out;
 }
 
-}  // namespace flightrec::daemon
+}  // namespace flightrec::session

@@ -1,12 +1,12 @@
 #pragma once
-// The processes already in a cgroup when the daemon starts watching it (they
-// exec'd before any probe saw them): who they are, from /proc, so the record
-// can start with them.
+// The processes already in a cgroup when watch or flightrecd starts
+// recording it (they exec'd before any probe saw them): who they are, from
+// /proc, so the record can start with them.
 #include <cstdint>
 #include <string>
 #include <vector>
 
-namespace flightrec::daemon {
+namespace flightrec::session {
 
 struct ProcessInfo {
   int pid = 0, ppid = 0;
@@ -27,4 +27,4 @@ struct ProcessInfo {
 // or has no readable cgroup.procs.
 std::vector<ProcessInfo> snapshot_cgroup(const std::string& cgroup_dir, int exclude_pid);
 
-}  // namespace flightrec::daemon
+}  // namespace flightrec::session

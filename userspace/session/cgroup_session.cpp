@@ -1,0 +1,119 @@
+#include "session/cgroup_session.h"
+
+#include "common/system.h"
+#include "common/text.h"
+#include "session/snapshot.h"
+
+namespace flightrec::session {
+
+CgroupSession::CgroupSession(probe::Capture& capture, uint32_t number, std::vector<const sandbox::Cgroup*> cgroups,
+                             CgroupSessionSpec spec)
+    : capture_(capture),
+      number_(number),
+      cgroups_(std::move(cgroups)),
+      gone_(cgroups_.size(), false),
+      db_(std::move(spec.db)),
+      tls_kept_(spec.meta.tls) {
+  // Read first: a cgroup that cannot be listed fails the session before
+  // its record file exists.
+  std::vector<ProcessInfo> processes;
+  if (spec.list_processes)
+    for (const auto* cg : cgroups_)
+      for (auto& p : snapshot_cgroup(cg->path(), spec.exclude_pid)) processes.push_back(std::move(p));
+  store_ = std::make_unique<ledger::Store>(db_, ledger::Store::Mode::Write);
+  if (spec.cache_kib) store_->limit_cache(spec.cache_kib);
+  rec_ = std::make_unique<recorder::Recorder>(*store_, spec.meta);
+  for (const auto& note : spec.notes) rec_->note("error", note);
+  for (const auto& p : processes) {
+    events::Entry e = rec_->own_entry("process_at_start");
+    e.set("process_pid", int64_t(p.pid));
+    e.set("process_ppid", int64_t(p.ppid));
+    e.set("process_uid", uint64_t(p.uid));
+    e.set_bytes("process_comm", p.comm);
+    if (!p.exe_unreadable) e.set_bytes("exe", p.exe);
+    if (!p.cwd.empty()) e.set_bytes("cwd", p.cwd);
+    bool utf8 = true;
+    for (const auto& a : p.argv) utf8 = utf8 && is_valid_utf8(a);
+    if (utf8) {
+      e.set("argv", p.argv);
+    } else {  // as an exec entry has it: the NUL-separated block
+      std::string block;
+      for (const auto& a : p.argv) block += a + '\0';
+      e.set("argv_b64", base64_encode(block));
+    }
+    rec_->record_own(e);
+  }
+  pipeline_ = std::make_unique<Pipeline>(*rec_);
+  if (spec.meta.tls) {
+    // Paths as the processes see them are the host's: no sandbox here.
+    tls_ = spec.tls_follower ? spec.tls_follower : std::make_shared<TlsFollower>(capture_, false);
+    pipeline_->add(*tls_);
+  }
+  if (spec.meta.tls && spec.meta.agent_turns) {
+    llm_ = std::make_unique<LlmCalls>();  // one per record file: its entries name seqs of this one
+    pipeline_->add(*llm_);
+  }
+  if (spec.meta.lite) {
+    std::vector<std::string> roots;
+    for (const auto* cg : cgroups_) roots.push_back(cg->path());
+    counts_ = std::make_unique<LiteCounter>(number_, roots);
+  }
+}
+
+void CgroupSession::on_record(const void* data, size_t size) {
+  // The plaintext is left out unless asked for (the capture may serve
+  // sessions that keep it); a hello, from the syscall programs, is not.
+  if (!tls_kept_ && size >= sizeof(fr_header) && static_cast<const fr_header*>(data)->type == FR_REC_TLS) return;
+  pipeline_->on_record(data, size);
+}
+
+void CgroupSession::add_counts(const std::vector<probe::Capture::LiteCount>& taken) {
+  if (counts_) counts_->add(taken);
+}
+
+void CgroupSession::record_counts() {
+  if (counts_) counts_->record(*rec_, capture_.lite_uncounted(number_));
+}
+
+bool CgroupSession::cgroups_gone() {
+  bool all = true;
+  for (size_t i = 0; i < cgroups_.size(); ++i) {
+    if (!gone_[i] && !cgroups_[i]->exists()) {
+      gone_[i] = true;
+      rec_->note_cgroup_gone(cgroups_[i]->path());
+    }
+    all = all && gone_[i];
+  }
+  return all;
+}
+
+bool CgroupSession::ended() {
+  if (!cgroups_gone()) return false;
+  if (capture_.session_tasks(number_) <= 0) return true;
+  uint64_t now = mono_ns();
+  if (now < next_host_look_ns_) return false;
+  next_host_look_ns_ = now + 1'000'000'000ull;
+  return !capture_.session_has_tasks(number_);
+}
+
+void CgroupSession::finish(const std::string& reason) {
+  pipeline_->release_held();
+  if (tls_) {  // hellos of probed programs no plaintext followed
+    Emitted tail = pipeline_->emitted();
+    tls_->finish(tail);
+    pipeline_->write(tail);
+  }
+  if (llm_) {  // exchanges still open, tool calls never answered
+    Emitted tail = pipeline_->emitted();
+    llm_->finish(tail);
+    pipeline_->write(tail);
+  }
+  finish_part(reason);
+}
+
+void CgroupSession::finish_part(const std::string& reason) {
+  record_counts();
+  rec_->finish(0, reason);
+}
+
+}  // namespace flightrec::session
