@@ -512,6 +512,47 @@ TEST_CASE("jetstream: flightrecd restarted mid-stream with messages unacknowledg
   CHECK(total == recorded);
 }
 
+TEST_CASE("collect: runs handed to flightrecd verify at any length, their checkpoints in place however their commits were cut") {
+  // Once, every handed run past 1000 entries failed: "checkpoint at size
+  // 1001 came after entry 2174" (a commit forwarded in two lines had its
+  // checkpoints on the last one).
+  REQUIRE(is_root());
+  TempDir dir;
+  REQUIRE(rt::flightrec({"keygen", "--out", dir.file("keys")}).code == 0);
+  NatsServer ns;
+  std::string config = jetstream_config(dir, ns, dir.file("keys"), "");
+  std::map<std::string, size_t> sizes;  // origin -> entries in the run's own record
+  {
+    Daemon d(config);
+    REQUIRE_MESSAGE(d.await("running"), d.err);
+    for (int calls : {500, 1001, 5000, 100000}) {
+      std::string db = dir.file("r" + std::to_string(calls) + ".db");
+      Result r = rt::flightrec({"run", "--policy", "observe", "--tls", "off", "--key", dir.file("keys"), "--daemon",
+                                "require", "--daemon-socket", dir.file("control.sock"), "--db", db, "--",
+                                BENCH_SYSCALLS_BIN, "getppid", std::to_string(calls)});
+      REQUIRE_MESSAGE(r.code == 0, r.err);
+      auto record = entries(db);
+      REQUIRE(record.size() > size_t(calls));
+      sizes[record[0]["origin"]] = record.size();
+    }
+    REQUIRE(outputs_drained(dir.file("control.sock")));
+    CHECK(d.stop(SIGTERM).code == 0);
+  }
+  json report = collect(dir.file("collect.yaml"), dir.file("collected"));
+  REQUIRE(report.size() == 1);
+  INFO(report.dump(2));
+  CHECK(report[0]["ok"] == true);
+  REQUIRE(report[0]["logs"].size() == sizes.size());
+  for (const auto& log : report[0]["logs"]) {
+    CHECK(log["ok"] == true);
+    CHECK(log["terminated"] == true);
+    CHECK(log["entries"] == sizes[log["origin"]]);
+    CHECK(log["missing_from"] == 0);
+    Result v = rt::flightrec({"verify", log["file"].get<std::string>(), "--pubkey", dir.file("keys") + "/flightrec.pub"});
+    CHECK(v.code == 0);
+  }
+}
+
 TEST_CASE("collect: an edited entry, a forged signature, and a host without a pinned key are refused with the reason") {
   REQUIRE(is_root());
   TempDir dir;

@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <mutex>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -316,6 +317,80 @@ TEST_CASE("a handed run's forwarded entries reach the outputs only as its record
                            {"checkpoints", {{1, other + "\n1\nAAAA\n"}}}};
   CHECK_THROWS_WITH_AS(s2.take(forged.dump()), doctest::Contains("not this session's"), Error);
   hub->close(std::chrono::milliseconds(0));
+}
+
+namespace {
+
+// What an output is given, in the log's order as outputs write it
+// (ship::in_log_order): "e5" for entry 5, "c5" for the checkpoint of size 5.
+struct InOrder : ship::Output {
+  ship::EntryFilter f;
+  std::vector<std::string> log;
+  void offer(const std::string&, int64_t, std::span<const ledger::SealedEntry> entries,
+             std::span<const ledger::SealedCheckpoint> cps) override {
+    ship::in_log_order(
+        entries, cps, [&](const ledger::SealedEntry& e) { log.push_back("e" + std::to_string(e.seq)); },
+        [&](const ledger::SealedCheckpoint& c) { log.push_back("c" + std::to_string(c.tree_size)); });
+  }
+  const ship::EntryFilter& filter() const override { return f; }
+  ship::OutputStats stats() const override { return {}; }
+  void close(std::chrono::milliseconds) override {}
+};
+
+}  // namespace
+
+TEST_CASE("forwarded: every checkpoint reaches the outputs right after the entry that completes it, whatever the commits and lines") {
+  // The class of `collect`'s "checkpoint at size 1001 came after entry
+  // 2174": a commit longer than a line once put its checkpoints on its last line.
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 300; ++trial) {
+    int64_t n = 1 + int64_t(rng() % 80);
+    std::vector<std::string> bodies;
+    std::vector<ledger::SealedEntry> es;
+    bodies.reserve(size_t(n));
+    for (int64_t seq = 1; seq <= n; ++seq) {
+      nlohmann::json j = {{"pid", 7}, {"seq", seq}, {"session", 1}, {"ts_real_ns", 5}, {"type", "exec"},
+                          {"comm", std::string(rng() % 300, 'x')}};
+      bodies.push_back(j.dump());
+    }
+    for (int64_t seq = 1; seq <= n; ++seq) es.push_back(sealed(seq, "exec", bodies[size_t(seq - 1)]));
+    // Checkpoints at any cadence: sizes in order, some commits with several.
+    std::vector<ledger::SealedCheckpoint> cps;
+    std::vector<std::string> notes;
+    notes.reserve(size_t(n));
+    for (int64_t size = 1; size <= n; ++size)
+      if (rng() % 4 == 0 || size == n) notes.push_back(kOrigin + "\n" + std::to_string(size) + "\nAAAA\nchain 00\n");
+    for (const auto& note : notes) cps.push_back({uint64_t(std::stoll(note.substr(kOrigin.size() + 1))), note});
+    auto out_owned = std::make_unique<InOrder>();
+    InOrder& out = *out_owned;
+    auto hub = std::make_shared<ship::Hub>();
+    std::vector<std::unique_ptr<ship::Output>> outs;
+    outs.push_back(std::move(out_owned));
+    hub->replace(std::move(outs), std::chrono::milliseconds(0));
+    ship::ForwardedStream stream(hub);
+    // Commits of any length, each with the checkpoints the writer made in it.
+    size_t at = 0, cp = 0;
+    while (at < es.size()) {
+      size_t len = 1 + rng() % 30;
+      std::span<const ledger::SealedEntry> commit(es.data() + at, std::min(len, es.size() - at));
+      at += commit.size();
+      size_t first_cp = cp;
+      while (cp < cps.size() && int64_t(cps[cp].tree_size) <= commit.back().seq) ++cp;
+      std::span<const ledger::SealedCheckpoint> made(cps.data() + first_cp, cp - first_cp);
+      size_t max_line = 1 + rng() % 2000;  // from one entry a line to the whole commit
+      for (const auto& l : ship::encode_forwarded(kOrigin, 1, commit, made, {"*"}, max_line))
+        stream.take(std::string_view(l).substr(0, l.size() - 1));
+    }
+    std::vector<std::string> want;
+    size_t c = 0;
+    for (int64_t seq = 1; seq <= n; ++seq) {
+      want.push_back("e" + std::to_string(seq));
+      if (c < cps.size() && int64_t(cps[c].tree_size) == seq) want.push_back("c" + std::to_string(cps[c++].tree_size));
+    }
+    INFO("trial " << trial << ", " << n << " entries");
+    REQUIRE(out.log == want);
+    hub->close(std::chrono::milliseconds(0));
+  }
 }
 
 TEST_CASE("a syslog output frames by octet count, waits for a server that is not there yet, and counts what it drops") {

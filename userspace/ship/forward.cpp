@@ -20,23 +20,35 @@ std::vector<std::string> encode_forwarded(const std::string& origin, int64_t ses
                                           const std::vector<std::string>& types, size_t max_line) {
   bool all = types.size() == 1 && types[0] == "*";
   std::vector<std::string> lines;
-  nlohmann::json e = nlohmann::json::array();
-  size_t bytes = 0;
-  auto line = [&](nlohmann::json c) {
+  nlohmann::json e = nlohmann::json::array(), c = nlohmann::json::array();
+  size_t bytes = 0, next_checkpoint = 0;
+  // A checkpoint goes on the line of the entry that completes it (or the
+  // first line after): the daemon hands each line to its outputs as it
+  // comes, and a log's reader takes a checkpoint only right after its
+  // last entry. All of them on the last line put a checkpoint of size 1001
+  // after entry 2174 when a commit of 2174 entries took two lines.
+  auto checkpoints_through = [&](int64_t seq) {
+    for (; next_checkpoint < checkpoints.size() && int64_t(checkpoints[next_checkpoint].tree_size) <= seq; ++next_checkpoint)
+      c.push_back({checkpoints[next_checkpoint].tree_size, checkpoints[next_checkpoint].note});
+  };
+  auto line = [&] {
     nlohmann::json l = {{"origin", origin}, {"session", session}, {"entries", std::move(e)}, {"checkpoints", std::move(c)}};
     lines.push_back(l.dump(-1, ' ', false, nlohmann::json::error_handler_t::strict) + "\n");
     e = nlohmann::json::array();
+    c = nlohmann::json::array();
     bytes = 0;
   };
   for (const auto& x : entries) {
     if (!all && std::find(types.begin(), types.end(), x.type) == types.end()) continue;
-    if (!e.empty() && bytes + x.body.size() > max_line) line(nlohmann::json::array());
+    if (!e.empty() && bytes + x.body.size() > max_line) {
+      checkpoints_through(x.seq - 1);
+      line();
+    }
     e.push_back({x.seq, x.type, x.body, ledger::to_hex(x.leaf)});
     bytes += x.body.size() + 100;
   }
-  nlohmann::json c = nlohmann::json::array();
-  for (const auto& x : checkpoints) c.push_back({x.tree_size, x.note});
-  if (!e.empty() || !c.empty()) line(std::move(c));
+  checkpoints_through(INT64_MAX);
+  if (!e.empty() || !c.empty()) line();
   return lines;
 }
 

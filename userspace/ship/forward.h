@@ -24,8 +24,8 @@ namespace flightrec::ship {
 
 // The entries of types `types` ({"*"}: all) and every checkpoint, as lines
 // ending in '\n' of about max_line bytes at most (a line holds at least
-// one entry; the checkpoints go on the last); none when there is nothing
-// to forward.
+// one entry; a checkpoint goes on the line of the entry that completes
+// it, or the first one after); none when there is nothing to forward.
 std::vector<std::string> encode_forwarded(const std::string& origin, int64_t session,
                                           std::span<const ledger::SealedEntry> entries,
                                           std::span<const ledger::SealedCheckpoint> checkpoints,
