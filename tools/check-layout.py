@@ -29,8 +29,8 @@ LAYERS = [
 MAX_LINES = 700
 # Files over the bound today, with their size when it was set.
 OVERSIZED = {
-    "userspace/probe/capture.cpp": 1194,
-    "userspace/session/confinement.cpp": 1148,
+    "userspace/probe/capture.cpp": 1180,
+    "userspace/session/confinement.cpp": 999,
     "userspace/daemon/daemon.cpp": 1085,
     "userspace/grants/supervisor.cpp": 997,
     "userspace/policy/policy.cpp": 859,

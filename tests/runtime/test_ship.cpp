@@ -512,6 +512,55 @@ TEST_CASE("jetstream: flightrecd restarted mid-stream with messages unacknowledg
   CHECK(total == recorded);
 }
 
+TEST_CASE("flightrecd: a watch rule's policy (agent-pod) judges its cgroup: a key read, a reverse shell and a module load are violations with their rules, in the record and at rsyslog") {
+  REQUIRE(is_root());
+  TempDir dir;
+  Rsyslog siem;
+  std::string name = "flightrec-test-pod-" + std::to_string(getpid()), cg = cgroup2_root() + "/" + name;
+  REQUIRE(mkdir(cg.c_str(), 0755) == 0);
+  std::string config = dir.file("flightrecd.yaml");
+  std::ofstream(config) << "version: 1\nstorage:\n  dir: " << dir.file("records") << "\nsocket:\n  path: "
+                        << dir.file("control.sock") << "\nring: 8M\nwatch:\n  - name: pods\n    cgroup: " << name
+                        << "\n    policy: agent-pod\noutputs:\n  syslog:\n    - name: siem\n      address: 127.0.0.1:"
+                        << siem.port << "\n";
+  Result check = run({FLIGHTRECD_BIN, "--config", config, "--check-config"});
+  CHECK(check.out.find("judged by policy agent-pod (audit)") != std::string::npos);
+  {
+    Daemon d(config);
+    REQUIRE_MESSAGE(d.await("recording " + cg), d.err);
+    // What an agent pod turned against its node would try; nothing is refused.
+    std::string acts = "cat /root/.ssh/id_ed25519; bash -c 'exec 3<>/dev/tcp/127.0.0.1/4444'; "
+                       "/usr/bin/python3 -c 'import ctypes; ctypes.CDLL(None).syscall(313, -1, bytes(), 0)'; exit 0";
+    Result r = run({"sh", "-c", "echo $$ > " + cg + "/cgroup.procs && exec sh -c \"" + acts + "\" 2>/dev/null"});
+    CHECK(r.code == 0);
+    rmdir(cg.c_str());
+    REQUIRE_MESSAGE(d.await("flightrecd: sealed"), d.err);
+    CHECK(d.err.find("flightrecd: ALERT seccomp.deny.finit_module would-deny") != std::string::npos);
+    CHECK(d.stop(SIGTERM).code == 0);
+  }
+  auto dbs = records_in(dir.file("records"));
+  REQUIRE(dbs.size() == 1);
+  auto all = entries(dbs[0]);
+  CHECK(all.front()["policy_name"] == "agent-pod");
+  CHECK(all.front()["policy_mode"] == "shadow");
+  std::map<std::string, json> by_rule;
+  for (const auto& v : of_type(all, "violation")) by_rule.emplace(v["rule_id"], v);
+  INFO(json(of_type(all, "violation")).dump(1));
+  REQUIRE(by_rule.count("filesystem.hidden"));
+  CHECK(by_rule["filesystem.hidden"]["path"] == "/root/.ssh/id_ed25519");
+  CHECK(by_rule["filesystem.hidden"]["level"] == "ALERT");
+  REQUIRE(by_rule.count("network.allow"));
+  CHECK(by_rule["network.allow"]["detail"].get<std::string>().find("port 4444") != std::string::npos);
+  REQUIRE(by_rule.count("seccomp.deny.finit_module"));
+  for (const auto& [rule, v] : by_rule) CHECK(v["action"] == "would-deny");
+  CHECK(rt::flightrec({"verify", "--db", dbs[0]}).code == 0);
+  // Each at the SIEM, with its rule.
+  std::set<std::string> shipped;
+  for (const auto& l : siem.await_lines(of_type(all, "violation").size() + 2))
+    if (l.msgid == "violation") shipped.insert(sd_param(l.sd, "rule_id"));
+  for (const auto& [rule, v] : by_rule) CHECK(shipped.count(rule));
+}
+
 TEST_CASE("collect: runs handed to flightrecd verify at any length, their checkpoints in place however their commits were cut") {
   // Once, every handed run past 1000 entries failed: "checkpoint at size
   // 1001 came after entry 2174" (a commit forwarded in two lines had its

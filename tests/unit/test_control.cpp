@@ -106,7 +106,7 @@ TEST_CASE("control protocol: answers come back whole, and a daemon's wrong types
   bad = to_json(a);
   bad["traits"]["attached"] = {1, 2};
   CHECK(refusal_of(parse_session_answer, bad.dump()) ==
-        "the session's traits: attached is not a text of at most 4096 bytes");
+        "the session's traits: attached is not a text of at most 1048576 bytes");
   bad = to_json(a);
   bad.erase("traits");
   CHECK(refusal_of(parse_session_answer, bad.dump()).find("traits is missing") != std::string::npos);
@@ -115,6 +115,10 @@ TEST_CASE("control protocol: answers come back whole, and a daemon's wrong types
   bad["something_new"] = true;
   CHECK(refusal_of(parse_session_answer, bad.dump()) == "");
 
+  // The daemon's messages may be long (a path and a reason): an answer's
+  // texts are bounded at 1 MiB, a request's at 4 KiB.
+  std::string long_reason(100000, 'r');
+  CHECK(parse_attach_tls_answer(to_json(AttachTlsAnswer{long_reason, false})).result == long_reason);
   CHECK(parse_end_answer(to_json(EndAnswer{12})).program_misses == 12);
   CHECK(refusal_of(parse_end_answer, "{}").find("program_misses is missing") != std::string::npos);
   AttachTlsAnswer t = parse_attach_tls_answer(to_json(AttachTlsAnswer{"no symbols", true}));

@@ -26,6 +26,7 @@ using namespace flightrec;
 using namespace flightrec::daemon;
 using flightrec::session::ProcessInfo;
 using flightrec::session::snapshot_cgroup;
+using flightrec::session::snapshot_cgroups;
 
 namespace {
 
@@ -637,6 +638,20 @@ TEST_CASE("daemon snapshot: a directory tree of cgroup.procs files") {
   CHECK(find_pid(below, getpid()) == nullptr);
   CHECK_THROWS_AS(snapshot_cgroup(dir + "/none", -1), Error);
   CHECK_THROWS_AS(snapshot_cgroup(other + "/cgroup.procs", -1), Error);  // not a directory
+  // Several cgroups, nested: each process once. Their command lines share
+  // one budget: "sleep\030\0" (9 bytes) fits in 12, the next one does not.
+  auto both = snapshot_cgroups({sub, dir}, getpid(), 12);
+  REQUIRE(both.size() == 2);
+  CHECK(both[0].pid < both[1].pid);
+  CHECK(both[0].argv.size() + both[1].argv.size() <= 2);
+  size_t left_out = 0;
+  for (const auto& p : both) {
+    left_out += p.argv_left_out;
+    CHECK(p.argv_left_out == p.argv.empty());
+    CHECK(p.exe == "/usr/bin/sleep");  // the rest is read all the same
+  }
+  CHECK(left_out == 1);
+  for (const auto& p : snapshot_cgroups({dir}, getpid(), 0)) CHECK(p.argv_left_out);
 }
 
 TEST_CASE("daemon snapshot: a real cgroup v2 tree") {
@@ -704,12 +719,14 @@ TEST_CASE("daemon config: lite.counts_interval, and settings refused rather than
   CHECK(error_of(kBase + "lite:\n  counts_interval: 500ms\n") ==
         "t.yaml:5: lite.counts_interval: must be from 1s to 24h");
   CHECK(error_of(kBase + "lite:\n  interval: 5s\n") == "t.yaml:5: lite.interval: unknown key (known: counts_interval)");
-  // Lite rules are recorded; a rule's policy and on_loss other than
-  // continue are not acted on yet, so they are refused, naming the line.
+  // Lite rules are recorded, and a rule's policy judged (audit); on_loss
+  // other than continue is not acted on yet, so it is refused, naming the line.
   Config lite = parse_config(kBase + "watch:\n  - name: a\n    cgroup: x\n    mode: lite\n", "t.yaml");
   CHECK(unsupported_setting(lite) == "");
-  Config policed = parse_config(kBase + "watch:\n  - name: a\n    cgroup: x\n    policy: agent\n", "t.yaml");
-  CHECK(unsupported_setting(policed).rfind("t.yaml:5: watch rule a: policy is not supported", 0) == 0);
+  Config policed = parse_config(kBase + "watch:\n  - name: a\n    cgroup: x\n    policy: agent-pod\n", "t.yaml");
+  CHECK(unsupported_setting(policed) == "");
+  Config lossy = parse_config(kBase + "watch:\n  - name: a\n    cgroup: x\n    on_loss: kill\n", "t.yaml");
+  CHECK(unsupported_setting(lossy).rfind("t.yaml:5: watch rule a: on_loss: kill is not supported", 0) == 0);
   Config killing = parse_config(kBase + "on_loss: kill\n", "t.yaml");
   CHECK(unsupported_setting(killing).rfind("t.yaml: on_loss: kill is not supported", 0) == 0);
 }

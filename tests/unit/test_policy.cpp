@@ -44,7 +44,7 @@ events::Entry syscall(const char* name, int nr, int64_t ret, std::vector<int64_t
 }  // namespace
 
 TEST_CASE("the shipped policies parse and say what they are") {
-  REQUIRE(shipped().size() == 5);  // agent, claude-code, codex, observe, strict
+  REQUIRE(shipped().size() == 6);  // agent, agent-pod, claude-code, codex, observe, strict
   Policy agent = load("agent");
   CHECK(agent.name == "agent");
   CHECK(agent.confine);

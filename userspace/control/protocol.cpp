@@ -12,7 +12,9 @@ using nlohmann::json;
 // is wrong is thrown as ProtocolError naming the message and the field.
 class Fields {
  public:
-  Fields(const json& j, std::string what) : j_(j), what_(std::move(what)) {
+  // max_text: what a text may hold (requests: kMaxText; answers, which
+  // carry the daemon's messages and paths with reasons: kMaxAnswerText).
+  Fields(const json& j, std::string what, size_t max_text = kMaxText) : j_(j), what_(std::move(what)), max_text_(max_text) {
     if (!j.is_object()) fail("", "is not a JSON object");
   }
   // Requests are read by the daemon: a key it does not know is refused.
@@ -81,12 +83,13 @@ class Fields {
 
  private:
   std::string text_of(const json& v, const char* key) const {
-    if (!v.is_string() || v.get_ref<const std::string&>().size() > kMaxText)
-      fail(key, "is not a text of at most " + std::to_string(kMaxText) + " bytes");
+    if (!v.is_string() || v.get_ref<const std::string&>().size() > max_text_)
+      fail(key, "is not a text of at most " + std::to_string(max_text_) + " bytes");
     return v.get<std::string>();
   }
   const json& j_;
   std::string what_;
+  size_t max_text_;
 };
 
 // The request's name, checked to be one of `known` (for the refusal).
@@ -105,7 +108,7 @@ json traits_json(const probe::CaptureTraits& t) {
 }
 
 probe::CaptureTraits parse_traits(const json& j) {
-  Fields f(j, "the session's traits");
+  Fields f(j, "the session's traits", kMaxAnswerText);
   probe::CaptureTraits t;
   t.attached = f.texts_or_none("attached");
   t.refused = f.texts_or_none("refused");
@@ -237,7 +240,7 @@ RunRequest parse_run_request(const json& j) {
 // Answers come from a daemon of the same package; a field it added later
 // is let be, a field with the wrong type is not.
 SessionAnswer parse_session_answer(const json& j) {
-  Fields f(j, "flightrecd's answer to a session request");
+  Fields f(j, "flightrecd's answer to a session request", kMaxAnswerText);
   SessionAnswer a;
   a.session = uint32_t(f.count("session", kMaxSessionNumber));
   a.ring_bytes = f.count("ring_bytes");
@@ -251,24 +254,24 @@ SessionAnswer parse_session_answer(const json& j) {
 }
 
 ForwardAnswer parse_forward_answer(const json& j) {
-  return {Fields(j, "flightrecd's answer to a forward request").flag_or("forward", false)};
+  return {Fields(j, "flightrecd's answer to a forward request", kMaxAnswerText).flag_or("forward", false)};
 }
 
 EndAnswer parse_end_answer(const json& j) {
-  return {Fields(j, "flightrecd's answer to an end request").count("program_misses")};
+  return {Fields(j, "flightrecd's answer to an end request", kMaxAnswerText).count("program_misses")};
 }
 
 AttachTlsAnswer parse_attach_tls_answer(const json& j) {
-  Fields f(j, "flightrecd's answer to attach_tls");
+  Fields f(j, "flightrecd's answer to attach_tls", kMaxAnswerText);
   return {f.text_or("result", ""), f.flag_or("tls_file", false)};
 }
 
 ProbesFileAnswer parse_probes_file_answer(const json& j) {
-  return {Fields(j, "flightrecd's answer to probes_file").flag_or("probes", false)};
+  return {Fields(j, "flightrecd's answer to probes_file", kMaxAnswerText).flag_or("probes", false)};
 }
 
 DaemonStatus parse_status(const json& j) {
-  Fields f(j, "flightrecd's status");
+  Fields f(j, "flightrecd's status", kMaxAnswerText);
   DaemonStatus s;
   s.flightrecd_version = f.text_or("flightrecd_version", "");
   s.pid = f.integer_or("pid", 0);
@@ -286,7 +289,7 @@ DaemonStatus parse_status(const json& j) {
   s.storage_bytes = f.count_or("storage_bytes", 0);
   if (f.has("sessions"))
     for (const auto& v : f.list("sessions")) {
-      Fields e(v, "flightrecd's status: a session");
+      Fields e(v, "flightrecd's status: a session", kMaxAnswerText);
       s.sessions.push_back({e.text_or("cgroup", ""), e.text_or("rule", ""), e.text_or("mode", ""),
                             e.text_or("record", ""), e.flag_or("cgroup_gone", false), e.flag_or("suspended", false),
                             e.count_or("started_real_ns", 0), e.integer_or("entries", 0),
@@ -295,13 +298,13 @@ DaemonStatus parse_status(const json& j) {
     }
   if (f.has("runs"))
     for (const auto& v : f.list("runs")) {
-      Fields r(v, "flightrecd's status: a run");
+      Fields r(v, "flightrecd's status: a run", kMaxAnswerText);
       s.runs.push_back({r.text_or("cgroup", ""), r.integer_or("client_pid", 0), r.count_or("started_real_ns", 0),
                         r.flag_or("ended", false)});
     }
   if (f.has("outputs"))
     for (const auto& v : f.list("outputs")) {
-      Fields o(v, "flightrecd's status: an output");
+      Fields o(v, "flightrecd's status: an output", kMaxAnswerText);
       s.outputs.push_back({o.text_or("kind", ""), o.text_or("name", ""), o.text_or("last_error", ""),
                            o.count_or("sent", 0), o.count_or("dropped", 0), o.count_or("queued", 0),
                            o.count_or("spool_bytes", 0), o.flag_or("connected", false)});

@@ -115,7 +115,8 @@ struct DaemonStatus {
 };
 
 // Bounds a reader holds every message to.
-constexpr size_t kMaxText = 4096;       // a path, a name, a message
+constexpr size_t kMaxText = 4096;       // a path, a name: in a request
+constexpr size_t kMaxAnswerText = 1u << 20;  // a message in an answer (a path and a reason, a remote's error)
 constexpr size_t kMaxList = 65536;      // items in a list
 constexpr uint32_t kMaxSessionNumber = UINT32_MAX;
 

@@ -632,13 +632,11 @@ std::string unsupported_setting(const Config& config) {
   };
   if (config.on_loss != "continue") refuse(0, "on_loss: " + config.on_loss);
   for (const auto& rule : config.watch) {
-    if (!rule.policy.empty()) refuse(rule.line, "watch rule " + rule.name + ": policy");
     if (!rule.on_loss.empty() && rule.on_loss != "continue")
       refuse(rule.line, "watch rule " + rule.name + ": on_loss: " + rule.on_loss);
   }
   if (first.empty()) return "";
-  return first + " is not supported by this flightrecd yet (it records matched cgroups on_loss continue, "
-                 "without a policy)";
+  return first + " is not supported by this flightrecd yet (it records matched cgroups on_loss continue)";
 }
 
 }  // namespace flightrec::daemon

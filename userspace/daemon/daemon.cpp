@@ -31,6 +31,7 @@
 #include "sandbox/leftovers.h"
 #include "session/cgroup_session.h"
 #include "session/engine.h"
+#include "session/policy_observer.h"
 #include "session/signals.h"
 #include "session/tls_attach.h"
 
@@ -43,6 +44,7 @@ class RecordedCgroup {
       : rel(std::move(rel_path)), rule(std::move(watch_rule)), cgroup(std::move(cg)) {}
   std::string rel;
   WatchRule rule;
+  std::shared_ptr<const policy::Policy> policy;  // its rule's, as loaded when the session began
   sandbox::Cgroup cgroup;
   std::string db;
   uint32_t number = 0;
@@ -187,8 +189,23 @@ std::vector<std::unique_ptr<ship::Output>> make_outputs(const Config& c) {
 
 }  // namespace
 
+RulePolicies load_rule_policies(const Config& config) {
+  RulePolicies out;
+  for (const auto& rule : config.watch) {
+    if (rule.policy.empty()) continue;
+    try {
+      out[rule.name] = std::make_shared<const policy::Policy>(session::load_audit_policy(rule.policy));
+    } catch (const std::exception& e) {
+      throw Error(config.source + ":" + std::to_string(rule.line) + ": watch rule " + rule.name + ": policy " +
+                  rule.policy + ": " + e.what());
+    }
+  }
+  return out;
+}
+
 Daemon::Daemon(Config config, std::string config_path) : config_(std::move(config)), config_path_(std::move(config_path)) {
   probe::require_recording_features();
+  policies_ = load_rule_policies(config_);
   // Each session holds a few files (its cgroup, its record and journal):
   // as many as the hard limit allows, not the soft 1024.
   rlimit files{};
@@ -280,6 +297,7 @@ void Daemon::on_record(const void* data, size_t size) {
     return;
   }
   RecordedCgroup& s = *it->second;
+  if (h->type == FR_REC_TLS && !s.rule.tls) return;  // its rule did not ask for plaintext: no gap to count
   if (!s.session || s.sealed) {
     ++unrouted_;  // its record is sealed; the session is closed at the next tick
     return;
@@ -333,7 +351,17 @@ void Daemon::start_record(RecordedCgroup& s, size_t tasks, const std::vector<uin
   // processes to list there.
   spec.list_processes = !s.gone;
   spec.exclude_pid = getpid();
-  if (previous) spec.tls_follower = previous->tls_follower();  // the processes it follows go on
+  spec.cgroups_gone = s.gone;
+  spec.policy = s.policy;
+  spec.log_prefix = "flightrecd";
+  if (previous) {
+    // What follows the kernel session goes on; the processes there are
+    // listed again without their command lines (their execs are in the
+    // files before), so a rotation's first entries stay small.
+    spec.tls_follower = previous->tls_follower();
+    spec.lite_counter = previous->lite_counter();
+    spec.argv_budget = 0;
+  }
   auto next = std::make_unique<session::CgroupSession>(*capture_, s.number, std::vector<const sandbox::Cgroup*>{&s.cgroup},
                                                        std::move(spec));
   next->recorder().count_drops_from(drops, misses);
@@ -365,6 +393,7 @@ void Daemon::open(const std::string& rel) {
   } catch (const std::exception& e) {
     return failed(e.what());
   }
+  if (auto p = policies_.find(rule->name); p != policies_.end()) s->policy = p->second;
   // Read before the session opens: a program run skipped from here on may
   // be this session's. (Its drops are its own, counted from zero.)
   uint64_t misses = capture_->program_misses();
@@ -461,6 +490,16 @@ void Daemon::close(const std::string& rel, const std::string& reason) {
   seal(std::move(s), reason);
 }
 
+bool Daemon::session_ended(RecordedCgroup& s) {
+  try {
+    return s.session->ended();
+  } catch (const std::exception& e) {  // the task count could not be read: it goes on, said
+    std::cerr << "flightrecd: cannot tell whether " << printable(s.cgroup.path()) << "'s session has tasks left: "
+              << e.what() << "\n";
+    return false;
+  }
+}
+
 void Daemon::cgroup_gone(const std::string& rel) {
   auto it = by_path_.find(rel);
   if (it == by_path_.end()) return;
@@ -469,9 +508,8 @@ void Daemon::cgroup_gone(const std::string& rel) {
   // as long as one does, or an agent could move out, remove its cgroup
   // and go on unrecorded.
   capture_->drain_to_now();
-  bool ended = true;
-  guarded(s, [&] { ended = s.session->ended(); });  // says in the record that the cgroup is gone
-  if (ended || s.sealed) return close(rel, "the cgroup is gone");
+  guarded(s, [&] { s.session->cgroups_gone(); });  // said in the record
+  if (s.sealed || session_ended(s)) return close(rel, "the cgroup is gone");
   s.gone = true;
   int64_t tasks = capture_->session_tasks(s.number);
   std::cerr << "flightrecd: " << printable(s.cgroup.path()) << " is gone; " << tasks
@@ -720,8 +758,11 @@ void Daemon::apply(const Discovery::Changes& changes) {
 
 void Daemon::reload() {
   Config next;
+  RulePolicies next_policies;
   try {
     next = load_config(config_path_);
+    if (std::string why = unsupported_setting(next); !why.empty()) throw Error(why);
+    next_policies = load_rule_policies(next);
     for (const auto& rule : next.watch) key_for(rule.key_dir.empty() ? next.key_dir : rule.key_dir);
   } catch (const Error& e) {
     std::cerr << "flightrecd: config not reloaded, the old one stays: " << e.what() << "\n";
@@ -755,6 +796,7 @@ void Daemon::reload() {
     }
   }
   config_ = std::move(next);
+  policies_ = std::move(next_policies);  // sessions open already keep the policy they began with
   config_.storage_dir = storage;
   config_.ring_bytes = ring;
   apply(discovery_->rescan(rules_of(config_)));
@@ -1016,9 +1058,7 @@ int Daemon::run() {
       for (const auto& rel : broken) drop_sealed(rel);
       for (auto it = lingering_.begin(); it != lingering_.end();) {
         tick(**it);
-        bool ended = true;
-        if (!(*it)->sealed) guarded(**it, [&] { ended = (*it)->session->ended(); });
-        if (!ended && !(*it)->sealed) {
+        if (!(*it)->sealed && !session_ended(**it)) {
           ++it;
           continue;
         }

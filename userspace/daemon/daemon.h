@@ -22,6 +22,7 @@
 #include "daemon/discovery.h"
 #include "daemon/runs.h"
 #include "ledger/keys.h"
+#include "policy/policy.h"
 #include "probe/capture.h"
 #include "recorder/recorder.h"
 #include "ship/hub.h"
@@ -33,6 +34,12 @@ class CgroupSession;
 namespace flightrec::daemon {
 
 class RecordedCgroup;
+
+// The policies the config's watch rules name, by rule, each as a watched
+// cgroup is judged by it (audit: session/policy_observer.h). Throws Error
+// naming the rule and the policy's problem.
+using RulePolicies = std::map<std::string, std::shared_ptr<const policy::Policy>>;
+RulePolicies load_rule_policies(const Config& config);
 
 class Daemon {
  public:
@@ -47,6 +54,7 @@ class Daemon {
   void close(const std::string& rel, const std::string& reason);
   void seal(std::unique_ptr<RecordedCgroup> s, const std::string& reason);
   void cgroup_gone(const std::string& rel);  // sealed now, or once its tasks elsewhere have exited
+  bool session_ended(RecordedCgroup& s);     // its cgroup gone and no task of it left (session/cgroup_session.h)
   void apply(const Discovery::Changes& changes);
   void retry();  // the cgroups that could not be recorded yet
   // The session's record from here on (a new file; `previous`, the one it
@@ -84,6 +92,7 @@ class Daemon {
   const ledger::SigningKey* key_for(const std::string& dir);
 
   Config config_;
+  RulePolicies policies_;  // config_'s
   std::string config_path_;
   std::string cgroup_root_;
   int sigfd_ = -1;

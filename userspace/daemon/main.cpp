@@ -64,13 +64,20 @@ int main(int argc, char** argv) {
     std::cerr << "flightrecd: " << why << "\n";
     return 2;
   }
+  try {
+    daemon::load_rule_policies(config);  // a rule's policy that does not load is the config's error
+  } catch (const Error& e) {
+    std::cerr << "flightrecd: " << e.what() << "\n";
+    return 2;
+  }
   if (vm.count("check-config")) {
     std::cout << "OK: " << path << ": " << config.watch.size() << " watch rule(s), records in " << config.storage_dir
               << "\n";
     for (const auto& rule : config.watch)
       std::cout << "  " << rule.name << ": " << rule.cgroup_glob
                 << (rule.mode == daemon::WatchRule::Mode::Lite ? " (lite" : " (full") << (rule.tls ? ", TLS" : "")
-                << (rule.key_dir.empty() && config.key_dir.empty() ? ", unsigned" : ", signed") << ")\n";
+                << (rule.key_dir.empty() && config.key_dir.empty() ? ", unsigned" : ", signed")
+                << (rule.policy.empty() ? "" : ", judged by policy " + rule.policy + " (audit)") << ")\n";
     for (const auto& o : config.syslog_outputs) {
       std::string types;
       for (const auto& t : o.filter.types) types += (types.empty() ? "" : ",") + t;

@@ -28,6 +28,7 @@
 #include "events/syscall_table.h"
 #include "probe/core_btf.h"
 #include "probe/features.h"
+#include "probe/host_tasks.h"
 #include "probe/lite_calls.h"
 #include "probe/tracefs.h"
 #include "probe/uprobe_multi.h"
@@ -730,27 +731,12 @@ int task_pidfd(pid_t tid) {
 }  // namespace
 
 bool Capture::session_has_tasks(uint32_t session) const {
-  int map = bpf_map__fd(skel_->maps.fr_tasks);
-  DIR* procs = opendir("/proc");
-  if (!procs) return true;  // cannot tell: as the count says
-  bool found = false;
-  while (dirent* p = readdir(procs)) {
-    if (found || p->d_name[0] < '1' || p->d_name[0] > '9') continue;
-    DIR* threads = opendir(("/proc/" + std::string(p->d_name) + "/task").c_str());
-    if (!threads) continue;
-    while (dirent* t = readdir(threads)) {
-      if (t->d_name[0] < '1' || t->d_name[0] > '9') continue;
-      int fd = task_pidfd(pid_t(strtol(t->d_name, nullptr, 10)));
-      if (fd < 0) continue;
-      fr_task_state st{};
-      found = bpf_map_lookup_elem(map, &fd, &st) == 0 && st.session == session;
-      close(fd);
-      if (found) break;
-    }
-    closedir(threads);
+  uint64_t now = mono_ns();
+  if (!sessions_seen_ns_ || now - sessions_seen_ns_ >= 1'000'000'000ull) {
+    sessions_seen_ = sessions_of_host_tasks(bpf_map__fd(skel_->maps.fr_tasks));
+    sessions_seen_ns_ = now;
   }
-  closedir(procs);
-  return found;
+  return !sessions_seen_ || sessions_seen_->count(session);
 }
 
 void Capture::close_session(uint32_t session) {

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <memory>
 #include <set>
 #include <string>
@@ -153,8 +154,10 @@ class Capture : public Source, public TlsProbes {
   // its cgroups keeps its session): what outlives a removed cgroup.
   int64_t session_tasks(uint32_t session) const;
   // Whether any task on the host holds the session's state, found by
-  // looking at every thread in /proc (milliseconds on a busy host): what
-  // settles a count session_tasks() keeps above zero with no task left.
+  // looking at every thread in /proc (milliseconds on a busy host; one
+  // walk serves every session for a second): what settles a count
+  // session_tasks() keeps above zero with no task left. True when it
+  // cannot tell (a thread whose state cannot be looked up).
   bool session_has_tasks(uint32_t session) const;
   // CaptureOptions::session_cgroups', or open_first_session()'s (0: none).
   uint32_t first_session() const { return first_session_; }
@@ -283,6 +286,10 @@ class Capture : public Source, public TlsProbes {
   uint32_t owner_of(uint64_t cgroup_id) const;                       // the open session listing it, or 0
   const std::vector<uint64_t>* cgroups_of(uint32_t session) const;  // nullptr: not open
   std::map<uint32_t, int64_t> task_adjust_;  // tasks track_existing gave (or took from) a session
+  // The last walk of the host's tasks: the sessions they hold (nullopt:
+  // some task's could not be told), and when (mono ns; 0: never).
+  mutable std::optional<std::set<uint32_t>> sessions_seen_;
+  mutable uint64_t sessions_seen_ns_ = 0;
   // Rings of sessions' own, by their index in fr_session_rings (0 is the
   // capture's own ring, fr_events).
   struct OwnRing {

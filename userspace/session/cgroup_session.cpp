@@ -11,19 +11,35 @@ CgroupSession::CgroupSession(probe::Capture& capture, uint32_t number, std::vect
     : capture_(capture),
       number_(number),
       cgroups_(std::move(cgroups)),
-      gone_(cgroups_.size(), false),
+      gone_(cgroups_.size(), spec.cgroups_gone),
       db_(std::move(spec.db)),
-      tls_kept_(spec.meta.tls) {
+      tls_kept_(spec.meta.tls),
+      policy_(std::move(spec.policy)) {
   // Read first: a cgroup that cannot be listed fails the session before
   // its record file exists.
   std::vector<ProcessInfo> processes;
-  if (spec.list_processes)
-    for (const auto* cg : cgroups_)
-      for (auto& p : snapshot_cgroup(cg->path(), spec.exclude_pid)) processes.push_back(std::move(p));
+  if (spec.list_processes) {
+    std::vector<std::string> dirs;
+    for (const auto* cg : cgroups_) dirs.push_back(cg->path());
+    processes = snapshot_cgroups(dirs, spec.exclude_pid, spec.argv_budget);
+  }
+  if (policy_) {
+    recorder::SessionMeta& m = spec.meta;
+    m.policy_name = policy_->name;
+    m.policy_text = policy_->text;
+    for (const auto& b : policy_->bases) {
+      m.policy_base_sources.push_back(b.source);
+      m.policy_base_texts.push_back(b.text);
+    }
+    m.policy_mode = "shadow";
+    m.sandbox.push_back("policy source: " + policy_->source);
+    m.sandbox.push_back("watched: nothing is confined; would-deny entries say what the policy would deny");
+  }
   store_ = std::make_unique<ledger::Store>(db_, ledger::Store::Mode::Write);
   if (spec.cache_kib) store_->limit_cache(spec.cache_kib);
   rec_ = std::make_unique<recorder::Recorder>(*store_, spec.meta);
   for (const auto& note : spec.notes) rec_->note("error", note);
+  size_t argv_left_out = 0;
   for (const auto& p : processes) {
     events::Entry e = rec_->own_entry("process_at_start");
     e.set("process_pid", int64_t(p.pid));
@@ -34,7 +50,9 @@ CgroupSession::CgroupSession(probe::Capture& capture, uint32_t number, std::vect
     if (!p.cwd.empty()) e.set_bytes("cwd", p.cwd);
     bool utf8 = true;
     for (const auto& a : p.argv) utf8 = utf8 && is_valid_utf8(a);
-    if (utf8) {
+    if (p.argv_left_out) {
+      ++argv_left_out;
+    } else if (utf8) {
       e.set("argv", p.argv);
     } else {  // as an exec entry has it: the NUL-separated block
       std::string block;
@@ -43,6 +61,10 @@ CgroupSession::CgroupSession(probe::Capture& capture, uint32_t number, std::vect
     }
     rec_->record_own(e);
   }
+  if (argv_left_out && spec.argv_budget)
+    rec_->note("error", "process_at_start: the command lines of " + std::to_string(argv_left_out) +
+                            " processes are left out (the " + std::to_string(spec.argv_budget >> 20) +
+                            " MiB the listing's command lines may hold was spent)");
   pipeline_ = std::make_unique<Pipeline>(*rec_);
   if (spec.meta.tls) {
     // Paths as the processes see them are the host's: no sandbox here.
@@ -53,10 +75,19 @@ CgroupSession::CgroupSession(probe::Capture& capture, uint32_t number, std::vect
     llm_ = std::make_unique<LlmCalls>();  // one per record file: its entries name seqs of this one
     pipeline_->add(*llm_);
   }
-  if (spec.meta.lite) {
+  if (policy_) {
+    judging_ = std::make_unique<PolicyObserver>(*policy_, audit_work_dir(*policy_), spec.log_prefix);
+    // Its paths are as the workload sees them, in a mount namespace that
+    // may not be this one: the host's files say nothing of them.
+    judging_->judge().set_host_checks(false);
+    pipeline_->add(*judging_);
+  }
+  if (spec.meta.lite && spec.lite_counter) {
+    counts_ = spec.lite_counter;  // the counts and their cgroups' paths go on in the next file
+  } else if (spec.meta.lite) {
     std::vector<std::string> roots;
     for (const auto* cg : cgroups_) roots.push_back(cg->path());
-    counts_ = std::make_unique<LiteCounter>(number_, roots);
+    counts_ = std::make_shared<LiteCounter>(number_, roots);
   }
 }
 
@@ -113,6 +144,7 @@ void CgroupSession::finish(const std::string& reason) {
 
 void CgroupSession::finish_part(const std::string& reason) {
   record_counts();
+  if (judging_) judging_->report_repeats();
   rec_->finish(0, reason);
 }
 

@@ -2,7 +2,9 @@
 // One recorded cgroup, as `flightrec watch` and flightrecd both record it:
 // its record (store, recorder, pipeline), the processes already there at
 // the start (process_at_start entries), the observers its capture asks for
-// (TLS follower, model calls), a lite session's counts, and the end rule.
+// (TLS follower, model calls), the policy its rule names (judged in audit
+// mode: violations recorded, nothing refused), a lite session's counts,
+// and the end rule.
 // Whoever owns the capture routes the session's records here and decides
 // when to end; what goes into the record, in which order, is decided here.
 //
@@ -23,6 +25,8 @@
 #include "session/lite_counts.h"
 #include "session/llm_calls.h"
 #include "session/pipeline.h"
+#include "session/policy_observer.h"
+#include "session/snapshot.h"
 #include "session/tls_attach.h"
 
 namespace flightrec::session {
@@ -36,9 +40,16 @@ struct CgroupSessionSpec {
   // process_at_start entry: who was there before any probe saw them exec.
   bool list_processes = true;
   int exclude_pid = 0;
+  size_t argv_budget = kSnapshotArgvBudget;  // their command lines, together (the rest left out, said)
+  bool cgroups_gone = false;                 // said in the record this one continues
   // Kept across the record files of one kernel session (flightrecd's
   // rotation): the processes followed for TLS. nullptr: one of its own.
   std::shared_ptr<TlsFollower> tls_follower;
+  std::shared_ptr<LiteCounter> lite_counter;  // its counts and what it has said of the kernel's losses
+  // The policy the session is judged by (load_audit_policy), or none.
+  // The genesis entry names it and holds its text.
+  std::shared_ptr<const policy::Policy> policy;
+  std::string log_prefix = "flightrec";  // its violations' stderr lines
 };
 
 class CgroupSession {
@@ -57,6 +68,7 @@ class CgroupSession {
   const recorder::Recorder& recorder() const { return *rec_; }
   Pipeline& pipeline() { return *pipeline_; }
   const std::shared_ptr<TlsFollower>& tls_follower() const { return tls_; }
+  const std::shared_ptr<LiteCounter>& lite_counter() const { return counts_; }
 
   // One of its ring records (TLS plaintext is left out unless meta.tls).
   void on_record(const void* data, size_t size);
@@ -81,10 +93,10 @@ class CgroupSession {
   // Its record file ends here (rotation): the last counts and session_end;
   // the TLS follower goes on in the next file (spec.tls_follower).
   void finish_part(const std::string& reason);
+  // What the policy's judge recorded so far (0 without a policy).
+  PolicyObserver* judging() { return judging_.get(); }
 
  private:
-  void list_processes(int exclude_pid);
-  void write_tail(Observer& o, void (*finish)(Observer&, Emitted&));
   probe::Capture& capture_;
   uint32_t number_;
   std::vector<const sandbox::Cgroup*> cgroups_;
@@ -96,7 +108,9 @@ class CgroupSession {
   std::unique_ptr<Pipeline> pipeline_;
   std::shared_ptr<TlsFollower> tls_;
   std::unique_ptr<LlmCalls> llm_;
-  std::unique_ptr<LiteCounter> counts_;
+  std::shared_ptr<LiteCounter> counts_;
+  std::shared_ptr<const policy::Policy> policy_;
+  std::unique_ptr<PolicyObserver> judging_;
   uint64_t next_host_look_ns_ = 0;
 };
 

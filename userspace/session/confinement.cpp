@@ -25,6 +25,7 @@
 #include <sstream>
 
 #include "session/path_rules.h"
+#include "session/stderr_log.h"
 #include "common/error.h"
 #include "common/system.h"
 #include "common/text.h"
@@ -40,10 +41,6 @@ extern char** environ;
 namespace flightrec::session {
 namespace {
 
-int level_rank(const char* level) {
-  return std::strcmp(level, "CRITICAL") == 0 ? 1 : std::strcmp(level, "ALERT") == 0 ? 2 : 3;
-}
-
 std::string readlink_str(const std::string& path) {
   char buf[4096];
   ssize_t n = readlink(path.c_str(), buf, sizeof(buf));
@@ -57,54 +54,6 @@ std::vector<pid_t> cgroup_pids(const std::string& dir) {
   while (in >> p) out.push_back(p);
   return out;
 }
-
-// Lines for stderr, written by a thread of their own: the command shares
-// flightrec's terminal and can stop its output (tcflow), which must not
-// stall the recorder. Never destroyed: a writer blocked for good does not
-// hold up flightrec's exit.
-class StderrLog {
- public:
-  static StderrLog& get() {
-    static StderrLog* log = new StderrLog();
-    return *log;
-  }
-  // One line; what the session named in it (paths, process names) is
-  // escaped, so it cannot move the cursor, rewrite or hide other lines.
-  void line(std::string_view text) {
-    std::lock_guard lock(mu_);
-    if (queue_.size() >= 1000) return;  // the record has them all
-    queue_.push_back(printable(text) + "\n");
-    cv_.notify_one();
-  }
-  // Waits up to `ms` for queued lines to be written.
-  void flush(int ms) {
-    std::unique_lock lock(mu_);
-    cv_.wait_for(lock, std::chrono::milliseconds(ms), [&] { return queue_.empty() && !writing_; });
-  }
-
- private:
-  StderrLog() { std::thread([this] { run(); }).detach(); }
-  void run() {
-    for (;;) {
-      std::string text;
-      {
-        std::unique_lock lock(mu_);
-        cv_.wait(lock, [&] { return !queue_.empty(); });
-        text = std::move(queue_.front());
-        queue_.pop_front();
-        writing_ = true;
-      }
-      (void)!write(2, text.data(), text.size());
-      std::lock_guard lock(mu_);
-      writing_ = false;
-      cv_.notify_all();
-    }
-  }
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::string> queue_;
-  bool writing_ = false;
-};
 
 std::string work_dir_of(const policy::Policy& p) {
   char cwd[4096];
@@ -130,16 +79,20 @@ Confinement::Confinement(policy::Policy policy, sandbox::Cgroup& cgroup, const s
                          const std::vector<std::string>& command, const std::vector<std::string>& protect,
                          const std::string& grant_socket)
     : policy_(std::move(policy)), cgroup_(cgroup) {
-  if (!policy_.confine) return;
-  work_dir_ = work_dir_of(policy_);
-  for (const auto& p : protect) {
-    // Hidden however the policy reads; also from the judge's rules.
-    char real[PATH_MAX];
-    if (realpath(p.c_str(), real)) policy_.filesystem.hidden.push_back(real);
+  if (policy_.confine) {
+    work_dir_ = work_dir_of(policy_);
+    for (const auto& p : protect) {
+      // Hidden however the policy reads; also from the judge's rules.
+      char real[PATH_MAX];
+      if (realpath(p.c_str(), real)) policy_.filesystem.hidden.push_back(real);
+    }
   }
-  judge_ = std::make_unique<policy::Judge>(policy_, work_dir_);
-  judge_->set_cwd_resolver([this](int64_t pid) { return cwd_of_process(pid); });
-  if (!sandboxes(policy_)) return;  // shadow: nothing blocked, everything judged
+  judging_ = std::make_unique<PolicyObserver>(policy_, work_dir_, "flightrec");
+  judging_->on_violation([this](const policy::Violation& v, Emitted& out) {
+    if (sandboxed_ && policy_.on_violation == policy::OnViolation::Kill)
+      kill_session("on_violation:" + v.rule, "on_violation is kill and " + v.detail, out);
+  });
+  if (!policy_.confine || !sandboxes(policy_)) return;  // shadow: nothing blocked, everything judged
 
   sandboxed_ = true;
   std::string name = cgroup.path().substr(cgroup.path().rfind('/') + 1);
@@ -614,103 +567,14 @@ void Confinement::fill(recorder::SessionMeta& meta) const {
 void Confinement::start(Pipeline& pipeline, const probe::CaptureTraits& capture) {
   pipeline_ = &pipeline;
   started_ns_ = mono_ns();
-  if (judge_) judge_->set_unix_inbound_refused(sandboxed_ && capture.unix_inbound);
+  judging_->judge().set_unix_inbound_refused(sandboxed_ && capture.unix_inbound);
 }
 
 void Confinement::observe(const events::Entry& e, Emitted& out) {
-  if (!judge_) return;
-  exe_.settle();
-  follow_process(e);
+  if (!policy_.confine) return;
+  judging_->follow(e);
   if (sandboxed_) track_writes(e);
-  if (auto v = judge_->judge(e)) violation(*v, &e, out);
-}
-
-void Confinement::follow_process(const events::Entry& e) {
-  for (int64_t gone : cwd_gone_) cwd_.erase(gone);
-  cwd_gone_.clear();
-  const std::string type = e.type();
-  int64_t pid = e.int_or("pid", -1);
-  if (type == "exec") {
-    const events::Value* name = e.get("filename");
-    const std::string* text = name ? std::get_if<std::string>(name) : nullptr;
-    exe_.exec(pid, text ? std::optional<std::string>(*text) : std::nullopt);
-  } else if (type == "fork" && e.int_or("thread") == 0) {
-    int64_t child = e.int_or("child_pid", -1);
-    exe_.fork(pid, child);
-    if (auto it = cwd_.find(pid); it != cwd_.end()) cwd_[child] = it->second;
-    else cwd_.erase(child);
-  } else if (type == "exit" && e.int_or("process_exit") == 1) {
-    exe_.exit(pid);
-    cwd_gone_.push_back(pid);
-  } else if (type == "syscall" && e.int_or("ret", -1) == 0) {
-    // Where each process is, from the record: it is gone from /proc by the
-    // time a short-lived one's entries are judged.
-    const std::string name = e.string_or("name");
-    if (name == "chdir") {
-      std::string path = e.string_or("path");
-      std::optional<std::string> from = cwd_of_process(pid);
-      if (!path.empty() && (path[0] == '/' || from))
-        cwd_[pid] = policy::normalize_path(path[0] == '/' ? path : *from + "/" + path);
-    } else if (name == "fchdir" || name == "chroot") {
-      cwd_[pid] = "";  // unknown from here: /proc says, while the process lives
-    }
-  }
-}
-
-std::optional<std::string> Confinement::cwd_of_process(int64_t pid) const {
-  // Processes start in the work directory (the sandbox's init chdirs there).
-  auto it = cwd_.find(pid);
-  if (it == cwd_.end()) return work_dir_;
-  if (!it->second.empty()) return it->second;
-  return cwd_of(int(pid));
-}
-
-void Confinement::record_violation(const policy::Violation& v, const events::Entry* subject, Emitted& out,
-                                   uint64_t count) {
-  events::Entry& e = subject ? out.add_about("violation", *subject) : out.add("violation");
-  e.set("level", v.level);
-  e.set("rule_id", v.rule);
-  e.set("action", v.action);
-  e.set_bytes("detail", v.detail);
-  int64_t pid = subject ? subject->int_or("pid", -1) : -1;
-  e.set("subject_pid", pid);
-  e.set("of_seq", subject ? subject->int_or("seq", -1) : -1);
-  if (subject) {
-    if (const std::string* exe = exe_.find(pid)) e.set_bytes("exe", *exe);
-    // The file it was about, where query --path finds it: the one the
-    // kernel resolved when it has one.
-    for (const char* key : {"kernel_path", "path"})
-      if (const events::Value* p = subject->get(key); p && std::holds_alternative<std::string>(*p)) {
-        e.set_bytes("path", std::get<std::string>(*p));
-        break;
-      }
-  }
-  if (count) e.set("count", count);
-}
-
-void Confinement::violation(const policy::Violation& v, const events::Entry* subject, Emitted& out) {
-  record_violation(v, subject, out);
-  int64_t pid = subject ? subject->int_or("pid", -1) : -1;
-  std::string comm = subject ? subject->string_or("comm") : "";
-  // On stderr as they happen, once per rule, program and scope: repeats
-  // are counted and told at the end, and a flood of distinct ones stays
-  // in the record only.
-  if (level_rank(v.level) <= policy_.log_stderr) {
-    std::string fingerprint = std::string(v.level) + '\0' + v.rule + '\0' + comm + '\0' + v.scope;
-    auto seen = alerted_.find(fingerprint);
-    if (seen != alerted_.end()) {
-      ++seen->second.repeats;
-    } else if (alerted_.size() >= kMaxPrinted) {
-      ++not_shown_;
-    } else {
-      alerted_.emplace(fingerprint, Alert{std::string(v.level) + " " + v.rule + " " + v.action, comm, v.scope, 0});
-      StderrLog::get().line("flightrec: " + std::string(v.level) + " " + v.rule + " " + v.action + ": " + v.detail +
-                            (subject ? " (" + (comm.empty() ? std::string("?") : comm) + ", pid " + std::to_string(pid) + ")" : ""));
-      if (alerted_.size() == kMaxPrinted) StderrLog::get().line("flightrec: further violations are in the record only");
-    }
-  }
-  if (sandboxed_ && policy_.on_violation == policy::OnViolation::Kill)
-    kill_session("on_violation:" + v.rule, "on_violation is kill and " + v.detail, out);
+  judging_->judge_entry(e, out);
 }
 
 void Confinement::track_writes(const events::Entry& e) {
@@ -846,7 +710,7 @@ void Confinement::settle_work_changes(std::vector<sandbox::FileChange>& work, Em
     // hundreds of files); each path's entry says it was refused.
     if (std::string root = !a.ok && write ? sandbox::protected_root(c.path, work_dir_, o.protect) : "";
         !root.empty() && protected_seen.insert(root).second)
-      record_violation({"filesystem.protect", "ALERT", "denied",
+      judging_->record_violation({"filesystem.protect", "ALERT", "denied",
                         c.change + " " + c.path + " not written to the work directory: " + root + " is protected"},
                        nullptr, entries);
     pipeline_->write(entries);
@@ -874,7 +738,7 @@ void Confinement::note_error(Emitted& entries, const std::string& detail) {
 }
 
 void Confinement::note_packet_drops() {
-  if (!pipeline_ || !judge_ || !egress_) return;
+  if (!pipeline_ || !policy_.confine || !egress_) return;
   std::vector<probe::NetDrops> drops = egress_->net_drops();
   Emitted out = pipeline_->emitted();
   for (uint32_t kind = 0; kind < drops.size() && kind < FR_NET_DROP_KINDS; ++kind) {
@@ -888,7 +752,7 @@ void Confinement::note_packet_drops() {
     std::string detail = std::to_string(fresh) + (in ? " packet(s) from " : " packet(s) to ") +
                          "hosts outside loopback and the allowlist dropped (last: " + addr + " port " +
                          std::to_string(d.port) + ")";
-    violation({in ? "network.inbound" : "network.allow", "ALERT", "denied", detail}, nullptr, out);
+    judging_->violation({in ? "network.inbound" : "network.allow", "ALERT", "denied", detail}, nullptr, out);
   }
   pipeline_->write(out);
 }
@@ -1025,24 +889,11 @@ void Confinement::record_kill(const KillReport& r, Emitted& out) {
   snap.set_bytes("open_fds", r.open_fds);
   if (!r.memory_current.empty()) snap.set_bytes("memory_current", r.memory_current);
   snap.set("frozen", r.frozen ? 1 : 0);
-  record_violation({r.rule, "CRITICAL", "killed", "session killed: " + r.why}, nullptr, out);
+  judging_->record_violation({r.rule, "CRITICAL", "killed", "session killed: " + r.why}, nullptr, out);
   StderrLog::get().line("flightrec: CRITICAL " + r.rule + ": session killed: " + r.why);
 }
 
-void Confinement::report_repeats() {
-  for (auto& [fingerprint, a] : alerted_) {
-    if (!a.repeats) continue;
-    StderrLog::get().line("flightrec: " + a.what + " " + std::to_string(a.repeats) + " more time" +
-                          (a.repeats == 1 ? "" : "s") + " (" + (a.comm.empty() ? "?" : a.comm) +
-                          (a.scope.empty() ? "" : ", " + a.scope) + "; every one is in the record)");
-    a.repeats = 0;
-  }
-  if (not_shown_)
-    StderrLog::get().line("flightrec: " + std::to_string(not_shown_) + " more violations were not shown (past " +
-                          std::to_string(kMaxPrinted) + " distinct ones); every one is in the record");
-  not_shown_ = 0;
-  StderrLog::get().flush(200);
-}
+void Confinement::report_repeats() { judging_->report_repeats(); }
 
 sandbox::Outcome Confinement::finish() {
   StderrLog::get().flush(200);
@@ -1058,11 +909,11 @@ sandbox::Outcome Confinement::finish() {
   if (limits_) {
     auto c = limits_->read();
     if (c.oom_kills)
-      record_violation({"limits.memory", "CRITICAL", "killed",
+      judging_->record_violation({"limits.memory", "CRITICAL", "killed",
                         std::to_string(c.oom_kills) + " process(es) killed by the OOM killer at the memory limit"},
                        nullptr, entries, c.oom_kills);
     if (c.pids_refused)
-      record_violation({"limits.pids", "ALERT", "denied",
+      judging_->record_violation({"limits.pids", "ALERT", "denied",
                         std::to_string(c.pids_refused) + " fork(s) refused at the pids limit"},
                        nullptr, entries, c.pids_refused);
     pipeline_->write(entries);
@@ -1125,7 +976,7 @@ sandbox::Outcome Confinement::finish() {
                              : "";
   if (!too_much.empty() && work_on_host_) {
     note("error", "the work directory's changes were not written to the host nor kept: " + too_much);
-    record_violation({"limits.disk", "ALERT", "denied", "the work directory's changes were not written to the host: " + too_much},
+    judging_->record_violation({"limits.disk", "ALERT", "denied", "the work directory's changes were not written to the host: " + too_much},
                      nullptr, entries);
     pipeline_->write(entries);
     StderrLog::get().line("flightrec: ALERT the work directory's changes were not written to it: " + too_much);

@@ -15,7 +15,6 @@
 #include <string>
 #include <vector>
 
-#include "events/exe_table.h"
 #include "recorder/watchdog.h"
 #include "policy/judge.h"
 #include "policy/policy.h"
@@ -24,6 +23,7 @@
 #include "recorder/recorder.h"
 #include "session/grant_log.h"
 #include "session/pipeline.h"
+#include "session/policy_observer.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/changes.h"
 #include "sandbox/dns_stub.h"
@@ -96,14 +96,6 @@ class Confinement : public Observer {
   void report_repeats();
 
  private:
-  // Judged: recorded, printed, and ends the session under on_violation: kill.
-  // subject: the kernel entry judged (its process is the violation's
-  // pid, comm and exe), or none for the session as a whole.
-  void violation(const policy::Violation& v, const events::Entry* subject, Emitted& out);
-  void record_violation(const policy::Violation& v, const events::Entry* subject, Emitted& out, uint64_t count = 0);
-  // Who runs what, and where (a failed call's relative path is judged by it).
-  void follow_process(const events::Entry& e);
-  std::optional<std::string> cwd_of_process(int64_t pid) const;
   // Files opened for writing, by (pid, fd): when closed, their change is
   // recorded right away (the end-of-session diff has the final state).
   void track_writes(const events::Entry& e);
@@ -149,7 +141,9 @@ class Confinement : public Observer {
   std::unique_ptr<sandbox::SessionDir> dir_;
   std::unique_ptr<sandbox::SeccompFilter> seccomp_;
   std::unique_ptr<sandbox::ResourceLimits> limits_;
-  std::unique_ptr<policy::Judge> judge_;
+  // The judge, its violations and their stderr lines; a violation ends the
+  // session under on_violation: kill.
+  std::unique_ptr<PolicyObserver> judging_;
   sandbox::LandlockPlan landlock_;
   sandbox::SandboxChild child_;
   Pipeline* pipeline_ = nullptr;  // where entries from outside observe() go
@@ -159,16 +153,7 @@ class Confinement : public Observer {
   recorder::Watchdog* watchdog_ = nullptr;
   std::string record_;             // the record file, for limits.record_size
   uint64_t record_at_start_ = 0;   // its size (with its WAL) when the session began
-  struct Alert {
-    std::string what, comm, scope;  // "ALERT rule action", and what the fingerprint holds
-    uint64_t repeats;
-  };
-  std::map<std::string, Alert> alerted_;  // by fingerprint: level, rule, program, scope
-  uint64_t not_shown_ = 0;                // distinct ones past kMaxPrinted
   std::map<std::pair<int64_t, int64_t>, std::string> written_;
-  events::ExeTable exe_;  // a violation's exe
-  std::map<int64_t, std::string> cwd_;  // processes that left the work directory ("": unknown)
-  std::vector<int64_t> cwd_gone_;       // exited: forgotten after their last entry
   std::unique_ptr<sandbox::PathDiffer> differ_;
   std::unique_ptr<probe::EgressFilter> egress_;
   std::unique_ptr<sandbox::DnsStub> dns_;  // the sandbox's nameserver, when it has no resolver
@@ -187,7 +172,6 @@ class Confinement : public Observer {
   probe::PathRules exec_rules_;  // ask.exec: the policy's exec list as BPF-LSM enforces it (Landlock does not then)
   uint64_t closes_left_to_end_ = 0;
   uint64_t packet_drops_seen_[FR_NET_DROP_KINDS] = {};
-  static constexpr uint64_t kMaxPrinted = 100;
 };
 
 }  // namespace flightrec::session

@@ -36,6 +36,7 @@ struct WatchTarget {
   double duration_s = 0;             // 0: until SIGINT/SIGTERM or every cgroup is gone
   bool lite = false;                 // lite mode (docs/LITE.md)
   uint64_t counts_interval_ms = 60000;  // lite: syscall counts sealed this often
+  std::string policy;                // judged by it, in audit mode ("": none)
 };
 
 // Records the cgroups' processes, unconfined, until a signal, the duration,

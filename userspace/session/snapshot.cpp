@@ -71,7 +71,7 @@ std::optional<std::set<int>> read_procs(int dir) {
 }
 
 // The process behind an open /proc/PID, or nullopt if it is gone.
-std::optional<ProcessInfo> describe(int proc, int pid) {
+std::optional<ProcessInfo> describe(int proc, int pid, size_t& argv_budget) {
   ProcessInfo p;
   p.pid = pid;
   // "PID (COMM) S PPID ...": comm may hold ')' and spaces; the fields
@@ -99,7 +99,21 @@ std::optional<ProcessInfo> describe(int proc, int pid) {
   if (auto exe = link_at(proc, "exe")) p.exe = *exe;
   else p.exe_unreadable = true;
   p.cwd = link_at(proc, "cwd").value_or("");
-  std::string cmdline = read_at(proc, "cmdline", kCmdlineCap).value_or("");
+  // The command lines all the processes listed may hold together: a
+  // process that execs with 1 MiB of argv and forks thousands of times
+  // does not make the recorder hold and write gigabytes.
+  if (argv_budget == 0) {
+    p.argv_left_out = true;
+    return p;
+  }
+  size_t want = std::min(kCmdlineCap, argv_budget);
+  std::string cmdline = read_at(proc, "cmdline", want).value_or("");
+  if (cmdline.size() >= want && want < kCmdlineCap) {  // cut by the budget, not by the cap: left out whole
+    argv_budget = 0;
+    p.argv_left_out = true;
+    return p;
+  }
+  argv_budget -= std::min(argv_budget, cmdline.size() + 1);
   for (size_t start = 0; start < cmdline.size();) {
     size_t nul = cmdline.find('\0', start);
     if (nul == std::string::npos) nul = cmdline.size();  // cut, or argv rewritten without NULs
@@ -109,7 +123,7 @@ std::optional<ProcessInfo> describe(int proc, int pid) {
   return p;
 }
 
-void collect(int dir, int depth, int exclude_pid, std::map<int, ProcessInfo>& out) {
+void collect(int dir, int depth, int exclude_pid, size_t& argv_budget, std::map<int, ProcessInfo>& out) {
   auto pids = read_procs(dir);
   if (!pids) return;  // removed meanwhile
   // A pid read from cgroup.procs may be reused by another process before
@@ -129,7 +143,7 @@ void collect(int dir, int depth, int exclude_pid, std::map<int, ProcessInfo>& ou
     auto again = read_procs(dir);
     for (auto [pid, fd] : opened) {
       if (again && again->count(pid))
-        if (auto p = describe(fd, pid)) out.emplace(pid, std::move(*p));
+        if (auto p = describe(fd, pid, argv_budget)) out.emplace(pid, std::move(*p));
       close(fd);
     }
   }
@@ -147,7 +161,7 @@ void collect(int dir, int depth, int exclude_pid, std::map<int, ProcessInfo>& ou
     // O_NOFOLLOW: a symlink is not descended into, whatever d_type said.
     int sub = openat(dir, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (sub < 0) continue;
-    collect(sub, depth + 1, exclude_pid, out);
+    collect(sub, depth + 1, exclude_pid, argv_budget, out);
     close(sub);
   }
   closedir(d);
@@ -155,21 +169,28 @@ void collect(int dir, int depth, int exclude_pid, std::map<int, ProcessInfo>& ou
 
 }  // namespace
 
-std::vector<ProcessInfo> snapshot_cgroup(const std::string& cgroup_dir, int exclude_pid) {
-  int dir = open(cgroup_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir < 0) throw Error(errno_message("cannot open cgroup " + cgroup_dir, errno));
-  if (faccessat(dir, "cgroup.procs", R_OK, 0) != 0) {
-    int err = errno;
+std::vector<ProcessInfo> snapshot_cgroups(const std::vector<std::string>& cgroup_dirs, int exclude_pid,
+                                          size_t argv_budget) {
+  std::map<int, ProcessInfo> found;  // by pid: sorted, and once each (nested or repeated cgroups too)
+  for (const auto& cgroup_dir : cgroup_dirs) {
+    int dir = open(cgroup_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir < 0) throw Error(errno_message("cannot open cgroup " + cgroup_dir, errno));
+    if (faccessat(dir, "cgroup.procs", R_OK, 0) != 0) {
+      int err = errno;
+      close(dir);
+      throw Error(errno_message("cannot read " + cgroup_dir + "/cgroup.procs", err));
+    }
+    collect(dir, 0, exclude_pid, argv_budget, found);
     close(dir);
-    throw Error(errno_message("cannot read " + cgroup_dir + "/cgroup.procs", err));
   }
-  std::map<int, ProcessInfo> found;  // by pid: sorted, and once each
-  collect(dir, 0, exclude_pid, found);
-  close(dir);
   std::vector<ProcessInfo> out;
   out.reserve(found.size());
   for (auto& [pid, p] : found) out.push_back(std::move(p));
   return out;
+}
+
+std::vector<ProcessInfo> snapshot_cgroup(const std::string& cgroup_dir, int exclude_pid) {
+  return snapshot_cgroups({cgroup_dir}, exclude_pid);
 }
 
 }  // namespace flightrec::session

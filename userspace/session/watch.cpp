@@ -12,6 +12,7 @@
 #include "sandbox/cgroup.h"
 #include "session/cgroup_session.h"
 #include "session/engine.h"
+#include "session/policy_observer.h"
 #include "session/run.h"
 #include "session/signals.h"
 #include "session/tls_attach.h"
@@ -30,6 +31,14 @@ void watch(Plan plan, const WatchTarget& target) {
   double duration = target.duration_s;
   probe::require_recording_features();
   auto key = load_key(target.key_dir);
+  std::shared_ptr<const policy::Policy> judged_by;
+  if (!target.policy.empty()) {
+    try {
+      judged_by = std::make_shared<const policy::Policy>(load_audit_policy(target.policy));
+    } catch (const policy::PolicyError& e) {
+      throw PlanError(std::string("--policy: ") + e.what());
+    }
+  }
   std::vector<sandbox::Cgroup> cgroups;
   for (const auto& p : paths) cgroups.push_back(sandbox::Cgroup::open(p));
   // Before any thread exists, so that every thread inherits the mask and
@@ -74,6 +83,7 @@ void watch(Plan plan, const WatchTarget& target) {
   spec.meta = meta;
   spec.notes = tls_errors;
   spec.exclude_pid = getpid();
+  spec.policy = judged_by;
   session = std::make_unique<CgroupSession>(capture, capture.first_session(), recorded, std::move(spec));
   engine.begin(*session, paused, plan.on_loss);
   recorder::Recorder& rec = session->recorder();
