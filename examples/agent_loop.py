@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""An agent loop that asks for what each step needs (README: Runtime grants).
+"""An agent loop that asks for what each step needs (docs/POLICIES.md: Runtime grants).
 
 The agent's tool is one shell inside `flightrec run --policy examples/ask.yaml`;
 each step is a command sent to it, and before a step that writes outside the

@@ -1,4 +1,4 @@
-"""Client of flightrec's runtime grants (README: Runtime grants).
+"""Client of flightrec's runtime grants (docs/POLICIES.md: Runtime grants).
 
 One file, standard library only: copy it next to an agent framework.
 

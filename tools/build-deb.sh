@@ -25,7 +25,7 @@ install -m 0644 "$src"/policies/*.yaml "$src/policies/README.md" "$stage/usr/sha
 install -D -m 0644 "$src/README.md" "$stage/usr/share/doc/flightrec/README.md"
 # The reference docs (benchmarks stay in the repository), the examples, and
 # the health rules and dashboard; the --help pages are the manual.
-for doc in FORMAT LITE SHIPPING HEALTH; do install -m 0644 "$src/docs/$doc.md" "$stage/usr/share/doc/flightrec/"; done
+for doc in FORMAT LITE SHIPPING HEALTH OTLP RECORDING AGENTS POLICIES DAEMON SECURITY; do install -m 0644 "$src/docs/$doc.md" "$stage/usr/share/doc/flightrec/"; done
 install -d -m 0755 "$stage/usr/share/doc/flightrec/examples" "$stage/usr/share/flightrec/prometheus" "$stage/usr/share/flightrec/grafana"
 install -m 0644 "$src"/examples/* "$stage/usr/share/doc/flightrec/examples/"
 install -m 0644 "$src"/deploy/prometheus/*.yml "$stage/usr/share/flightrec/prometheus/"

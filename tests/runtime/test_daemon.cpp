@@ -1,7 +1,7 @@
 // flightrecd on real cgroups: a kubepods-like tree made while it runs is
 // recorded cgroup by cgroup, each in its own sealed record with its pod's
 // identity; processes already there are listed; SIGHUP, SIGTERM and
-// SIGKILL do what the README says.
+// SIGKILL do what docs/DAEMON.md says.
 #include <doctest/doctest.h>
 
 #include <arpa/inet.h>
@@ -160,7 +160,12 @@ TEST_CASE("flightrecd --check-config: OK with what it watches, or the file, line
   std::ofstream(lite) << "version: 1\nstorage:\n  dir: " << dir.file("records")
                       << "\nwatch:\n  - name: pods\n    cgroup: x\n    mode: lite\n";
   std::ofstream(policed) << "version: 1\nstorage:\n  dir: " << dir.file("records")
-                         << "\nwatch:\n  - name: pods\n    cgroup: x\n    policy: agent\n";
+                         << "\nwatch:\n  - name: pods\n    cgroup: x\n    policy: agent-pod\n";
+  std::string unloadable = dir.file("unloadable.yaml"), lossy = dir.file("lossy.yaml");
+  std::ofstream(unloadable) << "version: 1\nstorage:\n  dir: " << dir.file("records")
+                            << "\nwatch:\n  - name: pods\n    cgroup: x\n    policy: " << dir.file("none.yaml") << "\n";
+  std::ofstream(lossy) << "version: 1\nstorage:\n  dir: " << dir.file("records")
+                       << "\nwatch:\n  - name: pods\n    cgroup: x\n    on_loss: kill\n";
   Result r = run({FLIGHTRECD_BIN, "--config", good, "--check-config"});
   INFO(r.out << r.err);
   CHECK(r.code == 0);
@@ -170,10 +175,17 @@ TEST_CASE("flightrecd --check-config: OK with what it watches, or the file, line
   CHECK(r.code == 2);
   CHECK(r.err.find(bad + ":7:") != std::string::npos);
   CHECK(r.err.find("colour") != std::string::npos);
-  // A setting this flightrecd cannot act on is refused, not ignored.
+  // A rule's policy is loaded as the daemon would judge by it.
   r = run({FLIGHTRECD_BIN, "--config", policed, "--check-config"});
+  CHECK(r.code == 0);
+  CHECK(r.out.find("pods: x (full, unsigned, judged by policy agent-pod (audit))") != std::string::npos);
+  r = run({FLIGHTRECD_BIN, "--config", unloadable, "--check-config"});
   CHECK(r.code == 2);
-  CHECK(r.err.find(policed + ":5: watch rule pods: policy is not supported") != std::string::npos);
+  CHECK(r.err.find(unloadable + ":5: watch rule pods: policy " + dir.file("none.yaml")) != std::string::npos);
+  // A setting this flightrecd cannot act on is refused, not ignored.
+  r = run({FLIGHTRECD_BIN, "--config", lossy, "--check-config"});
+  CHECK(r.code == 2);
+  CHECK(r.err.find(lossy + ":5: watch rule pods: on_loss: kill is not supported") != std::string::npos);
   r = run({FLIGHTRECD_BIN, "--config", lite, "--check-config"});
   CHECK(r.code == 0);
   CHECK(r.out.find("pods: x (lite, unsigned)") != std::string::npos);
@@ -369,6 +381,8 @@ TEST_CASE("the .deb installs flightrec, flightrecd, its unit, config, policies, 
                                           "/etc/flightrec/flightrecd.yaml", "/usr/share/flightrec/policies/agent.yaml",
                                           "/usr/share/doc/flightrec/FORMAT.md", "/usr/share/doc/flightrec/LITE.md",
                                           "/usr/share/doc/flightrec/SHIPPING.md", "/usr/share/doc/flightrec/HEALTH.md",
+                                          "/usr/share/doc/flightrec/DAEMON.md", "/usr/share/doc/flightrec/POLICIES.md",
+                                          "/usr/share/flightrec/policies/agent-pod.yaml",
                                           "/usr/share/doc/flightrec/examples/ask.yaml",
                                           "/usr/share/flightrec/prometheus/flightrec.rules.yml",
                                           "/usr/share/flightrec/grafana/flightrec.json"};

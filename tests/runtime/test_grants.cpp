@@ -1,4 +1,4 @@
-// Runtime grants (README: Runtime grants) on the real kernel: a sandboxed
+// Runtime grants (docs/POLICIES.md: Runtime grants) on the real kernel: a sandboxed
 // shell whose writes outside its work directory, and named system calls,
 // wait on seccomp user notification for a grant given over the session's
 // grant socket; every grant, use, expiry, revocation and refusal is checked

@@ -130,7 +130,7 @@ def main():
                             cmd += ["--env", k]
                         if name == "codex":
                             cmd += ["--env", f"CODEX_HOME={root}/codex-home-run{n}"]
-                            # Its own, fresh, owned by root inside (host uid 1000000000: README).
+                            # Its own, fresh, owned by root inside (host uid 1000000000: docs/POLICIES.md).
                             home = f"{root}/codex-home-run{n}"
                             os.makedirs(home)
                             shutil.copy(f"{root}/codex-home/config.toml", home)

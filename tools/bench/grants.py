@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """What runtime grants cost (not a test): `flightrec run` sessions of
-bench_syscalls, with and without a policy that asks (README: Runtime grants).
+bench_syscalls, with and without a policy that asks (docs/POLICIES.md: Runtime grants).
 
 Rows, each a median over --reps sessions (spread = min..max):
 - getppid(), a call no rule asks about: no `ask:` / `ask:` with write and a

@@ -61,7 +61,7 @@ int cmd_run(const Args& all) {
       ("grants", po::value(&grant_socket)->value_name("SOCKET"),
        "where the grant socket listens when the policy asks (ask:): calls it asks about wait "
        "there for a grant from the session's owner (default: /run/flightrec/grants/SESSION.sock; "
-       "see README, Runtime grants)")
+       "see docs/POLICIES.md, Runtime grants)")
       ("daemon", po::value(&daemon_mode)->value_name("MODE"),
        "auto (default): hand the session to flightrecd when it answers and serves what the "
        "session needs, else load the programs here; off: always here; require: fail, saying "

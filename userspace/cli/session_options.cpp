@@ -30,7 +30,7 @@ void SessionOptions::add_to(po::options_description& desc) {
       "the session may execve only files under these paths (repeatable, up to 64; with the ELF "
       "interpreter's, e.g. /usr on Debian); enforced by BPF-LSM as --deny-path is. In a sandbox "
       "the policy's filesystem.exec decides instead. Path rules: a session that may mount or "
-      "chroot can rename its files (see README)")(
+      "chroot can rename its files (see docs/POLICIES.md, Path rules in the kernel)")(
       "tls", po::value(&tls)->default_value(tls),
       "on: record TLS plaintext from OpenSSL, GnuTLS, NSS, Go's crypto/tls and BoringSSL linked "
       "in (uprobes on SSL_read/SSL_write, gnutls_record_recv/send, PR_Read/PR_Write and "

@@ -111,7 +111,7 @@ Outcome read_reports(int report_fd);
 // does not exist.
 std::string in_root(const std::string& root, const std::string& path);
 
-constexpr uid_t kSandboxIdBase = 1'000'000'000;  // documented in README
+constexpr uid_t kSandboxIdBase = 1'000'000'000;  // documented in docs/POLICIES.md
 constexpr uid_t kSandboxIdCount = 65536;
 
 }  // namespace flightrec::sandbox
