@@ -498,6 +498,38 @@ TEST_CASE("the spool: what is read but not acknowledged is read again, after a r
   CHECK(segments == 1);
 }
 
+TEST_CASE("the spool gives its disk back once everything is acknowledged, and a restart finds its place") {
+  unit::TempDir dir;
+  std::string sd = dir.file("spool");
+  auto on_disk = [&] {
+    uint64_t n = 0;
+    for (const auto& e : std::filesystem::directory_iterator(sd))
+      if (e.path().extension() == ".spool") n += e.file_size();
+    return n;
+  };
+  {
+    ship::Spool sp(sd, 64u << 20);  // segments of 8 MiB: 3 MiB stays in one
+    std::string rec(64u << 10, 'r');
+    for (int i = 0; i < 48; ++i) REQUIRE(sp.append({rec}));
+    CHECK(on_disk() >= 3u << 20);
+    std::vector<std::string_view> got;
+    while (sp.read(got, 100, 64u << 20)) {}
+    CHECK(got.size() == 48);
+    sp.ack();
+    CHECK(sp.bytes() == 0);
+    CHECK(on_disk() == 0);  // acknowledged: given back, though the segment was not full
+    REQUIRE(sp.append({"after"}));
+  }
+  ship::Spool again(sd, 64u << 20);
+  CHECK(again.pending() == 1);
+  std::vector<std::string_view> got;
+  CHECK(again.read(got, 10, 1 << 20) == 1);
+  CHECK(got == std::vector<std::string_view>{"after"});
+  // Under the mark, an acknowledged tail stays: no new file per batch.
+  again.ack();
+  CHECK(on_disk() == 4 + 5);
+}
+
 TEST_CASE("flightrecd.yaml outputs.jetstream and the collector's config: read strictly") {
   daemon::Config c = daemon::parse_config(
       "version: 1\nstorage:\n  dir: /r\noutputs:\n  jetstream:\n    - name: fleet\n      url: nats://a:4222,tls://b:4443\n"

@@ -55,7 +55,7 @@ class RecordedCgroup {
   uint64_t opened_ns = 0;    // this record file's start (rotation by age)
   int part = 0;              // record files before this one (rotations)
   std::string previous_db;   // the one it continues
-  std::vector<std::string> chain;  // its record files so far (kept from retention while it records)
+  uint64_t lost_before = 0;   // events lost in its record files before this one (status, metrics)
   bool gone = false;  // its cgroup is removed; tasks that left it live on
   bool sealed = false;  // its record cannot go on (a rotation or a write failed): to be closed
   bool suspended = false;   // storage is full: events are left out, counted
@@ -372,7 +372,6 @@ void Daemon::start_record(RecordedCgroup& s, size_t tasks, const std::vector<uin
   s.session = std::move(next);
   s.db = db;
   s.opened_ns = mono_ns();
-  s.chain.push_back(s.db);
 }
 
 void Daemon::open(const std::string& rel) {
@@ -531,6 +530,7 @@ void Daemon::rotate(RecordedCgroup& s, const std::string& why) {
   });
   if (s.sealed) return;
   std::unique_ptr<session::CgroupSession> old = std::move(s.session);
+  uint64_t lost_in_old = old->recorder().lost_total();
   std::string old_db = s.db;
   s.previous_db = old_db.substr(old_db.rfind('/') + 1);
   ++s.part;
@@ -543,6 +543,7 @@ void Daemon::rotate(RecordedCgroup& s, const std::string& why) {
     s.sealed = true;
     return;
   }
+  s.lost_before += lost_in_old;
   std::cerr << "flightrecd: rotated " << printable(old_db) << " (" << why << "), continued in " << printable(s.db) << "\n";
 }
 
@@ -564,11 +565,14 @@ void Daemon::rotate_due(uint64_t now) {
 
 std::vector<Daemon::SealedRecord> Daemon::sealed_records(uint64_t& total) const {
   namespace fs = std::filesystem;
-  // Kept whatever the bounds: every file of a chain still recorded into
-  // (an agent that rotates fast must not age out its own first acts), and
-  // a record whose writes failed (evidence of that failure).
+  // Kept whatever the bounds: the file each session records into now, and
+  // a record whose writes failed (evidence of that failure). A live
+  // session's rotated files are sealed records like any other, so a
+  // long-lived pod's disk stays bounded; the first file kept names the
+  // one before it (previous_record, previous_origin, previous_head) and
+  // verifies on its own, and every entry went to the outputs as written.
   std::set<std::string> keep = kept_records_;
-  for (const RecordedCgroup* s : all_sessions()) keep.insert(s->chain.begin(), s->chain.end());
+  for (const RecordedCgroup* s : all_sessions()) keep.insert(s->db);
   std::vector<SealedRecord> sealed;
   total = 0;
   std::error_code ec;
@@ -820,7 +824,7 @@ control::DaemonStatus Daemon::status() const {
   for (const RecordedCgroup* s : all_sessions())
     st.sessions.push_back({s->cgroup.path(), s->rule.name, s->rule.mode == WatchRule::Mode::Lite ? "lite" : "full",
                            s->db, s->gone, s->suspended, s->started_real_ns, s->rec().entries(), s->rate,
-                           s->rec().lost_total(), record_bytes(s->db)});
+                           s->lost_before + s->rec().lost_total(), record_bytes(s->db)});
   st.lost_per_cpu = capture_->drops_per_cpu();
   uint64_t dropped = 0;
   for (uint64_t n : st.lost_per_cpu) dropped += n;
@@ -877,7 +881,7 @@ std::string Daemon::metrics() const {
   family("flightrecd_session_entries_total", "counter", "Entries sealed into the session's record.");
   for (const auto* s : all) sample("flightrecd_session_entries_total", labels_of(*s), double(s->rec().entries()));
   family("flightrecd_session_lost_events_total", "counter", "Events the kernel could not deliver while the session was open.");
-  for (const auto* s : all) sample("flightrecd_session_lost_events_total", labels_of(*s), double(s->rec().lost_total()));
+  for (const auto* s : all) sample("flightrecd_session_lost_events_total", labels_of(*s), double(s->lost_before + s->rec().lost_total()));
   family("flightrecd_session_record_bytes", "gauge", "Bytes of the session's record file and its journal.");
   for (const auto* s : all) sample("flightrecd_session_record_bytes", labels_of(*s), double(record_bytes(s->db)));
   family("flightrecd_build_info", "gauge", "1, labelled with flightrecd's version.");

@@ -199,6 +199,30 @@ void Spool::ack() {
     unlink(path.c_str());
   }
   acked_in_first_ = acked_.offset;
+  // Everything written is acknowledged and the segment written into holds
+  // more than kCompactBytes: the writer goes on in a new one and this one
+  // goes (else up to a segment of acknowledged records stays on disk while
+  // the output is quiet). The cursor names the new one before the old is
+  // removed, so a crash between the two loses nothing.
+  if (acked_.segment == end_.segment && acked_.offset == end_.offset && end_.offset >= kCompactBytes) {
+    int fd = open(segment_path(end_.segment + 1).c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    if (fd < 0) return;  // kept; the next ack tries again
+    std::string spent = segment_path(end_.segment);
+    close(write_fd_);
+    write_fd_ = fd;
+    if (read_fd_ >= 0 && read_fd_segment_ == end_.segment) {
+      close(read_fd_);
+      read_fd_ = -1;
+    }
+    end_ = {end_.segment + 1, 0};
+    acked_ = read_ = end_;
+    write_cursor();
+    cursor_written_ns_ = ns;
+    cursor_dirty_ = false;
+    bytes_ -= std::min(bytes_, file_size(spent));
+    unlink(spent.c_str());
+    acked_in_first_ = 0;
+  }
 }
 
 void Spool::write_cursor() {

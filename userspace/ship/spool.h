@@ -24,6 +24,7 @@ namespace flightrec::ship {
 class Spool {
  public:
   static constexpr uint64_t kSegmentBytes = 64ull << 20;
+  static constexpr uint64_t kCompactBytes = 1ull << 20;  // acknowledged bytes a quiet spool may keep on disk
   // Opens (or makes, 0700) dir; a record cut short at the end (a crash
   // mid-write) is dropped. max_bytes bounds what is not acknowledged yet
   // (the disk holds at most one segment more). Throws Error.
@@ -44,9 +45,11 @@ class Spool {
   // into a buffer of the spool's, valid until the next read.
   size_t read(std::vector<std::string_view>& out, size_t n, size_t max_bytes);
   void rewind();  // the read position back to the first record not acknowledged
-  // Everything read is acknowledged: spent segments removed, and the
-  // position kept (in the cursor file at most every 200 ms, and by the
-  // destructor: a restart after a crash reads again at most that much).
+  // Everything read is acknowledged: spent segments removed (and the one
+  // written into, once all of it is acknowledged and it holds more than
+  // kCompactBytes), and the position kept (in the cursor file at most
+  // every 200 ms, and by the destructor: a restart after a crash reads
+  // again at most that much).
   void ack();
 
   uint64_t bytes() const;    // not acknowledged
