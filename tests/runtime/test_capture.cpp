@@ -130,7 +130,7 @@ uint64_t sum(const std::vector<uint64_t>& v) {
 
 }  // namespace
 
-TEST_CASE("capture: a session with a ring buffer of its own gets all its records there, and the other rings none") {
+TEST_CASE("capture: a session with a ring buffer of its own gets all its records there, and the other rings none" * doctest::test_suite("vm-kernel")) {
   if (!rt::is_root() || rt::cgroup2_root().empty()) {
     MESSAGE("skipped: needs root and cgroup v2");
     return;
@@ -191,7 +191,7 @@ TEST_CASE("capture: a session with a ring buffer of its own gets all its records
   CHECK(sum(capture.session_drops(own)) == lost);  // until its slot is given again
 }
 
-TEST_CASE("capture: a one-session capture records its session in its one slot, and refuses another") {
+TEST_CASE("capture: a one-session capture records its session in its one slot, and refuses another" * doctest::test_suite("vm-kernel")) {
   if (!rt::is_root() || rt::cgroup2_root().empty()) {
     MESSAGE("skipped: needs root and cgroup v2");
     return;
@@ -221,7 +221,7 @@ TEST_CASE("capture: a one-session capture records its session in its one slot, a
   CHECK(why.find("records one session only") != std::string::npos);
 }
 
-TEST_CASE("capture: sys_enter serves the sessions that ask for it, and is attached only while one is open") {
+TEST_CASE("capture: sys_enter serves the sessions that ask for it, and is attached only while one is open" * doctest::test_suite("vm-kernel")) {
   if (!rt::is_root() || rt::cgroup2_root().empty()) {
     MESSAGE("skipped: needs root and cgroup v2");
     return;

@@ -60,7 +60,7 @@ std::vector<std::string> relocations(const std::vector<uint8_t>& obj, const char
 
 }  // namespace
 
-TEST_CASE("core btf: every relocation patched as against the whole kernel BTF") {
+TEST_CASE("core btf: every relocation patched as against the whole kernel BTF" * doctest::test_suite("vm-kernel")) {
   std::string why;
   auto obj = slurp(FLIGHTREC_BPF_OBJECT);
   auto kernel = slurp("/sys/kernel/btf/vmlinux");

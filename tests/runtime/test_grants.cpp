@@ -358,7 +358,7 @@ struct AcceptingListeners {
 
 }  // namespace
 
-TEST_CASE("grants: a connect granted for one call goes through once; the connects before and after wait and are refused") {
+TEST_CASE("grants: a connect granted for one call goes through once; the connects before and after wait and are refused" * doctest::test_suite("vm-sandbox")) {
   REQUIRE_MESSAGE(is_root(), "runtime tests need root");
   Listener l;
   TempDir tools;
@@ -397,7 +397,7 @@ TEST_CASE("grants: a connect granted for one call goes through once; the connect
   for (const auto& a : asks) CHECK(a["port"] == l.port);
 }
 
-TEST_CASE("grants: a thread rewriting the address during the decision cannot connect where no grant allows") {
+TEST_CASE("grants: a thread rewriting the address during the decision cannot connect where no grant allows" * doctest::test_suite("vm-sandbox")) {
   REQUIRE_MESSAGE(is_root(), "runtime tests need root");
   AcceptingListeners ends;
   AskSession s("  connect: true\n  timeout: 100ms\nnetwork:\n  mode: allowlist\n",
@@ -433,7 +433,7 @@ bool bpf_lsm_loads() {
 
 }  // namespace
 
-TEST_CASE("grants: an exec granted for one use runs once where the kernel loads LSM programs; elsewhere ask.exec refuses to start") {
+TEST_CASE("grants: an exec granted for one use runs once where the kernel loads LSM programs; elsewhere ask.exec refuses to start" * doctest::test_suite("vm-sandbox-exec")) {
   REQUIRE_MESSAGE(is_root(), "runtime tests need root");
   if (!bpf_lsm_loads()) {
     // Landlock cannot widen at run time, so only BPF-LSM can judge exec
@@ -469,7 +469,7 @@ TEST_CASE("grants: an exec granted for one use runs once where the kernel loads 
   CHECK(granted["path"] == s.work + "/tool");
 }
 
-TEST_CASE("grants: a thread rewriting the exec path during the decision cannot run an ungranted file") {
+TEST_CASE("grants: a thread rewriting the exec path during the decision cannot run an ungranted file" * doctest::test_suite("vm-sandbox-exec")) {
   REQUIRE_MESSAGE(is_root(), "runtime tests need root");
   if (!bpf_lsm_loads()) {
     MESSAGE("BPF-LSM refused by this kernel: ask.exec does not start (the test above checks that)");

@@ -282,7 +282,7 @@ TEST_CASE("flightrecd refuses runs it should not take; --daemon require says why
   CHECK(none.err.find("no flightrecd socket at") != std::string::npos);
 }
 
-TEST_CASE("run through flightrecd under an egress allowlist: the filter is the run's own, the record the same") {
+TEST_CASE("run through flightrecd under an egress allowlist: the filter is the run's own, the record the same" * doctest::test_suite("vm-sandbox")) {
   REQUIRE(is_root());
   TempDir dir;
   Daemon d(runs_config(dir));

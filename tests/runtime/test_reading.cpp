@@ -421,7 +421,7 @@ TEST_CASE("summary: programs, files, hosts, violations and loss of each session,
   CHECK(none.err.find("no session 9") != std::string::npos);
 }
 
-TEST_CASE("replay: the recorded policy agrees with itself; a stricter and a looser one differ exactly where they should") {
+TEST_CASE("replay: the recorded policy agrees with itself; a stricter and a looser one differ exactly where they should" * doctest::test_suite("vm-sandbox")) {
   REQUIRE(is_root());
   TempDir dir;
   std::string work = dir.file("work"), db = dir.file("r.db");

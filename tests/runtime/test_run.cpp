@@ -28,7 +28,7 @@ const json* find(const std::vector<json>& all, const std::function<bool(const js
 
 }  // namespace
 
-TEST_CASE("a path rewritten during the open cannot forge the record: kernel_path names the file opened") {
+TEST_CASE("a path rewritten during the open cannot forge the record: kernel_path names the file opened" * doctest::test_suite("vm-kernel")) {
   REQUIRE(is_root());
   TempDir dir;
   // 300 directories deep: the kernel's walk is slow enough for the other
@@ -149,7 +149,7 @@ TEST_CASE("every record's header names who made it: process, thread, parent, ids
   }
 }
 
-TEST_CASE("run records the known program's open, connect, forks, exec and exits") {
+TEST_CASE("run records the known program's open, connect, forks, exec and exits" * doctest::test_suite("vm-kernel")) {
   REQUIRE_MESSAGE(is_root(), "runtime tests need root");
   TempDir dir;
   std::string db = dir.file("s.db"), marker = dir.file("marker-file");
@@ -259,7 +259,7 @@ TEST_CASE("run records the known program's open, connect, forks, exec and exits"
   CHECK(v.out.rfind("OK: 1 session, " + std::to_string(all.size()) + " entries", 0) == 0);
 }
 
-TEST_CASE("--entry-times off: each call read at its return alone, arguments and paths intact") {
+TEST_CASE("--entry-times off: each call read at its return alone, arguments and paths intact" * doctest::test_suite("vm-kernel")) {
   REQUIRE_MESSAGE(is_root(), "runtime tests need root");
   TempDir dir;
   std::string db = dir.file("s.db"), marker = dir.file("marker-file");
@@ -446,7 +446,7 @@ TEST_CASE("records that wrap around the ring's end arrive whole: 3000 paths thro
   CHECK(flightrec({"verify", "--db", db}).code == 0);
 }
 
-TEST_CASE("a shell pipeline: both sides, the pipe, and the redirect are recorded") {
+TEST_CASE("a shell pipeline: both sides, the pipe, and the redirect are recorded" * doctest::test_suite("vm-kernel")) {
   REQUIRE(is_root());
   TempDir dir;
   std::string db = dir.file("s.db"), out = dir.file("upper");
@@ -470,7 +470,7 @@ TEST_CASE("a shell pipeline: both sides, the pipe, and the redirect are recorded
   }));
 }
 
-TEST_CASE("BPF-LSM hooks record what the kernel resolved, where the kernel allows them") {
+TEST_CASE("BPF-LSM hooks record what the kernel resolved, where the kernel allows them" * doctest::test_suite("vm-kernel")) {
   REQUIRE(is_root());
   TempDir dir;
   std::string db = dir.file("s.db"), marker = dir.file("lsm-marker");
@@ -506,7 +506,7 @@ TEST_CASE("BPF-LSM hooks record what the kernel resolved, where the kernel allow
   CHECK(find(killed, [](const json& e) { return e["hook"] == "task_kill" && e["signal"] == SIGUSR1; }));
 }
 
-TEST_CASE("LSM file-change hooks load one by one; a refused hook falls back to the tracepoints alone") {
+TEST_CASE("LSM file-change hooks load one by one; a refused hook falls back to the tracepoints alone" * doctest::test_suite("vm-kernel")) {
   REQUIRE(is_root());
   TempDir dir;
   std::string db = dir.file("s.db"), a = dir.file("a"), b = dir.file("b");
@@ -557,7 +557,7 @@ TEST_CASE("LSM file-change hooks load one by one; a refused hook falls back to t
   }
 }
 
-TEST_CASE("--deny-path: refused with EPERM and recorded where BPF-LSM loads, never run unconfined elsewhere") {
+TEST_CASE("--deny-path: refused with EPERM and recorded where BPF-LSM loads, never run unconfined elsewhere" * doctest::test_suite("vm-kernel")) {
   REQUIRE(is_root());
   TempDir dir;
   std::string secret = dir.file("secret"), db = dir.file("s.db");
@@ -616,7 +616,7 @@ TEST_CASE("--deny-path: refused with EPERM and recorded where BPF-LSM loads, nev
   CHECK(run({"cat", secret}).out == "top secret\n");
 }
 
-TEST_CASE("--allow-exec: only files under the allowed paths execute, by their resolved path, where BPF-LSM loads") {
+TEST_CASE("--allow-exec: only files under the allowed paths execute, by their resolved path, where BPF-LSM loads" * doctest::test_suite("vm-kernel")) {
   REQUIRE(is_root());
   TempDir dir;
   std::string db = dir.file("x.db"), copy = dir.file("true-copy"), link = dir.file("true-link");

@@ -51,7 +51,7 @@ const json* change_of(const std::vector<json>& all, const std::string& path) {
 
 }  // namespace
 
-TEST_CASE("agent, the default: host files hidden and read-only, changes recorded with hashes, only the work directory's written") {
+TEST_CASE("agent, the default: host files hidden and read-only, changes recorded with hashes, only the work directory's written" * doctest::test_suite("vm-sandbox")) {
   REQUIRE_MESSAGE(is_root(), "runtime tests need root");
   TempDir dir;
   std::string work = dir.file("work"), db = dir.file("s.db");
@@ -326,7 +326,7 @@ TEST_CASE("what the session names cannot rewrite flightrec's lines, and its term
   CHECK(t.out == "0 echo\n");
 }
 
-TEST_CASE("sandbox path rules are decided by the LSM hook too: a hidden path made during the session stays closed") {
+TEST_CASE("sandbox path rules are decided by the LSM hook too: a hidden path made during the session stays closed" * doctest::test_suite("vm-sandbox")) {
   REQUIRE(is_root());
   TempDir dir;
   std::string work = dir.file("work"), db = dir.file("s.db"), policy = dir.file("later.yaml");
@@ -392,7 +392,7 @@ TEST_CASE("sandbox path rules are decided by the LSM hook too: a hidden path mad
 
 }
 
-TEST_CASE("a seccomp denial is recorded with the rule that fired and the blocked call") {
+TEST_CASE("a seccomp denial is recorded with the rule that fired and the blocked call" * doctest::test_suite("vm-sandbox")) {
   REQUIRE_MESSAGE(is_root(), "runtime tests need root");
   TempDir dir;
   std::string db = dir.file("s.db"), program = dir.file("escape_chroot");
@@ -432,7 +432,7 @@ TEST_CASE("--entry-times off is refused for a sandbox with a seccomp filter, bef
   CHECK(ok.code == 0);
 }
 
-TEST_CASE("shadow mode blocks nothing and records what enforce mode would deny") {
+TEST_CASE("shadow mode blocks nothing and records what enforce mode would deny" * doctest::test_suite("vm-sandbox")) {
   REQUIRE_MESSAGE(is_root(), "runtime tests need root");
   TempDir dir;
   std::string db = dir.file("s.db");
@@ -459,7 +459,7 @@ TEST_CASE("shadow mode blocks nothing and records what enforce mode would deny")
   CHECK_FALSE(call->contains("blocked"));
 }
 
-TEST_CASE("strict: a few dozen syscalls, no fork, only the command itself") {
+TEST_CASE("strict: a few dozen syscalls, no fork, only the command itself" * doctest::test_suite("vm-sandbox")) {
   REQUIRE_MESSAGE(is_root(), "runtime tests need root");
   TempDir dir;
   std::string db = dir.file("s.db"), db2 = dir.file("s2.db");
@@ -537,7 +537,7 @@ TEST_CASE("policy files are checked: errors name the file, line and key, and not
   CHECK(access(db.c_str(), F_OK) != 0);
 }
 
-TEST_CASE("circuit breaker: past the wall-clock limit the session is snapshotted, killed and marked") {
+TEST_CASE("circuit breaker: past the wall-clock limit the session is snapshotted, killed and marked" * doctest::test_suite("vm-sandbox")) {
   REQUIRE_MESSAGE(is_root(), "runtime tests need root");
   TempDir dir;
   std::string db = dir.file("s.db");
@@ -560,7 +560,7 @@ TEST_CASE("circuit breaker: past the wall-clock limit the session is snapshotted
   CHECK(flightrec({"verify", "--db", db}).code == 0);
 }
 
-TEST_CASE("circuit breaker: a session that floods its record is stopped at limits.record_size") {
+TEST_CASE("circuit breaker: a session that floods its record is stopped at limits.record_size" * doctest::test_suite("vm-sandbox")) {
   REQUIRE_MESSAGE(is_root(), "runtime tests need root");
   TempDir dir;
   std::string db = dir.file("s.db"), work = dir.file("work");
@@ -584,7 +584,7 @@ TEST_CASE("circuit breaker: a session that floods its record is stopped at limit
   CHECK(flightrec({"verify", "--db", db}).code == 0);
 }
 
-TEST_CASE("egress allowlist: the allowed loopback port connects, another fails with EPERM and is recorded") {
+TEST_CASE("egress allowlist: the allowed loopback port connects, another fails with EPERM and is recorded" * doctest::test_suite("vm-sandbox")) {
   REQUIRE_MESSAGE(is_root(), "runtime tests need root");
   TempDir dir;
   std::string db = dir.file("s.db");
@@ -717,7 +717,7 @@ std::string read_line(int fd) {
 
 }  // namespace
 
-TEST_CASE("egress allowlist: ICMP sockets refused, sendmsg destinations judged, listeners reachable from loopback only") {
+TEST_CASE("egress allowlist: ICMP sockets refused, sendmsg destinations judged, listeners reachable from loopback only" * doctest::test_suite("vm-sandbox")) {
   REQUIRE_MESSAGE(is_root(), "runtime tests need root");
   std::string outside = host_address();
   std::unique_ptr<OutsideAlias> alias;
@@ -833,7 +833,7 @@ std::pair<bool, std::vector<json>> abstract_listener(const std::string& name, co
 
 }  // namespace
 
-TEST_CASE("egress allowlist: the host cannot reach the sandbox's abstract UNIX sockets") {
+TEST_CASE("egress allowlist: the host cannot reach the sandbox's abstract UNIX sockets" * doctest::test_suite("vm-sandbox")) {
   REQUIRE_MESSAGE(is_root(), "runtime tests need root");
   std::string name = "flightrec-test-" + std::to_string(getpid());
   SUBCASE("an empty allowlist: the sandbox has a network namespace, and abstract names, of its own") {
@@ -868,7 +868,7 @@ TEST_CASE("egress allowlist: the host cannot reach the sandbox's abstract UNIX s
   }
 }
 
-TEST_CASE("useful agent work under agent: python3, node, pip from a local wheel, git") {
+TEST_CASE("useful agent work under agent: python3, node, pip from a local wheel, git" * doctest::test_suite("vm-sandbox")) {
   REQUIRE_MESSAGE(is_root(), "runtime tests need root");
   TempDir dir;
   std::string work = dir.file("work"), db = dir.file("s.db");
@@ -939,7 +939,7 @@ TEST_CASE("Docker's own seccomp profile (OCI JSON) is used as is") {
   CHECK((*call)["blocked"] == 1);
 }
 
-TEST_CASE("the sandbox dies with flightrec, even killed with SIGKILL") {
+TEST_CASE("the sandbox dies with flightrec, even killed with SIGKILL" * doctest::test_suite("vm-sandbox")) {
   REQUIRE_MESSAGE(is_root(), "runtime tests need root");
   TempDir dir;
   std::string db = dir.file("s.db");
@@ -971,7 +971,7 @@ TEST_CASE("a deep tree of changes is diffed without recursion limits; the record
   CHECK(flightrec({"verify", "--db", db}).code == 0);
 }
 
-TEST_CASE("the sandbox's private /tmp and /dev/shm: what the session leaves there is in the record") {
+TEST_CASE("the sandbox's private /tmp and /dev/shm: what the session leaves there is in the record" * doctest::test_suite("vm-sandbox")) {
   REQUIRE_MESSAGE(is_root(), "runtime tests need root");
   TempDir dir;
   std::string db = dir.file("s.db");
@@ -996,7 +996,7 @@ TEST_CASE("the sandbox's private /tmp and /dev/shm: what the session leaves ther
   REQUIRE(change_of(all, "/tmp/d"));
 }
 
-TEST_CASE("the host's device nodes in the sandbox's /dev work, but their inodes cannot be touched") {
+TEST_CASE("the host's device nodes in the sandbox's /dev work, but their inodes cannot be touched" * doctest::test_suite("vm-sandbox")) {
   REQUIRE_MESSAGE(is_root(), "runtime tests need root");
   TempDir dir;
   struct stat before {};

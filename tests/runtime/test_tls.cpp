@@ -150,7 +150,7 @@ std::string nss_db(const TempDir& dir) {
 
 }  // namespace
 
-TEST_CASE("curl: request line, headers, response and body; Authorization redacted") {
+TEST_CASE("curl: request line, headers, response and body; Authorization redacted" * doctest::test_suite("vm-kernel")) {
   REQUIRE(is_root());
   HttpsServer srv;
   TempDir dir;
@@ -199,7 +199,7 @@ TEST_CASE("a 1 MiB response arrives as chunks whose concatenation is the body, b
   CHECK(response.substr(response.find("\r\n\r\n") + 4) == srv.big);
 }
 
-TEST_CASE("wget (GnuTLS): the request with Authorization redacted, and a 1 MiB body byte for byte") {
+TEST_CASE("wget (GnuTLS): the request with Authorization redacted, and a 1 MiB body byte for byte" * doctest::test_suite("vm-kernel")) {
   REQUIRE(is_root());
   HttpsServer srv;
   TempDir dir;
@@ -213,7 +213,7 @@ TEST_CASE("wget (GnuTLS): the request with Authorization redacted, and a 1 MiB b
                      "GET /big HTTP/1.1\r\n");
 }
 
-TEST_CASE("tstclnt (NSS): the request with Authorization redacted, and a 1 MiB body byte for byte") {
+TEST_CASE("tstclnt (NSS): the request with Authorization redacted, and a 1 MiB body byte for byte" * doctest::test_suite("vm-kernel")) {
   REQUIRE(is_root());
   HttpsServer srv;
   TempDir dir;
@@ -229,7 +229,7 @@ TEST_CASE("tstclnt (NSS): the request with Authorization redacted, and a 1 MiB b
   check_captured_get(db, srv, "tstclnt", "PR_Write", "PR_Read", "s3cret-nss-token", "GET /big HTTP/1.0\r\n");
 }
 
-TEST_CASE("Go crypto/tls (net/http): the request with Authorization redacted, and a 1 MiB body byte for byte") {
+TEST_CASE("Go crypto/tls (net/http): the request with Authorization redacted, and a 1 MiB body byte for byte" * doctest::test_suite("vm-kernel")) {
   REQUIRE(is_root());
   HttpsServer srv;
   TempDir dir;
@@ -274,7 +274,7 @@ TEST_CASE("a Go program exec'd again in a session is captured from its first byt
   CHECK(stream(received) == r.out);
 }
 
-TEST_CASE("Go crypto/tls, stripped, reading into stack buffers Go moves mid-call: the response byte for byte") {
+TEST_CASE("Go crypto/tls, stripped, reading into stack buffers Go moves mid-call: the response byte for byte" * doctest::test_suite("vm-kernel")) {
   REQUIRE(is_root());
   HttpsServer srv;
   TempDir dir;
@@ -361,7 +361,7 @@ TEST_CASE("git clone and git push over HTTPS (libcurl-gnutls): requests and pack
   }
 }
 
-TEST_CASE("a TLS client whose library no probe covers leaves a tls_uncaptured entry; probed clients leave none") {
+TEST_CASE("a TLS client whose library no probe covers leaves a tls_uncaptured entry; probed clients leave none" * doctest::test_suite("vm-kernel")) {
   REQUIRE(is_root());
   HttpsServer srv;
   TempDir dir;
@@ -485,7 +485,7 @@ TEST_CASE("calls beyond the cap leave exact truncation markers") {
   CHECK(calls_total > srv.big.size());     // body plus headers
 }
 
-TEST_CASE("python3 (SSL_write_ex/SSL_read_ex) and openssl s_client are captured too") {
+TEST_CASE("python3 (SSL_write_ex/SSL_read_ex) and openssl s_client are captured too" * doctest::test_suite("vm-kernel")) {
   REQUIRE(is_root());
   HttpsServer srv;
   TempDir dir;

@@ -254,7 +254,7 @@ TEST_CASE("watching the cgroup flightrec itself runs in does not record the reco
   CHECK(workload > 10);
 }
 
-TEST_CASE("watch with --deny-path and --allow-exec confines processes already running, for the session only") {
+TEST_CASE("watch with --deny-path and --allow-exec confines processes already running, for the session only" * doctest::test_suite("vm-kernel")) {
   REQUIRE(is_root());
   TempDir dir;
   std::string secret = dir.file("secret"), copy = dir.file("true-copy"), out = dir.file("out"), db = dir.file("w.db");
@@ -296,7 +296,7 @@ TEST_CASE("watch with --deny-path and --allow-exec confines processes already ru
   CHECK(exec);
 }
 
-TEST_CASE("watch --mode lite: writes and file changes recorded, stats and reads only counted") {
+TEST_CASE("watch --mode lite: writes and file changes recorded, stats and reads only counted" * doctest::test_suite("vm-kernel")) {
   REQUIRE(is_root());
   TempDir dir;
   std::string marker = dir.file("lite-marker"), written = dir.file("lite-written"), db = dir.file("w.db");
