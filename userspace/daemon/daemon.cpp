@@ -55,6 +55,7 @@ class RecordedCgroup {
   uint64_t opened_ns = 0;    // this record file's start (rotation by age)
   int part = 0;              // record files before this one (rotations)
   std::string previous_db;   // the one it continues
+  std::vector<std::string> chain;  // its record files so far (kept from retention while it records)
   uint64_t lost_before = 0;   // events lost in its record files before this one (status, metrics)
   bool gone = false;  // its cgroup is removed; tasks that left it live on
   bool sealed = false;  // its record cannot go on (a rotation or a write failed): to be closed
@@ -354,6 +355,7 @@ void Daemon::start_record(RecordedCgroup& s, size_t tasks, const std::vector<uin
   spec.cgroups_gone = s.gone;
   spec.policy = s.policy;
   spec.log_prefix = "flightrecd";
+  spec.resident = true;
   if (previous) {
     // What follows the kernel session goes on; the processes there are
     // listed again without their command lines (their execs are in the
@@ -372,6 +374,7 @@ void Daemon::start_record(RecordedCgroup& s, size_t tasks, const std::vector<uin
   s.session = std::move(next);
   s.db = db;
   s.opened_ns = mono_ns();
+  s.chain.push_back(s.db);
 }
 
 void Daemon::open(const std::string& rel) {
@@ -565,14 +568,12 @@ void Daemon::rotate_due(uint64_t now) {
 
 std::vector<Daemon::SealedRecord> Daemon::sealed_records(uint64_t& total) const {
   namespace fs = std::filesystem;
-  // Kept whatever the bounds: the file each session records into now, and
-  // a record whose writes failed (evidence of that failure). A live
-  // session's rotated files are sealed records like any other, so a
-  // long-lived pod's disk stays bounded; the first file kept names the
-  // one before it (previous_record, previous_origin, previous_head) and
-  // verifies on its own, and every entry went to the outputs as written.
+  // Kept whatever the bounds: every file of a chain still recorded into
+  // (an agent that rotates fast must not age out its own first acts, its
+  // policy and the command lines it started with; outputs may not have
+  // them all), and a record whose writes failed (evidence of that failure).
   std::set<std::string> keep = kept_records_;
-  for (const RecordedCgroup* s : all_sessions()) keep.insert(s->db);
+  for (const RecordedCgroup* s : all_sessions()) keep.insert(s->chain.begin(), s->chain.end());
   std::vector<SealedRecord> sealed;
   total = 0;
   std::error_code ec;

@@ -77,7 +77,11 @@ int main(int argc, char** argv) {
       std::cout << "  " << rule.name << ": " << rule.cgroup_glob
                 << (rule.mode == daemon::WatchRule::Mode::Lite ? " (lite" : " (full") << (rule.tls ? ", TLS" : "")
                 << (rule.key_dir.empty() && config.key_dir.empty() ? ", unsigned" : ", signed")
-                << (rule.policy.empty() ? "" : ", judged by policy " + rule.policy + " (audit)") << ")\n";
+                << (rule.policy.empty() ? ""
+                                        : ", judged by policy " + rule.policy +
+                                              (rule.mode == daemon::WatchRule::Mode::Lite ? " (audit; lite: reads are not seen)"
+                                                                                          : " (audit)"))
+                << ")\n";
     for (const auto& o : config.syslog_outputs) {
       std::string types;
       for (const auto& t : o.filter.types) types += (types.empty() ? "" : ",") + t;

@@ -14,6 +14,7 @@ CgroupSession::CgroupSession(probe::Capture& capture, uint32_t number, std::vect
       gone_(cgroups_.size(), spec.cgroups_gone),
       db_(std::move(spec.db)),
       tls_kept_(spec.meta.tls),
+      resident_(spec.resident),
       policy_(std::move(spec.policy)) {
   // Read first: a cgroup that cannot be listed fails the session before
   // its record file exists.
@@ -144,7 +145,7 @@ void CgroupSession::finish(const std::string& reason) {
 
 void CgroupSession::finish_part(const std::string& reason) {
   record_counts();
-  if (judging_) judging_->report_repeats();
+  if (judging_) judging_->report_repeats(!resident_);
   rec_->finish(0, reason);
 }
 

@@ -50,6 +50,7 @@ struct CgroupSessionSpec {
   // The genesis entry names it and holds its text.
   std::shared_ptr<const policy::Policy> policy;
   std::string log_prefix = "flightrec";  // its violations' stderr lines
+  bool resident = false;                 // flightrecd's: its end never waits for stderr
 };
 
 class CgroupSession {
@@ -103,6 +104,7 @@ class CgroupSession {
   std::vector<bool> gone_;
   std::string db_;
   bool tls_kept_ = false;
+  bool resident_ = false;
   std::unique_ptr<ledger::Store> store_;
   std::unique_ptr<recorder::Recorder> rec_;
   std::unique_ptr<Pipeline> pipeline_;

@@ -119,7 +119,7 @@ void PolicyObserver::violation(const policy::Violation& v, const events::Entry* 
   if (then_) then_(v, out);
 }
 
-void PolicyObserver::report_repeats() {
+void PolicyObserver::report_repeats(bool wait) {
   for (auto& [fingerprint, a] : alerted_) {
     if (!a.repeats) continue;
     StderrLog::get().line(prefix_ + ": " + a.what + " " + std::to_string(a.repeats) + " more time" +
@@ -131,7 +131,7 @@ void PolicyObserver::report_repeats() {
     StderrLog::get().line(prefix_ + ": " + std::to_string(not_shown_) + " more violations were not shown (past " +
                           std::to_string(kMaxPrinted) + " distinct ones); every one is in the record");
   not_shown_ = 0;
-  StderrLog::get().flush(200);
+  if (wait) StderrLog::get().flush(200);
 }
 
 policy::Policy load_audit_policy(const std::string& name_or_path) {

@@ -45,8 +45,10 @@ class PolicyObserver : public Observer {
   void violation(const policy::Violation& v, const events::Entry* subject, Emitted& out);
   // Recorded only.
   void record_violation(const policy::Violation& v, const events::Entry* subject, Emitted& out, uint64_t count = 0);
-  // On stderr: how often each alert shown repeated (once, at the session's end).
-  void report_repeats();
+  // On stderr: how often each alert shown repeated (once, at the session's
+  // end); wait: up to 200 ms for the lines to be written (a process about
+  // to exit; flightrecd's loop never waits on its stderr).
+  void report_repeats(bool wait = true);
   // Where a process is: its cwd as the record followed it, else /proc's.
   std::optional<std::string> cwd_of_process(int64_t pid) const;
 
