@@ -204,9 +204,9 @@ RulePolicies load_rule_policies(const Config& config) {
   return out;
 }
 
-Daemon::Daemon(Config config, std::string config_path) : config_(std::move(config)), config_path_(std::move(config_path)) {
+Daemon::Daemon(Config config, RulePolicies policies, std::string config_path)
+    : config_(std::move(config)), policies_(std::move(policies)), config_path_(std::move(config_path)) {
   probe::require_recording_features();
-  policies_ = load_rule_policies(config_);
   // Each session holds a few files (its cgroup, its record and journal):
   // as many as the hard limit allows, not the soft 1024.
   rlimit files{};

@@ -43,7 +43,8 @@ RulePolicies load_rule_policies(const Config& config);
 
 class Daemon {
  public:
-  Daemon(Config config, std::string config_path);  // loads the programs; throws Error
+  // Loads the programs; throws Error. policies: load_rule_policies(config).
+  Daemon(Config config, RulePolicies policies, std::string config_path);
   ~Daemon();
   // Records until SIGTERM or SIGINT, then seals every session; SIGHUP
   // reloads the config. Returns the exit code.

@@ -64,8 +64,9 @@ int main(int argc, char** argv) {
     std::cerr << "flightrecd: " << why << "\n";
     return 2;
   }
+  daemon::RulePolicies policies;
   try {
-    daemon::load_rule_policies(config);  // a rule's policy that does not load is the config's error
+    policies = daemon::load_rule_policies(config);  // a rule's policy that does not load is the config's error
   } catch (const Error& e) {
     std::cerr << "flightrecd: " << e.what() << "\n";
     return 2;
@@ -118,7 +119,7 @@ int main(int argc, char** argv) {
   // once a second (malloc_trim in the daemon's tick).
   mallopt(M_MMAP_THRESHOLD, 16 << 20);
   try {
-    daemon::Daemon d(std::move(config), path);
+    daemon::Daemon d(std::move(config), std::move(policies), path);
     return d.run();
   } catch (const Error& e) {
     std::cerr << "flightrecd: " << e.what() << "\n";

@@ -1,6 +1,5 @@
 #include "session/cgroup_session.h"
 
-#include "common/system.h"
 #include "common/text.h"
 #include "session/snapshot.h"
 
@@ -26,12 +25,7 @@ CgroupSession::CgroupSession(probe::Capture& capture, uint32_t number, std::vect
   }
   if (policy_) {
     recorder::SessionMeta& m = spec.meta;
-    m.policy_name = policy_->name;
-    m.policy_text = policy_->text;
-    for (const auto& b : policy_->bases) {
-      m.policy_base_sources.push_back(b.source);
-      m.policy_base_texts.push_back(b.text);
-    }
+    describe_policy(*policy_, m);
     m.policy_mode = "shadow";
     m.sandbox.push_back("policy source: " + policy_->source);
     m.sandbox.push_back("watched: nothing is confined; would-deny entries say what the policy would deny");
@@ -121,11 +115,7 @@ bool CgroupSession::cgroups_gone() {
 
 bool CgroupSession::ended() {
   if (!cgroups_gone()) return false;
-  if (capture_.session_tasks(number_) <= 0) return true;
-  uint64_t now = mono_ns();
-  if (now < next_host_look_ns_) return false;
-  next_host_look_ns_ = now + 1'000'000'000ull;
-  return !capture_.session_has_tasks(number_);
+  return capture_.session_tasks(number_) <= 0 || !capture_.session_has_tasks(number_);
 }
 
 void CgroupSession::finish(const std::string& reason) {

@@ -83,9 +83,10 @@ class CgroupSession {
   bool cgroups_gone();
   // The end rule: every cgroup is gone and no task of the session is left
   // anywhere (a task moved out of its cgroup keeps the session going, or
-  // an agent could move out, remove its cgroup and go on unrecorded). The
-  // kernel's task count is checked against the host's tasks at most once
-  // a second: a count a race added twice does not keep it open.
+  // an agent could move out, remove its cgroup and go on unrecorded). A
+  // count above zero is checked against the host's tasks (one walk a
+  // second, shared by every session: Capture::session_has_tasks), so a
+  // count a race added twice does not keep it open.
   bool ended();
 
   // The session's tail (held TLS records, hellos no plaintext followed,
@@ -94,8 +95,6 @@ class CgroupSession {
   // Its record file ends here (rotation): the last counts and session_end;
   // the TLS follower goes on in the next file (spec.tls_follower).
   void finish_part(const std::string& reason);
-  // What the policy's judge recorded so far (0 without a policy).
-  PolicyObserver* judging() { return judging_.get(); }
 
  private:
   probe::Capture& capture_;
@@ -113,7 +112,6 @@ class CgroupSession {
   std::shared_ptr<LiteCounter> counts_;
   std::shared_ptr<const policy::Policy> policy_;
   std::unique_ptr<PolicyObserver> judging_;
-  uint64_t next_host_look_ns_ = 0;
 };
 
 }  // namespace flightrec::session

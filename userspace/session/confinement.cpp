@@ -493,12 +493,7 @@ void Confinement::fill(recorder::SessionMeta& meta) const {
   if (egress_)
     for (const auto& section : egress_->attached())
       if (std::find(meta.capture.begin(), meta.capture.end(), section) == meta.capture.end()) meta.capture.push_back(section);
-  meta.policy_name = policy_.name;
-  meta.policy_text = policy_.text;
-  for (const auto& b : policy_.bases) {
-    meta.policy_base_sources.push_back(b.source);
-    meta.policy_base_texts.push_back(b.text);
-  }
+  describe_policy(policy_, meta);
   if (!policy_.confine) return;
   meta.policy_mode = policy_.mode == policy::Mode::Shadow ? "shadow" : "enforce";
   meta.work_dir = work_dir_;

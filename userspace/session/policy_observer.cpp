@@ -134,6 +134,15 @@ void PolicyObserver::report_repeats(bool wait) {
   if (wait) StderrLog::get().flush(200);
 }
 
+void describe_policy(const policy::Policy& policy, recorder::SessionMeta& meta) {
+  meta.policy_name = policy.name;
+  meta.policy_text = policy.text;
+  for (const auto& b : policy.bases) {
+    meta.policy_base_sources.push_back(b.source);
+    meta.policy_base_texts.push_back(b.text);
+  }
+}
+
 policy::Policy load_audit_policy(const std::string& name_or_path) {
   policy::Policy p = policy::load(name_or_path);
   p.mode = policy::Mode::Shadow;  // nothing is confined: every violation is what enforce mode would deny

@@ -17,6 +17,7 @@
 #include "events/exe_table.h"
 #include "policy/judge.h"
 #include "policy/policy.h"
+#include "recorder/recorder.h"
 #include "session/pipeline.h"
 
 namespace flightrec::session {
@@ -70,6 +71,10 @@ class PolicyObserver : public Observer {
   std::map<int64_t, std::string> cwd_;    // processes that left the work directory ("": unknown)
   std::vector<int64_t> cwd_gone_;         // exited: forgotten after their last entry
 };
+
+// The policy in the genesis entry: its name, its text and its extends:
+// chain's (what replay and a verifier read back).
+void describe_policy(const policy::Policy& policy, recorder::SessionMeta& meta);
 
 // A policy as a watched cgroup is judged by it: audit (shadow) mode, for
 // nothing there is confined. Throws policy::PolicyError.
