@@ -4,7 +4,8 @@
  * network stack, so every way a packet leaves or arrives is covered:
  * - sock_addr: connect() and unconnected UDP sendmsg() to an address:port
  *   not on the list fail with EPERM (a connect granted at run time, see
- *   fr_egress_tickets, goes on), and so does bind() to anything but
+ *   fr_egress_tickets, or to an address an allowed name was answered with,
+ *   see fr_egress_named, goes on), and so does bind() to anything but
  *   loopback (or the unspecified address with port 0, a client's idiom);
  * - sock_create: only TCP and UDP sockets, the ones those hooks see (an
  *   unprivileged ICMP "ping" socket sends data past connect/sendmsg hooks);
@@ -52,14 +53,16 @@ static __always_inline int check4(struct bpf_sock_addr *ctx)
 {
 	__u8 addr[16] = {};
 	addr4(ctx, addr);
-	return fr_egress_allowed(FR_AF_INET, addr, bpf_ntohs((__u16)ctx->user_port));
+	__u16 port = bpf_ntohs((__u16)ctx->user_port);
+	return fr_egress_allowed(FR_AF_INET, addr, port) || fr_egress_named_ok(FR_AF_INET, addr, port, 1);
 }
 
 static __always_inline int check6(struct bpf_sock_addr *ctx)
 {
 	__u8 addr[16];
 	addr6(ctx, addr);
-	return fr_egress_allowed(FR_AF_INET6, addr, bpf_ntohs((__u16)ctx->user_port));
+	__u16 port = bpf_ntohs((__u16)ctx->user_port);
+	return fr_egress_allowed(FR_AF_INET6, addr, port) || fr_egress_named_ok(FR_AF_INET6, addr, port, 1);
 }
 
 /* A connect: on the allowlist, or granted to this thread for this address
@@ -70,7 +73,8 @@ int fr_egress_connect4(struct bpf_sock_addr *ctx)
 	__u8 addr[16] = {};
 	addr4(ctx, addr);
 	__u16 port = bpf_ntohs((__u16)ctx->user_port);
-	return fr_egress_allowed(FR_AF_INET, addr, port) || fr_egress_ticket(FR_AF_INET, addr, port, 1);
+	return fr_egress_allowed(FR_AF_INET, addr, port) || fr_egress_named_ok(FR_AF_INET, addr, port, 1) ||
+	       fr_egress_ticket(FR_AF_INET, addr, port, 1);
 }
 
 SEC("cgroup/connect6")
@@ -79,7 +83,8 @@ int fr_egress_connect6(struct bpf_sock_addr *ctx)
 	__u8 addr[16];
 	addr6(ctx, addr);
 	__u16 port = bpf_ntohs((__u16)ctx->user_port);
-	return fr_egress_allowed(FR_AF_INET6, addr, port) || fr_egress_ticket(FR_AF_INET6, addr, port, 1);
+	return fr_egress_allowed(FR_AF_INET6, addr, port) || fr_egress_named_ok(FR_AF_INET6, addr, port, 1) ||
+	       fr_egress_ticket(FR_AF_INET6, addr, port, 1);
 }
 
 SEC("cgroup/sendmsg4")
@@ -164,7 +169,7 @@ static __always_inline int packet_allowed(struct __sk_buff *skb, __u32 kind)
 	__u32 family = far_end(skb, kind == FR_NET_DROP_IN, addr, &port);
 
 	if (!family || is_loopback(family, addr) || fr_egress_allowed(family, addr, port) ||
-	    fr_egress_was_granted(family, addr, port))
+	    fr_egress_named_ok(family, addr, port, 0) || fr_egress_was_granted(family, addr, port))
 		return 1;
 	struct fr_net_drop *d = bpf_map_lookup_elem(&fr_net_drops, &kind);
 	if (d) {

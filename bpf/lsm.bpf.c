@@ -274,7 +274,8 @@ int BPF_PROG(fr_lsm_socket_connect, struct socket *sock, struct sockaddr *addres
 		if (inet6)
 			__builtin_memcpy(addr, r->sockaddr + 8, 16);
 		/* A granted connect's ticket is left for the cgroup program, which runs next and takes it. */
-		if ((inet || inet6) && !fr_egress_allowed(family, addr, port) && !fr_egress_ticket(family, addr, port, 0)) {
+		if ((inet || inet6) && !fr_egress_allowed(family, addr, port) && !fr_egress_named_ok(family, addr, port, 1) &&
+		    !fr_egress_ticket(family, addr, port, 0)) {
 			r->denied_by = FR_DENY_EGRESS;
 			lsm_emit(r);
 			return -1;  /* -EPERM */

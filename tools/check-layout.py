@@ -29,11 +29,11 @@ LAYERS = [
 MAX_LINES = 700
 # Files over the bound today, with their size when it was set.
 OVERSIZED = {
-    "userspace/probe/capture.cpp": 1180,
-    "userspace/session/confinement.cpp": 999,
+    "userspace/probe/capture.cpp": 1170,
+    "userspace/session/confinement.cpp": 967,
     "userspace/daemon/daemon.cpp": 1085,
-    "userspace/grants/supervisor.cpp": 997,
-    "userspace/policy/policy.cpp": 859,
+    "userspace/grants/supervisor.cpp": 984,
+    "userspace/policy/policy.cpp": 761,
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 

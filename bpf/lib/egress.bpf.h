@@ -51,6 +51,13 @@ FR_SHARED struct {
 	__type(value, __u64);
 } fr_egress_tickets SEC(".maps");
 
+FR_SHARED struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, FR_EGRESS_NAMED_MAX);
+	__type(key, struct fr_egress_endpoint);
+	__type(value, __u64);
+} fr_egress_named SEC(".maps");
+
 /* family/addr/port as the grant maps key them: IPv4-mapped IPv6 as IPv4. */
 static __always_inline void fr_endpoint(struct fr_egress_endpoint *e, __u32 family, const __u8 *addr, __u16 port)
 {
@@ -90,6 +97,20 @@ static __always_inline int fr_egress_was_granted(__u32 family, const __u8 *addr,
 	struct fr_egress_endpoint e = {};
 	fr_endpoint(&e, family, addr, port);
 	return bpf_map_lookup_elem(&fr_egress_granted, &e) != 0;
+}
+
+/* Was family/addr/port admitted by an allowed name's answer? `fresh`: and
+ * may a connection start there now (the answer's TTL has not run out). */
+static __always_inline int fr_egress_named_ok(__u32 family, const __u8 *addr, __u16 port, int fresh)
+{
+	struct fr_egress_endpoint e = {};
+	fr_endpoint(&e, family, addr, port);
+	__u64 *until = bpf_map_lookup_elem(&fr_egress_named, &e);
+	if (!until) {
+		e.port = 0;  /* a rule for any port */
+		until = bpf_map_lookup_elem(&fr_egress_named, &e);
+	}
+	return until && (!fresh || bpf_ktime_get_ns() < *until);
 }
 
 /* Is family/addr (network order, 16 bytes)/port (host order) on the egress allowlist? */

@@ -92,6 +92,29 @@ TEST_CASE("watch records an existing cgroup's processes for --duration") {
   CHECK(slurp(dir.file("w.html")).find("<br>workload cgroups [&quot;" + w.path + "&quot;]") != std::string::npos);
 }
 
+TEST_CASE("watch: the command lines of processes already running are redacted as exec's are") {
+  REQUIRE(is_root());
+  TempDir dir;
+  std::string db = dir.file("w.db");
+  // The shell's own argv (sh -c "while ...") holds a key, as an agent's
+  // tool might when it was started before flightrec watched it.
+  const std::string key = "sk-proj-ABCDEFGHIJKLMNOPqrstuvwx";
+  Workload w("flightrec-test-watch-argv-" + std::to_string(getpid()), "", ": --key " + key + "; sleep 0.02");
+  Result r = flightrec({"watch", "--cgroup", w.path, "--db", db, "--duration", "0.5"});
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  auto all = entries(db);
+  bool listed = false;
+  for (const auto& p : of_type(all, "process_at_start")) {
+    if (p["process_pid"] != w.pid) continue;
+    listed = true;
+    CHECK(p["argv"].dump().find("sk-[REDACTED]") != std::string::npos);
+    CHECK(p["redacted"] == json::array({"sk-"}));
+  }
+  CHECK(listed);
+  for (const auto& e : all) CHECK(e.dump().find(key) == std::string::npos);  // nowhere in the record
+}
+
 TEST_CASE("watch records a dozen cgroups at once, each one's processes") {
   REQUIRE(is_root());
   TempDir dir;

@@ -281,7 +281,7 @@ TEST_CASE("no resolver in the sandbox: every lookup is answered NXDOMAIN at once
     CHECK(r.out == "True 0x1234 3 0001000000000000 True\ngetent=2\n");
     CHECK(r.err.find("ALERT") == std::string::npos);
     auto all = entries(db);
-    CHECK(all.front()["sandbox"].dump().find("dns: every name refused at once by flightrec's stub at 127.53.") != std::string::npos);
+    CHECK(all.front()["sandbox"].dump().find("dns: every name refused at once by flightrec's resolver at 127.53.") != std::string::npos);
     CHECK_FALSE(end_change(all, "/etc/resolv.conf"));
   }
 }

@@ -16,20 +16,13 @@
 #include "events/entry.h"
 #include "policy/judge.h"
 #include "policy/policy.h"
+#include "policy_error.h"
 
 using namespace flightrec;
 using namespace flightrec::policy;
+using policy_test::error_of;
 
 namespace {
-
-std::string error_of(const std::string& yaml) {
-  try {
-    parse(yaml, "t.yaml");
-  } catch (const PolicyError& e) {
-    return e.what();
-  }
-  return "";
-}
 
 events::Entry syscall(const char* name, int nr, int64_t ret, std::vector<int64_t> args = {0, 0, 0, 0, 0, 0}) {
   events::Entry e;

@@ -31,7 +31,7 @@ int cmd_replay(const Args& args) {
       "policy", po::value(&policy_name)->value_name("NAME|FILE|recorded"),
       "the policy to judge it by: a shipped name (agent, strict, ...), a YAML file, or recorded (the default): the "
       "policy the session ran under, with the overrides its command line gave")(
-      "allow", po::value(&allow)->value_name("HOST:PORT"), "add to the policy's egress allowlist, as run --allow does; repeatable")(
+      "allow", po::value(&allow)->value_name("HOST:PORT"), "add to the policy's egress allowlist (NAME, *.DOMAIN, ADDR or CIDR, with :PORT or :*), as run --allow does; repeatable")(
       "limit", po::value(&limit)->value_name("N|KEY=VALUE"),
       "N: entries listed per list (default 50; the counts are always complete); KEY=VALUE: a limit override as "
       "run --limit takes it (accepted so a run's command line replays as is; limits are not replayed)")(

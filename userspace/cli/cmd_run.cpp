@@ -51,7 +51,8 @@ int cmd_run(const Args& all) {
        "confinement policy: agent (default), strict, observe, or a YAML file")
       ("shadow", po::bool_switch(), "block nothing; record what the policy would deny (would-deny entries)")
       ("allow", po::value(&allow)->value_name("HOST:PORT"),
-       "add to the policy's egress allowlist (CIDR:PORT, HOST:PORT, ADDR:*); repeatable")
+       "add to the policy's egress allowlist (NAME:PORT, *.DOMAIN:PORT, CIDR:PORT, ADDR:*); a name's "
+       "addresses are those the session's resolver answers it with, for their TTL; repeatable")
       ("env", po::value(&env)->value_name("NAME[=VALUE]"),
        "pass the host's variable NAME into the sandbox (even one whose name looks like a secret: its "
        "value is never recorded), or set NAME to VALUE; repeatable (policy env: section)")

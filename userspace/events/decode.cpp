@@ -1,4 +1,5 @@
 #include "events/decode.h"
+#include "events/host_names.h"
 
 #include "events/secrets.h"
 
@@ -91,6 +92,15 @@ void add_sockaddr(Entry& e, const uint8_t* sa, size_t len) {
   }
 }
 
+// The name the session's resolver last answered with this address.
+void add_host_name(Entry& e, const HostNames& names) {
+  const Value* addr = e.get("addr");
+  if (!addr || !std::holds_alternative<std::string>(*addr)) return;
+  std::string_view a = std::get<std::string>(*addr);
+  if (a.starts_with("::ffff:") && a.find('.') != std::string_view::npos) a.remove_prefix(7);  // IPv4-mapped
+  if (auto name = names.name_of(std::string(a))) e.set("host", *name);
+}
+
 bool is_open(uint32_t nr) { return nr == 2 || nr == 85 || nr == 257 || nr == 437; }
 
 void decode_syscall(Entry& e, const uint8_t* p, size_t size, const DecodeContext& ctx) {
@@ -153,6 +163,7 @@ void decode_syscall(Entry& e, const uint8_t* p, size_t size, const DecodeContext
     else if (r.flags & FR_SC_SOCKADDR_UNREAD) e.set("sockaddr_error", "not read (no entry time)");
     add_sockaddr(e, sa, r.sockaddr_len);
     if (r.flags & FR_SC_KADDR) e.set("addr_from_kernel", 1);
+    if (ctx.names) add_host_name(e, *ctx.names);
   }
 
   // Remember socket endpoints for TLS entries of the same connection.
@@ -184,23 +195,11 @@ std::string_view without_secrets(Entry& e, std::string_view bytes, std::string& 
   return storage;
 }
 
-void decode_exec(Entry& e, const uint8_t* p, size_t size, const DecodeContext& ctx) {
-  if (size < sizeof(fr_exec)) return malformed(e, "short exec record", size);
-  fr_exec r;
-  std::memcpy(&r, p, sizeof(r));
-  if (size < sizeof(fr_exec) + size_t(r.filename_len) + size_t(r.argv_len))
-    return malformed(e, "exec record lengths out of bounds", size);
-  const char* data = reinterpret_cast<const char*>(p + sizeof(fr_exec));
-  e.set("type", "exec");
-  add_header(e, r.h, ctx);
-  e.set_bytes("filename", {data, r.filename_len});
-  if (r.flags & FR_EXEC_FILENAME_TRUNC) e.set("filename_truncated", 1);
-  e.set("old_pid", r.old_pid);
+}  // namespace
 
-  std::string_view block(data + r.filename_len, r.argv_len);
+void set_argv(Entry& e, std::string_view block, const DecodeContext& ctx) {
   std::string scrubbed;
   block = without_secrets(e, block, scrubbed, ctx);
-  if (r.flags & FR_EXEC_ARGV_FAULT) e.set("argv_error", "unreadable");
   std::vector<std::string> argv;
   const std::string_view whole = block;
   bool utf8 = is_valid_utf8(block);
@@ -214,6 +213,25 @@ void decode_exec(Entry& e, const uint8_t* p, size_t size, const DecodeContext& c
     e.set("argv", std::move(argv));
   else
     e.set("argv_b64", base64_encode(whole));
+}
+
+namespace {
+
+void decode_exec(Entry& e, const uint8_t* p, size_t size, const DecodeContext& ctx) {
+  if (size < sizeof(fr_exec)) return malformed(e, "short exec record", size);
+  fr_exec r;
+  std::memcpy(&r, p, sizeof(r));
+  if (size < sizeof(fr_exec) + size_t(r.filename_len) + size_t(r.argv_len))
+    return malformed(e, "exec record lengths out of bounds", size);
+  const char* data = reinterpret_cast<const char*>(p + sizeof(fr_exec));
+  e.set("type", "exec");
+  add_header(e, r.h, ctx);
+  e.set_bytes("filename", {data, r.filename_len});
+  if (r.flags & FR_EXEC_FILENAME_TRUNC) e.set("filename_truncated", 1);
+  e.set("old_pid", r.old_pid);
+
+  if (r.flags & FR_EXEC_ARGV_FAULT) e.set("argv_error", "unreadable");
+  set_argv(e, std::string_view(data + r.filename_len, r.argv_len), ctx);
   e.set("argv_bytes", r.argv_total);
   if (r.flags & FR_EXEC_ARGV_TRUNC) e.set("argv_truncated", 1);
 }

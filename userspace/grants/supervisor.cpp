@@ -34,6 +34,7 @@
 #include "flightrec/abi/events.h"
 #include "grants/agent_view.h"
 #include "grants/grants.h"
+#include "grants/unasked_connects.h"
 #include "policy/judge.h"
 #include "policy/policy.h"
 
@@ -67,21 +68,6 @@ constexpr uint64_t kWriteBits = O_WRONLY | O_RDWR | O_CREAT | O_TRUNC | 02000000
 // afterwards leaves one (for itself, for one connect to a granted address
 // or one exec of a granted file).
 constexpr uint64_t kTicketNs = 1'000'000'000ull;
-
-// Whether family/addr/port (addr in network order) is on the allowlist, as
-// the cgroup programs judge it (fr_egress_allowed).
-bool allowlisted(const std::vector<policy::Endpoint>& allow, int family, const uint8_t* addr, uint16_t port) {
-  for (const auto& e : allow) {
-    if (e.family != family || (e.port && e.port != port)) continue;
-    bool match = true;
-    for (unsigned i = 0, bits = e.prefix; i < 16 && bits && match; ++i, bits = bits >= 8 ? bits - 8 : 0) {
-      uint8_t mask = bits >= 8 ? 0xff : uint8_t(0xff << (8 - bits));
-      match = ((addr[i] ^ e.addr[i]) & mask) == 0;
-    }
-    if (match) return true;
-  }
-  return false;
-}
 
 fr_egress_endpoint endpoint_key(const Grant& g) {
   fr_egress_endpoint e{};
@@ -479,6 +465,7 @@ Supervisor::Verdict Supervisor::decide_connect(const seccomp_notif& n, uint64_t 
   // Judged as the BPF programs key it; the allowlist as written.
   if (allowlisted(spec_.allow, family, addr, port)) return valid(n.id) ? go_on() : Verdict::Gone;
   family = normal_endpoint(family, addr);  // as grants and the maps key it
+  if (named_admits(spec_.named_map, family, addr, port)) return valid(n.id) ? go_on() : Verdict::Gone;
   char text[INET6_ADDRSTRLEN] = {};
   inet_ntop(family, addr, text, sizeof(text));
   (*about)["address"] = text;

@@ -76,6 +76,7 @@ std::string describe_syscall(const json& e) {
     s += " " + member(e, "family");
     std::string where = endpoint(e, "addr", "port");
     if (!where.empty()) s += " " + where;
+    if (e.contains("host")) s += " (" + member(e, "host") + ")";  // the name the session's resolver answered
     if (e.contains("sockaddr_b64")) s += " sockaddr_b64=" + member(e, "sockaddr_b64");
   }
   if (e.value("blocked", 0) == 1) s += " (blocked before it ran)";
@@ -209,6 +210,10 @@ std::string describe_known(const json& e) {
   if (type == "lsm")
     return member(e, "hook") + pairs(e, {"path", "new_path", "name", "family", "addr", "port", "target_pid", "signal",
                                          "bpf_cmd", "capability", "decision", "rule_id"});
+  if (type == "dns")
+    return member(e, "verdict") + " " + member(e, "qtype") + " " + member(e, "name") +
+           pairs(e, {"rcode", "addresses", "cnames", "rule", "admitted_s", "ports", "cached", "transport", "took_us", "error",
+                     "queries"});
   if (type == "violation")
     return "[" + member(e, "level") + "] " + member(e, "rule_id") + " " + member(e, "action") +
            (e.value("of_seq", int64_t(-1)) > 0 ? " (entry " + member(e, "of_seq") + ")" : "") + pairs(e, {"count"}) +

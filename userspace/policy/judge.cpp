@@ -410,6 +410,8 @@ std::optional<Violation> Judge::judge_connect(const events::Entry& e, int64_t re
   if (family != "AF_INET" && family != "AF_INET6") return std::nullopt;
   int port = int(e.int_or("port"));
   std::string where = addr + " port " + std::to_string(port);
+  // The name the session's resolver answered with this address, when it did.
+  std::string named = e.string_or("host").empty() ? "" : " (" + e.string_or("host") + ")";
   if (policy_.network == Network::None) {
     // The sandbox's own loopback is its own business.
     if (addr.starts_with("127.") || addr == "::1") return std::nullopt;
@@ -419,7 +421,10 @@ std::optional<Violation> Judge::judge_connect(const events::Entry& e, int64_t re
              !allowed_endpoint(family == "AF_INET" ? AF_INET : AF_INET6, addr, port)) {
     // EPERM from the egress program, EACCES from Landlock's port rules.
     if (const char* v = verdict(ret == -EPERM || ret == -EACCES))
-      return Violation{"network.allow", "ALERT", v, name + " to " + where + " is not on the allowlist", where};
+      return Violation{"network.allow", "ALERT", v,
+                       name + " to " + where + named +
+                           (named.empty() ? " is not on the allowlist" : " is not on the allowlist (or its answer's TTL ran out)"),
+                       where};
   }
   return std::nullopt;
 }

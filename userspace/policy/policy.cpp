@@ -3,11 +3,11 @@
 #include "policy/policy.h"
 
 #include "policy/judge.h"
+#include "policy/network.h"
 #include "policy/yaml_reader.h"
 #include "events/syscall_table.h"
 
 #include <arpa/inet.h>
-#include <netdb.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -242,89 +242,6 @@ void parse_ask(const Reader& r, const YAML::Node& n, Policy& p) {
                ", which ask makes wait for a grant; drop one of the two");
   if (a.any() && p.seccomp.default_action != Action::Allow)
     r.fail(n, "ask", "needs seccomp.default: allow (an asked call is one the default would otherwise decide)");
-}
-
-std::vector<Endpoint> parse_endpoint(const Reader& r, const YAML::Node& n) {
-  const std::string key = "network.allow";
-  std::string text = r.str(n, key);
-  size_t colon = text.rfind(':');
-  if (colon == std::string::npos) r.fail(n, key, "'" + text + "' needs a port: HOST:PORT, CIDR:PORT or ...:*");
-  std::string host = text.substr(0, colon), port_text = text.substr(colon + 1);
-  uint16_t port = 0;
-  if (port_text != "*") {
-    char* end = nullptr;
-    unsigned long v = strtoul(port_text.c_str(), &end, 10);
-    if (port_text.empty() || *end || v == 0 || v > 65535) r.fail(n, key, "'" + port_text + "' is not a port (1-65535 or *)");
-    port = uint16_t(v);
-  }
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
-  int prefix = -1;
-  if (size_t slash = host.find('/'); slash != std::string::npos) {
-    char* end = nullptr;
-    prefix = int(strtol(host.c_str() + slash + 1, &end, 10));
-    if (*end || slash + 1 == host.size()) r.fail(n, key, "'" + text + "': bad prefix length");
-    host = host.substr(0, slash);
-  }
-  std::vector<Endpoint> out;
-  Endpoint e;
-  e.text = text;
-  e.port = port;
-  if (inet_pton(AF_INET, host.c_str(), e.addr) == 1) {
-    e.family = AF_INET;
-    e.prefix = prefix < 0 ? 32 : unsigned(prefix);
-    if (e.prefix > 32) r.fail(n, key, "'" + text + "': prefix longer than 32");
-    out.push_back(e);
-  } else if (inet_pton(AF_INET6, host.c_str(), e.addr) == 1) {
-    e.family = AF_INET6;
-    e.prefix = prefix < 0 ? 128 : unsigned(prefix);
-    if (e.prefix > 128) r.fail(n, key, "'" + text + "': prefix longer than 128");
-    out.push_back(e);
-  } else {
-    if (prefix >= 0) r.fail(n, key, "'" + text + "': a prefix needs an address, not a host name");
-    // Host names are resolved once, at start: the record then says exactly
-    // which addresses were allowed.
-    addrinfo hints{}, *res = nullptr;
-    hints.ai_socktype = SOCK_STREAM;
-    int rc = getaddrinfo(host.c_str(), nullptr, &hints, &res);
-    if (rc != 0)  // as on the command line: an entry that cannot take effect is an error
-      r.fail(n, key, "'" + text + "': cannot resolve the host name (" + gai_strerror(rc) + ")");
-    for (auto* ai = res; ai; ai = ai->ai_next) {
-      Endpoint a = e;
-      a.family = ai->ai_family;
-      if (ai->ai_family == AF_INET) {
-        memcpy(a.addr, &reinterpret_cast<sockaddr_in*>(ai->ai_addr)->sin_addr, 4);
-        a.prefix = 32;
-      } else if (ai->ai_family == AF_INET6) {
-        memcpy(a.addr, &reinterpret_cast<sockaddr_in6*>(ai->ai_addr)->sin6_addr, 16);
-        a.prefix = 128;
-      } else {
-        continue;
-      }
-      out.push_back(a);
-    }
-    freeaddrinfo(res);
-  }
-  return out;
-}
-
-// Nameservers from /etc/resolv.conf, port 53, so names resolve.
-std::vector<Endpoint> resolvers() {
-  std::vector<Endpoint> out;
-  std::istringstream in(try_read_file("/etc/resolv.conf").value_or(""));
-  std::string line;
-  while (std::getline(in, line)) {
-    std::istringstream words(line);
-    std::string kw, addr;
-    if (!(words >> kw >> addr) || kw != "nameserver") continue;
-    Endpoint e;
-    e.text = "dns " + addr;
-    e.port = 53;
-    if (inet_pton(AF_INET, addr.c_str(), e.addr) == 1) e.family = AF_INET, e.prefix = 32;
-    else if (inet_pton(AF_INET6, addr.c_str(), e.addr) == 1) e.family = AF_INET6, e.prefix = 128;
-    else continue;
-    out.push_back(e);
-  }
-  return out;
 }
 
 void parse_limits(const Reader& r, const YAML::Node& n, Limits& l) {
@@ -660,21 +577,7 @@ void read_rules(const Reader& r, const YAML::Node& root, Policy& p) {
                    "work directory) or name a directory outside " + priv);
       }
   }
-  if (const auto& net = root["network"]) {
-    r.only_keys(net, "network", {"mode", "allow", "dns"});
-    if (net["mode"])
-      p.network = r.choice<Network>(net["mode"], "network.mode",
-                                    {{"none", Network::None}, {"allowlist", Network::Allowlist}, {"host", Network::Host}});
-    if (net["allow"]) {
-      if (!net["allow"].IsSequence()) r.fail(net["allow"], "network.allow", "must be a list");
-      if (p.network != Network::Allowlist) r.fail(net["allow"], "network.allow", "only with mode: allowlist");
-      for (const auto& item : net["allow"])
-        for (auto& e : parse_endpoint(r, item)) p.allow.push_back(e);
-    }
-    if (net["dns"]) p.allow_dns = r.boolean(net["dns"], "network.dns");
-    if (p.allow_dns && p.network == Network::Allowlist)
-      for (auto& e : resolvers()) p.allow.push_back(e);
-  }
+  if (const auto& net = root["network"]) parse_network(r, net, p);
   if (const auto& env = root["env"]) {
     r.only_keys(env, "env", {"pass", "set"});
     if (env["pass"]) {
@@ -745,9 +648,7 @@ void override_env(Policy& p, const std::string& item) {
 void add_allowed(Policy& p, const std::string& endpoint) {
   if (p.network != Network::Allowlist)
     throw PolicyError("--allow " + endpoint + ": policy " + p.name + " has no network allowlist (network.mode is not allowlist)");
-  Reader r("--allow");
-  YAML::Node n(endpoint);
-  for (auto& e : parse_endpoint(r, n)) p.allow.push_back(e);
+  parse_allow_entry(Reader("--allow"), YAML::Node(endpoint), p);
   p.overrides.push_back("network.allow+=" + endpoint);
 }
 
@@ -790,7 +691,8 @@ const std::vector<int>& exec_ask_syscalls() {
 
 bool own_network(const Policy& p) {
   return p.confine &&
-         (p.network == Network::None || (p.network == Network::Allowlist && p.allow.empty() && !p.ask.connect));
+         (p.network == Network::None || (p.network == Network::Allowlist && p.allow.empty() && p.allow_hosts.empty() &&
+                                                  !p.allow_dns && !p.ask.connect));
 }
 
 std::vector<std::string> executable_paths(const Policy& p, const std::string& work_dir, const std::string& command) {

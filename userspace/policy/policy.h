@@ -60,6 +60,28 @@ struct Endpoint {
   uint16_t port = 0;
 };
 
+// An allowlist entry by name: "api.example.com:443", or "*.example.com:443"
+// for any name under example.com (at any depth; not example.com itself).
+// Admitted through the session's resolver: the addresses an answer for the
+// name gives, for the answer's TTL (policy/network.h).
+struct HostRule {
+  std::string text;   // as written, for rule ids and messages
+  std::string name;   // lower case, no trailing dot; a wildcard keeps its "*."
+  uint16_t port = 0;  // 0: any port
+};
+
+// How the session's resolver answers (network.dns_*).
+struct NameService {
+  bool refuse_nxdomain = true;     // a name not allowed: NXDOMAIN, or REFUSED
+  uint32_t ttl_min_s = 5;          // an answer admits its addresses at least this long
+  uint32_t ttl_max_s = 3600;       // and at most this long
+  std::vector<std::string> upstream;  // the resolvers it asks; empty: /etc/resolv.conf's
+  // Admit addresses an answer gives that are loopback, private, link-local
+  // or the like (DNS rebinding: a name someone else answers for pointing
+  // the agent at the host's or the network's own services).
+  bool admit_private = false;
+};
+
 // Calls that wait for a runtime grant (flightrec run's grant socket; see
 // userspace/grants/) instead of failing at once.
 struct Ask {
@@ -130,8 +152,10 @@ struct Policy {
   } filesystem;
 
   Network network = Network::None;
-  std::vector<Endpoint> allow;        // resolved at load time
-  bool allow_dns = false;             // nameservers of /etc/resolv.conf, port 53
+  std::vector<Endpoint> allow;        // addresses and ranges
+  std::vector<HostRule> allow_hosts;  // names, admitted by the session's resolver
+  bool allow_dns = false;             // every name answered, not only allowed ones
+  NameService dns;
 
   // The environment the command gets: host variables passed by name or
   // glob (a name that looks like a secret only when named exactly), then
@@ -174,9 +198,10 @@ std::vector<std::string> executable_paths(const Policy& p, const std::string& wo
 bool nested_sandbox_rule(const SyscallRule& rule);
 
 // Whether the sandbox gets a network namespace of its own (only its own
-// loopback): with no network, and with an allowlist that lists nothing and
-// grants nothing at run time (ask.connect), which then means the same. Only a non-empty allowlist shares the host's
-// stack; then the sandbox's abstract UNIX names are the host's too.
+// loopback): with no network, and with an allowlist that lists nothing,
+// answers no name (dns) and grants nothing at run time (ask.connect), which
+// then means the same. Only a non-empty allowlist shares the host's stack;
+// then the sandbox's abstract UNIX names are the host's too.
 bool own_network(const Policy& p);
 
 // Whether a variable's name looks like it holds a credential (*_KEY,
@@ -196,7 +221,8 @@ void override_limit(Policy& p, const std::string& key_value);
 // "NAME=VALUE" sets it (flightrec run --env). Throws PolicyError.
 void override_env(Policy& p, const std::string& item);
 
-// Adds "HOST:PORT" / "CIDR:PORT" to the allowlist (flightrec run --allow).
+// Adds "HOST:PORT" / "CIDR:PORT" / "*.DOMAIN:PORT" to the allowlist
+// (flightrec run --allow).
 // Throws PolicyError.
 void add_allowed(Policy& p, const std::string& endpoint);
 

@@ -194,11 +194,13 @@ Capture::Capture(const CaptureOptions& opts, Handler handler) : handler_(std::mo
                        s->maps.fr_session_flags, s->maps.fr_session_drops, s->maps.fr_lite_uncounted})
       bpf_map__set_max_entries(m, session_slots_);
     bool makes_maps = role == Role::Maps || (role == Role::Main && !split);
-    if (makes_maps &&
-        ((opts.egress_granted_fd >= 0 && bpf_map__reuse_fd(s->maps.fr_egress_granted, opts.egress_granted_fd)) ||
-         (opts.egress_tickets_fd >= 0 && bpf_map__reuse_fd(s->maps.fr_egress_tickets, opts.egress_tickets_fd)) ||
-         (opts.exec_tickets_fd >= 0 && bpf_map__reuse_fd(s->maps.fr_exec_tickets, opts.exec_tickets_fd)) ||
-         (opts.view_gen_fd >= 0 && bpf_map__reuse_fd(s->maps.fr_view_gen, opts.view_gen_fd)))) {
+    const std::pair<bpf_map*, int> shared[] = {  // made by the session for its grant supervisor and resolver
+        {s->maps.fr_egress_granted, opts.egress_granted_fd}, {s->maps.fr_egress_tickets, opts.egress_tickets_fd},
+        {s->maps.fr_egress_named, opts.egress_named_fd}, {s->maps.fr_exec_tickets, opts.exec_tickets_fd},
+        {s->maps.fr_view_gen, opts.view_gen_fd}};
+    bool reused = true;
+    for (auto [map, fd] : shared) reused = reused && (!makes_maps || fd < 0 || bpf_map__reuse_fd(map, fd) == 0);
+    if (!reused) {
       int e = errno;
       flightrec_bpf__destroy(s);
       throw Error(errno_message("cannot share the runtime grants' maps with the BPF programs", e));
@@ -717,18 +719,6 @@ int64_t Capture::session_tasks(uint32_t session) const {
   auto adjust = task_adjust_.find(session);
   return n + (adjust == task_adjust_.end() ? 0 : adjust->second);
 }
-
-namespace {
-
-// A pidfd of the thread, the key of fr_tasks: PIDFD_THREAD (6.9+), else the
-// process's (a leader, on older kernels; -1 for another thread there).
-int task_pidfd(pid_t tid) {
-  constexpr unsigned kPidfdThread = O_EXCL;  // include/uapi/linux/pidfd.h: PIDFD_THREAD
-  int fd = int(syscall(SYS_pidfd_open, tid, kPidfdThread));
-  return fd >= 0 ? fd : int(syscall(SYS_pidfd_open, tid, 0));
-}
-
-}  // namespace
 
 bool Capture::session_has_tasks(uint32_t session) const {
   uint64_t now = mono_ns();

@@ -75,6 +75,7 @@ struct CaptureOptions {
   // made by the session before its grant supervisor starts; -1: the
   // programs get empty maps of their own.
   int egress_granted_fd = -1, egress_tickets_fd = -1;
+  int egress_named_fd = -1;  // fr_egress_named, filled by the session's resolver; likewise
   int exec_tickets_fd = -1;  // the runtime exec grants' map (fr_exec_tickets), likewise
   // fr_view_gen, likewise: the programs bump it when a thread's ids, umask
   // or root may change and at every exit (while it is given; -1: never).

@@ -42,8 +42,9 @@ EgressFilter::EgressFilter(const Options& opts) {
   try {
     skel_->rodata->fr_egress_count = uint32_t(opts.rules.size());
     if ((opts.granted_fd >= 0 && bpf_map__reuse_fd(skel_->maps.fr_egress_granted, opts.granted_fd)) ||
-        (opts.tickets_fd >= 0 && bpf_map__reuse_fd(skel_->maps.fr_egress_tickets, opts.tickets_fd)))
-      throw Error(errno_message("cannot share the runtime grants' maps with the egress allowlist", errno));
+        (opts.tickets_fd >= 0 && bpf_map__reuse_fd(skel_->maps.fr_egress_tickets, opts.tickets_fd)) ||
+        (opts.named_fd >= 0 && bpf_map__reuse_fd(skel_->maps.fr_egress_named, opts.named_fd)))
+      throw Error(errno_message("cannot share the runtime grants' and names' maps with the egress allowlist", errno));
     if (int err = flightrec_egress_bpf__load(skel_))
       throw Error(errno_message("the kernel refused the egress allowlist's BPF programs" +
                                     std::string(opts.verbose ? "" : " (run with --verbose for the verifier log)"),

@@ -25,6 +25,7 @@ class EgressFilter {
     // The runtime connect grants' maps (fr_egress_granted, fr_egress_tickets),
     // shared with the grant supervisor; -1: empty maps of the filter's own.
     int granted_fd = -1, tickets_fd = -1;
+    int named_fd = -1;  // fr_egress_named, the session's resolver's (-1: an empty map)
     bool verbose = false;  // libbpf's own messages to stderr
   };
   explicit EgressFilter(const Options& opts);  // throws Error

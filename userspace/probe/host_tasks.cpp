@@ -16,6 +16,11 @@ extern "C" {
 
 namespace flightrec::probe {
 
+int task_pidfd(int tid) {
+  int fd = int(syscall(SYS_pidfd_open, tid, kPidfdThread));
+  return fd >= 0 ? fd : int(syscall(SYS_pidfd_open, tid, 0));
+}
+
 // The sessions the tasks on the host hold, by one walk of /proc (a thread's
 // state is keyed by its pidfd in fr_tasks); nullopt when one could not be
 // told. PIDFD_THREAD (6.9+) opens any thread; before it only a process
@@ -23,7 +28,6 @@ namespace flightrec::probe {
 // process whose leader holds none while other threads live cannot be told
 // (its leader may have left with pthread_exit, its threads still recorded).
 std::optional<std::set<uint32_t>> sessions_of_host_tasks(int map) {
-  constexpr unsigned kPidfdThread = O_EXCL;  // include/uapi/linux/pidfd.h: PIDFD_THREAD
   DIR* procs = opendir("/proc");
   if (!procs) return std::nullopt;
   std::set<uint32_t> seen;
@@ -66,3 +70,5 @@ std::optional<std::set<uint32_t>> sessions_of_host_tasks(int map) {
 }
 
 }  // namespace flightrec::probe
+
+static_assert(flightrec::probe::kPidfdThread == O_EXCL, "PIDFD_THREAD is O_EXCL");

@@ -74,6 +74,12 @@ class Recorder {
   uint64_t last_checkpoint_mono_ns() const { return last_checkpoint_ns_; }
   uint64_t entries_after_checkpoint() const { return uint64_t(writer_.count()) - writer_.checkpointed(); }
   const std::string& origin() const { return origin_; }
+  // Connects and sends to an address the session's resolver answered with
+  // get its name ("host"); `names` outlives the recorder's use of it.
+  void set_host_names(const events::HostNames* names) { ctx_.names = names; }
+  // A command line (NUL-separated) into e as exec entries carry theirs:
+  // credentials redacted as the session redacts them.
+  void set_argv(events::Entry& e, std::string_view block) const { events::set_argv(e, block, ctx_); }
   // The chain value of the last entry, hex (after finish()).
   std::string head_hex() { return ledger::to_hex(writer_.head()); }
 

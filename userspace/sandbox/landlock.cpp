@@ -100,6 +100,11 @@ LandlockPlan LandlockPlan::from(const policy::Policy& p, const std::string& work
       if (e.port == 0) plan.restrict_connect = false;  // any port: leave it to the egress filter
       plan.connect_ports.push_back(e.port);
     }
+    for (const auto& h : p.allow_hosts) {
+      if (h.port == 0) plan.restrict_connect = false;
+      plan.connect_ports.push_back(h.port);
+    }
+    plan.connect_ports.push_back(53);  // the session's resolver, over TCP (the egress filter keeps it to its address)
   }
   return plan;
 }

@@ -43,16 +43,12 @@ CgroupSession::CgroupSession(probe::Capture& capture, uint32_t number, std::vect
     e.set_bytes("process_comm", p.comm);
     if (!p.exe_unreadable) e.set_bytes("exe", p.exe);
     if (!p.cwd.empty()) e.set_bytes("cwd", p.cwd);
-    bool utf8 = true;
-    for (const auto& a : p.argv) utf8 = utf8 && is_valid_utf8(a);
     if (p.argv_left_out) {
       ++argv_left_out;
-    } else if (utf8) {
-      e.set("argv", p.argv);
-    } else {  // as an exec entry has it: the NUL-separated block
+    } else {  // as an exec entry has it: the NUL-separated block, credentials redacted
       std::string block;
       for (const auto& a : p.argv) block += a + '\0';
-      e.set("argv_b64", base64_encode(block));
+      rec_->set_argv(e, block);
     }
     rec_->record_own(e);
   }

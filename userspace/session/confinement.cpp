@@ -32,7 +32,6 @@
 #include "sandbox/apply.h"
 #include "sandbox/kept.h"
 #include "sandbox/changes.h"
-#include "sandbox/dns_stub.h"
 #include "grants/supervisor.h"
 #include "ledger/hash.h"
 
@@ -133,19 +132,9 @@ Confinement::Confinement(policy::Policy policy, sandbox::Cgroup& cgroup, const s
     throw Error("ask.exec: an exec path of " + std::to_string(FR_PATH_RULE_MAX) +
                 " bytes or more cannot be enforced by BPF-LSM, which decides every exec under ask.exec");
 
-  // No resolver in the sandbox: a stub refuses every name at once
-  // (sandbox/dns_stub.h). In a network namespace of its own the stub is
-  // bound once that namespace exists; in the host's, now.
-  bool stub_dns = policy_.network != policy::Network::Host && !policy_.allow_dns;
-  if (stub_dns) {
-    if (!policy::own_network(policy_)) dns_ = std::make_unique<sandbox::DnsStub>(-1, "");
-    dns_resolv_ = sandbox::stub_resolv_conf(dns_ ? dns_->address() : sandbox::DnsStub::kOwnNetworkAddress);
-    std::string etc = dir_->upper() + "/etc";
-    int fd = mkdir(etc.c_str(), 0755) == 0 ? ::open((etc + "/resolv.conf").c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644) : -1;
-    if (fd < 0 || write(fd, dns_resolv_.data(), dns_resolv_.size()) != ssize_t(dns_resolv_.size()))
-      throw Error(errno_message("cannot write the sandbox's /etc/resolv.conf", errno));
-    close(fd);
-  }
+  // The sandbox's resolver (session/session_resolver.h): in the host's
+  // network namespace bound now, in one of its own once that exists.
+  if (policy_.network != policy::Network::Host) names_ = std::make_unique<SessionResolver>(policy_, dir_->upper());
 
   sandbox::SandboxSpec spec;
   spec.policy = &policy_;
@@ -186,20 +175,7 @@ Confinement::Confinement(policy::Policy policy, sandbox::Cgroup& cgroup, const s
     // After the sandbox is spawned: its init is a fork of this process and
     // must not inherit a thread's locks.
     differ_ = std::make_unique<sandbox::PathDiffer>([this](const std::string& path) { return diff_one(path); });
-    if (stub_dns) {
-      if (!dns_) {
-        int netns = ::open(("/proc/" + std::to_string(child_.pid) + "/ns/net").c_str(), O_RDONLY | O_CLOEXEC);
-        if (netns < 0) throw Error(errno_message("cannot open the sandbox's network namespace", errno));
-        try {
-          dns_ = std::make_unique<sandbox::DnsStub>(netns, sandbox::DnsStub::kOwnNetworkAddress);
-        } catch (...) {
-          close(netns);
-          throw;
-        }
-        close(netns);
-      }
-      dns_->start();
-    }
+    if (names_) names_->start(child_.pid);
   } catch (...) {
     // No destructor runs: the init (in the session's cgroups, which it
     // would keep from being removed) is ended here.
@@ -351,6 +327,7 @@ void Confinement::start_grants(const std::string& path) {
     spec.allow = policy_.allow;
     spec.granted_map = egress_granted_fd_;
     spec.tickets_map = egress_tickets_fd_;
+    spec.named_map = names_ ? names_->named_map_fd() : -1;
   }
   if (policy_.ask.exec) {
     LIBBPF_OPTS(bpf_map_create_opts, lazy, .map_flags = BPF_F_NO_PREALLOC);
@@ -463,16 +440,8 @@ void Confinement::fill(probe::CaptureOptions& copts) const {
   }
   // The allowlist's rules are in the plan (session/plan.h); BPF-LSM applies them too where it loads.
   copts.egress_allowlist = policy_.network == policy::Network::Allowlist;
-  if (dns_ && copts.egress_allowlist) {
-    // The DNS stub: its own address alone (its TCP port is its own too,
-    // so no resolver of the host's listening on every address answers).
-    fr_egress_rule stub{};
-    stub.family = AF_INET;
-    inet_pton(AF_INET, dns_->address().c_str(), stub.addr);
-    stub.prefix = 32;
-    stub.port = 53;
-    copts.egress.push_back(stub);
-  }
+  if (auto rule = names_ ? names_->egress_rule() : std::nullopt; rule && copts.egress_allowlist) copts.egress.push_back(*rule);
+  copts.egress_named_fd = names_ ? names_->named_map_fd() : -1;
   copts.egress_granted_fd = egress_granted_fd_;
   copts.egress_tickets_fd = egress_tickets_fd_;
   copts.view_gen_fd = view_gen_fd_;
@@ -485,6 +454,7 @@ void Confinement::filter_egress(const probe::CaptureOptions& copts) {
   o.rules = copts.egress;
   o.granted_fd = egress_granted_fd_;
   o.tickets_fd = egress_tickets_fd_;
+  o.named_fd = names_ ? names_->named_map_fd() : -1;
   o.verbose = copts.verbose;
   egress_ = std::make_unique<probe::EgressFilter>(o);
 }
@@ -543,8 +513,7 @@ void Confinement::fill(recorder::SessionMeta& meta) const {
              (ep.port ? std::to_string(ep.port) : "*");
     }
   s.push_back("network: " + net);
-  if (dns_) s.push_back("dns: every name refused at once by flightrec's stub at " + dns_->address() +
-                        " (/etc/resolv.conf names it; network.dns is false)");
+  if (names_) s.push_back(names_->describe());
   // Shadow mode never gets here: there every entry may be a would-deny.
   meta.record_rate = policy_.limits.record_rate;
   if (meta.record_rate)
@@ -627,6 +596,12 @@ void Confinement::record_changes() {
     record_change(c, "close", out);
     pipeline_->write(out);
   }
+}
+
+void Confinement::record_names() {
+  Emitted out = pipeline_->emitted();
+  names_->record(out);
+  pipeline_->write(out);
 }
 
 events::Entry& Confinement::record_change(const sandbox::FileChange& c, const char* when, Emitted& out) {
@@ -896,6 +871,7 @@ sandbox::Outcome Confinement::finish() {
   if (!sandboxed_) return out;
   out = sandbox::read_reports(child_.report_fd);
   stop_grants();
+  if (names_) record_names();  // the lookups not yet recorded
   Emitted entries = pipeline_->emitted();
   auto note = [&](const char* type, const std::string& detail) {
     entries.add(type).set_bytes("detail", detail);
@@ -928,11 +904,8 @@ sandbox::Outcome Confinement::finish() {
   };
   try {
     changes = sandbox::diff_layers(dir_->upper(), policy_.filesystem.root, "", 100000, &more);
-    // flightrec wrote /etc/resolv.conf (the DNS stub's); as it left it, it is no change of the session's.
-    std::erase_if(changes, [&](const sandbox::FileChange& c) {
-      return dns_ && c.path == "/etc" + std::string(c.kind == "dir" ? "" : "/resolv.conf") &&
-             (c.kind == "dir" || c.sha256_after == ledger::to_hex(ledger::sha256(dns_resolv_)));
-    });
+    // flightrec wrote /etc/resolv.conf (its resolver's); as it left it, it is no change of the session's.
+    std::erase_if(changes, [&](const sandbox::FileChange& c) { return names_ && names_->wrote(c); });
     // What the command wrote in the home entries shared with it (filesystem.home).
     for (size_t i = 0; i < home_dir_names_.size(); ++i) {
       size_t more_here = 0;

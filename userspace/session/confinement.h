@@ -24,9 +24,9 @@
 #include "session/grant_log.h"
 #include "session/pipeline.h"
 #include "session/policy_observer.h"
+#include "session/session_resolver.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/changes.h"
-#include "sandbox/dns_stub.h"
 #include "sandbox/launch.h"
 #include "sandbox/limits.h"
 
@@ -81,6 +81,11 @@ class Confinement : public Observer {
   // Readable when the grant supervisor reported (policy ask:); -1 without one.
   int grants_fd() const { return grant_log_ ? grant_log_->fd() : -1; }
   void record_grants();
+  // Readable when the sandbox's resolver answered queries (record_names()); -1 without one.
+  int names_fd() const { return names_ ? names_->fd() : -1; }
+  void record_names();
+  // The names its answers gave addresses (for the recorder); null without a resolver.
+  const events::HostNames* host_names() const { return names_ ? names_->host_names() : nullptr; }
   // Packets the egress allowlist's filter dropped since the last call, as violations.
   void note_packet_drops();
   // The circuit breakers (wall clock, CPU time, growth of the record file)
@@ -156,8 +161,7 @@ class Confinement : public Observer {
   std::map<std::pair<int64_t, int64_t>, std::string> written_;
   std::unique_ptr<sandbox::PathDiffer> differ_;
   std::unique_ptr<probe::EgressFilter> egress_;
-  std::unique_ptr<sandbox::DnsStub> dns_;  // the sandbox's nameserver, when it has no resolver
-  std::string dns_resolv_;                 // the /etc/resolv.conf that names it
+  std::unique_ptr<SessionResolver> names_;  // the sandbox's resolver (network none or allowlist)
   // The grant supervisor (policy ask:) and its reports.
   void start_grants(const std::string& socket_path);
   void stop_grants();

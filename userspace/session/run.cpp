@@ -334,6 +334,7 @@ int run(Plan plan, const RunTarget& target) {
   if (handed) meta.sink = handed->forwarding();
   engine->begin(*store, meta, tls_errors, {&cgroup}, plan.on_loss);
   recorder::Recorder& rec = engine->recorder();
+  rec.set_host_names(confinement->host_names());
   // Each kernel entry, once recorded: TLS probes follow libssl opens and
   // execs, then the policy judges it and tracks written files.
   TlsFollower tls_follower(tls_probes, !confinement->sandboxed());
@@ -366,6 +367,8 @@ int run(Plan plan, const RunTarget& target) {
       loop.watch_fd(confinement->changes_fd(), [&] { confinement->record_changes(); });
     if (confinement->grants_fd() >= 0)
       loop.watch_fd(confinement->grants_fd(), [&] { confinement->record_grants(); });
+    if (confinement->names_fd() >= 0)
+      loop.watch_fd(confinement->names_fd(), [&] { confinement->record_names(); });
     loop.watch_fd(sigfd, [&] {
       // Pass termination requests on; the session ends when the command does.
       if (int sig = read_signal(sigfd)) kill(child.pid, sig);

@@ -328,6 +328,13 @@ FR_STATIC_ASSERT(sizeof(struct fr_egress_rule) == 32, "fr_egress_rule layout");
  * addresses are keyed as IPv4. */
 #define FR_EGRESS_GRANTED_MAX 4096
 #define FR_EGRESS_TICKETS_MAX 16384
+/* Addresses admitted by name (network.allow NAME:PORT): the session's
+ * resolver puts each address of an allowed name's answer in fr_egress_named,
+ * keyed as the grants are (port 0: the rule's any port), its value the
+ * CLOCK_MONOTONIC ns until which new connects there may start (the answer's
+ * TTL, floored and capped). Packets of a connection once admitted pass as
+ * long as the address stays in the map (an LRU). */
+#define FR_EGRESS_NAMED_MAX 4096
 struct fr_egress_endpoint {
 	__u8 addr[16];           /* network order; IPv4 in the first 4 bytes */
 	__u32 family;            /* AF_INET or AF_INET6 */

@@ -1,0 +1,217 @@
+// Egress by name: the session's resolver answers the names the policy
+// allows from the test's own DNS server, admits their addresses for the
+// answer's TTL, and refuses other names at once. Everything runs on
+// loopback addresses of the test's own (127.x.y.z), which the egress
+// programs judge as they would any other address.
+#include <doctest/doctest.h>
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+
+#include "runtime/harness.h"
+
+using nlohmann::json;
+using namespace rt;
+
+namespace {
+
+void put(const std::string& path, const std::string& data) { std::ofstream(path) << data; }
+
+// A TCP server on addr:port that says "from <addr>" to each connection
+// and then echoes what it is sent.
+const char* kGreeter =
+    "import socket, sys, threading\n"
+    "addr, port = sys.argv[1], int(sys.argv[2])\n"
+    "s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind((addr, port)); s.listen(16)\n"
+    "def serve(c):\n"
+    "    with c:\n"
+    "        c.sendall(b'from ' + addr.encode() + b'\\n')\n"
+    "        while True:\n"
+    "            d = c.recv(100)\n"
+    "            if not d: return\n"
+    "            c.sendall(d)\n"
+    "print('ready', flush=True)\n"
+    "while True:\n"
+    "    c, _ = s.accept(); threading.Thread(target=serve, args=(c,), daemon=True).start()\n";
+
+// Waits for a server's "ready" line on stdout.
+void await_ready(Proc& p) {
+  std::string got;
+  char c;
+  while (got.find("ready") == std::string::npos && read(p.out_fd, &c, 1) == 1) got += c;
+  REQUIRE_MESSAGE(got.find("ready") != std::string::npos, "a test server did not start");
+}
+
+struct Servers {
+  TempDir dir;
+  std::string net;  // "127.N.M." of this run
+  std::vector<Proc> procs;
+  explicit Servers(const std::string& zone) {
+    net = "127.78." + std::to_string(getpid() % 200 + 1) + ".";
+    put(dir.file("zone.json"), zone);
+    put(dir.file("greeter.py"), kGreeter);
+    procs.push_back(start({"/usr/bin/python3", std::string(SOURCE_DIR) + "/tests/programs/dns_server.py", net + "53",
+                           dir.file("zone.json"), dir.file("queries.log")}));
+    for (const char* host : {"1", "2", "3"})
+      procs.push_back(start({"/usr/bin/python3", dir.file("greeter.py"), net + host, "8080"}));
+    for (auto& p : procs) await_ready(p);
+  }
+  ~Servers() {
+    for (auto& p : procs) {
+      kill(p.pid, SIGKILL);
+      wait(p);
+    }
+  }
+  std::string queries() const { return slurp(dir.file("queries.log")); }
+};
+
+}  // namespace
+
+TEST_CASE("egress by name: allowed names admit their answers' addresses for the TTL, a wildcard, other names refused at once, DNS over TCP, no other resolver" *
+          doctest::test_suite("vm-sandbox")) {
+  REQUIRE_MESSAGE(is_root(), "runtime tests need root");
+  TempDir dir;
+  // api.test moves from .1 to .2 after its first answer (TTL 1 s);
+  // *.files.test admits x.files.test (.3) but not files.test itself.
+  Servers servers("{\"api.test\": {\"A_seq\": [[\"NET1\"], [\"NET2\"]], \"ttl\": 1},"
+                  " \"x.files.test\": {\"CNAME\": \"edge.cdn.test\", \"ttl\": 30},"
+                  " \"edge.cdn.test\": {\"A\": [\"NET3\"], \"ttl\": 30},"
+                  " \"files.test\": {\"A\": [\"NET3\"], \"ttl\": 30}}");
+  std::string zone = slurp(servers.dir.file("zone.json"));
+  for (size_t at; (at = zone.find("NET")) != std::string::npos;) zone.replace(at, 3, servers.net);
+  put(servers.dir.file("zone.json"), zone);
+  const std::string& net = servers.net;
+  std::string work = dir.file("work"), db = dir.file("s.db");
+  mkdir(work.c_str(), 0755);
+  put(dir.file("names.yaml"), "version: 1\nname: names\nextends: agent\nnetwork:\n  mode: allowlist\n"
+                              "  allow: [\"api.test:8080\", \"*.files.test:8080\"]\n"
+                              "  dns_upstream: [\"" + net + "53\"]\n  dns_ttl_min: 1s\n  dns_ttl_max: 1h\n"
+                              "  dns_private: true\n");  // the test's addresses are loopback ones
+  put(work + "/client.py",
+      "import socket, struct, time, errno\n"
+      "def lookup(name):\n"
+      "    try:\n"
+      "        return socket.getaddrinfo(name, 8080, socket.AF_INET, socket.SOCK_STREAM)[0][4][0]\n"
+      "    except socket.gaierror as e:\n"
+      "        return 'no address'\n"
+      "def connect(addr):\n"
+      "    try:\n"
+      "        s = socket.create_connection((addr, 8080), timeout=5)\n"
+      "        return s, s.recv(100).decode().strip()\n"
+      "    except OSError as e:\n"
+      "        return None, errno.errorcode.get(e.errno, str(e))\n"
+      "a1 = lookup('api.test'); kept, said = connect(a1); print('first', a1 == '" + net + "1', said)\n"
+      "time.sleep(2.5)  # the answer's TTL (1 s) runs out\n"
+      "a2 = lookup('api.test'); s, said = connect(a2); print('moved', a2 == '" + net + "2', said)\n"
+      "s, said = connect(a1); print('old address', said)\n"
+      "kept.sendall(b'still\\n'); print('kept connection', kept.recv(100).decode().strip())\n"
+      "a3 = lookup('x.files.test'); s, said = connect(a3); print('wildcard', said)\n"
+      "print('bare domain', lookup('files.test'))\n"
+      "print('not allowed', lookup('evil.test'))\n"
+      "s, said = connect('" + net + "4'); print('no name', said)\n"
+      // DNS over TCP to the sandbox's resolver, an A query for api.test.
+      "ns = [l.split()[1] for l in open('/etc/resolv.conf') if l.startswith('nameserver')][0]\n"
+      "q = struct.pack('>HHHHHH', 7, 0x0100, 1, 0, 0, 0) + b'\\x03api\\x04test\\x00' + struct.pack('>HH', 1, 1)\n"
+      "t = socket.create_connection((ns, 53), timeout=5); t.sendall(struct.pack('>H', len(q)) + q)\n"
+      "n = struct.unpack('>H', t.recv(2))[0]; r = t.recv(n)\n"
+      "print('tcp', ns.startswith('127.53.'), r[3] & 15, socket.inet_ntoa(r[-4:]) == '" + net + "2')\n"
+      // Straight to another resolver (the test's own): refused by the egress programs.
+      "u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+      "try:\n"
+      "    u.sendto(q, ('" + net + "53', 53)); print('other resolver reached')\n"
+      "except OSError as e:\n"
+      "    print('other resolver', errno.errorcode.get(e.errno))\n");
+  Result r = run_in(work, {FLIGHTREC_BIN, "run", "--policy", dir.file("names.yaml"), "--db", db, "--", "python3", "client.py"});
+  INFO(r.out);
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  CHECK(r.out ==
+        "first True from " + net + "1\n"
+        "moved True from " + net + "2\n"
+        "old address EPERM\n"
+        "kept connection still\n"
+        "wildcard from " + net + "3\n"
+        "bare domain no address\n"
+        "not allowed no address\n"
+        "no name EPERM\n"
+        "tcp True 0 True\n"
+        "other resolver EPERM\n");
+  // Refused names never reached the upstream; allowed ones did, over TCP too.
+  std::string asked = "\n" + servers.queries();
+  CHECK(asked.find("\nevil.test ") == std::string::npos);
+  CHECK(asked.find("\nfiles.test ") == std::string::npos);
+  CHECK(asked.find("\nx.files.test A udp\n") != std::string::npos);
+  // The agent is told which name was refused and how to allow it.
+  CHECK(r.err.find("flightrec: name evil.test refused at once (NXDOMAIN): not on the network allowlist of policy names") !=
+        std::string::npos);
+  CHECK(r.err.find("connect to " + net + "1 port 8080 (api.test) is not on the allowlist") != std::string::npos);
+
+  auto all = entries(db);
+  auto dns = of_type(all, "dns");
+  auto find = [&](const std::string& name, const std::string& qtype, const std::string& verdict) {
+    std::vector<json> out;
+    for (const auto& e : dns)
+      if (e.value("name", "") == name && e.value("qtype", "") == qtype && e.value("verdict", "") == verdict) out.push_back(e);
+    return out;
+  };
+  auto api = find("api.test", "A", "allowed");
+  REQUIRE(api.size() >= 3);
+  CHECK(api[0]["addresses"] == json::array({net + "1"}));
+  CHECK(api[0]["admitted_s"] == 1);
+  CHECK(api[0]["ports"] == json::array({8080}));
+  CHECK(api[0]["rule"] == "api.test:8080");
+  CHECK(api[1]["addresses"] == json::array({net + "2"}));
+  CHECK(api.back()["transport"] == "tcp");
+  auto wild = find("x.files.test", "A", "allowed");
+  REQUIRE(wild.size() == 1);
+  CHECK(wild[0]["cnames"] == json::array({"edge.cdn.test"}));
+  CHECK(wild[0]["rule"] == "*.files.test:8080");
+  for (const char* name : {"files.test", "evil.test"}) {
+    auto refused = find(name, "A", "refused");
+    REQUIRE(refused.size() == 1);
+    CHECK(refused[0]["rcode"] == "NXDOMAIN");
+    CHECK(refused[0]["rule_id"] == "network.allow");
+  }
+  // Connects carry the name their address was looked up by (the name asked, not its CNAME's).
+  int named_connects = 0;
+  for (const auto& e : of_type(all, "connect"))
+    if (e.value("addr", "") == net + "3" && e.value("ret", -1) == -115) named_connects += e.value("host", "") == "x.files.test";
+  CHECK(named_connects == 1);
+  CHECK(all.front()["sandbox"].dump().find("asks " + net + "53 for allowed names (api.test:8080, *.files.test:8080)") !=
+        std::string::npos);
+  CHECK(flightrec({"verify", "--db", db}).code == 0);
+}
+
+TEST_CASE("egress by name: an answer's loopback or private address is not admitted unless the policy says so (DNS rebinding)") {
+  REQUIRE_MESSAGE(is_root(), "runtime tests need root");
+  TempDir dir;
+  Servers servers("{}");
+  const std::string& net = servers.net;
+  put(servers.dir.file("zone.json"), "{\"api.test\": {\"A\": [\"" + net + "1\"], \"ttl\": 60}}");
+  std::string work = dir.file("work"), db = dir.file("s.db");
+  mkdir(work.c_str(), 0755);
+  put(dir.file("names.yaml"), "version: 1\nname: names\nextends: agent\nnetwork:\n  mode: allowlist\n"
+                              "  allow: [\"api.test:8080\"]\n  dns_upstream: [\"" + net + "53\"]\n");
+  put(work + "/client.py",
+      "import socket, errno\n"
+      "a = socket.getaddrinfo('api.test', 8080, socket.AF_INET, socket.SOCK_STREAM)[0][4][0]\n"
+      "try:\n"
+      "    socket.create_connection((a, 8080), timeout=5); print('connected')\n"
+      "except OSError as e:\n"
+      "    print(a == '" + net + "1', errno.errorcode.get(e.errno))\n");
+  Result r = run_in(work, {FLIGHTREC_BIN, "run", "--policy", dir.file("names.yaml"), "--db", db, "--", "python3", "client.py"});
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  CHECK(r.out == "True EPERM\n");  // answered as it is, admitted nowhere
+  bool said = false;
+  for (const auto& e : of_type(entries(db), "dns"))
+    if (e.value("name", "") == "api.test" && e.value("qtype", "") == "A") {
+      said = true;
+      CHECK(e["not_admitted"] == json::array({net + "1"}));
+      CHECK_FALSE(e.contains("admitted_s"));
+    }
+  CHECK(said);
+}

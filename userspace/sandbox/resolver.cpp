@@ -1,0 +1,549 @@
+#include "sandbox/resolver.h"
+
+#include <arpa/inet.h>
+#include <bpf/bpf.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sched.h>
+#include <sys/eventfd.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "common/error.h"
+#include "common/system.h"
+#include "events/dns_message.h"
+#include "policy/network.h"
+
+extern "C" {
+#include "flightrec/abi/events.h"
+}
+
+namespace flightrec::sandbox {
+namespace dns = events::dns;
+
+namespace {
+
+constexpr int kMaxWorkers = 64;          // upstream exchanges at once; then SERVFAIL
+constexpr int kMaxTcpClients = 16;       // then a connection is closed at once
+constexpr size_t kMaxCached = 4096;
+constexpr size_t kMaxEventsWaiting = 100'000;
+constexpr int kUpstreamWaitMs = 1500;    // per upstream tried
+constexpr size_t kMaxUpstreamsTried = 3;
+constexpr int kTcpIdleMs = 10'000;
+
+int bind_port53(const std::string& address, int type) {
+  int s = socket(AF_INET, type | SOCK_CLOEXEC, 0);
+  if (s < 0) return -errno;
+  // In a namespace of its own the sandbox's init may not have brought its
+  // loopback up yet: the address is bound now and served once it is.
+  int on = 1;
+  setsockopt(s, IPPROTO_IP, IP_FREEBIND, &on, sizeof(on));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(53);
+  inet_pton(AF_INET, address.c_str(), &a.sin_addr);
+  if (bind(s, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+    int err = errno;
+    close(s);
+    return -err;
+  }
+  return s;
+}
+
+// "ADDR", "ADDR:PORT", "[V6]:PORT" or a bare IPv6 address (policy::upstream_resolvers).
+bool upstream_sockaddr(const std::string& text, sockaddr_storage& out, socklen_t& len) {
+  std::string host = text, port = "53";
+  uint8_t bytes[16];
+  if (text.starts_with("[")) {
+    size_t close = text.find(']');
+    if (close == std::string::npos) return false;
+    host = text.substr(1, close - 1);
+    if (close + 1 < text.size()) port = text.substr(close + 2);
+  } else if (inet_pton(AF_INET6, text.c_str(), bytes) != 1) {
+    if (size_t colon = text.find(':'); colon != std::string::npos) host = text.substr(0, colon), port = text.substr(colon + 1);
+  }
+  uint16_t p = uint16_t(strtoul(port.c_str(), nullptr, 10));
+  std::memset(&out, 0, sizeof(out));
+  if (auto* in = reinterpret_cast<sockaddr_in*>(&out); inet_pton(AF_INET, host.c_str(), &in->sin_addr) == 1) {
+    in->sin_family = AF_INET;
+    in->sin_port = htons(p);
+    len = sizeof(sockaddr_in);
+    return true;
+  }
+  if (auto* in6 = reinterpret_cast<sockaddr_in6*>(&out); inet_pton(AF_INET6, host.c_str(), &in6->sin6_addr) == 1) {
+    in6->sin6_family = AF_INET6;
+    in6->sin6_port = htons(p);
+    len = sizeof(sockaddr_in6);
+    return true;
+  }
+  return false;
+}
+
+// Waits for fd (events) or the stop signal; false on stop, timeout or error.
+bool wait_for(int fd, short events, int stop_fd, int ms) {
+  pollfd fds[2] = {{fd, events, 0}, {stop_fd, POLLIN, 0}};
+  int n;
+  while ((n = poll(fds, 2, ms)) < 0 && errno == EINTR) {
+  }
+  return n > 0 && !fds[1].revents && (fds[0].revents & (events | POLLHUP | POLLERR));
+}
+
+bool read_full(int fd, void* buf, size_t n, int stop_fd, int ms) {
+  auto* p = static_cast<uint8_t*>(buf);
+  while (n) {
+    if (!wait_for(fd, POLLIN, stop_fd, ms)) return false;
+    ssize_t got = read(fd, p, n);
+    if (got <= 0) return false;
+    p += got;
+    n -= size_t(got);
+  }
+  return true;
+}
+
+bool write_full(int fd, const void* buf, size_t n, int stop_fd, int ms) {
+  auto* p = static_cast<const uint8_t*>(buf);
+  while (n) {
+    if (!wait_for(fd, POLLOUT, stop_fd, ms)) return false;
+    ssize_t put = send(fd, p, n, MSG_NOSIGNAL);
+    if (put <= 0) return false;
+    p += put;
+    n -= size_t(put);
+  }
+  return true;
+}
+
+// One exchange with one upstream resolver; the reply, or why none came.
+std::optional<std::string> exchange(const std::string& server, const std::string& query, bool tcp, int stop_fd,
+                                    std::string* error) {
+  sockaddr_storage to{};
+  socklen_t len = 0;
+  if (!upstream_sockaddr(server, to, len)) {
+    *error = server + ": not an address";
+    return std::nullopt;
+  }
+  int s = socket(to.ss_family, (tcp ? SOCK_STREAM : SOCK_DGRAM) | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (s < 0) {
+    *error = errno_message("socket", errno);
+    return std::nullopt;
+  }
+  struct Closer {
+    int fd;
+    ~Closer() { close(fd); }
+  } closer{s};
+  if (connect(s, reinterpret_cast<sockaddr*>(&to), len) != 0 && errno != EINPROGRESS) {
+    *error = errno_message(server, errno);
+    return std::nullopt;
+  }
+  std::string reply(65535, '\0');
+  if (tcp) {
+    uint8_t head[2] = {uint8_t(query.size() >> 8), uint8_t(query.size())};
+    if (!write_full(s, head, 2, stop_fd, kUpstreamWaitMs) || !write_full(s, query.data(), query.size(), stop_fd, kUpstreamWaitMs) ||
+        !read_full(s, head, 2, stop_fd, kUpstreamWaitMs)) {
+      *error = server + " (tcp): no answer";
+      return std::nullopt;
+    }
+    reply.resize(size_t(head[0]) << 8 | head[1]);
+    if (!read_full(s, reply.data(), reply.size(), stop_fd, kUpstreamWaitMs)) {
+      *error = server + " (tcp): a short answer";
+      return std::nullopt;
+    }
+    return reply;
+  }
+  if (send(s, query.data(), query.size(), 0) != ssize_t(query.size())) {
+    *error = errno_message(server, errno);
+    return std::nullopt;
+  }
+  // Datagrams that are not the answer (another id) are skipped, not taken.
+  for (uint64_t deadline = mono_ns() + uint64_t(kUpstreamWaitMs) * 1'000'000;;) {
+    uint64_t now = mono_ns();
+    if (now >= deadline || !wait_for(s, POLLIN, stop_fd, int((deadline - now) / 1'000'000) + 1)) {
+      *error = server + ": no answer in " + std::to_string(kUpstreamWaitMs) + " ms";
+      return std::nullopt;
+    }
+    ssize_t n = recv(s, reply.data(), reply.size(), 0);
+    if (n < 0) {
+      *error = errno_message(server, errno);
+      return std::nullopt;
+    }
+    if (n >= 2 && std::memcmp(reply.data(), query.data(), 2) == 0) {
+      reply.resize(size_t(n));
+      return reply;
+    }
+  }
+}
+
+}  // namespace
+
+struct Resolver::Client {
+  bool tcp = false;
+  int fd = -1;  // tcp: the connection; udp: the server's socket
+  sockaddr_storage from{};
+  socklen_t from_len = 0;
+  std::mutex write_mu;  // tcp: one reply at a time
+  int stop_fd = -1;
+  void send_reply(const std::string& reply) {
+    if (reply.empty()) return;
+    if (!tcp) {
+      sendto(fd, reply.data(), reply.size(), MSG_DONTWAIT, reinterpret_cast<sockaddr*>(&from), from_len);
+      return;
+    }
+    std::lock_guard lock(write_mu);
+    uint8_t head[2] = {uint8_t(reply.size() >> 8), uint8_t(reply.size())};
+    if (write_full(fd, head, 2, stop_fd, 1000)) write_full(fd, reply.data(), reply.size(), stop_fd, 1000);
+  }
+  ~Client() {
+    if (tcp && fd >= 0) close(fd);
+  }
+};
+
+Resolver::Resolver(int netns_fd, const std::string& address, Options opts) : opts_(std::move(opts)) {
+  int home = -1;
+  if (netns_fd >= 0) {
+    home = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+    if (home < 0 || setns(netns_fd, CLONE_NEWNET) != 0) {
+      int err = errno;
+      if (home >= 0) close(home);
+      throw Error(errno_message("cannot enter the sandbox's network namespace for its resolver", err));
+    }
+  }
+  int err = 0;
+  for (int attempt = 0; attempt < 32 && sock_ < 0; ++attempt) {
+    std::string a = address;
+    if (a.empty()) {
+      uint8_t r[2] = {};
+      (void)!getrandom(r, sizeof(r), 0);
+      a = "127.53." + std::to_string(r[0]) + "." + std::to_string(r[1] | 1);
+    }
+    // TCP too, on the same address: a connection there reaches this
+    // resolver, never a host resolver bound to every address.
+    int s = bind_port53(a, SOCK_DGRAM), t = s >= 0 ? bind_port53(a, SOCK_STREAM) : -1;
+    if (t >= 0 && listen(t, 16) != 0) {
+      close(t);
+      t = -errno;
+    }
+    if (s >= 0 && t >= 0) {
+      sock_ = s;
+      tcp_ = t;
+      address_ = a;
+    } else {
+      err = s < 0 ? -s : -t;
+      if (s >= 0) close(s);
+      if (!address.empty()) break;
+    }
+  }
+  if (home >= 0) {
+    // Back, or this thread would go on in the sandbox's namespace.
+    if (setns(home, CLONE_NEWNET) != 0) throw Error(errno_message("cannot return from the sandbox's network namespace", errno));
+    close(home);
+  }
+  if (sock_ < 0) throw Error(errno_message("cannot bind the sandbox's resolver on 127.53.x.y port 53", err));
+  stop_fd_ = eventfd(0, EFD_CLOEXEC);
+  events_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (stop_fd_ < 0 || events_fd_ < 0) {
+    int e = errno;
+    for (int fd : {sock_, tcp_, stop_fd_, events_fd_})
+      if (fd >= 0) close(fd);
+    throw Error(errno_message("eventfd", e));
+  }
+}
+
+void Resolver::start() { thread_ = std::thread([this] { serve(); }); }
+
+Resolver::~Resolver() {
+  stopping_ = true;
+  uint64_t one = 1;
+  (void)!write(stop_fd_, &one, sizeof(one));
+  if (thread_.joinable()) thread_.join();
+  decltype(workers_) workers;
+  {
+    std::lock_guard lock(mu_);
+    workers.swap(workers_);
+  }
+  for (auto& w : workers) w.first.join();
+  for (int fd : {sock_, tcp_, stop_fd_, events_fd_}) close(fd);
+}
+
+std::string Resolver::resolv_conf() const {
+  std::string why = answers_names() ? "# flightrec: this session's resolver; it answers the names the policy allows (network.allow"
+                                      + std::string(opts_.answer_all ? ", and with network.dns: true every other name" : "") +
+                                      ") and refuses the others at once.\n"
+                                    : "# flightrec: names are not resolved in this sandbox (policy network.dns: false);\n"
+                                      "# this resolver refuses every name at once.\n";
+  return why + "nameserver " + address_ + "\noptions attempts:1\n";
+}
+
+std::vector<NameEvent> Resolver::take_events() {
+  uint64_t count;
+  (void)!read(events_fd_, &count, sizeof(count));
+  std::lock_guard lock(mu_);
+  std::vector<NameEvent> out;
+  out.swap(events_);
+  return out;
+}
+
+void Resolver::post(NameEvent ev) {
+  {
+    std::lock_guard lock(mu_);
+    if (events_.size() >= kMaxEventsWaiting) {
+      // Never silently: the last one waiting says how many more there were.
+      if (events_.back().verdict != "unrecorded") {
+        NameEvent gap;
+        gap.mono_ns = ev.mono_ns;
+        gap.verdict = "unrecorded";
+        events_.push_back(std::move(gap));
+      }
+      events_.back().unrecorded++;
+      return;
+    }
+    events_.push_back(std::move(ev));
+  }
+  uint64_t one = 1;
+  (void)!write(events_fd_, &one, sizeof(one));
+}
+
+void Resolver::serve() {
+  uint8_t query[4096];
+  std::vector<std::pair<std::thread, std::shared_ptr<std::atomic<bool>>>> tcp_clients;
+  for (;;) {
+    pollfd fds[3] = {{sock_, POLLIN, 0}, {stop_fd_, POLLIN, 0}, {tcp_, POLLIN, 0}};
+    if (poll(fds, 3, -1) < 0 && errno != EINTR) break;
+    if (fds[1].revents) break;
+    // Threads that are done are joined as the loop goes.
+    std::erase_if(tcp_clients, [](auto& c) {
+      if (!c.second->load()) return false;
+      c.first.join();
+      return true;
+    });
+    {
+      std::lock_guard lock(mu_);
+      std::erase_if(workers_, [](auto& w) {
+        if (!w.second->load()) return false;
+        w.first.join();
+        return true;
+      });
+    }
+    if (fds[2].revents & POLLIN) {
+      int c = accept4(tcp_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (c >= 0 && tcp_clients.size() >= size_t(kMaxTcpClients)) {
+        close(c);
+      } else if (c >= 0) {
+        auto client = std::make_shared<Client>();
+        client->tcp = true;
+        client->fd = c;
+        client->stop_fd = stop_fd_;
+        auto done = std::make_shared<std::atomic<bool>>(false);
+        tcp_clients.emplace_back(std::thread([this, client, done] {
+          // Length-prefixed queries, answered in turn, until the client
+          // closes or is idle.
+          uint8_t msg[65535], head[2];
+          while (read_full(client->fd, head, 2, stop_fd_, kTcpIdleMs)) {
+            size_t n = size_t(head[0]) << 8 | head[1];
+            if (n == 0 || !read_full(client->fd, msg, n, stop_fd_, kTcpIdleMs)) break;
+            on_query(msg, n, client);
+          }
+          done->store(true);
+        }), done);
+      }
+    }
+    if (!(fds[0].revents & POLLIN)) continue;
+    auto client = std::make_shared<Client>();
+    client->fd = sock_;
+    client->from_len = sizeof(client->from);
+    ssize_t n = recvfrom(sock_, query, sizeof(query), MSG_DONTWAIT, reinterpret_cast<sockaddr*>(&client->from),
+                         &client->from_len);
+    if (n > 0) on_query(query, size_t(n), client);
+  }
+  for (auto& c : tcp_clients) c.first.join();
+}
+
+void Resolver::on_query(const uint8_t* msg, size_t size, const std::shared_ptr<Client>& client) {
+  uint64_t asked = mono_ns();
+  auto q = dns::parse_query(msg, size);
+  NameEvent ev;
+  ev.mono_ns = asked;
+  ev.transport = client->tcp ? "tcp" : "udp";
+  if (!q) {
+    // Not a query we can read: FORMERR (nothing for what is no query at all).
+    std::string reply = dns::refusal(msg, size, dns::kFormErr);
+    if (reply.empty()) return;
+    client->send_reply(reply);
+    ev.verdict = "refused";
+    ev.rcode = dns::rcode_name(dns::kFormErr);
+    ev.error = "not a query flightrec can read (" + std::to_string(size) + " bytes)";
+    post(std::move(ev));
+    return;
+  }
+  ev.name = q->name;
+  ev.type = dns::type_name(q->type);
+  std::vector<const policy::HostRule*> rules;
+  for (const auto& rule : opts_.allow)
+    if (policy::host_matches(rule, q->name)) rules.push_back(&rule);
+  bool internet = q->klass == 1;
+  if ((rules.empty() && !opts_.answer_all) || !internet) {
+    uint8_t rcode = opts_.service.refuse_nxdomain ? dns::kNxDomain : dns::kRefused;
+    client->send_reply(dns::refusal(msg, size, rcode));
+    ev.verdict = "refused";
+    ev.rcode = dns::rcode_name(rcode);
+    ev.took_us = (mono_ns() - asked) / 1000;
+    post(std::move(ev));
+    return;
+  }
+  if (!rules.empty()) ev.rule = rules.front()->text;
+  ev.verdict = rules.empty() ? "answered" : "allowed";
+  // From the cache: the asker's id and question, TTLs lowered to what is left.
+  {
+    std::unique_lock lock(mu_);
+    auto it = cache_.find({q->name, q->type});
+    if (it != cache_.end() && it->second.expires_ns > asked) {
+      std::string reply = it->second.reply;
+      NameEvent cached = it->second.event;
+      uint32_t left = uint32_t((it->second.expires_ns - asked) / 1'000'000'000);
+      bool same_span = it->second.question_end == q->end;
+      lock.unlock();
+      std::memcpy(reply.data(), msg, 2);
+      if (same_span) std::memcpy(reply.data() + 12, msg + 12, q->end - 12);  // the asker's spelling of the name
+      dns::cap_ttls(reply, left);
+      client->send_reply(reply);
+      cached.mono_ns = asked;
+      cached.transport = ev.transport;
+      cached.cached = true;
+      cached.took_us = (mono_ns() - asked) / 1000;
+      post(std::move(cached));
+      return;
+    }
+  }
+  std::string query(reinterpret_cast<const char*>(msg), size);
+  ev.qtype = q->type;
+  if (client->tcp) {
+    ask_upstream(std::move(query), client, std::move(ev), std::move(rules));  // this connection's thread
+    return;
+  }
+  if (busy_.load() >= kMaxWorkers) {  // only this thread adds to it
+    client->send_reply(dns::refusal(msg, size, dns::kServFail));
+    ev.rcode = dns::rcode_name(dns::kServFail);
+    ev.error = std::to_string(kMaxWorkers) + " lookups were already waiting for an answer";
+    post(std::move(ev));
+    return;
+  }
+  busy_++;
+  auto done = std::make_shared<std::atomic<bool>>(false);
+  std::thread worker([this, query = std::move(query), client, ev = std::move(ev), rules = std::move(rules), done]() mutable {
+    ask_upstream(std::move(query), client, std::move(ev), std::move(rules));
+    busy_--;
+    done->store(true);
+  });
+  std::lock_guard lock(mu_);
+  workers_.emplace_back(std::move(worker), std::move(done));
+}
+
+void Resolver::ask_upstream(std::string query, std::shared_ptr<Client> client, NameEvent ev,
+                            std::vector<const policy::HostRule*> rules) {
+  // Its own id upstream: what comes back is matched to this exchange.
+  std::string client_id = query.substr(0, 2);
+  uint16_t id = 0;
+  (void)!getrandom(&id, sizeof(id), 0);
+  query[0] = char(id >> 8);
+  query[1] = char(id);
+  std::optional<std::string> reply;
+  std::string error;
+  size_t tried = 0;
+  for (const auto& server : opts_.upstream) {
+    if (tried++ >= kMaxUpstreamsTried || stopping_) break;
+    reply = exchange(server, query, client->tcp, stop_fd_, &error);
+    auto parsed = reply ? dns::parse_response(reinterpret_cast<const uint8_t*>(reply->data()), reply->size()) : std::nullopt;
+    // Truncated over UDP: the same upstream over TCP, so the whole answer is judged.
+    if (parsed && parsed->truncated && !client->tcp) {
+      reply = exchange(server, query, true, stop_fd_, &error);
+      parsed = reply ? dns::parse_response(reinterpret_cast<const uint8_t*>(reply->data()), reply->size()) : std::nullopt;
+    }
+    if (parsed && parsed->question.name == ev.name && parsed->question.type == ev.qtype &&
+        parsed->rcode != dns::kServFail) {
+      std::vector<uint16_t> ports;
+      for (const auto* r : rules) ports.push_back(r->port);
+      if (std::find(ports.begin(), ports.end(), 0) != ports.end()) ports = {0};
+      std::sort(ports.begin(), ports.end());
+      ports.erase(std::unique(ports.begin(), ports.end()), ports.end());
+      auto res = dns::resolve(*parsed, ev.name);
+      ev.rcode = dns::rcode_name(parsed->rcode);
+      ev.addresses = res.addresses;
+      ev.cnames = res.cnames;
+      ev.ttl = res.ttl;
+      if (!rules.empty()) admit(ev, ports);
+      uint32_t cache_s = std::min(res.addresses.empty() ? std::min(res.ttl, 30u) : res.ttl, opts_.service.ttl_max_s);
+      if (ev.admitted_s) cache_s = std::min(cache_s, ev.admitted_s);
+      dns::cap_ttls(*reply, ev.admitted_s ? ev.admitted_s : opts_.service.ttl_max_s);
+      if (cache_s > 0) {
+        std::lock_guard lock(mu_);
+        if (cache_.size() >= kMaxCached) {
+          uint64_t now = mono_ns();
+          std::erase_if(cache_, [&](const auto& kv) { return kv.second.expires_ns <= now; });
+          if (cache_.size() >= kMaxCached) cache_.erase(cache_.begin());
+        }
+        cache_[{ev.name, ev.qtype}] = {*reply, parsed->question.end, ev.mono_ns + uint64_t(cache_s) * 1'000'000'000, ev};
+      }
+      std::memcpy(reply->data(), client_id.data(), 2);
+      finish(client, *reply, std::move(ev));
+      return;
+    }
+    if (reply && !parsed) error = server + ": an answer that does not parse";
+    else if (parsed && parsed->rcode == dns::kServFail) error = server + ": SERVFAIL";
+    else if (parsed) error = server + ": an answer to another question";
+    reply.reset();
+  }
+  if (opts_.upstream.empty()) error = "no upstream resolver (network.dns_upstream, or nameserver in /etc/resolv.conf)";
+  query.replace(0, 2, client_id);
+  ev.rcode = dns::rcode_name(dns::kServFail);
+  ev.error = error;
+  finish(client, dns::refusal(reinterpret_cast<const uint8_t*>(query.data()), query.size(), dns::kServFail), std::move(ev));
+}
+
+void Resolver::admit(NameEvent& ev, const std::vector<uint16_t>& ports) {
+  if (ev.addresses.empty()) return;
+  ev.admitted_s = std::clamp(ev.ttl, opts_.service.ttl_min_s, opts_.service.ttl_max_s);
+  if (!opts_.service.admit_private) {
+    bool any_public = false;
+    for (const auto& a : ev.addresses) {
+      uint8_t b[16] = {};
+      int family = inet_pton(AF_INET, a.c_str(), b) == 1 ? AF_INET : inet_pton(AF_INET6, a.c_str(), b) == 1 ? AF_INET6 : 0;
+      any_public = any_public || (family && !policy::private_address(family, b));
+    }
+    if (!any_public) ev.admitted_s = 0;
+  }
+  ev.ports = ports;
+  uint64_t until = mono_ns() + uint64_t(ev.admitted_s) * 1'000'000'000;
+  for (const auto& a : ev.addresses) {
+    fr_egress_endpoint key{};
+    if (inet_pton(AF_INET, a.c_str(), key.addr) == 1) key.family = AF_INET;
+    else if (inet_pton(AF_INET6, a.c_str(), key.addr) == 1) key.family = AF_INET6;
+    else continue;
+    if (opts_.names) opts_.names->note(a, ev.name);
+    if (!opts_.service.admit_private && policy::private_address(int(key.family), key.addr)) {
+      ev.not_admitted.push_back(a);  // rebinding: passed on, but no connect goes there
+      continue;
+    }
+    if (key.family == AF_INET6 && std::memcmp(key.addr, "\0\0\0\0\0\0\0\0\0\0\xff\xff", 12) == 0) {
+      std::memmove(key.addr, key.addr + 12, 4);  // IPv4-mapped: keyed as IPv4, as the programs key it
+      std::memset(key.addr + 4, 0, 12);
+      key.family = AF_INET;
+    }
+    for (uint16_t port : ports) {
+      key.port = port;
+      if (opts_.named_map_fd >= 0 && bpf_map_update_elem(opts_.named_map_fd, &key, &until, BPF_ANY) != 0 && ev.error.empty())
+        ev.error = errno_message("cannot admit " + a + " in the kernel's map", errno);
+    }
+  }
+}
+
+void Resolver::finish(const std::shared_ptr<Client>& client, const std::string& reply, NameEvent ev) {
+  client->send_reply(reply);
+  ev.took_us = (mono_ns() - ev.mono_ns) / 1000;
+  post(std::move(ev));
+}
+
+}  // namespace flightrec::sandbox

@@ -1,0 +1,104 @@
+#pragma once
+// The sandbox's nameserver, one per session: its /etc/resolv.conf names
+// it, on 127.53.x.y port 53, UDP and TCP, in the network namespace the
+// sandbox uses (the egress programs let no other port 53 be reached).
+//
+// A name the policy allows (network.allow NAME:PORT or *.DOMAIN:PORT) is
+// asked of the upstream resolvers; the addresses of the answer are put in
+// fr_egress_named for the answer's TTL (floored and capped: network.
+// dns_ttl_min/max) before the answer is passed on, so the connect that
+// follows goes through. Any other name is refused at once (NXDOMAIN, or
+// REFUSED), so a lookup fails in a millisecond with any libc (musl waits
+// out 5 s for a resolver it cannot reach); with network.dns: true it is
+// answered, and nothing admitted. Answers are cached for their TTL.
+// Every query becomes a NameEvent for the record.
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "events/host_names.h"
+#include "policy/policy.h"
+
+namespace flightrec::sandbox {
+
+struct NameEvent {
+  uint64_t mono_ns = 0;      // when the query came (CLOCK_MONOTONIC)
+  std::string name, type;    // the question
+  uint16_t qtype = 0;
+  std::string transport;     // "udp" or "tcp"
+  std::string verdict;       // "allowed" (addresses admitted), "answered" (network.dns: true), "refused"
+  std::string rule;          // the allowlist entry that allowed the name; empty when refused
+  std::string rcode;         // of the reply given
+  std::vector<std::string> addresses, cnames;
+  uint32_t ttl = 0;          // the answer's
+  uint32_t admitted_s = 0;   // how long new connects to its addresses may start
+  std::vector<uint16_t> ports;  // where (0: any port)
+  std::vector<std::string> not_admitted;  // private addresses answered (network.dns_private: false)
+  bool cached = false;
+  uint64_t took_us = 0;
+  std::string error;         // why the upstream gave no answer (SERVFAIL was given)
+  uint64_t unrecorded = 0;   // verdict "unrecorded": queries left out, the recording having fallen behind
+};
+
+class Resolver {
+ public:
+  static constexpr const char* kOwnNetworkAddress = "127.53.0.1";  // free in a namespace of its own
+  struct Options {
+    std::vector<policy::HostRule> allow;  // the names allowed
+    bool answer_all = false;              // network.dns: true
+    policy::NameService service;
+    std::vector<std::string> upstream;    // policy::upstream_resolvers
+    int named_map_fd = -1;                // fr_egress_named; -1: nothing admitted
+    events::HostNames* names = nullptr;   // told every address answered
+  };
+  // Binds in the network namespace netns_fd names (-1: flightrec's own;
+  // the calling thread visits the other and comes back) at `address`, or
+  // at a free 127.53.x.y when it is empty; no thread yet, so it may be made
+  // before the sandbox's init is forked. Throws Error.
+  Resolver(int netns_fd, const std::string& address, Options opts);
+  void start();  // serves from now on, on a thread of its own
+  ~Resolver();
+  Resolver(const Resolver&) = delete;
+  Resolver& operator=(const Resolver&) = delete;
+
+  const std::string& address() const { return address_; }
+  bool answers_names() const { return !opts_.allow.empty() || opts_.answer_all; }
+  // Readable while events wait to be taken.
+  int events_fd() const { return events_fd_; }
+  std::vector<NameEvent> take_events();
+  // The /etc/resolv.conf that names it.
+  std::string resolv_conf() const;
+
+ private:
+  struct Client;
+  struct Cached {
+    std::string reply;  // the upstream's, id and question to be the asker's
+    size_t question_end;
+    uint64_t expires_ns;
+    NameEvent event;    // what it said (addresses, rule, ...)
+  };
+  void serve();
+  void on_query(const uint8_t* msg, size_t size, const std::shared_ptr<Client>& client);
+  void ask_upstream(std::string query, std::shared_ptr<Client> client, NameEvent ev, std::vector<const policy::HostRule*> rules);
+  void finish(const std::shared_ptr<Client>& client, const std::string& reply, NameEvent ev);
+  void admit(NameEvent& ev, const std::vector<uint16_t>& ports);
+  void post(NameEvent ev);
+
+  Options opts_;
+  int sock_ = -1, tcp_ = -1, stop_fd_ = -1, events_fd_ = -1;
+  std::string address_;
+  std::thread thread_;
+  std::atomic<bool> stopping_{false};
+  std::mutex mu_;  // guards what follows: workers post from their threads
+  std::vector<NameEvent> events_;
+  std::map<std::pair<std::string, uint16_t>, Cached> cache_;
+  std::vector<std::pair<std::thread, std::shared_ptr<std::atomic<bool>>>> workers_;  // upstream exchanges, and whether done
+  std::atomic<int> busy_{0};
+};
+
+}  // namespace flightrec::sandbox

@@ -1,0 +1,165 @@
+#include "session/session_resolver.h"
+
+#include <arpa/inet.h>
+#include <bpf/bpf.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/error.h"
+#include "ledger/hash.h"
+#include "policy/network.h"
+#include "session/stderr_log.h"
+
+namespace flightrec::session {
+namespace {
+
+constexpr size_t kMaxRefusalsShown = 20;
+
+std::string joined(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& i : items) out += (out.empty() ? "" : ", ") + i;
+  return out;
+}
+
+}  // namespace
+
+sandbox::Resolver::Options SessionResolver::options(const policy::Policy& policy) const {
+  sandbox::Resolver::Options o;
+  if (own_network_) return o;  // nothing reachable: every name refused
+  o.allow = policy.allow_hosts;
+  o.answer_all = policy.allow_dns;
+  o.service = policy.dns;
+  o.upstream = policy::upstream_resolvers(policy);
+  return o;
+}
+
+SessionResolver::SessionResolver(const policy::Policy& policy, const std::string& upper)
+    : own_network_(policy::own_network(policy)), policy_name_(policy.name), upper_(upper),
+      log_stderr_(policy.log_stderr) {
+  opts_ = options(policy);
+  if (!opts_.allow.empty()) {
+    // Made before the programs load (they reuse it); an LRU, as they declare it.
+    named_fd_ = bpf_map_create(BPF_MAP_TYPE_LRU_HASH, "fr_egress_named", sizeof(fr_egress_endpoint), sizeof(uint64_t),
+                               FR_EGRESS_NAMED_MAX, nullptr);
+    if (named_fd_ < 0) throw Error(errno_message("cannot make the BPF map of the addresses allowed names resolve to", errno));
+    opts_.named_map_fd = named_fd_;
+  }
+  opts_.names = &names_;
+  std::string address = sandbox::Resolver::kOwnNetworkAddress;
+  if (!own_network_) {
+    resolver_ = std::make_unique<sandbox::Resolver>(-1, "", opts_);
+    address = resolver_->address();
+  }
+  // Its resolv.conf says what it is (the same text in either namespace).
+  conf_ = "nameserver " + address + "\noptions attempts:1\n";
+  conf_ = (opts_.allow.empty() && !opts_.answer_all
+               ? "# flightrec: names are not resolved in this sandbox; its resolver refuses every name at once.\n"
+               : "# flightrec: the session's resolver: names the policy allows are answered (network.allow), "
+                 "others refused at once.\n") +
+          conf_;
+  std::string etc = upper_ + "/etc";
+  int fd = mkdir(etc.c_str(), 0755) == 0 ? ::open((etc + "/resolv.conf").c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644) : -1;
+  bool written = fd >= 0 && write(fd, conf_.data(), conf_.size()) == ssize_t(conf_.size());
+  int err = errno;
+  if (fd >= 0) close(fd);
+  if (!written) {
+    if (named_fd_ >= 0) close(named_fd_);
+    throw Error(errno_message("cannot write the sandbox's /etc/resolv.conf", err));
+  }
+}
+
+SessionResolver::~SessionResolver() {
+  resolver_.reset();  // its threads stop before the map goes
+  if (named_fd_ >= 0) close(named_fd_);
+}
+
+void SessionResolver::start(pid_t sandbox_init) {
+  if (!resolver_) {
+    int netns = ::open(("/proc/" + std::to_string(sandbox_init) + "/ns/net").c_str(), O_RDONLY | O_CLOEXEC);
+    if (netns < 0) throw Error(errno_message("cannot open the sandbox's network namespace", errno));
+    try {
+      resolver_ = std::make_unique<sandbox::Resolver>(netns, sandbox::Resolver::kOwnNetworkAddress, opts_);
+    } catch (...) {
+      close(netns);
+      throw;
+    }
+    close(netns);
+  }
+  resolver_->start();
+}
+
+std::optional<fr_egress_rule> SessionResolver::egress_rule() const {
+  if (!resolver_) return std::nullopt;
+  // Its own address alone (its TCP port is its own too, so no resolver
+  // of the host's listening on every address answers).
+  fr_egress_rule r{};
+  r.family = AF_INET;
+  inet_pton(AF_INET, resolver_->address().c_str(), r.addr);
+  r.prefix = 32;
+  r.port = 53;
+  return r;
+}
+
+void SessionResolver::record(Emitted& out) {
+  if (!resolver_) return;
+  for (auto& ev : resolver_->take_events()) {
+    auto& e = out.add("dns");
+    if (ev.verdict == "unrecorded") {
+      e.set("verdict", "unrecorded");
+      e.set("queries", ev.unrecorded);
+      e.set("why", "the recording fell behind the sandbox's lookups; these were answered but not recorded one by one");
+      continue;
+    }
+    e.set("name", ev.name);
+    if (!ev.type.empty()) e.set("qtype", ev.type);
+    e.set("transport", ev.transport);
+    e.set("verdict", ev.verdict);
+    if (!ev.rule.empty()) e.set("rule", ev.rule);
+    if (ev.verdict == "refused" && ev.error.empty()) e.set("rule_id", "network.allow");
+    e.set("rcode", ev.rcode);
+    if (!ev.addresses.empty()) e.set("addresses", ev.addresses);
+    if (!ev.cnames.empty()) e.set("cnames", ev.cnames);
+    if (!ev.addresses.empty()) e.set("ttl", ev.ttl);
+    if (!ev.not_admitted.empty()) e.set("not_admitted", ev.not_admitted);
+    if (ev.admitted_s) {
+      e.set("admitted_s", ev.admitted_s);
+      e.set("ports", std::vector<int64_t>(ev.ports.begin(), ev.ports.end()));
+    }
+    if (ev.cached) e.set("cached", 1);
+    e.set("took_us", ev.took_us);
+    if (!ev.error.empty()) e.set("error", ev.error);
+    e.set("asked_mono_ns", ev.mono_ns);  // when the query came (the entry's own time is when it was recorded)
+    if (ev.verdict != "refused" || !ev.error.empty() || log_stderr_ < 2 || told_.size() > kMaxRefusalsShown) continue;
+    if (!told_.insert(ev.name).second) continue;
+    if (told_.size() > kMaxRefusalsShown) {
+      StderrLog::get().line("flightrec: further refused names are in the record only (flightrec query --type dns)");
+      continue;
+    }
+    StderrLog::get().line("flightrec: name " + ev.name + " refused at once (" + ev.rcode +
+                          "): not on the network allowlist of policy " + policy_name_ +
+                          "; to allow it: flightrec run --allow " + ev.name + ":443 (or add it to network.allow)");
+  }
+}
+
+std::string SessionResolver::describe() const {
+  std::string where = resolver_ ? resolver_->address() : sandbox::Resolver::kOwnNetworkAddress;
+  if (opts_.allow.empty() && !opts_.answer_all)
+    return "dns: every name refused at once by flightrec's resolver at " + where + " (/etc/resolv.conf names it)";
+  std::vector<std::string> names;
+  for (const auto& r : opts_.allow) names.push_back(r.text);
+  std::string which = names.empty() ? "" : "allowed names (" + joined(names) + ")";
+  if (opts_.answer_all) which += std::string(names.empty() ? "" : " and ") + "every other name (nothing admitted for those)";
+  else which += std::string("; others refused at once (") + (opts_.service.refuse_nxdomain ? "NXDOMAIN)" : "REFUSED)");
+  return "dns: flightrec's resolver at " + where + " (/etc/resolv.conf names it) asks " +
+         (opts_.upstream.empty() ? std::string("no upstream") : joined(opts_.upstream)) + " for " + which +
+         "; addresses answered are allowed for new connects for the answer's TTL, from " +
+         std::to_string(opts_.service.ttl_min_s) + " s to " + std::to_string(opts_.service.ttl_max_s) + " s";
+}
+
+bool SessionResolver::wrote(const sandbox::FileChange& c) const {
+  return c.path == "/etc" + std::string(c.kind == "dir" ? "" : "/resolv.conf") &&
+         (c.kind == "dir" || c.sha256_after == ledger::to_hex(ledger::sha256(conf_)));
+}
+
+}  // namespace flightrec::session

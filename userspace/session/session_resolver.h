@@ -1,0 +1,66 @@
+#pragma once
+// A confined session's names (sandbox/resolver.h): the resolver its
+// /etc/resolv.conf names, the kernel map of the addresses allowed names
+// were answered with (fr_egress_named, read by the egress programs), the
+// names those addresses answer to (for the record's connects), and each
+// query as a `dns` entry. A refused name is said once on stderr, with the
+// rule that refused it and how to allow it, so an agent (or its user)
+// asks for it instead of retrying.
+#include <sys/types.h>
+
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+
+#include "events/host_names.h"
+#include "policy/policy.h"
+#include "sandbox/changes.h"
+#include "sandbox/resolver.h"
+#include "session/pipeline.h"
+
+extern "C" {
+#include "flightrec/abi/events.h"
+}
+
+namespace flightrec::session {
+
+class SessionResolver {
+ public:
+  // For a sandbox under network none or allowlist: writes etc/resolv.conf
+  // under `upper` (the root overlay's upper layer), makes the map when
+  // names are allowed, and binds now when the sandbox shares flightrec's
+  // network namespace. Throws Error.
+  SessionResolver(const policy::Policy& policy, const std::string& upper);
+  ~SessionResolver();
+  // Once the sandbox's init exists: binds in its namespace if it has one
+  // of its own, and serves. Throws Error.
+  void start(pid_t sandbox_init);
+
+  int named_map_fd() const { return named_fd_; }  // -1 without allowed names
+  const events::HostNames* host_names() const { return &names_; }
+  // Its own address, port 53, for the egress allowlist (once bound).
+  std::optional<fr_egress_rule> egress_rule() const;
+  int fd() const { return resolver_ ? resolver_->events_fd() : -1; }
+  // The queries answered since the last call, as entries.
+  void record(Emitted& out);
+  // For the session's sandbox description.
+  std::string describe() const;
+  // Whether a change of the root's upper layer is flightrec's own
+  // resolv.conf (or its /etc), as it was written.
+  bool wrote(const sandbox::FileChange& c) const;
+
+ private:
+  sandbox::Resolver::Options options(const policy::Policy& policy) const;
+  bool own_network_;
+  std::string policy_name_;
+  sandbox::Resolver::Options opts_;
+  int named_fd_ = -1;
+  events::HostNames names_;
+  std::unique_ptr<sandbox::Resolver> resolver_;
+  std::string upper_, conf_;
+  std::set<std::string> told_;  // names refused already said on stderr
+  int log_stderr_ = 2;
+};
+
+}  // namespace flightrec::session
