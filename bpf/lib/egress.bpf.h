@@ -106,10 +106,14 @@ static __always_inline int fr_egress_named_ok(__u32 family, const __u8 *addr, __
 	struct fr_egress_endpoint e = {};
 	fr_endpoint(&e, family, addr, port);
 	__u64 *until = bpf_map_lookup_elem(&fr_egress_named, &e);
-	if (!until) {
-		e.port = 0;  /* a rule for any port */
-		until = bpf_map_lookup_elem(&fr_egress_named, &e);
-	}
+	if (until && (!fresh || bpf_ktime_get_ns() < *until))
+		return 1;
+	/* A rule for any port (key port 0), but never another resolver's
+	 * ports (DNS, DNS over TLS): names are asked of the session's own. */
+	if (port == 53 || port == 853)
+		return 0;
+	e.port = 0;
+	until = bpf_map_lookup_elem(&fr_egress_named, &e);
 	return until && (!fresh || bpf_ktime_get_ns() < *until);
 }
 

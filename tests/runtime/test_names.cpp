@@ -89,7 +89,7 @@ TEST_CASE("egress by name: allowed names admit their answers' addresses for the 
   put(dir.file("names.yaml"), "version: 1\nname: names\nextends: agent\nnetwork:\n  mode: allowlist\n"
                               "  allow: [\"api.test:8080\", \"*.files.test:8080\"]\n"
                               "  dns_upstream: [\"" + net + "53\"]\n  dns_ttl_min: 1s\n  dns_ttl_max: 1h\n"
-                              "  dns_private: true\n");  // the test's addresses are loopback ones
+                              "  dns_private: true\n  explain: true\n");  // the test's addresses are loopback ones
   put(work + "/client.py",
       "import socket, struct, time, errno\n"
       "def lookup(name):\n"
@@ -123,7 +123,15 @@ TEST_CASE("egress by name: allowed names admit their answers' addresses for the 
       "try:\n"
       "    u.sendto(q, ('" + net + "53', 53)); print('other resolver reached')\n"
       "except OSError as e:\n"
-      "    print('other resolver', errno.errorcode.get(e.errno))\n");
+      "    print('other resolver', errno.errorcode.get(e.errno))\n"
+      // network.explain: the refusals, for the agent to read (written as they are recorded).
+      "import os\n"
+      "path = os.environ.get('FLIGHTREC_REFUSALS', '')\n"
+      "for _ in range(200):\n"
+      "    text = open(path).read() if path else ''\n"
+      "    if 'evil.test' in text and '" + net + "4 port 8080' in text: break\n"
+      "    time.sleep(0.05)\n"
+      "print('explained', path, 'name evil.test refused (NXDOMAIN)' in text, 'rule network.allow' in text)\n");
   Result r = run_in(work, {FLIGHTREC_BIN, "run", "--policy", dir.file("names.yaml"), "--db", db, "--", "python3", "client.py"});
   INFO(r.out);
   INFO(r.err);
@@ -138,7 +146,8 @@ TEST_CASE("egress by name: allowed names admit their answers' addresses for the 
         "not allowed no address\n"
         "no name EPERM\n"
         "tcp True 0 True\n"
-        "other resolver EPERM\n");
+        "other resolver EPERM\n"
+        "explained /tmp/flightrec-refusals.txt True True\n");
   // Refused names never reached the upstream; allowed ones did, over TCP too.
   std::string asked = "\n" + servers.queries();
   CHECK(asked.find("\nevil.test ") == std::string::npos);
@@ -182,6 +191,13 @@ TEST_CASE("egress by name: allowed names admit their answers' addresses for the 
   CHECK(named_connects == 1);
   CHECK(all.front()["sandbox"].dump().find("asks " + net + "53 for allowed names (api.test:8080, *.files.test:8080)") !=
         std::string::npos);
+  // flightrec's own files in the sandbox are no change of the session's.
+  for (const auto& c : of_type(all, "file_change")) {
+    CHECK(c.value("path", "") != "/tmp/flightrec-refusals.txt");
+    CHECK(c.value("path", "") != "/etc/resolv.conf");
+  }
+  // Each query names its asker's socket.
+  CHECK(api[0].value("client", "").starts_with("127.0.0.1:"));
   CHECK(flightrec({"verify", "--db", db}).code == 0);
 }
 

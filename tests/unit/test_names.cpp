@@ -95,11 +95,17 @@ TEST_CASE("allowlist entries by name: exact names, leading wildcards, /etc/hosts
     return private_address(family, a);
   };
   for (const char* a : {"127.0.0.53", "10.1.2.3", "172.16.0.1", "172.31.255.255", "192.168.1.1", "169.254.169.254",
-                        "100.64.0.1", "0.0.0.0", "224.0.0.1", "255.255.255.255"})
+                        "100.64.0.1", "0.0.0.0", "224.0.0.1", "255.255.255.255", "198.18.0.1", "198.19.255.255",
+                        "192.0.2.1", "198.51.100.7", "203.0.113.9", "192.88.99.1"})
     CHECK_MESSAGE(priv(AF_INET, a), a);
-  for (const char* a : {"8.8.8.8", "172.32.0.1", "160.79.104.10", "100.128.0.1"}) CHECK_MESSAGE(!priv(AF_INET, a), a);
-  for (const char* a : {"::1", "::", "fd00::1", "fe80::1", "::ffff:10.0.0.1", "ff02::1"}) CHECK_MESSAGE(priv(AF_INET6, a), a);
-  for (const char* a : {"2606:4700::1111", "::ffff:8.8.8.8"}) CHECK_MESSAGE(!priv(AF_INET6, a), a);
+  for (const char* a : {"8.8.8.8", "172.32.0.1", "160.79.104.10", "100.128.0.1", "198.20.0.1", "192.0.3.1"})
+    CHECK_MESSAGE(!priv(AF_INET, a), a);
+  // IPv4 inside IPv6 is judged as the IPv4 address: mapped, compatible, NAT64, 6to4.
+  for (const char* a : {"::1", "::", "fd00::1", "fe80::1", "fec0::1", "::ffff:10.0.0.1", "ff02::1", "::10.0.0.5",
+                        "64:ff9b::a00:5", "64:ff9b:1::1", "2002:a00:5::1", "2001:0:4136::1"})
+    CHECK_MESSAGE(priv(AF_INET6, a), a);
+  for (const char* a : {"2606:4700::1111", "::ffff:8.8.8.8", "64:ff9b::808:808", "2002:808:808::1"})
+    CHECK_MESSAGE(!priv(AF_INET6, a), a);
 
   CHECK(normal_host_name("Foo-1.Example.COM.") == "foo-1.example.com");
   CHECK_FALSE(normal_host_name("a..b"));
@@ -177,7 +183,26 @@ TEST_CASE("DNS messages: a query's question, an answer's chain of CNAMEs and add
   CHECK(dns::refusal(bytes(garbage), garbage.size(), dns::kRefused)[3] == dns::kFormErr);
 }
 
+TEST_CASE("DNS messages: the query asked upstream is the question alone") {
+  auto built = dns::build_query(0xbeef, "api.example.com", 28);
+  REQUIRE(built);
+  CHECK(*built == u16(0xbeef) + u16(0x0100) + u16(1) + u16(0) + u16(0) + u16(0) + name_bytes("api.example.com") + u16(28) +
+                      u16(1));
+  // A name read with escapes goes back to its bytes; what cannot be a name does not go.
+  auto odd = dns::build_query(1, "a\\042b.test", 1);
+  REQUIRE(odd);
+  CHECK(dns::parse_query(bytes(*odd), odd->size())->name == "a\\042b.test");
+  CHECK_FALSE(dns::build_query(1, "a..test", 1));
+  CHECK_FALSE(dns::build_query(1, "a\\99", 1));
+  CHECK_FALSE(dns::build_query(1, "a\\256.test", 1));
+  CHECK_FALSE(dns::build_query(1, std::string(64, 'a') + ".test", 1));
+  CHECK(dns::build_query(1, "", 2));  // the root
+}
+
 TEST_CASE("DNS messages: compression loops, pointers forwards, counts and lengths past the end are unreadable") {
+  // A pointer into the header.
+  std::string into_header = u16(1) + u16(0x0100) + u16(1) + u16(0) + u16(0) + u16(0) + "\x01" + "a" + "\xc0\x02" + u16(1) + u16(1);
+  CHECK_FALSE(dns::parse_query(bytes(into_header), into_header.size()));
   // The question's name points at itself.
   std::string loop = u16(1) + u16(0x0100) + u16(1) + u16(0) + u16(0) + u16(0) + "\xc0\x0c" + u16(1) + u16(1);
   CHECK_FALSE(dns::parse_query(bytes(loop), loop.size()));

@@ -15,15 +15,15 @@ uint32_t u32(const uint8_t* p) { return uint32_t(p[0]) << 24 | uint32_t(p[1]) <<
 // pointer leads). Pointers only go backwards, so a name ends.
 std::optional<std::string> read_name(const uint8_t* msg, size_t size, size_t at, size_t* next) {
   std::string out;
-  size_t pos = at, total = 0;
+  size_t pos = at, total = 0, hops = 0;
   bool jumped = false;
   for (;;) {
     if (pos >= size) return std::nullopt;
     uint8_t len = msg[pos];
     if ((len & 0xc0) == 0xc0) {
-      if (pos + 1 >= size) return std::nullopt;
+      if (pos + 1 >= size || ++hops > 32) return std::nullopt;  // bounded work per name
       size_t target = size_t(len & 0x3f) << 8 | msg[pos + 1];
-      if (target >= pos) return std::nullopt;  // forwards or to itself: a loop
+      if (target >= pos || target < 12) return std::nullopt;  // forwards, itself or into the header
       if (!jumped) *next = pos + 2;
       jumped = true;
       pos = target;
@@ -143,6 +143,43 @@ Resolution resolve(const Response& r, const std::string& name) {
     out.cnames.push_back(at);
   }
   if (out.addresses.empty()) out.ttl = 0;
+  return out;
+}
+
+std::optional<std::string> build_query(uint16_t id, const std::string& name, uint16_t type) {
+  std::string out = {char(id >> 8), char(id), 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0};  // RD, one question
+  std::string label;
+  auto end_label = [&] {
+    if (label.empty() || label.size() > 63) return false;
+    out += char(label.size()) + label;
+    label.clear();
+    return true;
+  };
+  for (size_t i = 0; i < name.size(); ++i) {
+    char c = name[i];
+    if (c == '.') {
+      if (!end_label()) return std::nullopt;
+    } else if (c == '\\') {  // \DDD, as read_name writes a byte that is no host name character
+      if (name.size() - i < 4) return std::nullopt;
+      int v = 0;
+      for (size_t k = 1; k <= 3; ++k) {
+        if (name[i + k] < '0' || name[i + k] > '9') return std::nullopt;
+        v = v * 10 + (name[i + k] - '0');
+      }
+      if (v > 255) return std::nullopt;
+      label += char(v);
+      i += 3;
+    } else {
+      label += c;
+    }
+  }
+  if (!name.empty() && !end_label()) return std::nullopt;
+  if (out.size() + 1 > 12 + 255) return std::nullopt;
+  out += '\0';
+  out += char(type >> 8);
+  out += char(type);
+  out += '\0';
+  out += '\1';  // IN
   return out;
 }
 

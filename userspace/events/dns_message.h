@@ -56,6 +56,11 @@ struct Resolution {
 };
 Resolution resolve(const Response& r, const std::string& name);
 
+// A query of one question (class IN, RD set, nothing else: no flag, option
+// or record of the asker's goes upstream); name as Question::name has it.
+// nullopt for a name that cannot be one.
+std::optional<std::string> build_query(uint16_t id, const std::string& name, uint16_t type);
+
 // The reply to a query that is not answered: its header and first question,
 // QR set, opcode and RD kept, no records, `rcode`. A query that does not
 // parse gets its header alone with FORMERR. Empty when `msg` is no query

@@ -112,18 +112,30 @@ std::string upstream_address(const PolicyReader& r, const YAML::Node& n) {
 
 bool private_address(int family, const uint8_t* a) {
   if (family == AF_INET) {
-    return a[0] == 0 || a[0] == 10 || a[0] == 127 || (a[0] == 169 && a[1] == 254) ||
-           (a[0] == 172 && (a[1] & 0xf0) == 16) || (a[0] == 192 && a[1] == 168) ||
-           (a[0] == 100 && (a[1] & 0xc0) == 64) ||  // carrier-grade NAT
-           (a[0] == 192 && a[1] == 0 && a[2] == 0) || a[0] >= 224;  // IETF, multicast and reserved
+    auto in = [&](uint8_t b0, uint8_t b1, unsigned bits) {  // a in b0.b1.0.0/bits (bits 8 to 16)
+      unsigned mask = 0xffffu << (16 - bits);
+      return ((unsigned(a[0]) << 8 | a[1]) & mask) == ((unsigned(b0) << 8 | b1) & mask);
+    };
+    auto in24 = [&](uint8_t b0, uint8_t b1, uint8_t b2) { return a[0] == b0 && a[1] == b1 && a[2] == b2; };
+    return a[0] == 0 || a[0] == 10 || a[0] == 127 || in(169, 254, 16) || in(172, 16, 12) || in(192, 168, 16) ||
+           in(100, 64, 10) ||                                         // carrier-grade NAT
+           in(198, 18, 15) ||                                         // benchmarking
+           in24(192, 0, 0) || in24(192, 0, 2) || in24(198, 51, 100) || in24(203, 0, 113) ||  // IETF, documentation
+           in24(192, 88, 99) ||                                       // 6to4 relays
+           a[0] >= 224;                                               // multicast and reserved
   }
+  static const uint8_t zero[16] = {};
   static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-  if (std::memcmp(a, mapped, 12) == 0) return private_address(AF_INET, a + 12);
-  static const uint8_t zero[15] = {};
-  if (std::memcmp(a, zero, 15) == 0) return true;     // :: and ::1
-  return (a[0] & 0xfe) == 0xfc ||                    // unique local fc00::/7
-         (a[0] == 0xfe && (a[1] & 0xc0) == 0x80) ||  // link-local fe80::/10
-         a[0] == 0xff;                               // multicast
+  static const uint8_t nat64[12] = {0, 0x64, 0xff, 0x9b, 0, 0, 0, 0, 0, 0, 0, 0};
+  // An IPv4 address inside IPv6 is judged as that address: mapped, compatible, NAT64, 6to4.
+  if (std::memcmp(a, mapped, 12) == 0 || std::memcmp(a, zero, 12) == 0 || std::memcmp(a, nat64, 12) == 0)
+    return private_address(AF_INET, a + 12);
+  if (a[0] == 0x20 && a[1] == 0x02) return private_address(AF_INET, a + 2);
+  return (a[0] == 0 && a[1] == 0x64 && a[2] == 0xff && a[3] == 0x9b) ||  // local-use NAT64 64:ff9b:1::/48
+         (a[0] == 0x20 && a[1] == 0x01 && a[2] == 0 && a[3] == 0) ||     // Teredo 2001::/32
+         (a[0] & 0xfe) == 0xfc ||                                        // unique local fc00::/7
+         (a[0] == 0xfe && (a[1] & 0x80) == 0x80) ||                      // link- and site-local fe80::/9
+         a[0] == 0xff;                                                   // multicast
 }
 
 std::optional<std::string> normal_host_name(std::string_view name, bool wildcard) {
@@ -191,7 +203,7 @@ void parse_allow_entry(const PolicyReader& r, const YAML::Node& n, Policy& p) {
 
 void parse_network(const PolicyReader& r, const YAML::Node& net, Policy& p) {
   r.only_keys(net, "network",
-              {"mode", "allow", "dns", "dns_refusal", "dns_ttl_min", "dns_ttl_max", "dns_upstream", "dns_private"});
+              {"mode", "allow", "dns", "dns_refusal", "dns_ttl_min", "dns_ttl_max", "dns_upstream", "dns_private", "explain"});
   if (net["mode"])
     p.network = r.choice<Network>(net["mode"], "network.mode",
                                   {{"none", Network::None}, {"allowlist", Network::Allowlist}, {"host", Network::Host}});
@@ -203,6 +215,7 @@ void parse_network(const PolicyReader& r, const YAML::Node& net, Policy& p) {
   if (net["dns"]) p.allow_dns = r.boolean(net["dns"], "network.dns");
   if (net["dns_refusal"])
     p.dns.refuse_nxdomain = r.choice<bool>(net["dns_refusal"], "network.dns_refusal", {{"nxdomain", true}, {"refused", false}});
+  if (net["explain"]) p.dns.explain = r.boolean(net["explain"], "network.explain");
   if (net["dns_private"]) p.dns.admit_private = r.boolean(net["dns_private"], "network.dns_private");
   if (net["dns_ttl_min"]) p.dns.ttl_min_s = ttl_seconds(r, net["dns_ttl_min"], "network.dns_ttl_min");
   if (net["dns_ttl_max"]) p.dns.ttl_max_s = ttl_seconds(r, net["dns_ttl_max"], "network.dns_ttl_max");

@@ -80,6 +80,9 @@ struct NameService {
   // or the like (DNS rebinding: a name someone else answers for pointing
   // the agent at the host's or the network's own services).
   bool admit_private = false;
+  // Write each refused name and network violation to /tmp/flightrec-refusals.txt
+  // in the sandbox (FLIGHTREC_REFUSALS names it), for the agent to read.
+  bool explain = false;
 };
 
 // Calls that wait for a runtime grant (flightrec run's grant socket; see

@@ -32,7 +32,9 @@ namespace {
 constexpr int kMaxWorkers = 64;          // upstream exchanges at once; then SERVFAIL
 constexpr int kMaxTcpClients = 16;       // then a connection is closed at once
 constexpr size_t kMaxCached = 4096;
-constexpr size_t kMaxEventsWaiting = 100'000;
+constexpr size_t kMaxCachedReply = 4096;   // bytes; a bigger answer is asked again
+constexpr size_t kMaxAddresses = 32;       // admitted and recorded per answer; the rest counted
+constexpr size_t kMaxEventsWaiting = 20'000;
 constexpr int kUpstreamWaitMs = 1500;    // per upstream tried
 constexpr size_t kMaxUpstreamsTried = 3;
 constexpr int kTcpIdleMs = 10'000;
@@ -197,6 +199,16 @@ struct Resolver::Client {
     uint8_t head[2] = {uint8_t(reply.size() >> 8), uint8_t(reply.size())};
     if (write_full(fd, head, 2, stop_fd, 1000)) write_full(fd, reply.data(), reply.size(), stop_fd, 1000);
   }
+  std::string peer() const {
+    sockaddr_storage a = from;
+    socklen_t len = from_len;
+    if (tcp && getpeername(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) return "";
+    if (a.ss_family != AF_INET) return "";
+    const auto* in = reinterpret_cast<const sockaddr_in*>(&a);
+    char text[INET_ADDRSTRLEN] = {};
+    inet_ntop(AF_INET, &in->sin_addr, text, sizeof(text));
+    return std::string(text) + ":" + std::to_string(ntohs(in->sin_port));
+  }
   ~Client() {
     if (tcp && fd >= 0) close(fd);
   }
@@ -255,7 +267,7 @@ Resolver::Resolver(int netns_fd, const std::string& address, Options opts) : opt
 
 void Resolver::start() { thread_ = std::thread([this] { serve(); }); }
 
-Resolver::~Resolver() {
+void Resolver::stop() {
   stopping_ = true;
   uint64_t one = 1;
   (void)!write(stop_fd_, &one, sizeof(one));
@@ -266,6 +278,10 @@ Resolver::~Resolver() {
     workers.swap(workers_);
   }
   for (auto& w : workers) w.first.join();
+}
+
+Resolver::~Resolver() {
+  stop();
   for (int fd : {sock_, tcp_, stop_fd_, events_fd_}) close(fd);
 }
 
@@ -332,6 +348,12 @@ void Resolver::serve() {
       int c = accept4(tcp_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
       if (c >= 0 && tcp_clients.size() >= size_t(kMaxTcpClients)) {
         close(c);
+        NameEvent ev;
+        ev.mono_ns = mono_ns();
+        ev.transport = "tcp";
+        ev.verdict = "refused";
+        ev.error = "a TCP connection closed unread: " + std::to_string(kMaxTcpClients) + " were open";
+        post(std::move(ev));
       } else if (c >= 0) {
         auto client = std::make_shared<Client>();
         client->tcp = true;
@@ -341,11 +363,12 @@ void Resolver::serve() {
         tcp_clients.emplace_back(std::thread([this, client, done] {
           // Length-prefixed queries, answered in turn, until the client
           // closes or is idle.
-          uint8_t msg[65535], head[2];
+          std::vector<uint8_t> msg(65535);
+          uint8_t head[2];
           while (read_full(client->fd, head, 2, stop_fd_, kTcpIdleMs)) {
             size_t n = size_t(head[0]) << 8 | head[1];
-            if (n == 0 || !read_full(client->fd, msg, n, stop_fd_, kTcpIdleMs)) break;
-            on_query(msg, n, client);
+            if (n == 0 || !read_full(client->fd, msg.data(), n, stop_fd_, kTcpIdleMs)) break;
+            guarded_query(msg.data(), n, client);
           }
           done->store(true);
         }), done);
@@ -357,9 +380,29 @@ void Resolver::serve() {
     client->from_len = sizeof(client->from);
     ssize_t n = recvfrom(sock_, query, sizeof(query), MSG_DONTWAIT, reinterpret_cast<sockaddr*>(&client->from),
                          &client->from_len);
-    if (n > 0) on_query(query, size_t(n), client);
+    if (n > 0) guarded_query(query, size_t(n), client);
   }
   for (auto& c : tcp_clients) c.first.join();
+}
+
+// A query whose handling failed (no memory, no thread) is answered
+// SERVFAIL and recorded as such: the resolver, and the recording, go on.
+void Resolver::guarded_query(const uint8_t* msg, size_t size, const std::shared_ptr<Client>& client) {
+  try {
+    on_query(msg, size, client);
+  } catch (const std::exception& e) {
+    try {
+      client->send_reply(dns::refusal(msg, size, dns::kServFail));
+      NameEvent ev;
+      ev.mono_ns = mono_ns();
+      ev.transport = client->tcp ? "tcp" : "udp";
+      ev.verdict = "refused";
+      ev.rcode = dns::rcode_name(dns::kServFail);
+      ev.error = std::string("flightrec could not handle the query: ") + e.what();
+      post(std::move(ev));
+    } catch (...) {  // nothing left to tell it with; the next query tries again
+    }
+  }
 }
 
 void Resolver::on_query(const uint8_t* msg, size_t size, const std::shared_ptr<Client>& client) {
@@ -368,6 +411,7 @@ void Resolver::on_query(const uint8_t* msg, size_t size, const std::shared_ptr<C
   NameEvent ev;
   ev.mono_ns = asked;
   ev.transport = client->tcp ? "tcp" : "udp";
+  ev.client = client->peer();
   if (!q) {
     // Not a query we can read: FORMERR (nothing for what is no query at all).
     std::string reply = dns::refusal(msg, size, dns::kFormErr);
@@ -431,27 +475,45 @@ void Resolver::on_query(const uint8_t* msg, size_t size, const std::shared_ptr<C
     post(std::move(ev));
     return;
   }
-  busy_++;
   auto done = std::make_shared<std::atomic<bool>>(false);
-  std::thread worker([this, query = std::move(query), client, ev = std::move(ev), rules = std::move(rules), done]() mutable {
-    ask_upstream(std::move(query), client, std::move(ev), std::move(rules));
+  busy_++;
+  std::thread worker;
+  try {
+    worker = std::thread([this, query = std::move(query), client, ev = std::move(ev), rules = std::move(rules), done]() mutable {
+      try {
+        ask_upstream(std::move(query), client, std::move(ev), std::move(rules));
+      } catch (...) {  // no memory: the asker's own retry asks again
+      }
+      busy_--;
+      done->store(true);
+    });
+  } catch (...) {
     busy_--;
-    done->store(true);
-  });
+    throw;
+  }
   std::lock_guard lock(mu_);
   workers_.emplace_back(std::move(worker), std::move(done));
 }
 
 void Resolver::ask_upstream(std::string query, std::shared_ptr<Client> client, NameEvent ev,
                             std::vector<const policy::HostRule*> rules) {
-  // Its own id upstream: what comes back is matched to this exchange.
+  // Upstream, a query of its own: a random id (what comes back is matched
+  // to this exchange) and the question alone, no flag or record of the asker's.
+  std::string asked = query;
   std::string client_id = query.substr(0, 2);
+  auto q = dns::parse_query(reinterpret_cast<const uint8_t*>(asked.data()), asked.size());
   uint16_t id = 0;
   (void)!getrandom(&id, sizeof(id), 0);
-  query[0] = char(id >> 8);
-  query[1] = char(id);
+  std::optional<std::string> rebuilt = q ? dns::build_query(id, q->name, q->type) : std::nullopt;
   std::optional<std::string> reply;
   std::string error;
+  if (!rebuilt) {
+    ev.rcode = dns::rcode_name(dns::kFormErr);
+    ev.error = "a name that cannot be asked";
+    finish(client, dns::refusal(reinterpret_cast<const uint8_t*>(asked.data()), asked.size(), dns::kFormErr), std::move(ev));
+    return;
+  }
+  query = std::move(*rebuilt);
   size_t tried = 0;
   for (const auto& server : opts_.upstream) {
     if (tried++ >= kMaxUpstreamsTried || stopping_) break;
@@ -470,6 +532,10 @@ void Resolver::ask_upstream(std::string query, std::shared_ptr<Client> client, N
       std::sort(ports.begin(), ports.end());
       ports.erase(std::unique(ports.begin(), ports.end()), ports.end());
       auto res = dns::resolve(*parsed, ev.name);
+      if (res.addresses.size() > kMaxAddresses) {
+        ev.addresses_left_out = res.addresses.size() - kMaxAddresses;
+        res.addresses.resize(kMaxAddresses);
+      }
       ev.rcode = dns::rcode_name(parsed->rcode);
       ev.addresses = res.addresses;
       ev.cnames = res.cnames;
@@ -478,7 +544,7 @@ void Resolver::ask_upstream(std::string query, std::shared_ptr<Client> client, N
       uint32_t cache_s = std::min(res.addresses.empty() ? std::min(res.ttl, 30u) : res.ttl, opts_.service.ttl_max_s);
       if (ev.admitted_s) cache_s = std::min(cache_s, ev.admitted_s);
       dns::cap_ttls(*reply, ev.admitted_s ? ev.admitted_s : opts_.service.ttl_max_s);
-      if (cache_s > 0) {
+      if (cache_s > 0 && reply->size() <= kMaxCachedReply) {
         std::lock_guard lock(mu_);
         if (cache_.size() >= kMaxCached) {
           uint64_t now = mono_ns();
@@ -488,6 +554,8 @@ void Resolver::ask_upstream(std::string query, std::shared_ptr<Client> client, N
         cache_[{ev.name, ev.qtype}] = {*reply, parsed->question.end, ev.mono_ns + uint64_t(cache_s) * 1'000'000'000, ev};
       }
       std::memcpy(reply->data(), client_id.data(), 2);
+      if (q && parsed->question.end == q->end)  // the asker's id, flags' RD and spelling of the name
+        std::memcpy(reply->data() + 12, asked.data() + 12, q->end - 12);
       finish(client, *reply, std::move(ev));
       return;
     }
@@ -497,10 +565,9 @@ void Resolver::ask_upstream(std::string query, std::shared_ptr<Client> client, N
     reply.reset();
   }
   if (opts_.upstream.empty()) error = "no upstream resolver (network.dns_upstream, or nameserver in /etc/resolv.conf)";
-  query.replace(0, 2, client_id);
   ev.rcode = dns::rcode_name(dns::kServFail);
   ev.error = error;
-  finish(client, dns::refusal(reinterpret_cast<const uint8_t*>(query.data()), query.size(), dns::kServFail), std::move(ev));
+  finish(client, dns::refusal(reinterpret_cast<const uint8_t*>(asked.data()), asked.size(), dns::kServFail), std::move(ev));
 }
 
 void Resolver::admit(NameEvent& ev, const std::vector<uint16_t>& ports) {
@@ -522,7 +589,6 @@ void Resolver::admit(NameEvent& ev, const std::vector<uint16_t>& ports) {
     if (inet_pton(AF_INET, a.c_str(), key.addr) == 1) key.family = AF_INET;
     else if (inet_pton(AF_INET6, a.c_str(), key.addr) == 1) key.family = AF_INET6;
     else continue;
-    if (opts_.names) opts_.names->note(a, ev.name);
     if (!opts_.service.admit_private && policy::private_address(int(key.family), key.addr)) {
       ev.not_admitted.push_back(a);  // rebinding: passed on, but no connect goes there
       continue;
@@ -532,9 +598,17 @@ void Resolver::admit(NameEvent& ev, const std::vector<uint16_t>& ports) {
       std::memset(key.addr + 4, 0, 12);
       key.family = AF_INET;
     }
+    if (opts_.names) {  // as decoding looks it up: IPv4 as IPv4
+      char text[INET6_ADDRSTRLEN] = {};
+      inet_ntop(int(key.family), key.addr, text, sizeof(text));
+      opts_.names->note(text, ev.name);
+    }
     for (uint16_t port : ports) {
       key.port = port;
-      if (opts_.named_map_fd >= 0 && bpf_map_update_elem(opts_.named_map_fd, &key, &until, BPF_ANY) != 0 && ev.error.empty())
+      // An answer never shortens what another gave the same address.
+      uint64_t had = 0, keep = until;
+      if (opts_.named_map_fd >= 0 && bpf_map_lookup_elem(opts_.named_map_fd, &key, &had) == 0) keep = std::max(had, until);
+      if (opts_.named_map_fd >= 0 && bpf_map_update_elem(opts_.named_map_fd, &key, &keep, BPF_ANY) != 0 && ev.error.empty())
         ev.error = errno_message("cannot admit " + a + " in the kernel's map", errno);
     }
   }

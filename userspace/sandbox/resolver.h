@@ -31,10 +31,12 @@ struct NameEvent {
   std::string name, type;    // the question
   uint16_t qtype = 0;
   std::string transport;     // "udp" or "tcp"
+  std::string client;        // the asker's address:port (any process that reaches the address can ask)
   std::string verdict;       // "allowed" (addresses admitted), "answered" (network.dns: true), "refused"
   std::string rule;          // the allowlist entry that allowed the name; empty when refused
   std::string rcode;         // of the reply given
   std::vector<std::string> addresses, cnames;
+  uint64_t addresses_left_out = 0;  // past the 32 admitted and recorded
   uint32_t ttl = 0;          // the answer's
   uint32_t admitted_s = 0;   // how long new connects to its addresses may start
   std::vector<uint16_t> ports;  // where (0: any port)
@@ -62,6 +64,8 @@ class Resolver {
   // before the sandbox's init is forked. Throws Error.
   Resolver(int netns_fd, const std::string& address, Options opts);
   void start();  // serves from now on, on a thread of its own
+  // Serves no more: every query taken is answered (its event posted) first.
+  void stop();
   ~Resolver();
   Resolver(const Resolver&) = delete;
   Resolver& operator=(const Resolver&) = delete;
@@ -83,6 +87,7 @@ class Resolver {
     NameEvent event;    // what it said (addresses, rule, ...)
   };
   void serve();
+  void guarded_query(const uint8_t* msg, size_t size, const std::shared_ptr<Client>& client);
   void on_query(const uint8_t* msg, size_t size, const std::shared_ptr<Client>& client);
   void ask_upstream(std::string query, std::shared_ptr<Client> client, NameEvent ev, std::vector<const policy::HostRule*> rules);
   void finish(const std::shared_ptr<Client>& client, const std::string& reply, NameEvent ev);

@@ -88,6 +88,8 @@ Confinement::Confinement(policy::Policy policy, sandbox::Cgroup& cgroup, const s
   }
   judging_ = std::make_unique<PolicyObserver>(policy_, work_dir_, "flightrec");
   judging_->on_violation([this](const policy::Violation& v, Emitted& out) {
+    if (names_ && v.rule.starts_with("network."))  // network.explain: the agent reads why
+      names_->explain("refused: " + v.detail + " (rule " + v.rule + ", policy " + policy_.name + ")");
     if (sandboxed_ && policy_.on_violation == policy::OnViolation::Kill)
       kill_session("on_violation:" + v.rule, "on_violation is kill and " + v.detail, out);
   });
@@ -134,7 +136,8 @@ Confinement::Confinement(policy::Policy policy, sandbox::Cgroup& cgroup, const s
 
   // The sandbox's resolver (session/session_resolver.h): in the host's
   // network namespace bound now, in one of its own once that exists.
-  if (policy_.network != policy::Network::Host) names_ = std::make_unique<SessionResolver>(policy_, dir_->upper());
+  if (policy_.network != policy::Network::Host)
+    names_ = std::make_unique<SessionResolver>(policy_, dir_->upper(), dir_->tmp());
 
   sandbox::SandboxSpec spec;
   spec.policy = &policy_;
@@ -210,6 +213,7 @@ std::vector<std::string> Confinement::sandbox_environment(const struct stat& wor
     ++it;
   }
   env.push_back("PATH=" + sandbox_search_path(policy_));
+  if (names_ && names_->explains()) env.push_back(std::string("FLIGHTREC_REFUSALS=") + SessionResolver::kRefusalsFile);
   for (const auto& [name, value] : policy_.env.set) env_set_.push_back(name);
   if (!home) {
     std::string dir = dir_->tmp() + "/home";
@@ -871,7 +875,10 @@ sandbox::Outcome Confinement::finish() {
   if (!sandboxed_) return out;
   out = sandbox::read_reports(child_.report_fd);
   stop_grants();
-  if (names_) record_names();  // the lookups not yet recorded
+  if (names_) {
+    names_->stop();  // every lookup taken answered, then all of them recorded
+    record_names();
+  }
   Emitted entries = pipeline_->emitted();
   auto note = [&](const char* type, const std::string& detail) {
     entries.add(type).set_bytes("detail", detail);
@@ -921,7 +928,8 @@ sandbox::Outcome Confinement::finish() {
       for (auto& c : sandbox::diff_layers(dir, dir_->empty(), at, 100000, &more_here))
         // flightrec made the directories a work directory under /tmp is
         // mounted on, and the private home.
-        if (!(c.kind == "dir" && (policy::path_under(work_dir_, c.path) || c.path == "/tmp/home" || home_mount(c.path))))
+        if (!(c.kind == "dir" && (policy::path_under(work_dir_, c.path) || c.path == "/tmp/home" || home_mount(c.path))) &&
+            !(names_ && names_->wrote(c)))
           changes.push_back(std::move(c));
       more += more_here;
     }

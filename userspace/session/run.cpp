@@ -450,6 +450,7 @@ int run(Plan plan, const RunTarget& target) {
   if (exec_failed) reason = std::string("command could not be executed: ") + strerror(exec_errno);
   rec.finish(status, reason);
   bool policy_kill = confinement->killed_by_policy();
+  rec.set_host_names(nullptr);  // the confinement's, about to go
   confinement.reset();
   engine.reset();
   cgroup.remove_if_owned();

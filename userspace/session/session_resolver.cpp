@@ -34,9 +34,16 @@ sandbox::Resolver::Options SessionResolver::options(const policy::Policy& policy
   return o;
 }
 
-SessionResolver::SessionResolver(const policy::Policy& policy, const std::string& upper)
+SessionResolver::SessionResolver(const policy::Policy& policy, const std::string& upper, const std::string& tmp)
     : own_network_(policy::own_network(policy)), policy_name_(policy.name), upper_(upper),
       log_stderr_(policy.log_stderr) {
+  if (policy.dns.explain) {
+    // Root's, read-only to the sandbox, in its sticky /tmp: the agent reads it, cannot replace it.
+    explain_path_ = tmp + std::string(kRefusalsFile).substr(4);
+    int fd = ::open(explain_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0) throw Error(errno_message("cannot make the sandbox's " + std::string(kRefusalsFile), errno));
+    close(fd);
+  }
   opts_ = options(policy);
   if (!opts_.allow.empty()) {
     // Made before the programs load (they reuse it); an LRU, as they declare it.
@@ -114,11 +121,13 @@ void SessionResolver::record(Emitted& out) {
     e.set("name", ev.name);
     if (!ev.type.empty()) e.set("qtype", ev.type);
     e.set("transport", ev.transport);
+    if (!ev.client.empty()) e.set("client", ev.client);
     e.set("verdict", ev.verdict);
     if (!ev.rule.empty()) e.set("rule", ev.rule);
     if (ev.verdict == "refused" && ev.error.empty()) e.set("rule_id", "network.allow");
     e.set("rcode", ev.rcode);
     if (!ev.addresses.empty()) e.set("addresses", ev.addresses);
+    if (ev.addresses_left_out) e.set("addresses_left_out", ev.addresses_left_out);
     if (!ev.cnames.empty()) e.set("cnames", ev.cnames);
     if (!ev.addresses.empty()) e.set("ttl", ev.ttl);
     if (!ev.not_admitted.empty()) e.set("not_admitted", ev.not_admitted);
@@ -130,7 +139,11 @@ void SessionResolver::record(Emitted& out) {
     e.set("took_us", ev.took_us);
     if (!ev.error.empty()) e.set("error", ev.error);
     e.set("asked_mono_ns", ev.mono_ns);  // when the query came (the entry's own time is when it was recorded)
-    if (ev.verdict != "refused" || !ev.error.empty() || log_stderr_ < 2 || told_.size() > kMaxRefusalsShown) continue;
+    if (ev.verdict != "refused" || !ev.error.empty()) continue;
+    if (explains() && explained_.size() < 1000 && explained_.insert(ev.name).second)
+      explain("name " + ev.name + " refused (" + ev.rcode + "): not on the network allowlist of policy " + policy_name_ +
+              " (rule network.allow); the user can allow it: flightrec run --allow " + ev.name + ":443");
+    if (log_stderr_ < 2 || told_.size() > kMaxRefusalsShown) continue;
     if (!told_.insert(ev.name).second) continue;
     if (told_.size() > kMaxRefusalsShown) {
       StderrLog::get().line("flightrec: further refused names are in the record only (flightrec query --type dns)");
@@ -157,7 +170,21 @@ std::string SessionResolver::describe() const {
          std::to_string(opts_.service.ttl_min_s) + " s to " + std::to_string(opts_.service.ttl_max_s) + " s";
 }
 
+void SessionResolver::stop() {
+  if (resolver_) resolver_->stop();
+}
+
+void SessionResolver::explain(const std::string& line) {
+  if (explain_path_.empty() || explained_bytes_ + line.size() + 1 > (1u << 20)) return;
+  int fd = ::open(explain_path_.c_str(), O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return;
+  std::string text = line + "\n";
+  if (write(fd, text.data(), text.size()) == ssize_t(text.size())) explained_bytes_ += text.size();
+  close(fd);
+}
+
 bool SessionResolver::wrote(const sandbox::FileChange& c) const {
+  if (!explain_path_.empty() && c.path == kRefusalsFile) return true;  // flightrec's, not the session's
   return c.path == "/etc" + std::string(c.kind == "dir" ? "" : "/resolv.conf") &&
          (c.kind == "dir" || c.sha256_after == ledger::to_hex(ledger::sha256(conf_)));
 }

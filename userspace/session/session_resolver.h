@@ -31,7 +31,8 @@ class SessionResolver {
   // under `upper` (the root overlay's upper layer), makes the map when
   // names are allowed, and binds now when the sandbox shares flightrec's
   // network namespace. Throws Error.
-  SessionResolver(const policy::Policy& policy, const std::string& upper);
+  // tmp: the sandbox's /tmp on the host (for network.explain's file).
+  SessionResolver(const policy::Policy& policy, const std::string& upper, const std::string& tmp);
   ~SessionResolver();
   // Once the sandbox's init exists: binds in its namespace if it has one
   // of its own, and serves. Throws Error.
@@ -42,8 +43,15 @@ class SessionResolver {
   // Its own address, port 53, for the egress allowlist (once bound).
   std::optional<fr_egress_rule> egress_rule() const;
   int fd() const { return resolver_ ? resolver_->events_fd() : -1; }
+  // Answers no more (the session's end): what it took is answered first.
+  void stop();
   // The queries answered since the last call, as entries.
   void record(Emitted& out);
+  // network.explain: a line for the agent in the sandbox's
+  // /tmp/flightrec-refusals.txt (at most 1 MiB in all); nothing otherwise.
+  static constexpr const char* kRefusalsFile = "/tmp/flightrec-refusals.txt";
+  void explain(const std::string& line);
+  bool explains() const { return !explain_path_.empty(); }
   // For the session's sandbox description.
   std::string describe() const;
   // Whether a change of the root's upper layer is flightrec's own
@@ -60,6 +68,9 @@ class SessionResolver {
   std::unique_ptr<sandbox::Resolver> resolver_;
   std::string upper_, conf_;
   std::set<std::string> told_;  // names refused already said on stderr
+  std::set<std::string> explained_;  // and in the refusals file
+  std::string explain_path_;
+  size_t explained_bytes_ = 0;
   int log_stderr_ = 2;
 };
 
