@@ -85,6 +85,14 @@ class Grants:
             ids.append(self._ask(self._limits(req, seconds, uses))["id"])
         return ids
 
+    def grant_name(self, name, port, reason, seconds=None):
+        """Lets the session look `name` up and connect to what it is
+        answered with, on `port` (0: any), as a network.allow entry by name
+        would (policy ask.connect): `name` may be `*.domain`. The session's
+        resolver admits each answer for its TTL. Returns the grant's id."""
+        req = {"op": "grant", "kind": "name", "name": name, "port": int(port), "reason": reason}
+        return self._ask(self._limits(req, seconds, None))["id"]
+
     def grant_exec(self, path, reason, seconds=None, uses=None):
         """Lets the session execute the file `path`, or files under the
         directory `path` (its path inside the sandbox; policy ask.exec).

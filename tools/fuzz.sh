@@ -20,7 +20,7 @@ while [ $# -gt 0 ]; do
     *) targets+=("$1"); shift ;;
   esac
 done
-[ ${#targets[@]} -gt 0 ] || targets=(http2_stream hpack http1_stream llm_api h2_redactor ring_record client_hello policy checkpoint bundle control forward elf dns)
+[ ${#targets[@]} -gt 0 ] || targets=(http2_stream hpack http1_stream llm_api h2_redactor ring_record client_hello policy checkpoint bundle control forward elf dns collect)
 out=${out:-$build/findings}
 CC=clang CXX=clang++ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFLIGHTREC_FUZZ=ON > "$build.cmake.log" 2>&1 ||
   { cat "$build.cmake.log" >&2; exit 1; }

@@ -329,4 +329,58 @@ std::vector<nlohmann::json> MockApi::requests() const {
   return out;
 }
 
+namespace {
+
+// A TCP server on addr:port that says "from <addr>" to each connection
+// and then echoes what it is sent.
+const char* kGreeter =
+    "import socket, sys, threading\n"
+    "addr, port = sys.argv[1], int(sys.argv[2])\n"
+    "s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind((addr, port)); s.listen(16)\n"
+    "def serve(c):\n"
+    "    with c:\n"
+    "        c.sendall(b'from ' + addr.encode() + b'\\n')\n"
+    "        while True:\n"
+    "            d = c.recv(100)\n"
+    "            if not d: return\n"
+    "            c.sendall(d)\n"
+    "print('ready', flush=True)\n"
+    "while True:\n"
+    "    c, _ = s.accept(); threading.Thread(target=serve, args=(c,), daemon=True).start()\n";
+
+// Waits for a server's "ready" line on stdout.
+void await_ready(Proc& p) {
+  std::string got;
+  char c;
+  while (got.find("ready") == std::string::npos && read(p.out_fd, &c, 1) == 1) got += c;
+  REQUIRE_MESSAGE(got.find("ready") != std::string::npos, "a test server did not start");
+}
+
+}  // namespace
+
+NamesWorld::NamesWorld(std::string zone) {
+  net = "127.78." + std::to_string(getpid() % 200 + 1) + ".";
+  set_zone(std::move(zone));
+  std::ofstream(dir.file("greeter.py")) << kGreeter;
+  procs.push_back(start({"/usr/bin/python3", std::string(SOURCE_DIR) + "/tests/programs/dns_server.py", net + "53",
+                         dir.file("zone.json"), dir.file("queries.log")}));
+  for (const char* host : {"1", "2", "3"})
+    procs.push_back(start({"/usr/bin/python3", dir.file("greeter.py"), net + host, "8080"}));
+  for (auto& p : procs) await_ready(p);
+}
+
+NamesWorld::~NamesWorld() {
+  for (auto& p : procs) {
+    kill(p.pid, SIGKILL);
+    wait(p);
+  }
+}
+
+void NamesWorld::set_zone(std::string zone) {
+  for (size_t at; (at = zone.find("NET")) != std::string::npos;) zone.replace(at, 3, net);
+  std::ofstream(dir.file("zone.json")) << zone;
+}
+
+std::string NamesWorld::queries() const { return slurp(dir.file("queries.log")); }
+
 }  // namespace rt

@@ -106,6 +106,22 @@ std::vector<nlohmann::json> otlp_spans(const nlohmann::json& request);
 // A span's attribute by key, as OTLP/JSON writes its value ({"stringValue": ...}), or null.
 nlohmann::json span_attribute(const nlohmann::json& span, const std::string& key);
 
+// A world of names on loopback addresses of the test's own (127.78.N.x):
+// tests/programs/dns_server.py on .53 serving `zone` (JSON; "NET" in it
+// becomes the prefix), and at .1, .2 and .3 port 8080 a server that says
+// "from ADDR" to each connection and then echoes.
+struct NamesWorld {
+  TempDir dir;
+  std::string net;  // "127.78.N."
+  std::vector<Proc> procs;
+  explicit NamesWorld(std::string zone);
+  ~NamesWorld();
+  NamesWorld(const NamesWorld&) = delete;
+  NamesWorld& operator=(const NamesWorld&) = delete;
+  void set_zone(std::string zone);
+  std::string queries() const;  // "name type transport" lines, as the server was asked
+};
+
 bool is_root();
 std::string cgroup2_root();  // where cgroup v2 is mounted ("" if nowhere)
 std::string sqlite(const std::string& db, const std::string& sql);  // via the sqlite3 API

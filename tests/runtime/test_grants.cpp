@@ -615,3 +615,52 @@ TEST_CASE("grants: list shows each waiting call with what it asks for, and a gra
   REQUIRE(r.code == 0);
   CHECK(r.out == target.path + "/one written\n");
 }
+
+TEST_CASE("grants: a name granted at run time is answered and admitted; before the grant it is refused at once" *
+          doctest::test_suite("vm-sandbox")) {
+  REQUIRE_MESSAGE(is_root(), "runtime tests need root");
+  NamesWorld world("{\"api.test\": {\"A\": [\"NET1\"], \"ttl\": 60}}");
+  TempDir tools;
+  std::ofstream(tools.file("n.py")) << "import socket, errno\n"
+                                        "try:\n"
+                                        "    a = socket.getaddrinfo('api.test', 8080, socket.AF_INET)[0][4][0]\n"
+                                        "    print(socket.create_connection((a, 8080), timeout=5).recv(100).decode().strip())\n"
+                                        "except socket.gaierror:\n"
+                                        "    print('no address')\n"
+                                        "except OSError as e:\n"
+                                        "    print(errno.errorcode.get(e.errno))\n";
+  // No name on the allowlist: ask.connect makes names grantable.
+  AskSession s(std::string(kConnectPolicy) + "  dns_upstream: [\"" + world.net + "53\"]\n  dns_private: true\n",
+               "python3 n.py; step granted; python3 n.py\n", {}, {tools.file("n.py")});
+  REQUIRE(s.reached("granted"));
+  json bad = s.request({{"op", "grant"}, {"kind", "name"}, {"name", "a.*.test"}, {"port", 8080}, {"reason", "x"}});
+  CHECK(bad["ok"] == false);
+  json g = s.request({{"op", "grant"}, {"kind", "name"}, {"name", "API.test"}, {"port", 8080}, {"reason", "the model's API"}});
+  REQUIRE(g["ok"] == true);
+  json list = s.request({{"op", "list"}});
+  REQUIRE(list["grants"].size() == 1);
+  CHECK(list["grants"][0]["name"] == "api.test");
+  s.go();
+  Result r = s.finish();
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  CHECK(r.out == "no address\nfrom " + world.net + "1\n");
+  auto all = entries(s.db);
+  auto grants = of_type(all, "grant");
+  REQUIRE(grants.size() == 1);
+  CHECK(grants[0]["kind"] == "name");
+  CHECK(grants[0]["name"] == "api.test");
+  CHECK(grants[0]["reason"] == "the model's API");
+  bool refused = false, allowed = false;
+  for (const auto& d : of_type(all, "dns")) {
+    if (d.value("name", "") != "api.test" || d.value("qtype", "") != "A") continue;
+    refused = refused || d["verdict"] == "refused";
+    if (d["verdict"] == "allowed") {
+      allowed = true;
+      CHECK(d["rule"] == "grant " + std::to_string(g["id"].get<int64_t>()) + ": api.test:8080");
+      CHECK(d["addresses"] == json::array({world.net + "1"}));
+    }
+  }
+  CHECK(refused);
+  CHECK(allowed);
+}

@@ -20,54 +20,6 @@ namespace {
 
 void put(const std::string& path, const std::string& data) { std::ofstream(path) << data; }
 
-// A TCP server on addr:port that says "from <addr>" to each connection
-// and then echoes what it is sent.
-const char* kGreeter =
-    "import socket, sys, threading\n"
-    "addr, port = sys.argv[1], int(sys.argv[2])\n"
-    "s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind((addr, port)); s.listen(16)\n"
-    "def serve(c):\n"
-    "    with c:\n"
-    "        c.sendall(b'from ' + addr.encode() + b'\\n')\n"
-    "        while True:\n"
-    "            d = c.recv(100)\n"
-    "            if not d: return\n"
-    "            c.sendall(d)\n"
-    "print('ready', flush=True)\n"
-    "while True:\n"
-    "    c, _ = s.accept(); threading.Thread(target=serve, args=(c,), daemon=True).start()\n";
-
-// Waits for a server's "ready" line on stdout.
-void await_ready(Proc& p) {
-  std::string got;
-  char c;
-  while (got.find("ready") == std::string::npos && read(p.out_fd, &c, 1) == 1) got += c;
-  REQUIRE_MESSAGE(got.find("ready") != std::string::npos, "a test server did not start");
-}
-
-struct Servers {
-  TempDir dir;
-  std::string net;  // "127.N.M." of this run
-  std::vector<Proc> procs;
-  explicit Servers(const std::string& zone) {
-    net = "127.78." + std::to_string(getpid() % 200 + 1) + ".";
-    put(dir.file("zone.json"), zone);
-    put(dir.file("greeter.py"), kGreeter);
-    procs.push_back(start({"/usr/bin/python3", std::string(SOURCE_DIR) + "/tests/programs/dns_server.py", net + "53",
-                           dir.file("zone.json"), dir.file("queries.log")}));
-    for (const char* host : {"1", "2", "3"})
-      procs.push_back(start({"/usr/bin/python3", dir.file("greeter.py"), net + host, "8080"}));
-    for (auto& p : procs) await_ready(p);
-  }
-  ~Servers() {
-    for (auto& p : procs) {
-      kill(p.pid, SIGKILL);
-      wait(p);
-    }
-  }
-  std::string queries() const { return slurp(dir.file("queries.log")); }
-};
-
 }  // namespace
 
 TEST_CASE("egress by name: allowed names admit their answers' addresses for the TTL, a wildcard, other names refused at once, DNS over TCP, no other resolver" *
@@ -76,13 +28,10 @@ TEST_CASE("egress by name: allowed names admit their answers' addresses for the 
   TempDir dir;
   // api.test moves from .1 to .2 after its first answer (TTL 1 s);
   // *.files.test admits x.files.test (.3) but not files.test itself.
-  Servers servers("{\"api.test\": {\"A_seq\": [[\"NET1\"], [\"NET2\"]], \"ttl\": 1},"
+  NamesWorld servers("{\"api.test\": {\"A_seq\": [[\"NET1\"], [\"NET2\"]], \"ttl\": 1},"
                   " \"x.files.test\": {\"CNAME\": \"edge.cdn.test\", \"ttl\": 30},"
                   " \"edge.cdn.test\": {\"A\": [\"NET3\"], \"ttl\": 30},"
                   " \"files.test\": {\"A\": [\"NET3\"], \"ttl\": 30}}");
-  std::string zone = slurp(servers.dir.file("zone.json"));
-  for (size_t at; (at = zone.find("NET")) != std::string::npos;) zone.replace(at, 3, servers.net);
-  put(servers.dir.file("zone.json"), zone);
   const std::string& net = servers.net;
   std::string work = dir.file("work"), db = dir.file("s.db");
   mkdir(work.c_str(), 0755);
@@ -204,9 +153,8 @@ TEST_CASE("egress by name: allowed names admit their answers' addresses for the 
 TEST_CASE("egress by name: an answer's loopback or private address is not admitted unless the policy says so (DNS rebinding)") {
   REQUIRE_MESSAGE(is_root(), "runtime tests need root");
   TempDir dir;
-  Servers servers("{}");
+  NamesWorld servers("{\"api.test\": {\"A\": [\"NET1\"], \"ttl\": 60}}");
   const std::string& net = servers.net;
-  put(servers.dir.file("zone.json"), "{\"api.test\": {\"A\": [\"" + net + "1\"], \"ttl\": 60}}");
   std::string work = dir.file("work"), db = dir.file("s.db");
   mkdir(work.c_str(), 0755);
   put(dir.file("names.yaml"), "version: 1\nname: names\nextends: agent\nnetwork:\n  mode: allowlist\n"

@@ -66,7 +66,20 @@ TEST_CASE("grant requests: each kind with its own scope, strictly") {
   CHECK(error_of(R"({"op":"grant","kind":"write","path":"/x","port":1})") != "");
   CHECK(error_of(R"({"op":"grant","kind":"syscall","syscall":"uname","address":"192.0.2.7"})") != "");
   CHECK(error_of(R"({"op":"grant","kind":"write","path":"relative"})") != "");
-  CHECK(error_of(R"({"op":"grant","kind":"net","path":"/bin"})") == "kind must be write, syscall, connect or exec");
+  CHECK(error_of(R"({"op":"grant","kind":"net","path":"/bin"})") == "kind must be write, syscall, connect, exec or name");
+  // By name: a host name or *.domain, a port (0: any), nothing else.
+  std::string why;
+  auto by_name = parse_request(R"({"op":"grant","kind":"name","name":"*.GitHubUserContent.com.","port":443})", &why);
+  REQUIRE(by_name);
+  CHECK(by_name->grant.kind == Kind::Name);
+  CHECK(by_name->grant.name == "*.githubusercontent.com");
+  CHECK(by_name->grant.port == 443);
+  for (const char* bad : {R"({"op":"grant","kind":"name","name":"a.*.com","port":443})",
+                          R"({"op":"grant","kind":"name","name":"example.com"})",
+                          R"({"op":"grant","kind":"name","name":"example.com","port":443,"uses":1})",
+                          R"({"op":"grant","kind":"name","name":"example.com","port":443,"address":"192.0.2.7"})",
+                          R"({"op":"grant","kind":"connect","address":"192.0.2.7","port":443,"name":"x.com"})"})
+    CHECK_MESSAGE(error_of(bad) != "", bad);
   CHECK(error_of(R"({"op":"grant","kind":"write","path":"/x","uses":0})").find("at least 1") != std::string::npos);
   CHECK(error_of(R"({"op":"grant","kind":"write","path":"/x","extra":1})") == "unknown key 'extra'");
   CHECK(error_of("not json") == "not a JSON object");

@@ -1,4 +1,5 @@
 #include "grants/grants.h"
+#include "policy/network.h"
 
 #include <arpa/inet.h>
 
@@ -63,6 +64,7 @@ const char* kind_name(Kind k) {
     case Kind::Syscall: return "syscall";
     case Kind::Connect: return "connect";
     case Kind::Exec: return "exec";
+    case Kind::Name: return "name";
   }
   return "?";
 }
@@ -111,8 +113,8 @@ std::optional<Request> parse_request(const std::string& line, std::string* error
   Grant& g = r.grant;
   std::string kind, syscall;
   uint64_t uses = 0, port = 0;
-  if (!only_keys(j, {"op", "kind", "path", "syscall", "address", "port", "duration_ms", "uses", "reason"}, error) ||
-      !text(j, "address", 64, &g.address, error) || !number(j, "port", 65535, &port, error) ||
+  if (!only_keys(j, {"op", "kind", "path", "syscall", "address", "name", "port", "duration_ms", "uses", "reason"}, error) ||
+      !text(j, "address", 64, &g.address, error) || !text(j, "name", 256, &g.name, error) || !number(j, "port", 65535, &port, error) ||
       !text(j, "kind", 16, &kind, error) || !text(j, "path", kMaxPath, &g.path, error) ||
       !text(j, "syscall", 64, &syscall, error) || !number(j, "duration_ms", kMaxDurationMs, &r.duration_ms, error) ||
       !number(j, "uses", uint64_t(kMaxUses), &uses, error) || !text(j, "reason", kMaxReason, &g.reason, error))
@@ -159,8 +161,23 @@ std::optional<Request> parse_request(const std::string& line, std::string* error
     inet_ntop(g.family, g.addr, text_form, sizeof(text_form));
     g.address = text_form;
     g.port = uint16_t(port);
+  } else if (kind == "name") {
+    g.kind = Kind::Name;
+    auto name = policy::normal_host_name(g.name, true);
+    if (!name || name->find('*', 1) != std::string::npos || *name == "*." || j.contains("path") ||
+        j.contains("syscall") || j.contains("address") || j.contains("uses") || !j.contains("port")) {
+      *error = "a name grant needs name (a host name, or *.domain) and port (1 to 65535, or 0 for any), "
+               "and no path, syscall, address or uses (it lasts for duration_ms or until revoked)";
+      return std::nullopt;
+    }
+    g.name = *name;
+    g.port = uint16_t(port);
   } else {
-    *error = "kind must be write, syscall, connect or exec";
+    *error = "kind must be write, syscall, connect, exec or name";
+    return std::nullopt;
+  }
+  if (kind != "name" && j.contains("name")) {
+    *error = "name is for a name grant";
     return std::nullopt;
   }
   return r;

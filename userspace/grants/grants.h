@@ -9,6 +9,7 @@
 //   {"op":"grant","kind":"syscall","syscall":"mknod","uses":1,"reason":"..."}
 //   {"op":"grant","kind":"connect","address":"192.0.2.7","port":443,"uses":1,"reason":"..."}
 //   {"op":"grant","kind":"exec","path":"/opt/tools/bin/fmt","uses":1,"reason":"..."}
+//   {"op":"grant","kind":"name","name":"*.example.com","port":443,"duration_ms":600000,"reason":"..."}
 //   {"op":"revoke","id":7,"reason":"..."}
 //   {"op":"list"}
 // Replies: {"ok":true,"id":7} (grant), {"ok":true} (revoke),
@@ -22,7 +23,7 @@
 
 namespace flightrec::grants {
 
-enum class Kind { Write, Syscall, Connect, Exec };
+enum class Kind { Write, Syscall, Connect, Exec, Name };
 const char* kind_name(Kind k);
 
 struct Grant {
@@ -36,6 +37,10 @@ struct Grant {
   uint8_t addr[16] = {};     // network order; IPv4 in the first 4 bytes
   uint16_t port = 0;
   std::string address;       // as the kernel's maps key it, in text
+  // Name: a host name or *.domain (as network.allow takes them, lower case)
+  // that the session's resolver then answers, its addresses admitted on
+  // `port` (0: any) as an allowlist entry's would be.
+  std::string name;
   uint64_t expires_ns = 0;   // CLOCK_MONOTONIC; 0: until revoked or the session ends
   int64_t uses_left = -1;    // -1: unlimited
   std::string reason;

@@ -164,6 +164,10 @@ void describe(const Grant& g, json* j) {
       (*j)["address"] = g.address;
       (*j)["port"] = g.port;
       break;
+    case Kind::Name:
+      (*j)["name"] = g.name;
+      (*j)["port"] = g.port;
+      break;
   }
 }
 
@@ -838,6 +842,8 @@ json Supervisor::handle(const Client& c, const std::string& line) {
     if (g.path == "/") return {{"ok", false}, {"error", asked + " leads to /: an exec grant of everything is refused"}};
     if (!is_valid_utf8(g.path)) return {{"ok", false}, {"error", asked + " leads to a path that is not UTF-8"}};
   }
+  if (g.kind == Kind::Name && spec_.named_map < 0)  // the session's resolver admits what the name answers
+    return {{"ok", false}, {"error", "the session's policy does not ask for connects (ask.connect)"}};
   if (g.kind == Kind::Connect) {
     if (spec_.granted_map < 0) return {{"ok", false}, {"error", "the session's policy does not ask for connects (ask.connect)"}};
     // Its packets pass the cgroup_skb filters from now on (a connection
@@ -971,7 +977,7 @@ pid_t start_supervisor(const SupervisorSpec& spec) {
   // Nothing of flightrec's but what it needs: not the record, not the key.
   for (int fd = 3; fd < 4096; ++fd)
     if (fd != spec.notify_sock && fd != spec.listen_fd && fd != spec.events_fd && fd != spec.granted_map &&
-        fd != spec.tickets_map && fd != spec.exec_tickets_map && fd != spec.view_gen_map)
+        fd != spec.tickets_map && fd != spec.named_map && fd != spec.exec_tickets_map && fd != spec.view_gen_map)
       close(fd);
   syscall(SYS_close_range, 4096, ~0u, 0);
   try {

@@ -294,6 +294,18 @@ std::string Resolver::resolv_conf() const {
   return why + "nameserver " + address_ + "\noptions attempts:1\n";
 }
 
+void Resolver::grant(uint64_t id, policy::HostRule rule) {
+  std::lock_guard lock(mu_);
+  granted_[id] = std::move(rule);
+  // What was answered before the grant says nothing of it: asked again.
+  std::erase_if(cache_, [&](const auto& kv) { return policy::host_matches(granted_[id], kv.first.first); });
+}
+
+void Resolver::ungrant(uint64_t id) {
+  std::lock_guard lock(mu_);
+  granted_.erase(id);
+}
+
 std::vector<NameEvent> Resolver::take_events() {
   uint64_t count;
   (void)!read(events_fd_, &count, sizeof(count));
@@ -306,6 +318,16 @@ std::vector<NameEvent> Resolver::take_events() {
 void Resolver::post(NameEvent ev) {
   {
     std::lock_guard lock(mu_);
+    // A refused question asked again and again (a retry loop, a flood) is
+    // one entry with its count while it waits to be recorded.
+    if (ev.verdict == "refused" && !events_.empty()) {
+      NameEvent& last = events_.back();
+      if (last.verdict == "refused" && last.name == ev.name && last.type == ev.type && last.rcode == ev.rcode &&
+          last.error == ev.error && ev.mono_ns - last.mono_ns < 1'000'000'000) {
+        last.repeats++;
+        return;
+      }
+    }
     if (events_.size() >= kMaxEventsWaiting) {
       // Never silently: the last one waiting says how many more there were.
       if (events_.back().verdict != "unrecorded") {
@@ -425,9 +447,14 @@ void Resolver::on_query(const uint8_t* msg, size_t size, const std::shared_ptr<C
   }
   ev.name = q->name;
   ev.type = dns::type_name(q->type);
-  std::vector<const policy::HostRule*> rules;
+  std::vector<policy::HostRule> rules;
   for (const auto& rule : opts_.allow)
-    if (policy::host_matches(rule, q->name)) rules.push_back(&rule);
+    if (policy::host_matches(rule, q->name)) rules.push_back(rule);
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [id, rule] : granted_)
+      if (policy::host_matches(rule, q->name)) rules.push_back(rule);
+  }
   bool internet = q->klass == 1;
   if ((rules.empty() && !opts_.answer_all) || !internet) {
     uint8_t rcode = opts_.service.refuse_nxdomain ? dns::kNxDomain : dns::kRefused;
@@ -438,7 +465,7 @@ void Resolver::on_query(const uint8_t* msg, size_t size, const std::shared_ptr<C
     post(std::move(ev));
     return;
   }
-  if (!rules.empty()) ev.rule = rules.front()->text;
+  if (!rules.empty()) ev.rule = rules.front().text;
   ev.verdict = rules.empty() ? "answered" : "allowed";
   // From the cache: the asker's id and question, TTLs lowered to what is left.
   {
@@ -456,6 +483,7 @@ void Resolver::on_query(const uint8_t* msg, size_t size, const std::shared_ptr<C
       client->send_reply(reply);
       cached.mono_ns = asked;
       cached.transport = ev.transport;
+      cached.client = ev.client;
       cached.cached = true;
       cached.took_us = (mono_ns() - asked) / 1000;
       post(std::move(cached));
@@ -480,9 +508,21 @@ void Resolver::on_query(const uint8_t* msg, size_t size, const std::shared_ptr<C
   std::thread worker;
   try {
     worker = std::thread([this, query = std::move(query), client, ev = std::move(ev), rules = std::move(rules), done]() mutable {
+      NameEvent failed;
+      failed.mono_ns = ev.mono_ns;
+      failed.name = ev.name;
+      failed.type = ev.type;
+      failed.transport = ev.transport;
+      failed.client = ev.client;
       try {
         ask_upstream(std::move(query), client, std::move(ev), std::move(rules));
-      } catch (...) {  // no memory: the asker's own retry asks again
+      } catch (const std::exception& e) {  // no memory: the asker's own retry asks again; the record says so
+        try {
+          failed.verdict = "refused";
+          failed.error = std::string("flightrec could not handle the query: ") + e.what();
+          post(std::move(failed));
+        } catch (...) {  // nothing left to tell it with
+        }
       }
       busy_--;
       done->store(true);
@@ -496,7 +536,7 @@ void Resolver::on_query(const uint8_t* msg, size_t size, const std::shared_ptr<C
 }
 
 void Resolver::ask_upstream(std::string query, std::shared_ptr<Client> client, NameEvent ev,
-                            std::vector<const policy::HostRule*> rules) {
+                            std::vector<policy::HostRule> rules) {
   // Upstream, a query of its own: a random id (what comes back is matched
   // to this exchange) and the question alone, no flag or record of the asker's.
   std::string asked = query;
@@ -527,7 +567,7 @@ void Resolver::ask_upstream(std::string query, std::shared_ptr<Client> client, N
     if (parsed && parsed->question.name == ev.name && parsed->question.type == ev.qtype &&
         parsed->rcode != dns::kServFail) {
       std::vector<uint16_t> ports;
-      for (const auto* r : rules) ports.push_back(r->port);
+      for (const auto& r : rules) ports.push_back(r.port);
       if (std::find(ports.begin(), ports.end(), 0) != ports.end()) ports = {0};
       std::sort(ports.begin(), ports.end());
       ports.erase(std::unique(ports.begin(), ports.end()), ports.end());

@@ -45,6 +45,7 @@ struct NameEvent {
   uint64_t took_us = 0;
   std::string error;         // why the upstream gave no answer (SERVFAIL was given)
   uint64_t unrecorded = 0;   // verdict "unrecorded": queries left out, the recording having fallen behind
+  uint64_t repeats = 0;      // the same refused question again within a second, not yet recorded
 };
 
 class Resolver {
@@ -72,6 +73,10 @@ class Resolver {
 
   const std::string& address() const { return address_; }
   bool answers_names() const { return !opts_.allow.empty() || opts_.answer_all; }
+  // Names granted at run time (ask.connect): answered as allowlist
+  // entries are until ungranted. rule.text says which grant.
+  void grant(uint64_t id, policy::HostRule rule);
+  void ungrant(uint64_t id);
   // Readable while events wait to be taken.
   int events_fd() const { return events_fd_; }
   std::vector<NameEvent> take_events();
@@ -89,7 +94,7 @@ class Resolver {
   void serve();
   void guarded_query(const uint8_t* msg, size_t size, const std::shared_ptr<Client>& client);
   void on_query(const uint8_t* msg, size_t size, const std::shared_ptr<Client>& client);
-  void ask_upstream(std::string query, std::shared_ptr<Client> client, NameEvent ev, std::vector<const policy::HostRule*> rules);
+  void ask_upstream(std::string query, std::shared_ptr<Client> client, NameEvent ev, std::vector<policy::HostRule> rules);
   void finish(const std::shared_ptr<Client>& client, const std::string& reply, NameEvent ev);
   void admit(NameEvent& ev, const std::vector<uint16_t>& ports);
   void post(NameEvent ev);
@@ -101,6 +106,7 @@ class Resolver {
   std::atomic<bool> stopping_{false};
   std::mutex mu_;  // guards what follows: workers post from their threads
   std::vector<NameEvent> events_;
+  std::map<uint64_t, policy::HostRule> granted_;  // by grant id
   std::map<std::pair<std::string, uint16_t>, Cached> cache_;
   std::vector<std::pair<std::thread, std::shared_ptr<std::atomic<bool>>>> workers_;  // upstream exchanges, and whether done
   std::atomic<int> busy_{0};

@@ -329,6 +329,7 @@ void Confinement::start_grants(const std::string& path) {
     if (egress_granted_fd_ < 0 || egress_tickets_fd_ < 0)
       throw Error(errno_message("cannot make the connect grants' BPF maps", errno));
     spec.allow = policy_.allow;
+    if (auto own = names_ ? names_->endpoint() : std::nullopt) spec.allow.push_back(*own);  // never asked for
     spec.granted_map = egress_granted_fd_;
     spec.tickets_map = egress_tickets_fd_;
     spec.named_map = names_ ? names_->named_map_fd() : -1;
@@ -348,6 +349,10 @@ void Confinement::start_grants(const std::string& path) {
   notify_sock_[0] = -1;
   fcntl(events[0], F_SETFL, O_NONBLOCK);
   grant_log_ = std::make_unique<GrantLog>(events[0]);
+  // A name granted: the session's resolver answers it from now on.
+  grant_log_->on_name_grant([this](const GrantLog::NameGrant& g) {
+    if (names_) names_->grant(g.id, g.name, g.port, g.ended);
+  });
   std::cerr << "flightrec: the policy asks: grants for this session on " << path << " (owner uid " << spec.owner
             << ")\n";
 }

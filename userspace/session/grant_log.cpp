@@ -71,10 +71,19 @@ void GrantLog::entry(const std::string& line, Emitted& out, std::string* notes) 
       {"errno", "errno"},       {"duration_ms", "duration_ms"}, {"uses", "uses"},  {"timeout_ms", "timeout_ms"},
       {"client_uid", "client_uid"}, {"client_pid", "client_pid"}, {"port", "port"}};
   static const std::pair<const char*, const char*> texts[] = {
-      {"kind", "kind"}, {"path", "path"}, {"syscall", "syscall"}, {"address", "address"}, {"reason", "reason"},
-      {"why", "why"}};
+      {"kind", "kind"}, {"path", "path"}, {"syscall", "syscall"}, {"address", "address"}, {"name", "name"},
+      {"reason", "reason"}, {"why", "why"}};
   for (const auto& [from, to] : ints)
     if (j.contains(from) && j[from].is_number_integer()) e.set(to, j[from].get<int64_t>());
+  const std::string event = j["event"].get<std::string>();
+  if (on_name_grant_ && j.contains("id") && j["id"].is_number_unsigned()) {
+    uint64_t id = j["id"].get<uint64_t>();
+    if (event == "grant" && j.value("kind", "") == "name" && j.contains("name") && j["name"].is_string() &&
+        j.contains("port") && j["port"].is_number_unsigned() && j["port"].get<uint64_t>() <= 65535)
+      on_name_grant_({id, j["name"].get<std::string>(), uint16_t(j["port"].get<uint64_t>()), false});
+    else if (event == "expired" || event == "revoked")
+      on_name_grant_({id, "", 0, true});
+  }
   for (const auto& [from, to] : texts)
     if (j.contains(from) && j[from].is_string()) e.set(to, j[from].get<std::string>());
   if (j.contains("paths_hex") && j["paths_hex"].is_array()) {
@@ -82,7 +91,6 @@ void GrantLog::entry(const std::string& line, Emitted& out, std::string* notes) 
     if (p.size() > 0 && p[0].is_string()) e.set_bytes("path", unhex(p[0].get<std::string>()));
     if (p.size() > 1 && p[1].is_string()) e.set_bytes("path2", unhex(p[1].get<std::string>()));
   }
-  std::string event = j["event"].get<std::string>();
   auto str = [&](const char* k) { return j.contains(k) && j[k].is_string() ? j[k].get<std::string>() : ""; };
   auto num = [&](const char* k) { return j.contains(k) && j[k].is_number_integer() ? std::to_string(j[k].get<int64_t>()) : "?"; };
   std::string what = str("syscall");
@@ -97,6 +105,7 @@ void GrantLog::entry(const std::string& line, Emitted& out, std::string* notes) 
   else if (event == "grant")
     *notes += "flightrec: GRANT " + num("id") + ": " + str("kind") + " " + str("path") + str("syscall") +
               (str("address").empty() ? "" : str("address") + " port " + num("port")) +
+              (str("name").empty() ? "" : str("name") + " port " + num("port")) +
               (str("reason").empty() ? "" : " (" + str("reason") + ")") + "\n";
   else if (event == "refused")
     *notes += "flightrec: ALERT grant.refused: " + str("why") + "\n";

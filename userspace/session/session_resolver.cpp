@@ -6,6 +6,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstring>
+
 #include "common/error.h"
 #include "ledger/hash.h"
 #include "policy/network.h"
@@ -45,7 +47,7 @@ SessionResolver::SessionResolver(const policy::Policy& policy, const std::string
     close(fd);
   }
   opts_ = options(policy);
-  if (!opts_.allow.empty()) {
+  if (!opts_.allow.empty() || (policy.ask.connect && !own_network_)) {  // names allowed, or grantable
     // Made before the programs load (they reuse it); an LRU, as they declare it.
     named_fd_ = bpf_map_create(BPF_MAP_TYPE_LRU_HASH, "fr_egress_named", sizeof(fr_egress_endpoint), sizeof(uint64_t),
                                FR_EGRESS_NAMED_MAX, nullptr);
@@ -108,6 +110,18 @@ std::optional<fr_egress_rule> SessionResolver::egress_rule() const {
   return r;
 }
 
+std::optional<policy::Endpoint> SessionResolver::endpoint() const {
+  auto rule = egress_rule();
+  if (!rule) return std::nullopt;
+  policy::Endpoint e;
+  e.text = "the session's resolver";
+  e.family = int(rule->family);
+  std::memcpy(e.addr, rule->addr, sizeof(e.addr));
+  e.prefix = rule->prefix;
+  e.port = rule->port;
+  return e;
+}
+
 void SessionResolver::record(Emitted& out) {
   if (!resolver_) return;
   for (auto& ev : resolver_->take_events()) {
@@ -136,6 +150,7 @@ void SessionResolver::record(Emitted& out) {
       e.set("ports", std::vector<int64_t>(ev.ports.begin(), ev.ports.end()));
     }
     if (ev.cached) e.set("cached", 1);
+    if (ev.repeats) e.set("repeats", ev.repeats);
     e.set("took_us", ev.took_us);
     if (!ev.error.empty()) e.set("error", ev.error);
     e.set("asked_mono_ns", ev.mono_ns);  // when the query came (the entry's own time is when it was recorded)
@@ -168,6 +183,12 @@ std::string SessionResolver::describe() const {
          (opts_.upstream.empty() ? std::string("no upstream") : joined(opts_.upstream)) + " for " + which +
          "; addresses answered are allowed for new connects for the answer's TTL, from " +
          std::to_string(opts_.service.ttl_min_s) + " s to " + std::to_string(opts_.service.ttl_max_s) + " s";
+}
+
+void SessionResolver::grant(uint64_t id, const std::string& name, uint16_t port, bool ended) {
+  if (!resolver_) return;
+  if (ended) return resolver_->ungrant(id);
+  resolver_->grant(id, policy::HostRule{"grant " + std::to_string(id) + ": " + name + ":" + std::to_string(port), name, port});
 }
 
 void SessionResolver::stop() {

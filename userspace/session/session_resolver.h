@@ -42,7 +42,11 @@ class SessionResolver {
   const events::HostNames* host_names() const { return &names_; }
   // Its own address, port 53, for the egress allowlist (once bound).
   std::optional<fr_egress_rule> egress_rule() const;
+  // The same as an allowlist entry (for the grant supervisor).
+  std::optional<policy::Endpoint> endpoint() const;
   int fd() const { return resolver_ ? resolver_->events_fd() : -1; }
+  // A runtime grant by name (grants/grants.h Kind::Name) given, or ended.
+  void grant(uint64_t id, const std::string& name, uint16_t port, bool ended);
   // Answers no more (the session's end): what it took is answered first.
   void stop();
   // The queries answered since the last call, as entries.
