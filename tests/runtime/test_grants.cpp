@@ -90,14 +90,15 @@ struct AskSession {
     }
   }
   // Reads stderr until the script's "ready NAME" (a bounded wait, not a timing check).
-  bool reached(const std::string& name) {
-    std::string want = "ready " + name + "\n";
+  bool reached(const std::string& name) { return said("ready " + name + "\n"); }
+  // Reads stderr until it holds `want`.
+  bool said(const std::string& want) {
     while (err.find(want) == std::string::npos) {
       pollfd p{proc.err_fd, POLLIN, 0};
       char buf[4096];
       ssize_t n = poll(&p, 1, 60000) == 1 ? read(proc.err_fd, buf, sizeof(buf)) : -1;
       if (n <= 0) {
-        MESSAGE("the script never reached step " << name << "; stderr:\n" << err);
+        MESSAGE("stderr never said " << want << "; it said:\n" << err);
         return false;
       }
       err.append(buf, size_t(n));
@@ -621,9 +622,9 @@ TEST_CASE("grants: a name granted at run time is answered and admitted; before t
   REQUIRE_MESSAGE(is_root(), "runtime tests need root");
   NamesWorld world("{\"api.test\": {\"A\": [\"NET1\"], \"ttl\": 60}}");
   TempDir tools;
-  std::ofstream(tools.file("n.py")) << "import socket, errno\n"
+  std::ofstream(tools.file("n.py")) << "import socket, errno, sys\n"
                                         "try:\n"
-                                        "    a = socket.getaddrinfo('api.test', 8080, socket.AF_INET)[0][4][0]\n"
+                                        "    a = sys.argv[1] if len(sys.argv) > 1 else socket.getaddrinfo('api.test', 8080, socket.AF_INET)[0][4][0]\n"
                                         "    print(socket.create_connection((a, 8080), timeout=5).recv(100).decode().strip())\n"
                                         "except socket.gaierror:\n"
                                         "    print('no address')\n"
@@ -631,7 +632,8 @@ TEST_CASE("grants: a name granted at run time is answered and admitted; before t
                                         "    print(errno.errorcode.get(e.errno))\n";
   // No name on the allowlist: ask.connect makes names grantable.
   AskSession s(std::string(kConnectPolicy) + "  dns_upstream: [\"" + world.net + "53\"]\n  dns_private: true\n",
-               "python3 n.py; step granted; python3 n.py\n", {}, {tools.file("n.py")});
+               "python3 n.py; step granted; python3 n.py; step revoked; python3 n.py; python3 n.py \"$1\"\n",
+               {world.net + "1"}, {tools.file("n.py")});
   REQUIRE(s.reached("granted"));
   json bad = s.request({{"op", "grant"}, {"kind", "name"}, {"name", "a.*.test"}, {"port", 8080}, {"reason", "x"}});
   CHECK(bad["ok"] == false);
@@ -640,11 +642,17 @@ TEST_CASE("grants: a name granted at run time is answered and admitted; before t
   json list = s.request({{"op", "list"}});
   REQUIRE(list["grants"].size() == 1);
   CHECK(list["grants"][0]["name"] == "api.test");
+  REQUIRE(s.said("GRANT 1: name api.test port 8080"));  // the resolver has it once the recorder has
+  s.go();
+  REQUIRE(s.reached("revoked"));
+  REQUIRE(s.request({{"op", "revoke"}, {"id", g["id"]}, {"reason", "done"}})["ok"] == true);
+  REQUIRE(s.said("REVOKED 1 (done)"));
   s.go();
   Result r = s.finish();
   INFO(r.err);
   REQUIRE(r.code == 0);
-  CHECK(r.out == "no address\nfrom " + world.net + "1\n");
+  // Refused, then granted; revoked, the name is refused again and its address closed to new connects.
+  CHECK(r.out == "no address\nfrom " + world.net + "1\nno address\nEPERM\n");
   auto all = entries(s.db);
   auto grants = of_type(all, "grant");
   REQUIRE(grants.size() == 1);

@@ -75,6 +75,8 @@ TEST_CASE("grant requests: each kind with its own scope, strictly") {
   CHECK(by_name->grant.name == "*.githubusercontent.com");
   CHECK(by_name->grant.port == 443);
   for (const char* bad : {R"({"op":"grant","kind":"name","name":"a.*.com","port":443})",
+                          R"({"op":"grant","kind":"name","name":"*.com","port":443})",
+                          R"({"op":"grant","kind":"name","name":"dns.example.com","port":53})",
                           R"({"op":"grant","kind":"name","name":"example.com"})",
                           R"({"op":"grant","kind":"name","name":"example.com","port":443,"uses":1})",
                           R"({"op":"grant","kind":"name","name":"example.com","port":443,"address":"192.0.2.7"})",

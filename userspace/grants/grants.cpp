@@ -164,10 +164,13 @@ std::optional<Request> parse_request(const std::string& line, std::string* error
   } else if (kind == "name") {
     g.kind = Kind::Name;
     auto name = policy::normal_host_name(g.name, true);
-    if (!name || name->find('*', 1) != std::string::npos || *name == "*." || j.contains("path") ||
-        j.contains("syscall") || j.contains("address") || j.contains("uses") || !j.contains("port")) {
-      *error = "a name grant needs name (a host name, or *.domain) and port (1 to 65535, or 0 for any), "
-               "and no path, syscall, address or uses (it lasts for duration_ms or until revoked)";
+    // A wildcard names a domain of two labels at least (*.com would be any host).
+    bool too_broad = name && name->starts_with("*.") && name->find('.', 2) == std::string::npos;
+    if (!name || name->find('*', 1) != std::string::npos || too_broad || j.contains("path") || j.contains("syscall") ||
+        j.contains("address") || j.contains("uses") || !j.contains("port") || port == 53 || port == 853) {
+      *error = "a name grant needs name (a host name, or *.domain of two labels at least) and port (1 to 65535, "
+               "or 0 for any; not 53 or 853: names are asked of the session's resolver), and no path, syscall, "
+               "address or uses (it lasts for duration_ms or until revoked)";
       return std::nullopt;
     }
     g.name = *name;

@@ -19,6 +19,7 @@
 #include "common/system.h"
 #include "events/dns_message.h"
 #include "policy/network.h"
+#include "sandbox/dns_upstream.h"
 
 extern "C" {
 #include "flightrec/abi/events.h"
@@ -35,7 +36,6 @@ constexpr size_t kMaxCached = 4096;
 constexpr size_t kMaxCachedReply = 4096;   // bytes; a bigger answer is asked again
 constexpr size_t kMaxAddresses = 32;       // admitted and recorded per answer; the rest counted
 constexpr size_t kMaxEventsWaiting = 20'000;
-constexpr int kUpstreamWaitMs = 1500;    // per upstream tried
 constexpr size_t kMaxUpstreamsTried = 3;
 constexpr int kTcpIdleMs = 10'000;
 
@@ -56,128 +56,6 @@ int bind_port53(const std::string& address, int type) {
     return -err;
   }
   return s;
-}
-
-// "ADDR", "ADDR:PORT", "[V6]:PORT" or a bare IPv6 address (policy::upstream_resolvers).
-bool upstream_sockaddr(const std::string& text, sockaddr_storage& out, socklen_t& len) {
-  std::string host = text, port = "53";
-  uint8_t bytes[16];
-  if (text.starts_with("[")) {
-    size_t close = text.find(']');
-    if (close == std::string::npos) return false;
-    host = text.substr(1, close - 1);
-    if (close + 1 < text.size()) port = text.substr(close + 2);
-  } else if (inet_pton(AF_INET6, text.c_str(), bytes) != 1) {
-    if (size_t colon = text.find(':'); colon != std::string::npos) host = text.substr(0, colon), port = text.substr(colon + 1);
-  }
-  uint16_t p = uint16_t(strtoul(port.c_str(), nullptr, 10));
-  std::memset(&out, 0, sizeof(out));
-  if (auto* in = reinterpret_cast<sockaddr_in*>(&out); inet_pton(AF_INET, host.c_str(), &in->sin_addr) == 1) {
-    in->sin_family = AF_INET;
-    in->sin_port = htons(p);
-    len = sizeof(sockaddr_in);
-    return true;
-  }
-  if (auto* in6 = reinterpret_cast<sockaddr_in6*>(&out); inet_pton(AF_INET6, host.c_str(), &in6->sin6_addr) == 1) {
-    in6->sin6_family = AF_INET6;
-    in6->sin6_port = htons(p);
-    len = sizeof(sockaddr_in6);
-    return true;
-  }
-  return false;
-}
-
-// Waits for fd (events) or the stop signal; false on stop, timeout or error.
-bool wait_for(int fd, short events, int stop_fd, int ms) {
-  pollfd fds[2] = {{fd, events, 0}, {stop_fd, POLLIN, 0}};
-  int n;
-  while ((n = poll(fds, 2, ms)) < 0 && errno == EINTR) {
-  }
-  return n > 0 && !fds[1].revents && (fds[0].revents & (events | POLLHUP | POLLERR));
-}
-
-bool read_full(int fd, void* buf, size_t n, int stop_fd, int ms) {
-  auto* p = static_cast<uint8_t*>(buf);
-  while (n) {
-    if (!wait_for(fd, POLLIN, stop_fd, ms)) return false;
-    ssize_t got = read(fd, p, n);
-    if (got <= 0) return false;
-    p += got;
-    n -= size_t(got);
-  }
-  return true;
-}
-
-bool write_full(int fd, const void* buf, size_t n, int stop_fd, int ms) {
-  auto* p = static_cast<const uint8_t*>(buf);
-  while (n) {
-    if (!wait_for(fd, POLLOUT, stop_fd, ms)) return false;
-    ssize_t put = send(fd, p, n, MSG_NOSIGNAL);
-    if (put <= 0) return false;
-    p += put;
-    n -= size_t(put);
-  }
-  return true;
-}
-
-// One exchange with one upstream resolver; the reply, or why none came.
-std::optional<std::string> exchange(const std::string& server, const std::string& query, bool tcp, int stop_fd,
-                                    std::string* error) {
-  sockaddr_storage to{};
-  socklen_t len = 0;
-  if (!upstream_sockaddr(server, to, len)) {
-    *error = server + ": not an address";
-    return std::nullopt;
-  }
-  int s = socket(to.ss_family, (tcp ? SOCK_STREAM : SOCK_DGRAM) | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  if (s < 0) {
-    *error = errno_message("socket", errno);
-    return std::nullopt;
-  }
-  struct Closer {
-    int fd;
-    ~Closer() { close(fd); }
-  } closer{s};
-  if (connect(s, reinterpret_cast<sockaddr*>(&to), len) != 0 && errno != EINPROGRESS) {
-    *error = errno_message(server, errno);
-    return std::nullopt;
-  }
-  std::string reply(65535, '\0');
-  if (tcp) {
-    uint8_t head[2] = {uint8_t(query.size() >> 8), uint8_t(query.size())};
-    if (!write_full(s, head, 2, stop_fd, kUpstreamWaitMs) || !write_full(s, query.data(), query.size(), stop_fd, kUpstreamWaitMs) ||
-        !read_full(s, head, 2, stop_fd, kUpstreamWaitMs)) {
-      *error = server + " (tcp): no answer";
-      return std::nullopt;
-    }
-    reply.resize(size_t(head[0]) << 8 | head[1]);
-    if (!read_full(s, reply.data(), reply.size(), stop_fd, kUpstreamWaitMs)) {
-      *error = server + " (tcp): a short answer";
-      return std::nullopt;
-    }
-    return reply;
-  }
-  if (send(s, query.data(), query.size(), 0) != ssize_t(query.size())) {
-    *error = errno_message(server, errno);
-    return std::nullopt;
-  }
-  // Datagrams that are not the answer (another id) are skipped, not taken.
-  for (uint64_t deadline = mono_ns() + uint64_t(kUpstreamWaitMs) * 1'000'000;;) {
-    uint64_t now = mono_ns();
-    if (now >= deadline || !wait_for(s, POLLIN, stop_fd, int((deadline - now) / 1'000'000) + 1)) {
-      *error = server + ": no answer in " + std::to_string(kUpstreamWaitMs) + " ms";
-      return std::nullopt;
-    }
-    ssize_t n = recv(s, reply.data(), reply.size(), 0);
-    if (n < 0) {
-      *error = errno_message(server, errno);
-      return std::nullopt;
-    }
-    if (n >= 2 && std::memcmp(reply.data(), query.data(), 2) == 0) {
-      reply.resize(size_t(n));
-      return reply;
-    }
-  }
 }
 
 }  // namespace
@@ -294,16 +172,40 @@ std::string Resolver::resolv_conf() const {
   return why + "nameserver " + address_ + "\noptions attempts:1\n";
 }
 
-void Resolver::grant(uint64_t id, policy::HostRule rule) {
+void Resolver::grant(uint64_t id, policy::HostRule rule, uint64_t until_ns) {
   std::lock_guard lock(mu_);
-  granted_[id] = std::move(rule);
+  Granted& g = granted_[id];
+  g.rule = std::move(rule);
+  g.until_ns = until_ns;
   // What was answered before the grant says nothing of it: asked again.
-  std::erase_if(cache_, [&](const auto& kv) { return policy::host_matches(granted_[id], kv.first.first); });
+  std::erase_if(cache_, [&](const auto& kv) { return policy::host_matches(g.rule, kv.first.first); });
 }
 
 void Resolver::ungrant(uint64_t id) {
   std::lock_guard lock(mu_);
-  granted_.erase(id);
+  ungrant_locked(id);
+}
+
+void Resolver::ungrant_all() {
+  std::lock_guard lock(mu_);
+  while (!granted_.empty()) ungrant_locked(granted_.begin()->first);
+}
+
+void Resolver::ungrant_locked(uint64_t id) {
+  auto it = granted_.find(id);
+  if (it == granted_.end()) return;
+  Granted gone = std::move(it->second);
+  granted_.erase(it);
+  std::erase_if(cache_, [&](const auto& kv) { return policy::host_matches(gone.rule, kv.first.first); });
+  // New connects end now where only this grant admitted them (a connection made lives on).
+  for (const auto& key : gone.keys) {
+    bool kept = policy_keys_.count(key) > 0;
+    for (const auto& [other, g] : granted_) kept = kept || g.keys.count(key) > 0;
+    if (!kept && opts_.named_map_fd >= 0) {
+      uint64_t now = mono_ns();
+      bpf_map_update_elem(opts_.named_map_fd, key.data(), &now, BPF_EXIST);  // expired: packets pass, connects do not
+    }
+  }
 }
 
 std::vector<NameEvent> Resolver::take_events() {
@@ -323,7 +225,8 @@ void Resolver::post(NameEvent ev) {
     if (ev.verdict == "refused" && !events_.empty()) {
       NameEvent& last = events_.back();
       if (last.verdict == "refused" && last.name == ev.name && last.type == ev.type && last.rcode == ev.rcode &&
-          last.error == ev.error && ev.mono_ns - last.mono_ns < 1'000'000'000) {
+          last.error == ev.error && last.client == ev.client && last.transport == ev.transport &&
+          ev.mono_ns - last.mono_ns < 1'000'000'000) {
         last.repeats++;
         return;
       }
@@ -447,13 +350,17 @@ void Resolver::on_query(const uint8_t* msg, size_t size, const std::shared_ptr<C
   }
   ev.name = q->name;
   ev.type = dns::type_name(q->type);
-  std::vector<policy::HostRule> rules;
+  std::vector<Rule> rules;
   for (const auto& rule : opts_.allow)
-    if (policy::host_matches(rule, q->name)) rules.push_back(rule);
+    if (policy::host_matches(rule, q->name)) rules.emplace_back(0, rule);
   {
     std::lock_guard lock(mu_);
-    for (const auto& [id, rule] : granted_)
-      if (policy::host_matches(rule, q->name)) rules.push_back(rule);
+    std::vector<uint64_t> ended;
+    for (const auto& [id, g] : granted_) {
+      if (g.until_ns && asked >= g.until_ns) ended.push_back(id);
+      else if (policy::host_matches(g.rule, q->name)) rules.emplace_back(id, g.rule);
+    }
+    for (uint64_t id : ended) ungrant_locked(id);  // its time is up (the supervisor says so too)
   }
   bool internet = q->klass == 1;
   if ((rules.empty() && !opts_.answer_all) || !internet) {
@@ -465,7 +372,7 @@ void Resolver::on_query(const uint8_t* msg, size_t size, const std::shared_ptr<C
     post(std::move(ev));
     return;
   }
-  if (!rules.empty()) ev.rule = rules.front().text;
+  if (!rules.empty()) ev.rule = rules.front().second.text;
   ev.verdict = rules.empty() ? "answered" : "allowed";
   // From the cache: the asker's id and question, TTLs lowered to what is left.
   {
@@ -508,18 +415,16 @@ void Resolver::on_query(const uint8_t* msg, size_t size, const std::shared_ptr<C
   std::thread worker;
   try {
     worker = std::thread([this, query = std::move(query), client, ev = std::move(ev), rules = std::move(rules), done]() mutable {
-      NameEvent failed;
-      failed.mono_ns = ev.mono_ns;
-      failed.name = ev.name;
-      failed.type = ev.type;
-      failed.transport = ev.transport;
-      failed.client = ev.client;
+      std::string name = ev.name;
       try {
         ask_upstream(std::move(query), client, std::move(ev), std::move(rules));
-      } catch (const std::exception& e) {  // no memory: the asker's own retry asks again; the record says so
+      } catch (...) {  // no memory: the asker's own retry asks again; the record says so
         try {
+          NameEvent failed;
+          failed.mono_ns = mono_ns();
+          failed.name = name;
           failed.verdict = "refused";
-          failed.error = std::string("flightrec could not handle the query: ") + e.what();
+          failed.error = "flightrec could not handle the query (no memory)";
           post(std::move(failed));
         } catch (...) {  // nothing left to tell it with
         }
@@ -536,7 +441,7 @@ void Resolver::on_query(const uint8_t* msg, size_t size, const std::shared_ptr<C
 }
 
 void Resolver::ask_upstream(std::string query, std::shared_ptr<Client> client, NameEvent ev,
-                            std::vector<policy::HostRule> rules) {
+                            std::vector<Rule> rules) {
   // Upstream, a query of its own: a random id (what comes back is matched
   // to this exchange) and the question alone, no flag or record of the asker's.
   std::string asked = query;
@@ -566,11 +471,12 @@ void Resolver::ask_upstream(std::string query, std::shared_ptr<Client> client, N
     }
     if (parsed && parsed->question.name == ev.name && parsed->question.type == ev.qtype &&
         parsed->rcode != dns::kServFail) {
-      std::vector<uint16_t> ports;
-      for (const auto& r : rules) ports.push_back(r.port);
-      if (std::find(ports.begin(), ports.end(), 0) != ports.end()) ports = {0};
-      std::sort(ports.begin(), ports.end());
-      ports.erase(std::unique(ports.begin(), ports.end()), ports.end());
+      {
+        // A grant revoked while upstream answered admits nothing.
+        std::lock_guard lock(mu_);
+        std::erase_if(rules, [&](const Rule& r) { return r.first && !granted_.count(r.first); });
+      }
+      bool revoked = !ev.rule.empty() && rules.empty();
       auto res = dns::resolve(*parsed, ev.name);
       if (res.addresses.size() > kMaxAddresses) {
         ev.addresses_left_out = res.addresses.size() - kMaxAddresses;
@@ -580,11 +486,11 @@ void Resolver::ask_upstream(std::string query, std::shared_ptr<Client> client, N
       ev.addresses = res.addresses;
       ev.cnames = res.cnames;
       ev.ttl = res.ttl;
-      if (!rules.empty()) admit(ev, ports);
+      if (!rules.empty()) admit(ev, rules);
       uint32_t cache_s = std::min(res.addresses.empty() ? std::min(res.ttl, 30u) : res.ttl, opts_.service.ttl_max_s);
       if (ev.admitted_s) cache_s = std::min(cache_s, ev.admitted_s);
       dns::cap_ttls(*reply, ev.admitted_s ? ev.admitted_s : opts_.service.ttl_max_s);
-      if (cache_s > 0 && reply->size() <= kMaxCachedReply) {
+      if (cache_s > 0 && reply->size() <= kMaxCachedReply && !revoked) {
         std::lock_guard lock(mu_);
         if (cache_.size() >= kMaxCached) {
           uint64_t now = mono_ns();
@@ -610,8 +516,13 @@ void Resolver::ask_upstream(std::string query, std::shared_ptr<Client> client, N
   finish(client, dns::refusal(reinterpret_cast<const uint8_t*>(asked.data()), asked.size(), dns::kServFail), std::move(ev));
 }
 
-void Resolver::admit(NameEvent& ev, const std::vector<uint16_t>& ports) {
+void Resolver::admit(NameEvent& ev, const std::vector<Rule>& rules) {
   if (ev.addresses.empty()) return;
+  std::vector<uint16_t> ports;
+  for (const auto& r : rules) ports.push_back(r.second.port);
+  if (std::find(ports.begin(), ports.end(), 0) != ports.end()) ports = {0};
+  std::sort(ports.begin(), ports.end());
+  ports.erase(std::unique(ports.begin(), ports.end()), ports.end());
   ev.admitted_s = std::clamp(ev.ttl, opts_.service.ttl_min_s, opts_.service.ttl_max_s);
   if (!opts_.service.admit_private) {
     bool any_public = false;
@@ -650,6 +561,14 @@ void Resolver::admit(NameEvent& ev, const std::vector<uint16_t>& ports) {
       if (opts_.named_map_fd >= 0 && bpf_map_lookup_elem(opts_.named_map_fd, &key, &had) == 0) keep = std::max(had, until);
       if (opts_.named_map_fd >= 0 && bpf_map_update_elem(opts_.named_map_fd, &key, &keep, BPF_ANY) != 0 && ev.error.empty())
         ev.error = errno_message("cannot admit " + a + " in the kernel's map", errno);
+      // Which rules admitted it: a grant's keys go when it does, unless the policy's or another grant's hold them.
+      std::string k(reinterpret_cast<const char*>(&key), sizeof(key));
+      std::lock_guard lock(mu_);
+      for (const auto& r : rules) {
+        if (!r.first && policy_keys_.size() < 4 * FR_EGRESS_NAMED_MAX) policy_keys_.insert(k);
+        else if (auto g = granted_.find(r.first); r.first && g != granted_.end() && g->second.keys.size() < FR_EGRESS_NAMED_MAX)
+          g->second.keys.insert(k);
+      }
     }
   }
 }

@@ -17,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -74,9 +75,12 @@ class Resolver {
   const std::string& address() const { return address_; }
   bool answers_names() const { return !opts_.allow.empty() || opts_.answer_all; }
   // Names granted at run time (ask.connect): answered as allowlist
-  // entries are until ungranted. rule.text says which grant.
-  void grant(uint64_t id, policy::HostRule rule);
+  // entries are until ungranted or until_ns (CLOCK_MONOTONIC; 0: no end).
+  // rule.text says which grant. Ungranted, what only it admitted is taken
+  // out of the kernel's map and its cached answers forgotten.
+  void grant(uint64_t id, policy::HostRule rule, uint64_t until_ns);
   void ungrant(uint64_t id);
+  void ungrant_all();
   // Readable while events wait to be taken.
   int events_fd() const { return events_fd_; }
   std::vector<NameEvent> take_events();
@@ -94,9 +98,12 @@ class Resolver {
   void serve();
   void guarded_query(const uint8_t* msg, size_t size, const std::shared_ptr<Client>& client);
   void on_query(const uint8_t* msg, size_t size, const std::shared_ptr<Client>& client);
-  void ask_upstream(std::string query, std::shared_ptr<Client> client, NameEvent ev, std::vector<policy::HostRule> rules);
+  // A rule that allows a name: the policy's (id 0) or a grant's (its id).
+  using Rule = std::pair<uint64_t, policy::HostRule>;
+  void ask_upstream(std::string query, std::shared_ptr<Client> client, NameEvent ev, std::vector<Rule> rules);
+  void ungrant_locked(uint64_t id);
   void finish(const std::shared_ptr<Client>& client, const std::string& reply, NameEvent ev);
-  void admit(NameEvent& ev, const std::vector<uint16_t>& ports);
+  void admit(NameEvent& ev, const std::vector<Rule>& rules);
   void post(NameEvent ev);
 
   Options opts_;
@@ -106,7 +113,13 @@ class Resolver {
   std::atomic<bool> stopping_{false};
   std::mutex mu_;  // guards what follows: workers post from their threads
   std::vector<NameEvent> events_;
-  std::map<uint64_t, policy::HostRule> granted_;  // by grant id
+  struct Granted {
+    policy::HostRule rule;
+    uint64_t until_ns = 0;
+    std::set<std::string> keys;  // the map's keys (fr_egress_endpoint bytes) its answers admitted
+  };
+  std::map<uint64_t, Granted> granted_;  // by grant id
+  std::set<std::string> policy_keys_;    // the keys the policy's own rules admitted (kept on ungrant)
   std::map<std::pair<std::string, uint16_t>, Cached> cache_;
   std::vector<std::pair<std::thread, std::shared_ptr<std::atomic<bool>>>> workers_;  // upstream exchanges, and whether done
   std::atomic<int> busy_{0};

@@ -349,9 +349,8 @@ void Confinement::start_grants(const std::string& path) {
   notify_sock_[0] = -1;
   fcntl(events[0], F_SETFL, O_NONBLOCK);
   grant_log_ = std::make_unique<GrantLog>(events[0]);
-  // A name granted: the session's resolver answers it from now on.
-  grant_log_->on_name_grant([this](const GrantLog::NameGrant& g) {
-    if (names_) names_->grant(g.id, g.name, g.port, g.ended);
+  grant_log_->on_name_grant([this](const GrantLog::NameGrant& g) {  // the session's resolver answers it now
+    if (names_) names_->grant(g.id, g.name, g.port, g.duration_ms, g.ended);
   });
   std::cerr << "flightrec: the policy asks: grants for this session on " << path << " (owner uid " << spec.owner
             << ")\n";
@@ -363,6 +362,7 @@ void Confinement::record_grants() {
   std::string notes;
   bool open = grant_log_->read(out, &notes);
   if (!open) {
+    if (names_) names_->ungrant_all();  // no grant outlives the supervisor that could end it
     // Its end of the pipe closes as it exits, a moment before it can be
     // reaped. One that closed it and lives on is broken: it is killed, so
     // that asked calls fail (closed) rather than get its answers.

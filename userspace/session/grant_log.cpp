@@ -80,9 +80,11 @@ void GrantLog::entry(const std::string& line, Emitted& out, std::string* notes) 
     uint64_t id = j["id"].get<uint64_t>();
     if (event == "grant" && j.value("kind", "") == "name" && j.contains("name") && j["name"].is_string() &&
         j.contains("port") && j["port"].is_number_unsigned() && j["port"].get<uint64_t>() <= 65535)
-      on_name_grant_({id, j["name"].get<std::string>(), uint16_t(j["port"].get<uint64_t>()), false});
+      on_name_grant_({id, j["name"].get<std::string>(), uint16_t(j["port"].get<uint64_t>()),
+                      j.contains("duration_ms") && j["duration_ms"].is_number_unsigned() ? j["duration_ms"].get<uint64_t>() : 0,
+                      false});
     else if (event == "expired" || event == "revoked")
-      on_name_grant_({id, "", 0, true});
+      on_name_grant_({id, "", 0, 0, true});
   }
   for (const auto& [from, to] : texts)
     if (j.contains(from) && j[from].is_string()) e.set(to, j[from].get<std::string>());
@@ -109,6 +111,8 @@ void GrantLog::entry(const std::string& line, Emitted& out, std::string* notes) 
               (str("reason").empty() ? "" : " (" + str("reason") + ")") + "\n";
   else if (event == "refused")
     *notes += "flightrec: ALERT grant.refused: " + str("why") + "\n";
+  else if (event == "revoked")
+    *notes += "flightrec: REVOKED " + num("id") + (str("reason").empty() ? "" : " (" + str("reason") + ")") + "\n";
   else if (event == "stopped")
     *notes += "flightrec: the grant supervisor stopped: " + str("why") + "\n";
 }

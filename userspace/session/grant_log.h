@@ -25,6 +25,7 @@ class GrantLog {
     uint64_t id = 0;
     std::string name;
     uint16_t port = 0;
+    uint64_t duration_ms = 0;  // 0: until revoked
     bool ended = false;
   };
   void on_name_grant(std::function<void(const NameGrant&)> f) { on_name_grant_ = std::move(f); }

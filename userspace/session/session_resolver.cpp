@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "common/error.h"
+#include "common/system.h"
 #include "ledger/hash.h"
 #include "policy/network.h"
 #include "session/stderr_log.h"
@@ -185,10 +186,16 @@ std::string SessionResolver::describe() const {
          std::to_string(opts_.service.ttl_min_s) + " s to " + std::to_string(opts_.service.ttl_max_s) + " s";
 }
 
-void SessionResolver::grant(uint64_t id, const std::string& name, uint16_t port, bool ended) {
+void SessionResolver::grant(uint64_t id, const std::string& name, uint16_t port, uint64_t duration_ms, bool ended) {
   if (!resolver_) return;
   if (ended) return resolver_->ungrant(id);
-  resolver_->grant(id, policy::HostRule{"grant " + std::to_string(id) + ": " + name + ":" + std::to_string(port), name, port});
+  uint64_t until = duration_ms ? mono_ns() + duration_ms * 1'000'000 : 0;
+  resolver_->grant(id, policy::HostRule{"grant " + std::to_string(id) + ": " + name + ":" + std::to_string(port), name, port},
+                   until);
+}
+
+void SessionResolver::ungrant_all() {
+  if (resolver_) resolver_->ungrant_all();
 }
 
 void SessionResolver::stop() {

@@ -46,7 +46,8 @@ class SessionResolver {
   std::optional<policy::Endpoint> endpoint() const;
   int fd() const { return resolver_ ? resolver_->events_fd() : -1; }
   // A runtime grant by name (grants/grants.h Kind::Name) given, or ended.
-  void grant(uint64_t id, const std::string& name, uint16_t port, bool ended);
+  void grant(uint64_t id, const std::string& name, uint16_t port, uint64_t duration_ms, bool ended);
+  void ungrant_all();  // the supervisor is gone: no grant of its holds
   // Answers no more (the session's end): what it took is answered first.
   void stop();
   // The queries answered since the last call, as entries.
