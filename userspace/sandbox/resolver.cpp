@@ -163,15 +163,6 @@ Resolver::~Resolver() {
   for (int fd : {sock_, tcp_, stop_fd_, events_fd_}) close(fd);
 }
 
-std::string Resolver::resolv_conf() const {
-  std::string why = answers_names() ? "# flightrec: this session's resolver; it answers the names the policy allows (network.allow"
-                                      + std::string(opts_.answer_all ? ", and with network.dns: true every other name" : "") +
-                                      ") and refuses the others at once.\n"
-                                    : "# flightrec: names are not resolved in this sandbox (policy network.dns: false);\n"
-                                      "# this resolver refuses every name at once.\n";
-  return why + "nameserver " + address_ + "\noptions attempts:1\n";
-}
-
 void Resolver::grant(uint64_t id, policy::HostRule rule, uint64_t until_ns) {
   std::lock_guard lock(mu_);
   Granted& g = granted_[id];

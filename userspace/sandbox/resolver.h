@@ -73,7 +73,6 @@ class Resolver {
   Resolver& operator=(const Resolver&) = delete;
 
   const std::string& address() const { return address_; }
-  bool answers_names() const { return !opts_.allow.empty() || opts_.answer_all; }
   // Names granted at run time (ask.connect): answered as allowlist
   // entries are until ungranted or until_ns (CLOCK_MONOTONIC; 0: no end).
   // rule.text says which grant. Ungranted, what only it admitted is taken
@@ -84,8 +83,6 @@ class Resolver {
   // Readable while events wait to be taken.
   int events_fd() const { return events_fd_; }
   std::vector<NameEvent> take_events();
-  // The /etc/resolv.conf that names it.
-  std::string resolv_conf() const;
 
  private:
   struct Client;
