@@ -38,6 +38,10 @@
 #define NR_CONNECT 42
 #define NR_SENDTO 44
 #define NR_SENDMSG 46
+#define NR_RECVFROM 45
+#define NR_RECVMSG 47
+#define FR_AF_INET 2
+#define FR_AF_INET6 10
 #define FR_EINPROGRESS 115
 #define FR_IPPROTO_TCP 6
 #define FR_AF_UNIX 1
@@ -324,19 +328,20 @@ struct {
 	__type(value, __u8);
 } fresh_conns SEC(".maps");
 
-/* A hello record's room: the read's length is masked to one below
- * FR_TLS_HELLO_MAX (a power of two), which the verifier of every kernel
- * can follow. */
-struct hello_scratch {
-	struct fr_tls_hello r;
+/* A hello's or a DNS answer's record room (one at a time: sys_exit makes
+ * them in turn): the read's length is masked to one below the data's size
+ * (a power of two), which the verifier of every kernel can follow. */
+union record_scratch {
+	struct fr_tls_hello hello;
+	struct fr_dns_answer dns;
 };
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, struct hello_scratch);
-} hello_scratch SEC(".maps");
+	__type(value, union record_scratch);
+} record_scratch SEC(".maps");
 
 /* With TLS capture on: a TCP connect is remembered; the first send on it
  * that starts with a TLS ClientHello is recorded (fr_tls_hello), so a TLS
@@ -389,10 +394,10 @@ __noinline int note_tls_hello(struct fr_task_state *st, __s64 ret)
 	if (head[0] != 22 || head[1] != 3 || head[2] > 4 || head[5] != 1)
 		return 0;
 	__u32 zero = 0;
-	struct hello_scratch *hs = bpf_map_lookup_elem(&hello_scratch, &zero);
-	if (!hs)
+	union record_scratch *rs = bpf_map_lookup_elem(&record_scratch, &zero);
+	if (!rs)
 		return 0;
-	struct fr_tls_hello *r = &hs->r;
+	struct fr_tls_hello *r = &rs->hello;
 	__u32 n = len < FR_TLS_HELLO_MAX ? (__u32)len : FR_TLS_HELLO_MAX - 1;
 	barrier_var(n);
 	n &= FR_TLS_HELLO_MAX - 1;
@@ -409,6 +414,55 @@ __noinline int note_tls_hello(struct fr_task_state *st, __s64 ret)
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	r->flags = (bpf_map_lookup_elem(&fr_tls_calls, &tid) ? FR_HELLO_IN_PROBED_CALL : 0) |
 		   (fr_leader_tls_probed(0) ? FR_HELLO_PROBED_PROGRAM : 0);
+	fr_output(r, size);
+	return 0;
+}
+
+/* A recvfrom or recvmsg that returned a datagram from port 53: recorded
+ * (fr_dns_answer), so the names the process looks up by its own resolver
+ * are on the record and its connects carry them. One read of the source
+ * address per such call. A global function, as note_tls_hello. Returns 0. */
+__noinline int note_dns_answer(struct fr_task_state *st, __s64 ret)
+{
+	if (!st || ret < 12)  /* a DNS header is 12 bytes */
+		return 0;
+	__u64 buf = (__u64)st->args[1], from = (__u64)st->args[4], len = (__u64)ret;
+	if (st->nr == NR_RECVMSG) {
+		__u64 m[3];  /* msg_name, msg_namelen (and padding), msg_iov */
+		__u64 first[2];  /* iov_base, iov_len */
+		if (bpf_probe_read_user(m, sizeof(m), (void *)buf) || bpf_probe_read_user(first, sizeof(first), (void *)m[2]))
+			return 0;
+		from = m[0];
+		buf = first[0];
+		if (first[1] < len)
+			len = first[1];
+	} else if (st->nr != NR_RECVFROM) {
+		return 0;
+	}
+	__u16 sa[2];  /* family, port (network order) */
+	if (!from || bpf_probe_read_user(sa, sizeof(sa), (void *)from) || sa[1] != bpf_htons(53) ||
+	    (sa[0] != FR_AF_INET && sa[0] != FR_AF_INET6))
+		return 0;
+	__u32 zero = 0;
+	union record_scratch *rs = bpf_map_lookup_elem(&record_scratch, &zero);
+	if (!rs)
+		return 0;
+	struct fr_dns_answer *r = &rs->dns;
+	__builtin_memset(r->server, 0, sizeof(r->server));
+	if (bpf_probe_read_user(r->server, sa[0] == FR_AF_INET ? 4 : 16, (void *)(from + (sa[0] == FR_AF_INET ? 4 : 8))))
+		return 0;
+	__u32 n = len < FR_DNS_ANSWER_MAX ? (__u32)len : FR_DNS_ANSWER_MAX - 1;
+	barrier_var(n);
+	n &= FR_DNS_ANSWER_MAX - 1;
+	if (bpf_probe_read_user(r->data, n, (void *)buf) != 0)
+		return 0;
+	__u32 size = FR_DNS_ANSWER_HEAD + n;
+	fr_fill_header(&r->h, FR_REC_DNS_ANSWER, size, st->session);
+	r->fd = (__s32)st->args[0];
+	r->len = n;
+	r->received = (__u32)ret;
+	r->family = sa[0];
+	r->port = 53;
 	fr_output(r, size);
 	return 0;
 }
@@ -701,6 +755,8 @@ int BPF_PROG(fr_sys_exit, struct pt_regs *regs, long ret)
 	record_return(task, ppid, st, ret, blocked);
 	if (fr_tls_enabled && !blocked)
 		note_tls_hello(st, ret);
+	if ((st->nr == NR_RECVFROM || st->nr == NR_RECVMSG) && ret >= 12 && !blocked)
+		note_dns_answer(st, ret);
 	return 0;
 }
 

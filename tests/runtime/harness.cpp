@@ -348,15 +348,14 @@ const char* kGreeter =
     "while True:\n"
     "    c, _ = s.accept(); threading.Thread(target=serve, args=(c,), daemon=True).start()\n";
 
-// Waits for a server's "ready" line on stdout.
+}  // namespace
+
 void await_ready(Proc& p) {
   std::string got;
   char c;
   while (got.find("ready") == std::string::npos && read(p.out_fd, &c, 1) == 1) got += c;
   REQUIRE_MESSAGE(got.find("ready") != std::string::npos, "a test server did not start");
 }
-
-}  // namespace
 
 NamesWorld::NamesWorld(std::string zone) {
   net = "127.78." + std::to_string(getpid() % 200 + 1) + ".";

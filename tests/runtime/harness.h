@@ -110,6 +110,9 @@ nlohmann::json span_attribute(const nlohmann::json& span, const std::string& key
 // tests/programs/dns_server.py on .53 serving `zone` (JSON; "NET" in it
 // becomes the prefix), and at .1, .2 and .3 port 8080 a server that says
 // "from ADDR" to each connection and then echoes.
+// Waits for a test server's "ready" line on stdout (REQUIREs it).
+void await_ready(Proc& p);
+
 struct NamesWorld {
   TempDir dir;
   std::string net;  // "127.78.N."

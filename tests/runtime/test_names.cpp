@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <map>
 
 #include "runtime/harness.h"
 
@@ -178,4 +179,59 @@ TEST_CASE("egress by name: an answer's loopback or private address is not admitt
       CHECK_FALSE(e.contains("admitted_s"));
     }
   CHECK(said);
+}
+
+TEST_CASE("names under watch: the DNS answers a watched process receives are recorded, and its connects carry the name") {
+  REQUIRE_MESSAGE(is_root(), "runtime tests need root");
+  std::string root = cgroup2_root();
+  REQUIRE_MESSAGE(!root.empty(), "no cgroup v2 hierarchy");
+  TempDir dir;
+  NamesWorld servers("{\"api.test\": {\"A\": [\"NET1\"], \"ttl\": 60}, \"x.cdn.test\": {\"CNAME\": \"edge.cdn.test\", \"ttl\": 30},"
+                     " \"edge.cdn.test\": {\"A\": [\"NET2\"], \"ttl\": 30}}");
+  const std::string& net = servers.net;
+  // Its own resolver, asked straight (as glibc asks the nameserver of
+  // resolv.conf): recvfrom for one name, recvmsg for the other.
+  put(dir.file("client.py"),
+      "import socket, struct\n"
+      "def ask(name, use_recvmsg):\n"
+      "    q = struct.pack('>HHHHHH', 7, 0x0100, 1, 0, 0, 0)\n"
+      "    for label in name.split('.'):\n"
+      "        q += bytes([len(label)]) + label.encode()\n"
+      "    q += b'\\0' + struct.pack('>HH', 1, 1)\n"
+      "    u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.settimeout(5)\n"
+      "    u.sendto(q, ('" + net + "53', 53))\n"
+      "    r = u.recvmsg(512)[0] if use_recvmsg else u.recvfrom(512)[0]\n"
+      "    return socket.inet_ntoa(r[-4:])\n"
+      "for name, use_recvmsg in (('api.test', False), ('x.cdn.test', True)):\n"
+      "    s = socket.create_connection((ask(name, use_recvmsg), 8080), timeout=5)\n"
+      "    print(s.recv(100).decode().strip())\n");
+  std::string cg = root + "/flightrec-test-names-" + std::to_string(getpid()), db = dir.file("w.db");
+  REQUIRE(mkdir(cg.c_str(), 0755) == 0);
+  Proc watch = start({FLIGHTREC_BIN, "watch", "--cgroup", cg, "--db", db});
+  sleep(1);  // its programs attached (as the other watch tests)
+  Result r = run({"sh", "-c", "echo $$ > " + cg + "/cgroup.procs && exec /usr/bin/python3 " + dir.file("client.py")});
+  kill(watch.pid, SIGINT);
+  Result watched = wait(watch);
+  rmdir(cg.c_str());
+  INFO(r.err);
+  INFO(watched.err);
+  REQUIRE(r.code == 0);
+  CHECK(r.out == "from " + net + "1\nfrom " + net + "2\n");
+  REQUIRE(watched.code == 0);
+  auto all = entries(db);
+  auto answers = of_type(all, "dns_answer");
+  REQUIRE(answers.size() == 2);
+  CHECK(answers[0]["name"] == "api.test");
+  CHECK(answers[0]["qtype"] == "A");
+  CHECK(answers[0]["rcode"] == "NOERROR");
+  CHECK(answers[0]["addresses"] == json::array({net + "1"}));
+  CHECK(answers[0]["server"] == net + "53");
+  CHECK(answers[1]["name"] == "x.cdn.test");
+  CHECK(answers[1]["cnames"] == json::array({"edge.cdn.test"}));
+  CHECK(answers[1]["addresses"] == json::array({net + "2"}));
+  std::map<std::string, std::string> hosts;
+  for (const auto& e : of_type(all, "connect"))
+    if (e.value("port", 0) == 8080) hosts[e.value("addr", "")] = e.value("host", "");
+  CHECK(hosts[net + "1"] == "api.test");
+  CHECK(hosts[net + "2"] == "x.cdn.test");  // the name asked, not its CNAME's
 }

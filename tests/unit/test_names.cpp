@@ -125,6 +125,11 @@ TEST_CASE("allowlist entries by name: exact names, leading wildcards, /etc/hosts
   CHECK(error_of(head + "  dns_upstream: [\"dns.google\"]\n").find("network.dns_upstream: 'dns.google' is not an address") !=
         std::string::npos);
   CHECK(error_of(head + "  dns_upstream: []\n").find("1 to 8 addresses") != std::string::npos);
+  // Server names: checked by default, a name-less connection let through unless required.
+  CHECK(p.dns.server_names == NameService::ServerNames::Optional);
+  CHECK(parse(head + "  sni: required\n", "t.yaml").dns.server_names == NameService::ServerNames::Required);
+  CHECK(parse(head + "  sni: off\n", "t.yaml").dns.server_names == NameService::ServerNames::Off);
+  CHECK(error_of(head + "  sni: strict\n").find("t.yaml:5: network.sni: 'strict' is not one of") != std::string::npos);
 }
 
 TEST_CASE("DNS messages: a query's question, an answer's chain of CNAMEs and addresses, TTLs capped") {

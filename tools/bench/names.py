@@ -15,7 +15,11 @@ Rows (medians over --reps sessions; spread = min..max of the sessions' medians):
   adds at least);
 - bulk TCP (256 MiB over loopback) to an address admitted by name, to one on
   the allowlist by address, and without flightrec: what every packet of an
-  admitted connection pays (the cgroup_skb programs look the address up).
+  admitted connection pays (the cgroup_skb programs look the address up);
+- short connections (connect, an HTTP request, the answer, close) to an
+  address admitted by name, whose first payload's Host the egress program
+  reads and checks (network.sni), to one on the allowlist by address (not
+  read), and without flightrec: microseconds per connection.
 usage: tools/bench/names.py [--build build] [--reps 5] [--out FILE]
 Needs root and a built tree.
 """
@@ -58,6 +62,15 @@ elif mode == 'getaddrinfo':
     for _ in range(n):
         t = time.perf_counter_ns(); socket.getaddrinfo('api.bench', 443); took.append(time.perf_counter_ns() - t)
     took.sort(); print(took[n // 2] / 1000, took[n * 9 // 10] / 1000)
+elif mode == 'conns':  # conns N ADDR|NAME: connect, request, answer, close
+    addr = socket.getaddrinfo(sys.argv[3], 9001, socket.AF_INET)[0][4][0]
+    req = b'GET /x HTTP/1.1\r\nHost: api.bench\r\nUser-Agent: bench\r\n\r\n'
+    took = []
+    for _ in range(n):
+        t = time.perf_counter_ns()
+        c = socket.create_connection((addr, 9001)); c.sendall(req); c.recv(16); c.close()
+        took.append(time.perf_counter_ns() - t)
+    took.sort(); print(took[n // 2] / 1000, took[n * 9 // 10] / 1000)
 else:  # bulk ADDR|NAME: 256 MiB to its port 9000, MB/s (a name looked up first, untimed)
     addr = socket.getaddrinfo(sys.argv[3], 9000, socket.AF_INET)[0][4][0]
     c = socket.create_connection((addr, 9000)); chunk = b'x' * (1 << 20)
@@ -70,10 +83,17 @@ else:  # bulk ADDR|NAME: 256 MiB to its port 9000, MB/s (a name looked up first,
 
 SINK = r'''
 import socket, sys, threading
-s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind((sys.argv[1], 9000)); s.listen(8)
+def listen(port):
+    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind((sys.argv[1], port)); s.listen(64)
+    return s
+bulk, answer = listen(9000), listen(9001)
+def answering():  # one request, one answer
+    while True:
+        c, _ = answer.accept(); c.recv(4096); c.sendall(b'HTTP/1.1 200 OK\r\n'); c.close()
+threading.Thread(target=answering, daemon=True).start()
 print('ready', flush=True)
 while True:
-    c, _ = s.accept()
+    c, _ = bulk.accept()
     while c.recv(1 << 20):
         pass
     c.close()
@@ -117,8 +137,8 @@ def main():
         policy = os.path.join(tmp, "names.yaml")
         with open(policy, "w") as f:
             f.write('version: 1\nname: names\nextends: agent\nnetwork:\n  mode: allowlist\n'
-                    '  allow: ["api.bench:443", "api.bench:9000", "%s2:9000"]\n  dns_upstream: ["%s53"]\n'
-                    '  dns_private: true\n' % (NET, NET))  # the bench's addresses are loopback ones
+                    '  allow: ["api.bench:443", "api.bench:9000", "api.bench:9001", "%s2:9000", "%s2:9001"]\n'
+                    '  dns_upstream: ["%s53"]\n  dns_private: true\n' % (NET, NET, NET))  # the bench's addresses are loopback ones
 
         def in_session(*client_args):
             return run([flightrec, "run", "--policy", policy, "--db", os.path.join(tmp, "s.db"), "--tls", "off",
@@ -135,6 +155,10 @@ def main():
             ("bulk TCP to an address admitted by name", "MB/s", lambda: in_session("bulk", "0", "api.bench")),
             ("bulk TCP to an address on the allowlist", "MB/s", lambda: in_session("bulk", "0", NET + "2")),
             ("bulk TCP, no flightrec", "MB/s", lambda: bare("bulk", "0", NET + "1")),
+            ("connection + HTTP request, address admitted by name (Host read)", "us/conn",
+             lambda: in_session("conns", "500", "api.bench")),
+            ("connection + HTTP request, address on the allowlist", "us/conn", lambda: in_session("conns", "500", NET + "2")),
+            ("connection + HTTP request, no flightrec", "us/conn", lambda: bare("conns", "500", NET + "1")),
         ]
         rows = ["| workload | unit | median | 90th percentile (median) |", "|---|---|---|---|"]
         for name, unit, measure in cases:

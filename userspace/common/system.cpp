@@ -17,6 +17,11 @@
 
 namespace flightrec {
 
+void UniqueFd::reset(int fd) {
+  if (fd_ >= 0) close(fd_);
+  fd_ = fd;
+}
+
 std::string errno_message(const std::string& what, int err) {
   return what + ": " + std::strerror(err);
 }

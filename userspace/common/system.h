@@ -11,6 +11,32 @@
 
 namespace flightrec {
 
+// A descriptor owned: closed when it goes (an object whose constructor
+// throws after opening one leaks nothing).
+class UniqueFd {
+ public:
+  UniqueFd() = default;
+  explicit UniqueFd(int fd) : fd_(fd) {}
+  ~UniqueFd() { reset(); }
+  UniqueFd(UniqueFd&& o) noexcept : fd_(o.release()) {}
+  UniqueFd& operator=(UniqueFd&& o) noexcept {
+    if (this != &o) reset(o.release());
+    return *this;
+  }
+  UniqueFd(const UniqueFd&) = delete;
+  UniqueFd& operator=(const UniqueFd&) = delete;
+  int get() const { return fd_; }
+  int release() {
+    int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
+  void reset(int fd = -1);
+
+ private:
+  int fd_ = -1;
+};
+
 std::string read_file(const std::string& path);            // throws Error
 std::optional<std::string> try_read_file(const std::string& path);
 void write_file(const std::string& path, const std::string& data);  // throws Error

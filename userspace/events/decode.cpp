@@ -1,4 +1,5 @@
 #include "events/decode.h"
+#include "events/dns_message.h"
 #include "events/host_names.h"
 
 #include "events/secrets.h"
@@ -302,6 +303,44 @@ void decode_tls_hello(Entry& e, const uint8_t* p, size_t size, const DecodeConte
   if (ctx.tls) ctx.tls->add_endpoints(e, r.h.pid, r.fd);
 }
 
+// A DNS answer a process received (from port 53): what it says, and its
+// addresses noted under the name asked, for the session's later connects.
+void decode_dns_answer(Entry& e, const uint8_t* p, size_t size, const DecodeContext& ctx) {
+  static_assert(offsetof(fr_dns_answer, data) == FR_DNS_ANSWER_HEAD);
+  if (size < FR_DNS_ANSWER_HEAD || size > sizeof(fr_dns_answer))
+    return malformed(e, "dns_answer record of the wrong size", size);
+  fr_dns_answer r;
+  std::memcpy(&r, p, size);
+  if (r.len >= FR_DNS_ANSWER_MAX || size != FR_DNS_ANSWER_HEAD + size_t(r.len) ||
+      (r.family != AF_INET && r.family != AF_INET6))
+    return malformed(e, "dns_answer record out of bounds", size);
+  e.set("type", "dns_answer");
+  add_header(e, r.h, ctx);
+  e.set("fd", int64_t(r.fd));
+  char server[INET6_ADDRSTRLEN] = {};
+  inet_ntop(r.family, r.server, server, sizeof(server));
+  e.set("server", std::string(server));
+  e.set("port", uint64_t(r.port));
+  e.set("received_bytes", uint64_t(r.received));
+  auto response = dns::parse_response(r.data, r.len);
+  if (!response) {
+    e.set("unread", "not a DNS response with one question (or cut short)");
+    return;
+  }
+  e.set("name", response->question.name);
+  e.set("qtype", dns::type_name(response->question.type));
+  e.set("rcode", dns::rcode_name(response->rcode));
+  dns::Resolution res = dns::resolve(*response, response->question.name);
+  if (!res.addresses.empty()) {
+    e.set("addresses", res.addresses);
+    e.set("ttl", uint64_t(res.ttl));
+  }
+  if (!res.cnames.empty()) e.set("cnames", res.cnames);
+  if (r.received > r.len) e.set("cut_bytes", uint64_t(r.received - r.len));
+  if (ctx.names && response->question.name.size() <= 253)
+    for (const auto& a : res.addresses) ctx.names->note(a, response->question.name);
+}
+
 void decode_tls(Entry& e, const uint8_t* p, size_t size, const DecodeContext& ctx) {
   if (size < sizeof(fr_tls)) return malformed(e, "short tls record", size);
   fr_tls r;
@@ -444,6 +483,7 @@ void decode_record(const void* data, size_t size, const DecodeContext& ctx, Entr
     case FR_REC_CGROUP_MOVE: return decode_cgroup_move(e, p, size, ctx);
     case FR_REC_ARGV: return decode_argv(e, p, size, ctx);
     case FR_REC_TLS_HELLO: return decode_tls_hello(e, p, size, ctx);
+    case FR_REC_DNS_ANSWER: return decode_dns_answer(e, p, size, ctx);
     default: return malformed(e, "unknown record type", size);
   }
 }

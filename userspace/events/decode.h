@@ -19,7 +19,9 @@ struct DecodeContext {
   int64_t real_minus_mono_ns = 0;  // added to CLOCK_MONOTONIC for wall-clock time
   TlsStreams* tls = nullptr;       // connection state for TLS records
   const SecretScrubber* secrets = nullptr;  // credentials redacted from argv; null: kept
-  const HostNames* names = nullptr;         // names of addresses, for connects ("host"); null: none
+  // Names of addresses, for connects ("host"): the session resolver's, or
+  // those the session's DNS answers told (dns_answer entries note them); null: none.
+  HostNames* names = nullptr;
 };
 
 Entry decode_record(const void* data, size_t size, const DecodeContext& ctx);

@@ -35,6 +35,7 @@
 #include "grants/agent_view.h"
 #include "grants/grants.h"
 #include "grants/unasked_connects.h"
+#include "policy/network.h"
 #include "policy/judge.h"
 #include "policy/policy.h"
 
@@ -437,8 +438,7 @@ void Supervisor::resolve_writable() {
 
 Supervisor::Verdict Supervisor::decide_connect(const seccomp_notif& n, uint64_t ask, json* about) {
   (*about)["kind"] = "connect";
-  // What this cannot read or judge goes on: the cgroup programs then refuse
-  // anything off the allowlist, as without an ask.
+  // What this cannot read or judge goes on: the cgroup programs refuse what is off the allowlist.
   auto go_on = [&] {
     respond(n.id, 0, 0, true);
     return Verdict::Answered;
@@ -466,10 +466,10 @@ Supervisor::Verdict Supervisor::decide_connect(const seccomp_notif& n, uint64_t 
   } else {
     return valid(n.id) ? go_on() : Verdict::Gone;  // not IP: not the allowlist's
   }
-  // Judged as the BPF programs key it; the allowlist as written.
-  if (allowlisted(spec_.allow, family, addr, port)) return valid(n.id) ? go_on() : Verdict::Gone;
-  family = normal_endpoint(family, addr);  // as grants and the maps key it
-  if (named_admits(spec_.named_map, family, addr, port)) return valid(n.id) ? go_on() : Verdict::Gone;
+  // Judged as the BPF programs key it: the allowlist as written, the maps as grants key them.
+  bool allowed = policy::endpoint_allowed(spec_.allow, family, addr, port);
+  family = normal_endpoint(family, addr);
+  if (allowed || named_admits(spec_.named_map, family, addr, port)) return valid(n.id) ? go_on() : Verdict::Gone;
   char text[INET6_ADDRSTRLEN] = {};
   inet_ntop(family, addr, text, sizeof(text));
   (*about)["address"] = text;

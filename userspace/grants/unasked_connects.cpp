@@ -9,19 +9,6 @@
 
 namespace flightrec::grants {
 
-bool allowlisted(const std::vector<policy::Endpoint>& allow, int family, const uint8_t* addr, uint16_t port) {
-  for (const auto& e : allow) {
-    if (e.family != family || (e.port && e.port != port)) continue;
-    bool match = true;
-    for (unsigned i = 0, bits = e.prefix; i < 16 && bits && match; ++i, bits = bits >= 8 ? bits - 8 : 0) {
-      uint8_t mask = bits >= 8 ? 0xff : uint8_t(0xff << (8 - bits));
-      match = ((addr[i] ^ e.addr[i]) & mask) == 0;
-    }
-    if (match) return true;
-  }
-  return false;
-}
-
 bool named_admits(int map, int family, const uint8_t* addr, uint16_t port) {
   if (map < 0) return false;
   fr_egress_endpoint key{};

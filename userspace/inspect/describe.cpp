@@ -196,6 +196,11 @@ std::string describe_known(const json& e) {
   if (type == "tls_hello")
     return "handshake started" + std::string(e.contains("remote_addr") ? " to " + endpoint(e, "remote_addr", "remote_port") : "") +
            " fd " + member(e, "fd") + pairs(e, {"server_name", "alpn"});
+  if (type == "dns_answer")
+    return "answer to " + member(e, "name") + " " + member(e, "qtype") + " from " + member(e, "server") +
+           pairs(e, {"rcode", "addresses", "cnames"});
+  if (type == "connection_cut")
+    return "connection to " + endpoint(e, "addr", "port") + " cut" + pairs(e, {"host", "protocol", "reason", "server_name"});
   if (type == "tls_uncaptured")
     return "no plaintext probe covers pid " + member(e, "subject_pid") + " fd " + member(e, "fd") + " (entry " +
            member(e, "of_seq") + ")" + pairs(e, {"exe", "library", "server_name"});

@@ -128,7 +128,7 @@ const std::vector<std::string>& entry_types() {
       "violation", "file_change", "snapshot", "summary", "genesis", "session_end", "cgroup_gone", "process_at_start", "recording_suspended", "recording_resumed", "freeze", "thaw",
       "syscall_counts", "syscall_counts_lost",
       "grant_ask", "grant", "grant_use", "grant_expired", "grant_revoked", "grant_denied", "grant_refused",
-      "grant_ask_ended", "grants_stopped", "grants_unreadable", "dns",
+      "grant_ask_ended", "grants_stopped", "grants_unreadable", "dns", "dns_answer", "connection_cut",
       "error", "malformed", "changes_kept", "file_changes_truncated", "file_changes_at_close_skipped"};
   return types;
 }

@@ -10,6 +10,8 @@
 #include <cstring>
 #include <set>
 
+#include "policy/network.h"
+
 namespace flightrec::policy {
 namespace {
 
@@ -180,15 +182,7 @@ const SyscallRule* Judge::seccomp_rule(int nr, const std::vector<int64_t>& args)
 
 bool Judge::allowed_endpoint(int family, const std::string& addr, int port) const {
   uint8_t bytes[16] = {};
-  if (inet_pton(family, addr.c_str(), bytes) != 1) return false;
-  for (const auto& ep : policy_.allow) {
-    if (ep.family != family || (ep.port && ep.port != port)) continue;
-    unsigned full = ep.prefix / 8, rest = ep.prefix % 8;
-    if (memcmp(bytes, ep.addr, full) != 0) continue;
-    if (rest && ((bytes[full] ^ ep.addr[full]) & uint8_t(0xff << (8 - rest)))) continue;
-    return true;
-  }
-  return false;
+  return inet_pton(family, addr.c_str(), bytes) == 1 && endpoint_allowed(policy_.allow, family, bytes, uint16_t(port));
 }
 
 std::optional<Violation> Judge::judge(const events::Entry& e) const {
@@ -420,11 +414,13 @@ std::optional<Violation> Judge::judge_connect(const events::Entry& e, int64_t re
   } else if (policy_.network == Network::Allowlist &&
              !allowed_endpoint(family == "AF_INET" ? AF_INET : AF_INET6, addr, port)) {
     // EPERM from the egress program, EACCES from Landlock's port rules.
+    std::string why = named.empty() ? " is not on the allowlist"
+                      : policy_.dns.server_names == NameService::ServerNames::Off
+                          ? " is not on the allowlist (or its answer's TTL ran out)"
+                          : " is not on the allowlist (or its answer's TTL ran out, or it is UDP: network.sni refuses UDP "
+                            "to addresses admitted by name)";
     if (const char* v = verdict(ret == -EPERM || ret == -EACCES))
-      return Violation{"network.allow", "ALERT", v,
-                       name + " to " + where + named +
-                           (named.empty() ? " is not on the allowlist" : " is not on the allowlist (or its answer's TTL ran out)"),
-                       where};
+      return Violation{"network.allow", "ALERT", v, name + " to " + where + named + why, where};
   }
   return std::nullopt;
 }

@@ -82,33 +82,58 @@ uint32_t ttl_seconds(const PolicyReader& r, const YAML::Node& n, const std::stri
 
 // "ADDR", "ADDR:PORT" or "[V6]:PORT", checked; as written.
 std::string upstream_address(const PolicyReader& r, const YAML::Node& n) {
-  const std::string key = "network.dns_upstream";
-  std::string text = r.str(n, key), host = text, port;
-  uint8_t bytes[16];
+  std::string text = r.str(n, "network.dns_upstream"), why;
+  if (!parse_upstream(text, &why)) r.fail(n, "network.dns_upstream", why);
+  return text;
+}
+
+}  // namespace
+
+bool endpoint_allowed(const std::vector<Endpoint>& allow, int family, const uint8_t* addr, uint16_t port) {
+  for (const auto& e : allow) {
+    if (e.family != family || (e.port && e.port != port)) continue;
+    unsigned full = std::min(e.prefix, 128u) / 8, rest = std::min(e.prefix, 128u) % 8;
+    if (std::memcmp(addr, e.addr, full) != 0) continue;
+    if (rest && ((addr[full] ^ e.addr[full]) & uint8_t(0xff << (8 - rest)))) continue;
+    return true;
+  }
+  return false;
+}
+
+std::optional<UpstreamAddress> parse_upstream(const std::string& text, std::string* why) {
+  auto fail = [&](const std::string& what) -> std::optional<UpstreamAddress> {
+    if (why) *why = what;
+    return std::nullopt;
+  };
+  UpstreamAddress out;
+  std::string host = text, port;
   if (text.starts_with("[")) {
     size_t close = text.find(']');
-    if (close == std::string::npos) r.fail(n, key, "'" + text + "': an unclosed [");
+    if (close == std::string::npos) return fail("'" + text + "': an unclosed [");
     host = text.substr(1, close - 1);
     if (close + 1 < text.size()) {
-      if (text[close + 1] != ':') r.fail(n, key, "'" + text + "': expected [V6]:PORT");
+      if (text[close + 1] != ':') return fail("'" + text + "': expected [V6]:PORT");
       port = text.substr(close + 2);
     }
-    if (inet_pton(AF_INET6, host.c_str(), bytes) != 1) r.fail(n, key, "'" + text + "' is not an IPv6 address");
-  } else if (inet_pton(AF_INET6, text.c_str(), bytes) != 1) {
+    if (inet_pton(AF_INET6, host.c_str(), out.addr) != 1) return fail("'" + text + "' is not an IPv6 address");
+    out.family = AF_INET6;
+  } else if (inet_pton(AF_INET6, text.c_str(), out.addr) == 1) {
+    out.family = AF_INET6;
+  } else {
     if (size_t colon = text.find(':'); colon != std::string::npos) host = text.substr(0, colon), port = text.substr(colon + 1);
-    if (inet_pton(AF_INET, host.c_str(), bytes) != 1)
-      r.fail(n, key, "'" + text + "' is not an address (ADDR, ADDR:PORT or [V6]:PORT; names would need a resolver)");
+    if (inet_pton(AF_INET, host.c_str(), out.addr) != 1)
+      return fail("'" + text + "' is not an address (ADDR, ADDR:PORT or [V6]:PORT; names would need a resolver)");
+    out.family = AF_INET;
   }
   if (!port.empty()) {
     char* end = nullptr;
     unsigned long v = strtoul(port.c_str(), &end, 10);
     if (*end || v == 0 || v > 65535 || !isdigit(static_cast<unsigned char>(port[0])))
-      r.fail(n, key, "'" + port + "' is not a port");
+      return fail("'" + port + "' is not a port");
+    out.port = uint16_t(v);
   }
-  return text;
+  return out;
 }
-
-}  // namespace
 
 bool private_address(int family, const uint8_t* a) {
   if (family == AF_INET) {
@@ -203,7 +228,7 @@ void parse_allow_entry(const PolicyReader& r, const YAML::Node& n, Policy& p) {
 
 void parse_network(const PolicyReader& r, const YAML::Node& net, Policy& p) {
   r.only_keys(net, "network",
-              {"mode", "allow", "dns", "dns_refusal", "dns_ttl_min", "dns_ttl_max", "dns_upstream", "dns_private", "explain"});
+              {"mode", "allow", "dns", "dns_refusal", "dns_ttl_min", "dns_ttl_max", "dns_upstream", "dns_private", "explain", "sni"});
   if (net["mode"])
     p.network = r.choice<Network>(net["mode"], "network.mode",
                                   {{"none", Network::None}, {"allowlist", Network::Allowlist}, {"host", Network::Host}});
@@ -216,6 +241,11 @@ void parse_network(const PolicyReader& r, const YAML::Node& net, Policy& p) {
   if (net["dns_refusal"])
     p.dns.refuse_nxdomain = r.choice<bool>(net["dns_refusal"], "network.dns_refusal", {{"nxdomain", true}, {"refused", false}});
   if (net["explain"]) p.dns.explain = r.boolean(net["explain"], "network.explain");
+  if (net["sni"])
+    p.dns.server_names = r.choice<NameService::ServerNames>(net["sni"], "network.sni",
+                                                           {{"optional", NameService::ServerNames::Optional},
+                                                            {"required", NameService::ServerNames::Required},
+                                                            {"off", NameService::ServerNames::Off}});
   if (net["dns_private"]) p.dns.admit_private = r.boolean(net["dns_private"], "network.dns_private");
   if (net["dns_ttl_min"]) p.dns.ttl_min_s = ttl_seconds(r, net["dns_ttl_min"], "network.dns_ttl_min");
   if (net["dns_ttl_max"]) p.dns.ttl_max_s = ttl_seconds(r, net["dns_ttl_max"], "network.dns_ttl_max");

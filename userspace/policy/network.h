@@ -18,11 +18,25 @@ namespace flightrec::policy {
 
 using PolicyReader = YamlReader<PolicyError>;
 
-// network: into p (mode, allow, dns, dns_refusal, dns_ttl_min, dns_ttl_max, dns_upstream).
+// network: into p (mode, allow, dns, dns_refusal, dns_ttl_min, dns_ttl_max, dns_upstream, dns_private, explain, sni).
 void parse_network(const PolicyReader& r, const YAML::Node& net, Policy& p);
 // One allowlist entry: "ADDR:PORT", "CIDR:PORT", "NAME:PORT", "*.DOMAIN:PORT"
 // (PORT may be *), into p.allow or p.allow_hosts.
 void parse_allow_entry(const PolicyReader& r, const YAML::Node& n, Policy& p);
+
+// Whether family/addr (network order)/port is on the allowlist's addresses
+// and ranges (as the egress programs judge it: fr_egress_allowed).
+bool endpoint_allowed(const std::vector<Endpoint>& allow, int family, const uint8_t* addr, uint16_t port);
+
+// A resolver's address as network.dns_upstream and resolv.conf write it:
+// ADDR, ADDR:PORT, V6 or [V6]:PORT (port 53 when none); nullopt and why
+// when it is not one.
+struct UpstreamAddress {
+  int family = 0;
+  uint8_t addr[16] = {};
+  uint16_t port = 53;
+};
+std::optional<UpstreamAddress> parse_upstream(const std::string& text, std::string* why = nullptr);
 
 // A host name as a rule or a DNS question spells it: lower case, without
 // a trailing dot; nullopt if it is not one (labels of letters, digits, '-'

@@ -83,6 +83,11 @@ struct NameService {
   // Write each refused name and network violation to /tmp/flightrec-refusals.txt
   // in the sandbox (FLIGHTREC_REFUSALS names it), for the agent to read.
   bool explain = false;
+  // A TCP connection admitted by name alone must name its server (TLS
+  // server_name, HTTP/1 Host) as one whose answer admitted the address, or
+  // it is cut before its first payload leaves. Optional: a connection that
+  // names none goes on; required: it is cut too (and UDP there refused).
+  enum class ServerNames { Off, Optional, Required } server_names = ServerNames::Optional;
 };
 
 // Calls that wait for a runtime grant (flightrec run's grant socket; see

@@ -12,7 +12,7 @@ const std::vector<std::string>& known_rule_ids() {
       "seccomp", "seccomp.default", "seccomp.kill", "seccomp.deny", "seccomp.allow", "oci", "oci.syscalls",
       "filesystem", "filesystem.hidden", "filesystem.read_only", "filesystem.read", "filesystem.exec", "filesystem.protect",
       "filesystem.refer", "filesystem.view", "network", "network.none", "network.allow", "network.bind",
-      "network.socket", "network.unix_abstract", "network.inbound", "proc", "proc.access", "landlock",
+      "network.socket", "network.unix_abstract", "network.inbound", "network.sni", "proc", "proc.access", "landlock",
       "landlock.scope", "limits", "limits.memory", "limits.pids", "limits.file_size", "limits.disk", "limits.wall_time",
       "limits.cpu_time", "limits.record_size", "limits.record_rate", "on_violation"};
   return ids;

@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
+#include <utility>
 
 #include "common/error.h"
 #include "flightrec_egress.skel.h"
@@ -41,9 +43,11 @@ EgressFilter::EgressFilter(const Options& opts) {
   if (!skel_) throw Error(errno_message("cannot open the egress allowlist's BPF object", errno));
   try {
     skel_->rodata->fr_egress_count = uint32_t(opts.rules.size());
+    skel_->rodata->fr_egress_sni_mode = opts.server_names_fd >= 0 ? opts.sni_mode : uint32_t(FR_SNI_OFF);
     if ((opts.granted_fd >= 0 && bpf_map__reuse_fd(skel_->maps.fr_egress_granted, opts.granted_fd)) ||
         (opts.tickets_fd >= 0 && bpf_map__reuse_fd(skel_->maps.fr_egress_tickets, opts.tickets_fd)) ||
-        (opts.named_fd >= 0 && bpf_map__reuse_fd(skel_->maps.fr_egress_named, opts.named_fd)))
+        (opts.named_fd >= 0 && bpf_map__reuse_fd(skel_->maps.fr_egress_named, opts.named_fd)) ||
+        (opts.server_names_fd >= 0 && bpf_map__reuse_fd(skel_->maps.fr_egress_names, opts.server_names_fd)))
       throw Error(errno_message("cannot share the runtime grants' and names' maps with the egress allowlist", errno));
     if (int err = flightrec_egress_bpf__load(skel_))
       throw Error(errno_message("the kernel refused the egress allowlist's BPF programs" +
@@ -53,6 +57,18 @@ EgressFilter::EgressFilter(const Options& opts) {
     for (uint32_t i = 0; i < opts.rules.size(); ++i)
       if (bpf_map_update_elem(rules, &i, &opts.rules[i], BPF_ANY) != 0)
         throw Error(errno_message("cannot load the egress allowlist", errno));
+    cuts_ = ring_buffer__new(
+        bpf_map__fd(skel_->maps.fr_sni_cuts),
+        [](void* self, void* data, size_t size) {
+          if (size >= sizeof(fr_sni_cut)) {
+            fr_sni_cut cut;
+            std::memcpy(&cut, data, sizeof(cut));
+            static_cast<EgressFilter*>(self)->taken_.push_back(cut);
+          }
+          return 0;
+        },
+        this, nullptr);
+    if (!cuts_) throw Error(errno_message("cannot read the egress allowlist's ring of cut connections", errno));
     bpf_program* prog;
     bpf_object__for_each_program(prog, skel_->obj) {
       bpf_link* link = bpf_program__attach_cgroup(prog, opts.cgroup_fd);
@@ -61,6 +77,7 @@ EgressFilter::EgressFilter(const Options& opts) {
     }
   } catch (...) {
     for (auto* link : links_) bpf_link__destroy(link);
+    ring_buffer__free(cuts_);
     flightrec_egress_bpf__destroy(skel_);
     throw;
   }
@@ -68,7 +85,15 @@ EgressFilter::EgressFilter(const Options& opts) {
 
 EgressFilter::~EgressFilter() {
   for (auto* link : links_) bpf_link__destroy(link);
+  ring_buffer__free(cuts_);
   flightrec_egress_bpf__destroy(skel_);
+}
+
+int EgressFilter::cuts_fd() const { return ring_buffer__epoll_fd(cuts_); }
+
+std::vector<fr_sni_cut> EgressFilter::take_cuts() {
+  ring_buffer__consume(cuts_);
+  return std::exchange(taken_, {});
 }
 
 std::vector<NetDrops> EgressFilter::net_drops() const {

@@ -14,6 +14,7 @@
 
 struct flightrec_egress_bpf;
 struct bpf_link;
+struct ring_buffer;
 
 namespace flightrec::probe {
 
@@ -26,6 +27,9 @@ class EgressFilter {
     // shared with the grant supervisor; -1: empty maps of the filter's own.
     int granted_fd = -1, tickets_fd = -1;
     int named_fd = -1;  // fr_egress_named, the session's resolver's (-1: an empty map)
+    // Server names checked (fr_sni_mode) against fr_egress_names, the resolver's.
+    uint32_t sni_mode = FR_SNI_OFF;
+    int server_names_fd = -1;
     bool verbose = false;  // libbpf's own messages to stderr
   };
   explicit EgressFilter(const Options& opts);  // throws Error
@@ -36,12 +40,17 @@ class EgressFilter {
   // Packets dropped since load, indexed by fr_net_drop_kind: totals, and
   // the far end of one of them.
   std::vector<NetDrops> net_drops() const;
+  // Readable when connections were cut for their server name: take them.
+  int cuts_fd() const;
+  std::vector<fr_sni_cut> take_cuts();
   // "cgroup/connect4", ...: what is attached, for the genesis entry.
   std::vector<std::string> attached() const;
 
  private:
   flightrec_egress_bpf* skel_ = nullptr;
   std::vector<bpf_link*> links_;
+  ring_buffer* cuts_ = nullptr;
+  std::vector<fr_sni_cut> taken_;
 };
 
 }  // namespace flightrec::probe

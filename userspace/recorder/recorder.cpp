@@ -79,6 +79,7 @@ Recorder::Recorder(ledger::Store& store, const SessionMeta& meta)
       tls_(meta.tls_redact ? meta.tls_redact_headers : std::vector<std::string>{}, meta.tls_cap) {
   ctx_.real_minus_mono_ns = int64_t(real_ns()) - int64_t(mono_ns());
   ctx_.tls = &tls_;
+  ctx_.names = &answered_;
   if (meta.redact) {
     secrets_.emplace(meta.redact_prefixes);
     ctx_.secrets = &*secrets_;

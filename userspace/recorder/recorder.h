@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "events/decode.h"
+#include "events/host_names.h"
 #include "events/secrets.h"
 #include "events/entry.h"
 #include "events/tls.h"
@@ -74,9 +75,11 @@ class Recorder {
   uint64_t last_checkpoint_mono_ns() const { return last_checkpoint_ns_; }
   uint64_t entries_after_checkpoint() const { return uint64_t(writer_.count()) - writer_.checkpointed(); }
   const std::string& origin() const { return origin_; }
-  // Connects and sends to an address the session's resolver answered with
-  // get its name ("host"); `names` outlives the recorder's use of it.
-  void set_host_names(const events::HostNames* names) { ctx_.names = names; }
+  // Connects and sends to an address a name was answered with get the name
+  // ("host"): from the DNS answers the session's processes received (its
+  // own), or from `names` (the session's resolver's, which outlives the
+  // recorder's use of it; nullptr: its own again).
+  void set_host_names(events::HostNames* names) { ctx_.names = names ? names : &answered_; }
   // A command line (NUL-separated) into e as exec entries carry theirs:
   // credentials redacted as the session redacts them.
   void set_argv(events::Entry& e, std::string_view block) const { events::set_argv(e, block, ctx_); }
@@ -124,6 +127,7 @@ class Recorder {
   uint64_t checkpoint_entries_, checkpoint_ns_;
   uint64_t last_checkpoint_ns_ = 0;
   events::DecodeContext ctx_;
+  events::HostNames answered_;  // what the session's DNS answers said
   events::TlsStreams tls_;
   std::optional<events::SecretScrubber> secrets_;
   std::vector<uint64_t> drops_seen_;

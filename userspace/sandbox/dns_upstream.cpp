@@ -12,6 +12,7 @@
 
 #include "common/error.h"
 #include "common/system.h"
+#include "policy/network.h"
 
 namespace flightrec::sandbox {
 namespace {
@@ -20,31 +21,23 @@ constexpr int kUpstreamWaitMs = 1500;  // per upstream tried
 
 // "ADDR", "ADDR:PORT", "[V6]:PORT" or a bare IPv6 address (policy::upstream_resolvers).
 bool upstream_sockaddr(const std::string& text, sockaddr_storage& out, socklen_t& len) {
-  std::string host = text, port = "53";
-  uint8_t bytes[16];
-  if (text.starts_with("[")) {
-    size_t close = text.find(']');
-    if (close == std::string::npos) return false;
-    host = text.substr(1, close - 1);
-    if (close + 1 < text.size()) port = text.substr(close + 2);
-  } else if (inet_pton(AF_INET6, text.c_str(), bytes) != 1) {
-    if (size_t colon = text.find(':'); colon != std::string::npos) host = text.substr(0, colon), port = text.substr(colon + 1);
-  }
-  uint16_t p = uint16_t(strtoul(port.c_str(), nullptr, 10));
+  auto up = policy::parse_upstream(text);
+  if (!up) return false;
   std::memset(&out, 0, sizeof(out));
-  if (auto* in = reinterpret_cast<sockaddr_in*>(&out); inet_pton(AF_INET, host.c_str(), &in->sin_addr) == 1) {
+  if (up->family == AF_INET) {
+    auto* in = reinterpret_cast<sockaddr_in*>(&out);
     in->sin_family = AF_INET;
-    in->sin_port = htons(p);
+    in->sin_port = htons(up->port);
+    std::memcpy(&in->sin_addr, up->addr, 4);
     len = sizeof(sockaddr_in);
-    return true;
-  }
-  if (auto* in6 = reinterpret_cast<sockaddr_in6*>(&out); inet_pton(AF_INET6, host.c_str(), &in6->sin6_addr) == 1) {
+  } else {
+    auto* in6 = reinterpret_cast<sockaddr_in6*>(&out);
     in6->sin6_family = AF_INET6;
-    in6->sin6_port = htons(p);
+    in6->sin6_port = htons(up->port);
+    std::memcpy(&in6->sin6_addr, up->addr, 16);
     len = sizeof(sockaddr_in6);
-    return true;
   }
-  return false;
+  return true;
 }
 
 // Waits for fd (events) or the stop signal; false on stop, timeout or error.

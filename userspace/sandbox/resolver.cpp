@@ -192,7 +192,14 @@ void Resolver::ungrant_locked(uint64_t id) {
   for (const auto& key : gone.keys) {
     bool kept = policy_keys_.count(key) > 0;
     for (const auto& [other, g] : granted_) kept = kept || g.keys.count(key) > 0;
-    if (!kept && opts_.named_map_fd >= 0) {
+    if (kept) continue;
+    if (key.size() == sizeof(fr_egress_name)) {  // a server name no longer allowed there
+      if (opts_.server_names_map_fd >= 0) bpf_map_delete_elem(opts_.server_names_map_fd, key.data());
+      if (auto at = server_names_.find(key); at != server_names_.end()) {
+        server_name_order_.erase(at->second);
+        server_names_.erase(at);
+      }
+    } else if (opts_.named_map_fd >= 0) {
       uint64_t now = mono_ns();
       bpf_map_update_elem(opts_.named_map_fd, key.data(), &now, BPF_EXIST);  // expired: packets pass, connects do not
     }
@@ -374,6 +381,7 @@ void Resolver::on_query(const uint8_t* msg, size_t size, const std::shared_ptr<C
       NameEvent cached = it->second.event;
       uint32_t left = uint32_t((it->second.expires_ns - asked) / 1'000'000'000);
       bool same_span = it->second.question_end == q->end;
+      if (cached.verdict == "allowed") touch_server_names_locked(cached);
       lock.unlock();
       std::memcpy(reply.data(), msg, 2);
       if (same_span) std::memcpy(reply.data() + 12, msg + 12, q->end - 12);  // the asker's spelling of the name
@@ -540,6 +548,8 @@ void Resolver::admit(NameEvent& ev, const std::vector<Rule>& rules) {
       std::memset(key.addr + 4, 0, 12);
       key.family = AF_INET;
     }
+    if (opts_.server_names_map_fd >= 0 && ev.admitted_s && ev.name.size() <= 253)
+      for (uint16_t port : ports) admit_server_name(ev, key, port, rules);
     if (opts_.names) {  // as decoding looks it up: IPv4 as IPv4
       char text[INET6_ADDRSTRLEN] = {};
       inet_ntop(int(key.family), key.addr, text, sizeof(text));
@@ -560,6 +570,66 @@ void Resolver::admit(NameEvent& ev, const std::vector<Rule>& rules) {
         else if (auto g = granted_.find(r.first); r.first && g != granted_.end() && g->second.keys.size() < FR_EGRESS_NAMED_MAX)
           g->second.keys.insert(k);
       }
+    }
+  }
+}
+
+void Resolver::admit_server_name(NameEvent& ev, const fr_egress_endpoint& to, uint16_t port, const std::vector<Rule>& rules) {
+  // The name asked (as a TLS server_name or HTTP Host names it) with the address and the rule's port.
+  fr_egress_name pair{};
+  std::memcpy(pair.name, ev.name.data(), ev.name.size());
+  std::memcpy(pair.addr, to.addr, sizeof(pair.addr));
+  pair.family = to.family;
+  pair.port = port;
+  std::string k(reinterpret_cast<const char*>(&pair), sizeof(pair));
+  std::lock_guard lock(mu_);
+  uint8_t one = 1;
+  if (bpf_map_update_elem(opts_.server_names_map_fd, &pair, &one, BPF_ANY) != 0 && ev.error.empty())
+    ev.error = errno_message("cannot admit the server name " + ev.name + " in the kernel's map", errno);
+  else
+    keep_server_name_locked(k);
+  for (const auto& r : rules) {
+    if (!r.first && policy_keys_.size() < 4 * FR_EGRESS_NAMED_MAX) policy_keys_.insert(k);
+    else if (auto g = granted_.find(r.first); r.first && g != granted_.end() && g->second.keys.size() < FR_EGRESS_NAMED_MAX)
+      g->second.keys.insert(k);
+  }
+}
+
+void Resolver::keep_server_name_locked(const std::string& key) {
+  // Least recently answered out first, when the map is full.
+  if (auto at = server_names_.find(key); at != server_names_.end()) {
+    server_name_order_.splice(server_name_order_.end(), server_name_order_, at->second);
+    return;
+  }
+  server_names_[key] = server_name_order_.insert(server_name_order_.end(), key);
+  if (server_name_order_.size() > FR_EGRESS_NAMES_MAX - 1) {
+    const std::string& oldest = server_name_order_.front();
+    bpf_map_delete_elem(opts_.server_names_map_fd, oldest.data());
+    server_names_.erase(oldest);
+    server_name_order_.pop_front();
+  }
+}
+
+void Resolver::touch_server_names_locked(const NameEvent& ev) {
+  // A cached answer: its pairs were answered again (kept from eviction; back if they went).
+  if (opts_.server_names_map_fd < 0 || !ev.admitted_s || ev.name.size() > 253) return;
+  for (const auto& a : ev.addresses) {
+    if (std::find(ev.not_admitted.begin(), ev.not_admitted.end(), a) != ev.not_admitted.end()) continue;
+    fr_egress_name pair{};
+    std::memcpy(pair.name, ev.name.data(), ev.name.size());
+    if (inet_pton(AF_INET, a.c_str(), pair.addr) == 1) pair.family = AF_INET;
+    else if (inet_pton(AF_INET6, a.c_str(), pair.addr) == 1) pair.family = AF_INET6;
+    else continue;
+    if (pair.family == AF_INET6 && std::memcmp(pair.addr, "\0\0\0\0\0\0\0\0\0\0\xff\xff", 12) == 0) {
+      std::memmove(pair.addr, pair.addr + 12, 4);
+      std::memset(pair.addr + 4, 0, 12);
+      pair.family = AF_INET;
+    }
+    for (uint16_t port : ev.ports) {
+      pair.port = port;
+      std::string k(reinterpret_cast<const char*>(&pair), sizeof(pair));
+      uint8_t one = 1;
+      if (bpf_map_update_elem(opts_.server_names_map_fd, &pair, &one, BPF_ANY) == 0) keep_server_name_locked(k);
     }
   }
 }

@@ -14,6 +14,7 @@
 // Every query becomes a NameEvent for the record.
 #include <atomic>
 #include <cstdint>
+#include <list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -24,6 +25,10 @@
 
 #include "events/host_names.h"
 #include "policy/policy.h"
+
+extern "C" {
+#include "flightrec/abi/events.h"
+}
 
 namespace flightrec::sandbox {
 
@@ -58,6 +63,7 @@ class Resolver {
     policy::NameService service;
     std::vector<std::string> upstream;    // policy::upstream_resolvers
     int named_map_fd = -1;                // fr_egress_named; -1: nothing admitted
+    int server_names_map_fd = -1;         // fr_egress_names: (name asked, address) pairs; -1: not kept
     events::HostNames* names = nullptr;   // told every address answered
   };
   // Binds in the network namespace netns_fd names (-1: flightrec's own;
@@ -101,6 +107,9 @@ class Resolver {
   void ungrant_locked(uint64_t id);
   void finish(const std::shared_ptr<Client>& client, const std::string& reply, NameEvent ev);
   void admit(NameEvent& ev, const std::vector<Rule>& rules);
+  void admit_server_name(NameEvent& ev, const fr_egress_endpoint& to, uint16_t port, const std::vector<Rule>& rules);
+  void keep_server_name_locked(const std::string& key);
+  void touch_server_names_locked(const NameEvent& ev);
   void post(NameEvent ev);
 
   Options opts_;
@@ -113,10 +122,13 @@ class Resolver {
   struct Granted {
     policy::HostRule rule;
     uint64_t until_ns = 0;
-    std::set<std::string> keys;  // the map's keys (fr_egress_endpoint bytes) its answers admitted
+    std::set<std::string> keys;  // the maps' keys (fr_egress_endpoint, fr_egress_name bytes) its answers admitted
   };
   std::map<uint64_t, Granted> granted_;  // by grant id
   std::set<std::string> policy_keys_;    // the keys the policy's own rules admitted (kept on ungrant)
+  // fr_egress_names's keys, least recently answered first (the map is kept an LRU here).
+  std::list<std::string> server_name_order_;
+  std::map<std::string, std::list<std::string>::iterator> server_names_;
   std::map<std::pair<std::string, uint16_t>, Cached> cache_;
   std::vector<std::pair<std::thread, std::shared_ptr<std::atomic<bool>>>> workers_;  // upstream exchanges, and whether done
   std::atomic<int> busy_{0};

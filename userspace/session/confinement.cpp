@@ -24,6 +24,7 @@
 #include <set>
 #include <sstream>
 
+#include "session/egress_notes.h"
 #include "session/path_rules.h"
 #include "session/stderr_log.h"
 #include "common/error.h"
@@ -464,6 +465,8 @@ void Confinement::filter_egress(const probe::CaptureOptions& copts) {
   o.granted_fd = egress_granted_fd_;
   o.tickets_fd = egress_tickets_fd_;
   o.named_fd = names_ ? names_->named_map_fd() : -1;
+  o.server_names_fd = names_ ? names_->server_names_map_fd() : -1;
+  o.sni_mode = policy_.dns.server_names == policy::NameService::ServerNames::Required ? FR_SNI_REQUIRED : FR_SNI_OPTIONAL;
   o.verbose = copts.verbose;
   egress_ = std::make_unique<probe::EgressFilter>(o);
 }
@@ -721,17 +724,13 @@ void Confinement::note_packet_drops() {
   std::vector<probe::NetDrops> drops = egress_->net_drops();
   Emitted out = pipeline_->emitted();
   for (uint32_t kind = 0; kind < drops.size() && kind < FR_NET_DROP_KINDS; ++kind) {
-    uint64_t fresh = drops[kind].count - packet_drops_seen_[kind];
-    if (fresh == 0) continue;
-    packet_drops_seen_[kind] = drops[kind].count;
-    const fr_net_drop& d = drops[kind].last;
-    char addr[INET6_ADDRSTRLEN] = {};
-    inet_ntop(d.family == AF_INET6 ? AF_INET6 : AF_INET, d.addr, addr, sizeof(addr));
-    bool in = kind == FR_NET_DROP_IN;
-    std::string detail = std::to_string(fresh) + (in ? " packet(s) from " : " packet(s) to ") +
-                         "hosts outside loopback and the allowlist dropped (last: " + addr + " port " +
-                         std::to_string(d.port) + ")";
-    judging_->violation({in ? "network.inbound" : "network.allow", "ALERT", "denied", detail}, nullptr, out);
+    uint64_t fresh = drops[kind].count - std::exchange(packet_drops_seen_[kind], drops[kind].count);
+    if (fresh) judging_->violation(packet_drop_violation(kind, fresh, drops[kind].last), nullptr, out);
+  }
+  for (const fr_sni_cut& cut : egress_->take_cuts()) {
+    CutNote note = record_cut(cut, host_names(), out);
+    judging_->violation(note.violation, note.entry, out);
+    if (names_) names_->explain(note.explained);
   }
   pipeline_->write(out);
 }

@@ -85,9 +85,13 @@ class Confinement : public Observer {
   int names_fd() const { return names_ ? names_->fd() : -1; }
   void record_names();
   // The names its answers gave addresses (for the recorder); null without a resolver.
-  const events::HostNames* host_names() const { return names_ ? names_->host_names() : nullptr; }
+  events::HostNames* host_names() const { return names_ ? names_->host_names() : nullptr; }
   // Packets the egress allowlist's filter dropped since the last call, as violations.
+  // Packets the egress programs dropped, connections they cut for their
+  // server name (session/egress_notes.h): into the record.
   void note_packet_drops();
+  // Readable when a connection was cut (note_packet_drops()); -1 without the programs.
+  int cuts_fd() const { return egress_ ? egress_->cuts_fd() : -1; }
   // The circuit breakers (wall clock, CPU time, growth of the record file)
   // check on the watchdog's thread and kill there; their entries are
   // posted to the recording thread.

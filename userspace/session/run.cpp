@@ -367,6 +367,7 @@ int run(Plan plan, const RunTarget& target) {
       loop.watch_fd(confinement->changes_fd(), [&] { confinement->record_changes(); });
     if (confinement->grants_fd() >= 0)
       loop.watch_fd(confinement->grants_fd(), [&] { confinement->record_grants(); });
+    if (confinement->cuts_fd() >= 0) loop.watch_fd(confinement->cuts_fd(), [&] { confinement->note_packet_drops(); });
     if (confinement->names_fd() >= 0)
       loop.watch_fd(confinement->names_fd(), [&] { confinement->record_names(); });
     loop.watch_fd(sigfd, [&] {

@@ -49,11 +49,18 @@ SessionResolver::SessionResolver(const policy::Policy& policy, const std::string
   }
   opts_ = options(policy);
   if (!opts_.allow.empty() || (policy.ask.connect && !own_network_)) {  // names allowed, or grantable
-    // Made before the programs load (they reuse it); an LRU, as they declare it.
-    named_fd_ = bpf_map_create(BPF_MAP_TYPE_LRU_HASH, "fr_egress_named", sizeof(fr_egress_endpoint), sizeof(uint64_t),
-                               FR_EGRESS_NAMED_MAX, nullptr);
-    if (named_fd_ < 0) throw Error(errno_message("cannot make the BPF map of the addresses allowed names resolve to", errno));
-    opts_.named_map_fd = named_fd_;
+    // Made before the programs load (they reuse them); as they declare them.
+    named_ = UniqueFd(bpf_map_create(BPF_MAP_TYPE_LRU_HASH, "fr_egress_named", sizeof(fr_egress_endpoint),
+                                     sizeof(uint64_t), FR_EGRESS_NAMED_MAX, nullptr));
+    if (named_.get() < 0) throw Error(errno_message("cannot make the BPF map of the addresses allowed names resolve to", errno));
+    opts_.named_map_fd = named_.get();
+    if (policy.dns.server_names != policy::NameService::ServerNames::Off) {
+      LIBBPF_OPTS(bpf_map_create_opts, no_prealloc, .map_flags = BPF_F_NO_PREALLOC);
+      server_names_ = UniqueFd(bpf_map_create(BPF_MAP_TYPE_HASH, "fr_egress_names", sizeof(fr_egress_name), sizeof(uint8_t),
+                                              FR_EGRESS_NAMES_MAX, &no_prealloc));
+      if (server_names_.get() < 0) throw Error(errno_message("cannot make the BPF map of the server names allowed", errno));
+      opts_.server_names_map_fd = server_names_.get();
+    }
   }
   opts_.names = &names_;
   std::string address = sandbox::Resolver::kOwnNetworkAddress;
@@ -73,15 +80,12 @@ SessionResolver::SessionResolver(const policy::Policy& policy, const std::string
   bool written = fd >= 0 && write(fd, conf_.data(), conf_.size()) == ssize_t(conf_.size());
   int err = errno;
   if (fd >= 0) close(fd);
-  if (!written) {
-    if (named_fd_ >= 0) close(named_fd_);
-    throw Error(errno_message("cannot write the sandbox's /etc/resolv.conf", err));
-  }
+  if (!written) throw Error(errno_message("cannot write the sandbox's /etc/resolv.conf", err));
+  conf_sha256_ = ledger::to_hex(ledger::sha256(conf_));
 }
 
 SessionResolver::~SessionResolver() {
-  resolver_.reset();  // its threads stop before the map goes
-  if (named_fd_ >= 0) close(named_fd_);
+  resolver_.reset();  // its threads stop before the maps go
 }
 
 void SessionResolver::start(pid_t sandbox_init) {
@@ -214,7 +218,7 @@ void SessionResolver::explain(const std::string& line) {
 bool SessionResolver::wrote(const sandbox::FileChange& c) const {
   if (!explain_path_.empty() && c.path == kRefusalsFile) return true;  // flightrec's, not the session's
   return c.path == "/etc" + std::string(c.kind == "dir" ? "" : "/resolv.conf") &&
-         (c.kind == "dir" || c.sha256_after == ledger::to_hex(ledger::sha256(conf_)));
+         (c.kind == "dir" || c.sha256_after == conf_sha256_);
 }
 
 }  // namespace flightrec::session

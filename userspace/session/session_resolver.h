@@ -13,6 +13,7 @@
 #include <set>
 #include <string>
 
+#include "common/system.h"
 #include "events/host_names.h"
 #include "policy/policy.h"
 #include "sandbox/changes.h"
@@ -38,8 +39,9 @@ class SessionResolver {
   // of its own, and serves. Throws Error.
   void start(pid_t sandbox_init);
 
-  int named_map_fd() const { return named_fd_; }  // -1 without allowed names
-  const events::HostNames* host_names() const { return &names_; }
+  int named_map_fd() const { return named_.get(); }  // -1 without allowed names
+  int server_names_map_fd() const { return server_names_.get(); }  // fr_egress_names; -1: not checked
+  events::HostNames* host_names() { return &names_; }
   // Its own address, port 53, for the egress allowlist (once bound).
   std::optional<fr_egress_rule> egress_rule() const;
   // The same as an allowlist entry (for the grant supervisor).
@@ -68,10 +70,10 @@ class SessionResolver {
   bool own_network_;
   std::string policy_name_;
   sandbox::Resolver::Options opts_;
-  int named_fd_ = -1;
+  UniqueFd named_, server_names_;
   events::HostNames names_;
   std::unique_ptr<sandbox::Resolver> resolver_;
-  std::string upper_, conf_;
+  std::string upper_, conf_, conf_sha256_;
   std::set<std::string> told_;  // names refused already said on stderr
   std::set<std::string> explained_;  // and in the refusals file
   std::string explain_path_;

@@ -41,6 +41,7 @@ enum fr_record_type {
 	FR_REC_ARGV = 8,
 	FR_REC_TLS_HELLO = 9,
 	FR_REC_TLS_BIND = 10,
+	FR_REC_DNS_ANSWER = 11,
 };
 
 /* Common to every record. pid is the thread-group id, tid the thread id,
@@ -250,6 +251,25 @@ struct fr_tls_hello {
 FR_STATIC_ASSERT(sizeof(struct fr_tls_hello) == 80 + FR_TLS_HELLO_MAX, "fr_tls_hello layout");
 #define FR_TLS_HELLO_HEAD 80  /* a record's bytes before data */
 
+/* A DNS answer a session's process received: a recvfrom or recvmsg whose
+ * source was port 53 of any address (its UDP resolver's reply). Up to
+ * FR_DNS_ANSWER_MAX - 1 bytes of it follow: userspace reads the names the
+ * process's later connects were looked up by (under watch and flightrecd,
+ * which run no resolver of their own). */
+#define FR_DNS_ANSWER_MAX 4096
+struct fr_dns_answer {
+	struct fr_header h;
+	__s32 fd;
+	__u32 len;               /* bytes that follow */
+	__u32 received;          /* bytes the call returned */
+	__u16 family;            /* the source's: AF_INET or AF_INET6 */
+	__u16 port;              /* host order: 53 */
+	__u8 server[16];         /* the source's address, network order */
+	__u8 data[FR_DNS_ANSWER_MAX];  /* len of them in a record */
+};
+FR_STATIC_ASSERT(sizeof(struct fr_dns_answer) == 96 + FR_DNS_ANSWER_MAX, "fr_dns_answer layout");
+#define FR_DNS_ANSWER_HEAD 96  /* a record's bytes before data */
+
 /* A BPF-LSM hook's view (where the kernel allows BPF-LSM): the kernel's own
  * copy of the path or address, race-free, unlike syscall arguments. The
  * path (path_len bytes) follows. */
@@ -335,6 +355,66 @@ FR_STATIC_ASSERT(sizeof(struct fr_egress_rule) == 32, "fr_egress_rule layout");
  * TTL, floored and capped). Packets of a connection once admitted pass as
  * long as the address stays in the map (an LRU). */
 #define FR_EGRESS_NAMED_MAX 4096
+/* Server names checked (network.sni): the resolver also puts each
+ * (name asked, address answered) pair of an allowed name's answer in
+ * fr_egress_names (value unused). A TCP connection that connect() let
+ * through by name alone must name, in its first payload, a server (TLS
+ * ClientHello server_name, or an HTTP/1 Host header) whose pair is there;
+ * otherwise its packets are dropped from then on and the cut is reported
+ * on fr_sni_cuts, for userspace to shut the socket and record it. Names
+ * are lowercase ASCII without a trailing dot, zero-padded. */
+#define FR_EGRESS_NAMES_MAX 16384
+#define FR_SNI_NAME_MAX 256       /* a DNS name is at most 253 bytes as text */
+struct fr_egress_name {
+	__u8 name[FR_SNI_NAME_MAX];
+	__u8 addr[16];           /* as fr_egress_endpoint: IPv4-mapped keyed as IPv4 */
+	__u32 family;
+	__u16 port;              /* the allowing rule's (host order; 0: any port) */
+	__u16 pad;
+};
+FR_STATIC_ASSERT(sizeof(struct fr_egress_name) == 280, "fr_egress_name layout");
+enum fr_sni_mode {
+	FR_SNI_OFF = 0,          /* not checked */
+	FR_SNI_OPTIONAL = 1,     /* a name given must match; none given passes */
+	FR_SNI_REQUIRED = 2,     /* a name must be given (and match): UDP to such an address is refused */
+};
+enum fr_sni_reason {
+	FR_SNI_MISMATCH = 1,     /* the name given was not answered with this address */
+	FR_SNI_MISSING = 2,      /* no name given, network.sni: required */
+	FR_SNI_UNREADABLE = 3,   /* a TLS or HTTP start whose name is not in the first segment, or malformed */
+};
+enum fr_sni_proto {
+	FR_SNI_TLS = 1,
+	FR_SNI_HTTP = 2,
+	FR_SNI_OTHER = 3,
+};
+struct fr_sni_cut {
+	__u64 cookie;            /* the socket's (SO_COOKIE) */
+	__u32 tgid;              /* the process that connected it (host pid namespace) */
+	__u32 family;            /* of the packets: IPv4-mapped IPv6 sockets send AF_INET ones */
+	__u8 addr[16];           /* the far end, network order */
+	__u8 local_addr[16];     /* the socket's own end, for sock_diag to find it */
+	__u16 port, local_port;  /* host order */
+	__u8 reason;             /* fr_sni_reason */
+	__u8 proto;              /* fr_sni_proto */
+	__u16 name_len;          /* bytes of name (0: none read) */
+	__u8 name[FR_SNI_NAME_MAX];
+};
+FR_STATIC_ASSERT(sizeof(struct fr_sni_cut) == 312, "fr_sni_cut layout");
+/* Per socket (sk storage) from a connect admitted by name alone. */
+enum fr_egress_conn_state {
+	FR_CONN_UNCHECKED = 0,   /* nothing to check (admitted otherwise) */
+	FR_CONN_PENDING = 1,     /* its first payload is to be read */
+	FR_CONN_CUT = 2,         /* its packets are dropped */
+	FR_CONN_PASSED = 3,      /* its first payload passed: a retransmission of it is read again, until it is ACKed */
+};
+struct fr_egress_conn {
+	__u32 tgid;              /* who connected it */
+	__u8 state;              /* fr_egress_conn_state */
+	__u8 reported;           /* 1: the cut is on fr_sni_cuts */
+	__u8 reason, proto;      /* the cut's, for a report that had to wait */
+	__u32 seq_start, seq_end;  /* FR_CONN_PASSED: the TCP sequence range read */
+};
 struct fr_egress_endpoint {
 	__u8 addr[16];           /* network order; IPv4 in the first 4 bytes */
 	__u32 family;            /* AF_INET or AF_INET6 */
