@@ -383,6 +383,14 @@ static __always_inline int tls_server_name(struct __sk_buff *skb, __u32 off, __u
 	return -2;
 }
 
+/* A character of an HTTP token (a method): RFC 9110's tchar. */
+static __always_inline int tchar(__u8 c)
+{
+	return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '!' ||
+	       (c >= '#' && c <= '\'') || c == '*' || c == '+' || c == '-' || c == '.' || c == '^' || c == '_' ||
+	       c == '`' || c == '|' || c == '~';
+}
+
 static __always_inline struct fr_name_scratch *name_scratch(void)
 {
 	__u32 zero = 0;
@@ -536,6 +544,21 @@ static __always_inline int http_host(struct __sk_buff *skb, __u32 off, struct fr
 	if (bpf_skb_load_bytes(skb, off, sc->http, n))
 		return -2;
 	const __u8 *b = sc->http;
+	/* A method (a token of up to 23 characters), then a space: else no
+	 * request, unless the payload ends first (a request's start, maybe). */
+	int target = 0;
+	for (int i = 1; i < 24; i++) {
+		if (i >= n)
+			return -2;
+		if (b[i] == ' ') {
+			target = i + 1;
+			break;
+		}
+		if (!tchar(b[i]))
+			return -1;
+	}
+	if (!target)
+		return -1;
 	struct http_scan *scan = &sc->scan;
 	__builtin_memset(scan, 0, sizeof(*scan));
 	scan->n = (__u32)n;
@@ -556,13 +579,7 @@ static __always_inline int http_host(struct __sk_buff *skb, __u32 off, struct fr
 	if (line == 2 || b[(v + 6) & (FR_HTTP_SCAN - 1)] != '1' || b[(v + 7) & (FR_HTTP_SCAN - 1)] != '.' ||
 	    (b[(v + 8) & (FR_HTTP_SCAN - 1)] != '0' && b[(v + 8) & (FR_HTTP_SCAN - 1)] != '1'))
 		return -2;  /* a request line ended by a bare LF, HTTP/2's preface ("PRI * HTTP/2.0"), another version */
-	int target = 0;
-	for (int i = 1; i < 24; i++)
-		if (b[i] == ' ') {
-			target = i + 1;
-			break;
-		}
-	if (!target || (b[target] != '/' && b[target] != '*'))
+	if (b[target] != '/' && b[target] != '*')
 		return -2;
 	scan->from = end - 1;
 	scan->at = 0;
@@ -687,9 +704,7 @@ static __always_inline int server_name_ok(struct __sk_buff *skb)
 	__u8 b0 = first[0];
 	if (b0 >= 20 && b0 <= 23 && (skb->len - payload < 2 || first[1] == 3))
 		proto = FR_SNI_TLS;  /* it must be the whole ClientHello */
-	else if (b0 == '\r' || b0 == '\n' || (b0 >= 'A' && b0 <= 'Z') || (b0 >= 'a' && b0 <= 'z') ||
-		 (b0 >= '0' && b0 <= '9') || b0 == '!' || (b0 >= '#' && b0 <= '\'') || b0 == '*' || b0 == '+' ||
-		 b0 == '-' || b0 == '.' || b0 == '^' || b0 == '_' || b0 == '`' || b0 == '|' || b0 == '~')
+	else if (b0 == '\r' || b0 == '\n' || tchar(b0))
 		proto = FR_SNI_HTTP;  /* a blank line first (servers skip it) is read as one, and cut */
 	int found = 0;
 	if (proto == FR_SNI_TLS) {

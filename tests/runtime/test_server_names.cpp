@@ -118,6 +118,8 @@ TEST_CASE("server names: a TLS server name or HTTP Host the address was not answ
       "print('http allowed', plain(b'GET /a HTTP/1.1\\r\\nUser-Agent: t\\r\\nhost: api.test:8081\\r\\n\\r\\n'))\n"
       "print('http forged', plain(b'GET /b HTTP/1.1\\r\\nHost: evil.test\\r\\n\\r\\n'))\n"
       "print('no name', plain(b'hello there\\n'))\n"
+      "print('ssh banner', plain(b'SSH-2.0-OpenSSH_9.2p1 Debian-2+deb12u3\\r\\n'))\n"
+      "print('text without a line end', plain(b'x' * 5000))\n"
       "print('udp', udp())\n"
       "import os, time\n"
       "for _ in range(200):\n"
@@ -138,6 +140,8 @@ TEST_CASE("server names: a TLS server name or HTTP Host the address was not answ
         "http allowed ok\n"
         "http forged cut\n"
         "no name ok\n"
+        "ssh banner ok\n"
+        "text without a line end ok\n"
         "udp EPERM\n"
         "explained True\n");
   // What reached the sink: the allowed ones; of the forged, the TCP handshake alone.
