@@ -357,6 +357,13 @@ void await_ready(Proc& p) {
   REQUIRE_MESSAGE(got.find("ready") != std::string::npos, "a test server did not start");
 }
 
+std::string await_said(Proc& p, const std::string& text) {
+  std::string said;
+  char c;
+  while (said.find(text) == std::string::npos && read(p.err_fd, &c, 1) == 1) said += c;
+  return said;
+}
+
 NamesWorld::NamesWorld(std::string zone) {
   net = "127.78." + std::to_string(getpid() % 200 + 1) + ".";
   set_zone(std::move(zone));

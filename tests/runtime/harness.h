@@ -112,6 +112,9 @@ nlohmann::json span_attribute(const nlohmann::json& span, const std::string& key
 // "from ADDR" to each connection and then echoes.
 // Waits for a test server's "ready" line on stdout (REQUIREs it).
 void await_ready(Proc& p);
+// What p writes on stderr up to and including `text` (all of it, if p
+// ends first): e.g. `flightrec watch` saying "watching" once attached.
+std::string await_said(Proc& p, const std::string& text);
 
 struct NamesWorld {
   TempDir dir;

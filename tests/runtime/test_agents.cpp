@@ -75,7 +75,8 @@ Result run_watched(const std::string& work, const std::string& db, const std::ve
   std::string cg = cgroup2_root() + "/flightrec-test-agent-" + std::to_string(getpid());
   REQUIRE(mkdir(cg.c_str(), 0755) == 0);
   Proc watch = start({FLIGHTREC_BIN, "watch", "--cgroup", cg, "--db", db});
-  std::this_thread::sleep_for(std::chrono::milliseconds(700));  // as the watch tests: its programs attached
+  std::string said = await_said(watch, "watching");  // its programs attached
+  REQUIRE_MESSAGE(said.find("watching") != std::string::npos, said);
   // Started in the cgroup: probed at its exec, as a pod's agent would be.
   std::vector<std::string> in_cgroup = {"sh", "-c", "echo $$ > " + cg + "/cgroup.procs && exec \"$0\" \"$@\""};
   in_cgroup.insert(in_cgroup.end(), argv.begin(), argv.end());

@@ -209,9 +209,7 @@ TEST_CASE("names under watch: the DNS answers a watched process receives are rec
   REQUIRE(mkdir(cg.c_str(), 0755) == 0);
   Proc watch = start({FLIGHTREC_BIN, "watch", "--cgroup", cg, "--db", db});
   // Its programs attached (under tools/vmtest's emulation that takes seconds): it says so.
-  std::string said;
-  char c;
-  while (said.find("watching") == std::string::npos && read(watch.err_fd, &c, 1) == 1) said += c;
+  std::string said = await_said(watch, "watching");
   REQUIRE_MESSAGE(said.find("watching") != std::string::npos, said);
   Result r = run({"sh", "-c", "echo $$ > " + cg + "/cgroup.procs && exec /usr/bin/python3 " + dir.file("client.py")});
   kill(watch.pid, SIGINT);

@@ -745,7 +745,7 @@ TEST_CASE("report: a real agent session as one page, rendered by Chromium, every
   for (const char* program : {"/usr/bin/git", "/usr/bin/curl", "/usr/bin/python3"})
     CHECK_MESSAGE(section("programs").find(program) != std::string::npos, program);
   auto files = section("edits");
-  for (const std::string& path : {"out.txt", "repo/main.py", "site/hello_fr/__init__.py"})
+  for (std::string path : {"out.txt", "repo/main.py", "site/hello_fr/__init__.py"})
     CHECK_MESSAGE(files.find(path + "</td>") != std::string::npos, path);
   CHECK(files.find("<td>created</td>") != std::string::npos);
   CHECK(files.find("- → ") != std::string::npos);  // created: no hash before

@@ -171,9 +171,7 @@ TEST_CASE("a task moved out of the watched cgroup stays recorded, and the move i
   std::this_thread::sleep_for(std::chrono::milliseconds(100));  // it is blocked in open by now
   Proc w = start({FLIGHTREC_BIN, "watch", "--cgroup", watched, "--db", db, "--duration", "3"});
   // flightrec says it is watching once it is attached.
-  std::string said;
-  char c;
-  while (said.find("watching") == std::string::npos && read(w.err_fd, &c, 1) == 1) said += c;
+  std::string said = await_said(w, "watching");
   // A process in the watched cgroup moves the idle one out, then it is let go.
   pid_t mover = spawn_in(watched, "echo " + std::to_string(idle) + " > " + outside + "/cgroup.procs");
   waitpid(mover, nullptr, 0);
