@@ -35,6 +35,20 @@ constexpr int kMaxTcpClients = 16;       // then a connection is closed at once
 constexpr size_t kMaxCached = 4096;
 constexpr size_t kMaxCachedReply = 4096;   // bytes; a bigger answer is asked again
 constexpr size_t kMaxAddresses = 32;       // admitted and recorded per answer; the rest counted
+
+// An answer's address as the kernel's maps key it: IPv4-mapped IPv6 as IPv4.
+std::optional<fr_egress_endpoint> endpoint_of(const std::string& text) {
+  fr_egress_endpoint e{};
+  if (inet_pton(AF_INET, text.c_str(), e.addr) == 1) e.family = AF_INET;
+  else if (inet_pton(AF_INET6, text.c_str(), e.addr) == 1) e.family = AF_INET6;
+  else return std::nullopt;
+  if (e.family == AF_INET6 && std::memcmp(e.addr, "\0\0\0\0\0\0\0\0\0\0\xff\xff", 12) == 0) {
+    std::memmove(e.addr, e.addr + 12, 4);
+    std::memset(e.addr + 4, 0, 12);
+    e.family = AF_INET;
+  }
+  return e;
+}
 constexpr size_t kMaxEventsWaiting = 20'000;
 constexpr size_t kMaxUpstreamsTried = 3;
 constexpr int kTcpIdleMs = 10'000;
@@ -535,18 +549,12 @@ void Resolver::admit(NameEvent& ev, const std::vector<Rule>& rules) {
   ev.ports = ports;
   uint64_t until = mono_ns() + uint64_t(ev.admitted_s) * 1'000'000'000;
   for (const auto& a : ev.addresses) {
-    fr_egress_endpoint key{};
-    if (inet_pton(AF_INET, a.c_str(), key.addr) == 1) key.family = AF_INET;
-    else if (inet_pton(AF_INET6, a.c_str(), key.addr) == 1) key.family = AF_INET6;
-    else continue;
+    auto parsed = endpoint_of(a);
+    if (!parsed) continue;
+    fr_egress_endpoint key = *parsed;
     if (!opts_.service.admit_private && policy::private_address(int(key.family), key.addr)) {
       ev.not_admitted.push_back(a);  // rebinding: passed on, but no connect goes there
       continue;
-    }
-    if (key.family == AF_INET6 && std::memcmp(key.addr, "\0\0\0\0\0\0\0\0\0\0\xff\xff", 12) == 0) {
-      std::memmove(key.addr, key.addr + 12, 4);  // IPv4-mapped: keyed as IPv4, as the programs key it
-      std::memset(key.addr + 4, 0, 12);
-      key.family = AF_INET;
     }
     if (opts_.server_names_map_fd >= 0 && ev.admitted_s && ev.name.size() <= 253)
       for (uint16_t port : ports) admit_server_name(ev, key, port, rules);
@@ -574,20 +582,27 @@ void Resolver::admit(NameEvent& ev, const std::vector<Rule>& rules) {
   }
 }
 
-void Resolver::admit_server_name(NameEvent& ev, const fr_egress_endpoint& to, uint16_t port, const std::vector<Rule>& rules) {
+std::string Resolver::put_server_name_locked(const std::string& name, const fr_egress_endpoint& to, uint16_t port) {
   // The name asked (as a TLS server_name or HTTP Host names it) with the address and the rule's port.
   fr_egress_name pair{};
-  std::memcpy(pair.name, ev.name.data(), ev.name.size());
+  std::memcpy(pair.name, name.data(), std::min(name.size(), sizeof(pair.name) - 1));
   std::memcpy(pair.addr, to.addr, sizeof(pair.addr));
   pair.family = to.family;
   pair.port = port;
-  std::string k(reinterpret_cast<const char*>(&pair), sizeof(pair));
-  std::lock_guard lock(mu_);
   uint8_t one = 1;
-  if (bpf_map_update_elem(opts_.server_names_map_fd, &pair, &one, BPF_ANY) != 0 && ev.error.empty())
-    ev.error = errno_message("cannot admit the server name " + ev.name + " in the kernel's map", errno);
-  else
-    keep_server_name_locked(k);
+  if (bpf_map_update_elem(opts_.server_names_map_fd, &pair, &one, BPF_ANY) != 0) return {};
+  std::string k(reinterpret_cast<const char*>(&pair), sizeof(pair));
+  keep_server_name_locked(k);
+  return k;
+}
+
+void Resolver::admit_server_name(NameEvent& ev, const fr_egress_endpoint& to, uint16_t port, const std::vector<Rule>& rules) {
+  std::lock_guard lock(mu_);
+  std::string k = put_server_name_locked(ev.name, to, port);
+  if (k.empty()) {
+    if (ev.error.empty()) ev.error = errno_message("cannot admit the server name " + ev.name + " in the kernel's map", errno);
+    return;
+  }
   for (const auto& r : rules) {
     if (!r.first && policy_keys_.size() < 4 * FR_EGRESS_NAMED_MAX) policy_keys_.insert(k);
     else if (auto g = granted_.find(r.first); r.first && g != granted_.end() && g->second.keys.size() < FR_EGRESS_NAMED_MAX)
@@ -615,22 +630,8 @@ void Resolver::touch_server_names_locked(const NameEvent& ev) {
   if (opts_.server_names_map_fd < 0 || !ev.admitted_s || ev.name.size() > 253) return;
   for (const auto& a : ev.addresses) {
     if (std::find(ev.not_admitted.begin(), ev.not_admitted.end(), a) != ev.not_admitted.end()) continue;
-    fr_egress_name pair{};
-    std::memcpy(pair.name, ev.name.data(), ev.name.size());
-    if (inet_pton(AF_INET, a.c_str(), pair.addr) == 1) pair.family = AF_INET;
-    else if (inet_pton(AF_INET6, a.c_str(), pair.addr) == 1) pair.family = AF_INET6;
-    else continue;
-    if (pair.family == AF_INET6 && std::memcmp(pair.addr, "\0\0\0\0\0\0\0\0\0\0\xff\xff", 12) == 0) {
-      std::memmove(pair.addr, pair.addr + 12, 4);
-      std::memset(pair.addr + 4, 0, 12);
-      pair.family = AF_INET;
-    }
-    for (uint16_t port : ev.ports) {
-      pair.port = port;
-      std::string k(reinterpret_cast<const char*>(&pair), sizeof(pair));
-      uint8_t one = 1;
-      if (bpf_map_update_elem(opts_.server_names_map_fd, &pair, &one, BPF_ANY) == 0) keep_server_name_locked(k);
-    }
+    if (auto to = endpoint_of(a))
+      for (uint16_t port : ev.ports) put_server_name_locked(ev.name, *to, port);
   }
 }
 

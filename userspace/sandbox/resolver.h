@@ -108,6 +108,8 @@ class Resolver {
   void finish(const std::shared_ptr<Client>& client, const std::string& reply, NameEvent ev);
   void admit(NameEvent& ev, const std::vector<Rule>& rules);
   void admit_server_name(NameEvent& ev, const fr_egress_endpoint& to, uint16_t port, const std::vector<Rule>& rules);
+  // Into fr_egress_names and its LRU; the key, or "" when the kernel refused it (errno says why).
+  std::string put_server_name_locked(const std::string& name, const fr_egress_endpoint& to, uint16_t port);
   void keep_server_name_locked(const std::string& key);
   void touch_server_names_locked(const NameEvent& ev);
   void post(NameEvent ev);
