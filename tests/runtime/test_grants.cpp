@@ -112,6 +112,15 @@ struct AskSession {
     r.err = err + r.err;
     return r;
   }
+  // The calls list says are waiting, once one is (polled for up to 30 s).
+  json waiting() {
+    json w;
+    for (int i = 0; i < 1500 && w.empty(); ++i) {
+      w = request({{"op", "list"}})["waiting"];
+      if (w.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return w;
+  }
   json request(const json& req) {
     std::string reply = ask_socket(sock, req.dump());
     INFO("reply: " << reply);
@@ -593,11 +602,7 @@ TEST_CASE("grants: list shows each waiting call with what it asks for, and a gra
   REQUIRE(s.reached("start"));
   s.go();
   // The write waits for an answer: list says what it wants, before anyone decides.
-  json waiting;
-  for (int i = 0; i < 1500 && waiting.empty(); ++i) {
-    waiting = s.request({{"op", "list"}})["waiting"];
-    if (waiting.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  json waiting = s.waiting();
   REQUIRE(waiting.size() == 1);
   CHECK(waiting[0]["kind"] == "write");
   std::string hex;
@@ -617,22 +622,26 @@ TEST_CASE("grants: list shows each waiting call with what it asks for, and a gra
   CHECK(r.out == target.path + "/one written\n");
 }
 
-TEST_CASE("grants: a name granted at run time is answered and admitted; before the grant it is refused at once" *
+// Looks NAME up (or takes ADDRESS) and says what a greeter on port 8080 there answers.
+const char* kLookupPy = "import socket, errno, sys\n"
+                        "try:\n"
+                        "    a = sys.argv[2] if len(sys.argv) > 2 else socket.getaddrinfo(sys.argv[1], 8080, socket.AF_INET)[0][4][0]\n"
+                        "    print(socket.create_connection((a, 8080), timeout=5).recv(100).decode().strip())\n"
+                        "except socket.gaierror:\n"
+                        "    print('no address')\n"
+                        "except OSError as e:\n"
+                        "    print(errno.errorcode.get(e.errno))\n";
+
+TEST_CASE("grants: a name granted at run time is answered and admitted; before the grant its lookup is denied at the ask's timeout" *
           doctest::test_suite("vm-sandbox")) {
   REQUIRE_MESSAGE(is_root(), "runtime tests need root");
   NamesWorld world("{\"api.test\": {\"A\": [\"NET1\"], \"ttl\": 60}}");
   TempDir tools;
-  std::ofstream(tools.file("n.py")) << "import socket, errno, sys\n"
-                                        "try:\n"
-                                        "    a = sys.argv[1] if len(sys.argv) > 1 else socket.getaddrinfo('api.test', 8080, socket.AF_INET)[0][4][0]\n"
-                                        "    print(socket.create_connection((a, 8080), timeout=5).recv(100).decode().strip())\n"
-                                        "except socket.gaierror:\n"
-                                        "    print('no address')\n"
-                                        "except OSError as e:\n"
-                                        "    print(errno.errorcode.get(e.errno))\n";
+  std::ofstream(tools.file("n.py")) << kLookupPy;
   // No name on the allowlist: ask.connect makes names grantable.
   AskSession s(std::string(kConnectPolicy) + "  dns_upstream: [\"" + world.net + "53\"]\n  dns_private: true\n",
-               "python3 n.py; step granted; python3 n.py; step revoked; python3 n.py; python3 n.py \"$1\"\n",
+               "python3 n.py api.test; step granted; python3 n.py api.test; step revoked; python3 n.py api.test; "
+               "python3 n.py api.test \"$1\"\n",
                {world.net + "1"}, {tools.file("n.py")});
   REQUIRE(s.reached("granted"));
   json bad = s.request({{"op", "grant"}, {"kind", "name"}, {"name", "a.*.test"}, {"port", 8080}, {"reason", "x"}});
@@ -671,4 +680,100 @@ TEST_CASE("grants: a name granted at run time is answered and admitted; before t
   }
   CHECK(refused);
   CHECK(allowed);
+  // The lookups before the grant and after its revocation each asked, and were denied at the timeout.
+  auto asks = of_type(all, "grant_ask");
+  std::vector<json> name_asks;
+  for (const auto& a : asks)
+    if (a.value("kind", "") == "name") name_asks.push_back(a);
+  REQUIRE(name_asks.size() == 2);
+  for (const auto& a : name_asks) {
+    CHECK(a["name"] == "api.test");
+    CHECK(a["qtype"] == "A");
+    CHECK(a["client"].get<std::string>().starts_with("127."));
+    auto denied = with(all, "grant_denied", "ask_id", a["ask_id"]);
+    REQUIRE(denied.size() == 1);
+    CHECK(denied[0]["name"] == "api.test");
+    CHECK(denied[0]["why"] == "no grant within 1000 ms");
+    bool recorded = false;
+    for (const auto& d : of_type(all, "dns"))
+      recorded = recorded || (d.value("ask_id", int64_t(0)) == a["ask_id"].get<int64_t>() && d["verdict"] == "refused" &&
+                              d.value("waited_for_grant", 0) == 1);
+    CHECK(recorded);
+  }
+  CHECK(r.err.find("flightrec: ASK " + std::to_string(name_asks[0]["ask_id"].get<int64_t>()) + ": name api.test (from 127.") !=
+        std::string::npos);
+}
+
+TEST_CASE("grants: a lookup of a name no rule allows waits for a name grant; list shows it; granted meanwhile, it is answered" *
+          doctest::test_suite("vm-sandbox")) {
+  REQUIRE_MESSAGE(is_root(), "runtime tests need root");
+  NamesWorld world("{\"api.test\": {\"A\": [\"NET1\"], \"ttl\": 60}, \"other.test\": {\"A\": [\"NET2\"], \"ttl\": 60}}");
+  TempDir tools;
+  std::ofstream(tools.file("n.py")) << kLookupPy;
+  // The same question over TCP, as the sandbox's resolv.conf names the resolver.
+  std::ofstream(tools.file("tcpq.py"))
+      << "import socket, struct, sys\n"
+         "ns = [l.split()[1] for l in open('/etc/resolv.conf') if l.startswith('nameserver')][0]\n"
+         "q = struct.pack('>HHHHHH', 0x1234, 0x0100, 1, 0, 0, 0)\n"
+         "q += b''.join(bytes([len(p)]) + p.encode() for p in sys.argv[1].split('.')) + b'\\0' + struct.pack('>HH', 1, 1)\n"
+         "s = socket.create_connection((ns, 53), timeout=70)\n"
+         "s.sendall(struct.pack('>H', len(q)) + q)\n"
+         "def rd(n):\n"
+         "    b = b''\n"
+         "    while len(b) < n:\n"
+         "        c = s.recv(n - len(b))\n"
+         "        if not c: raise SystemExit('tcp: closed')\n"
+         "        b += c\n"
+         "    return b\n"
+         "r = rd(struct.unpack('>H', rd(2))[0])\n"
+         "print('tcp rcode', r[3] & 15, 'answers', struct.unpack('>H', r[6:8])[0])\n";
+  AskSession s("  connect: true\n  timeout: 60s\nnetwork:\n  mode: allowlist\n  dns_upstream: [\"" + world.net +
+                   "53\"]\n  dns_private: true\n",
+               "step start; python3 tcpq.py api.test & python3 n.py api.test; wait; python3 n.py www.api.test\n", {},
+               {tools.file("n.py"), tools.file("tcpq.py")});
+  REQUIRE(s.reached("start"));
+  s.go();
+  // The lookup waits: list names it (and the client that asked) before anyone decides.
+  json waiting = s.waiting();
+  REQUIRE(waiting.size() == 1);
+  CHECK(waiting[0]["kind"] == "name");
+  CHECK(waiting[0]["name"] == "api.test");
+  CHECK(waiting[0]["client"].get<std::string>().starts_with("127."));
+  CHECK(waiting[0]["times_out_in_ms"].get<int64_t>() <= 60000);
+  // A grant of another name answers nothing.
+  REQUIRE(s.request({{"op", "grant"}, {"kind", "name"}, {"name", "other.test"}, {"port", 8080}, {"reason", "x"}})["ok"] == true);
+  REQUIRE(s.request({{"op", "list"}})["waiting"].size() == 1);
+  json g = s.request({{"op", "grant"}, {"kind", "name"}, {"name", "api.test"}, {"port", 8080}, {"reason", "the model's API"}});
+  REQUIRE(g["ok"] == true);
+  // The second lookup (a name under api.test, no rule covers it) waits too; the session ends before any grant.
+  REQUIRE(s.said("name www.api.test"));
+  kill(s.proc.pid, SIGTERM);
+  Result r = s.finish();
+  INFO(r.err);
+  // Both lookups of api.test (UDP and TCP) waited on one ask and were answered; the last one ends with the session.
+  CHECK(r.out.find("from " + world.net + "1\n") != std::string::npos);
+  CHECK(r.out.find("tcp rcode 0 answers 1\n") != std::string::npos);
+  auto all = entries(s.db);
+  std::vector<json> name_asks;
+  for (const auto& a : of_type(all, "grant_ask"))
+    if (a.value("kind", "") == "name") name_asks.push_back(a);
+  REQUIRE(name_asks.size() == 2);
+  CHECK(name_asks[0]["name"] == "api.test");
+  CHECK(name_asks[1]["name"] == "www.api.test");
+  auto uses = with(all, "grant_use", "ask_id", name_asks[0]["ask_id"]);
+  REQUIRE(uses.size() == 1);
+  CHECK(uses[0]["grant_id"] == g["id"]);
+  CHECK(uses[0]["name"] == "api.test");
+  bool answered = false, cut_short = false;
+  for (const auto& d : of_type(all, "dns")) {
+    if (d.value("ask_id", int64_t(0)) == name_asks[0]["ask_id"].get<int64_t>() && d["verdict"] == "allowed") {
+      answered = d.value("waited_for_grant", 0) == 1 && d["addresses"] == json::array({world.net + "1"}) &&
+                 d["rule"] == "grant " + std::to_string(g["id"].get<int64_t>()) + ": api.test:8080";
+    }
+    // Refused when the session ended (every query taken is answered).
+    if (d.value("name", "") == "www.api.test" && d["verdict"] == "refused" && d.value("waited_for_grant", 0) == 1)
+      cut_short = true;
+  }
+  CHECK(answered);
+  CHECK(cut_short);
 }

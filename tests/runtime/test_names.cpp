@@ -124,6 +124,7 @@ TEST_CASE("egress by name: allowed names admit their answers' addresses for the 
   CHECK(api[0]["rule"] == "api.test:8080");
   CHECK(api[1]["addresses"] == json::array({net + "2"}));
   CHECK(api.back()["transport"] == "tcp");
+  CHECK(api.back().value("client", "").starts_with("127."));  // the TCP peer, as for UDP
   auto wild = find("x.files.test", "A", "allowed");
   REQUIRE(wild.size() == 1);
   CHECK(wild[0]["cnames"] == json::array({"edge.cdn.test"}));

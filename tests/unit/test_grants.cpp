@@ -6,6 +6,7 @@
 #include <sys/syscall.h>
 
 #include "grants/grants.h"
+#include "grants/name_asks.h"
 #include "policy/policy.h"
 
 using namespace flightrec;
@@ -178,4 +179,72 @@ TEST_CASE("policy ask.exec: only with an exec list; execve is not a syscall ask"
   CHECK(p.ask.exec);
   auto c = policy::parse(head + "filesystem:\n  exec: [command]\nask:\n  exec: true\n", "t.yaml");
   CHECK(c.ask.exec);
+}
+
+TEST_CASE("name asks: the resolver's and the supervisor's messages read back as written; anything else is refused") {
+  NameAsk a{7, "api.example.com", "AAAA", "127.0.0.1:40000"};
+  auto back = policy::parse_name_ask(encode(a));
+  REQUIRE(back);
+  CHECK(back->tag == 7);
+  CHECK(back->name == "api.example.com");
+  CHECK(back->qtype == "AAAA");
+  CHECK(back->client == "127.0.0.1:40000");
+  // Names as the resolver normalises them, and nothing more.
+  CHECK(!policy::parse_name_ask(R"({"tag":1,"name":"API.example.com","qtype":"A","client":""})"));
+  CHECK(!policy::parse_name_ask(R"({"tag":1,"name":"*.example.com","qtype":"A","client":""})"));
+  CHECK(!policy::parse_name_ask(R"({"tag":1,"name":"a b","qtype":"A","client":""})"));
+  CHECK(!policy::parse_name_ask(R"({"tag":1,"name":"a.test","qtype":"A","client":"","more":1})"));
+  CHECK(!policy::parse_name_ask(R"({"tag":-1,"name":"a.test","qtype":"A","client":""})"));
+  CHECK(!policy::parse_name_ask(R"([1,2])"));
+  CHECK(!policy::parse_name_ask("{"));
+  CHECK(!policy::parse_name_ask(R"({"tag":1,"name":"a.test","qtype":"A","client":")" + std::string(100, 'x') + "\"}"));
+
+  NameAnswer yes;
+  yes.tag = 7;
+  yes.ask = 3;
+  yes.grant = 2;
+  yes.name = "*.example.com";
+  yes.port = 443;
+  yes.until_ns = 123;
+  auto y = policy::parse_name_answer(encode(yes));
+  REQUIRE(y);
+  CHECK(y->grant == 2);
+  CHECK(y->name == "*.example.com");
+  CHECK(y->port == 443);
+  CHECK(y->until_ns == 123);
+  CHECK(y->denied.empty());
+  NameAnswer no;
+  no.tag = 7;
+  no.ask = 3;
+  no.denied = "no grant within 10 ms";
+  auto n = policy::parse_name_answer(encode(no));
+  REQUIRE(n);
+  CHECK(n->grant == 0);
+  CHECK(n->denied == "no grant within 10 ms");
+  CHECK(!policy::parse_name_answer(R"({"tag":7,"ask":3,"grant":0,"name":"a.test","port":1,"until_ns":0})"));
+  CHECK(!policy::parse_name_answer(R"({"tag":7,"ask":3,"grant":1,"name":"a.test","port":70000,"until_ns":0})"));
+  CHECK(!policy::parse_name_answer(R"({"tag":7,"ask":3})"));
+}
+
+TEST_CASE("GrantTable::for_name: a name grant covers its name or, as a wildcard, the names under it, on any port, until it ends") {
+  GrantTable t;
+  Grant exact;
+  exact.kind = Kind::Name;
+  exact.name = "api.test";
+  exact.port = 443;
+  Grant wild;
+  wild.kind = Kind::Name;
+  wild.name = "*.cdn.test";
+  wild.expires_ns = 100;
+  uint64_t e = t.add(exact), w = t.add(wild);
+  REQUIRE(t.for_name("api.test", 50));
+  CHECK(t.for_name("api.test", 50)->id == e);
+  CHECK(!t.for_name("www.api.test", 50));
+  CHECK(t.for_name("a.b.cdn.test", 50)->id == w);
+  CHECK(!t.for_name("cdn.test", 50));
+  CHECK(!t.for_name("a.cdn.test", 100));  // its time is up
+  Grant connect;
+  connect.kind = Kind::Connect;
+  t.add(connect);
+  CHECK(!t.for_name("", 0));
 }

@@ -237,6 +237,14 @@ Grant* GrantTable::for_exec(const std::string& canonical, uint64_t now_ns) {
   return nullptr;
 }
 
+Grant* GrantTable::for_name(const std::string& name, uint64_t now_ns) {
+  for (auto& g : grants_)
+    if (g.kind == Kind::Name && (!g.expires_ns || g.expires_ns > now_ns) &&
+        policy::host_matches(policy::HostRule{"", g.name, g.port}, name))
+      return &g;
+  return nullptr;
+}
+
 std::vector<Grant*> GrantTable::writes(uint64_t now_ns) {
   std::vector<Grant*> out;
   for (auto& g : grants_)

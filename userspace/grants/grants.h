@@ -79,6 +79,8 @@ class GrantTable {
   // A valid exec grant for the file at `canonical` (the path itself or a
   // directory above it), or nullptr.
   Grant* for_exec(const std::string& canonical, uint64_t now_ns);
+  // A valid name grant that covers host `name` (normalised; any port), or nullptr.
+  Grant* for_name(const std::string& name, uint64_t now_ns);
   // Valid write grants, oldest first.
   std::vector<Grant*> writes(uint64_t now_ns);
   // One use taken; true when that was its last (it is removed: g is invalid then).

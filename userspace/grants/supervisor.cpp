@@ -33,7 +33,9 @@
 #include "events/syscall_table.h"
 #include "flightrec/abi/events.h"
 #include "grants/agent_view.h"
+#include "grants/file_calls.h"
 #include "grants/grants.h"
+#include "grants/name_asks.h"
 #include "grants/unasked_connects.h"
 #include "policy/network.h"
 #include "policy/judge.h"
@@ -97,64 +99,6 @@ std::string syscall_name(int nr) {
   return info && info->name ? std::string(info->name) : "syscall_" + std::to_string(nr);
 }
 
-// One file call, as the thread asked for it: up to two paths.
-struct FileCall {
-  struct Path {
-    int dirfd = AT_FDCWD;
-    uint64_t addr = 0;
-  } paths[2];
-  int count = 0;
-  enum class Op { Open, Mkdir, Unlink, Rename } op = Op::Open;
-  uint64_t flags = 0, mode = 0, resolve = 0;
-};
-
-// Whether the kernel refuses the call for what stands (or not) at path i
-// alone, before any permission check: mkdir of what exists, removing or
-// renaming what does not, an open without O_CREAT of a missing file. No
-// grant could change that answer, so such calls are not asked about.
-bool refused_by_leaf(const FileCall& c, int i, bool exists) {
-  using Op = FileCall::Op;
-  switch (c.op) {
-    case Op::Mkdir: return exists;
-    case Op::Open: return exists ? (c.flags & (O_CREAT | O_EXCL)) == (O_CREAT | O_EXCL) : !(c.flags & O_CREAT);
-    case Op::Unlink: return !exists;
-    case Op::Rename: return i == 0 ? !exists : exists && (c.flags & RENAME_NOREPLACE);
-  }
-  return false;
-}
-
-// The file calls ask.write routes here (policy::write_ask_syscalls()).
-bool file_call(const seccomp_data& d, const AgentView& view, FileCall* c) {
-  const auto* a = d.args;
-  using Op = FileCall::Op;
-  auto one = [&](int dirfd, uint64_t addr) { c->paths[c->count++] = {dirfd, addr}; };
-  switch (d.nr) {
-    case SYS_open: one(AT_FDCWD, a[0]); c->flags = a[1]; c->mode = a[2]; return true;
-    case SYS_creat: one(AT_FDCWD, a[0]); c->flags = O_CREAT | O_WRONLY | O_TRUNC; c->mode = a[1]; return true;
-    case SYS_openat: one(int(a[0]), a[1]); c->flags = a[2]; c->mode = a[3]; return true;
-    case SYS_openat2: {
-      open_how how{};
-      // Our copy decides and is what gets used: a later change is moot.
-      if (a[3] < sizeof(open_how) || !view.read_memory(a[2], &how, sizeof(how))) return false;
-      one(int(a[0]), a[1]);
-      c->flags = how.flags;
-      c->mode = how.mode;
-      c->resolve = how.resolve;
-      return true;
-    }
-    case SYS_mkdir: c->op = Op::Mkdir; one(AT_FDCWD, a[0]); c->mode = a[1]; return true;
-    case SYS_mkdirat: c->op = Op::Mkdir; one(int(a[0]), a[1]); c->mode = a[2]; return true;
-    case SYS_unlink: c->op = Op::Unlink; one(AT_FDCWD, a[0]); return true;
-    case SYS_rmdir: c->op = Op::Unlink; one(AT_FDCWD, a[0]); c->flags = AT_REMOVEDIR; return true;
-    case SYS_unlinkat: c->op = Op::Unlink; one(int(a[0]), a[1]); c->flags = a[2] & AT_REMOVEDIR; return true;
-    case SYS_rename: c->op = Op::Rename; one(AT_FDCWD, a[0]); one(AT_FDCWD, a[1]); return true;
-    case SYS_renameat: c->op = Op::Rename; one(int(a[0]), a[1]); one(int(a[2]), a[3]); return true;
-    case SYS_renameat2:
-      c->op = Op::Rename; one(int(a[0]), a[1]); one(int(a[2]), a[3]); c->flags = a[4]; return true;
-  }
-  return false;
-}
-
 // A grant's scope, as list replies and grant events show it.
 void describe(const Grant& g, json* j) {
   switch (g.kind) {
@@ -181,7 +125,8 @@ const volatile uint64_t* map_view_gen(int fd) {
 
 class Supervisor {
  public:
-  explicit Supervisor(const SupervisorSpec& s) : spec_(s), view_(map_view_gen(s.view_gen_map)) {}
+  explicit Supervisor(const SupervisorSpec& s)
+      : spec_(s), view_(map_view_gen(s.view_gen_map)), name_asks_(s.name_asks_fd, s.timeout_ms) {}
   ~Supervisor() { flush(); }
   [[noreturn]] void run();
 
@@ -259,6 +204,8 @@ class Supervisor {
   seccomp_notif_sizes sizes_{};
   AgentView view_;
   GrantTable table_;
+  NameAsks name_asks_;  // lookups of the session's resolver waiting for a name grant
+  NameAsks::Emit emitter_ = [this](const json& j) { emit(j); };
   struct GrantDir {
     int fd;      // O_PATH: holds the inode, so its number is not reused
     FileId id;
@@ -814,7 +761,8 @@ json Supervisor::handle(const Client& c, const std::string& line) {
       j["times_out_in_ms"] = w.deadline_ns > now ? (w.deadline_ns - now) / 1'000'000 : 0;
       waiting.push_back(std::move(j));
     }
-    return {{"ok", true}, {"grants", grants}, {"waiting", waiting}, {"waiting_count", waiting_.size()}};
+    name_asks_.list(&waiting, kListedWaiting, now);
+    return {{"ok", true}, {"grants", grants}, {"waiting", waiting}, {"waiting_count", waiting_.size() + name_asks_.size()}};
   }
   if (req->op == Request::Op::Revoke) {
     if (!table_.revoke(req->revoke_id)) return {{"ok", false}, {"error", "no grant with id " + std::to_string(req->revoke_id)}};
@@ -854,7 +802,7 @@ json Supervisor::handle(const Client& c, const std::string& line) {
       return {{"ok", false}, {"error", errno_message("cannot grant " + g.address, errno)}};
   }
   if (req->duration_ms) g.expires_ns = now + req->duration_ms * 1'000'000ull;
-  uint64_t id = table_.add(g);
+  uint64_t id = g.id = table_.add(g);
   if (dir >= 0) grant_dirs_[id] = {dir, file_id(dir).value_or(FileId{})};
   json e = who;
   e.update({{"event", "grant"}, {"id", id}, {"kind", kind_name(g.kind)}, {"reason", g.reason}});
@@ -863,6 +811,7 @@ json Supervisor::handle(const Client& c, const std::string& line) {
   if (g.uses_left >= 0) e["uses"] = g.uses_left;
   emit(e);
   retry_waiting();
+  name_asks_.granted(g, emitter_);
   json reply = {{"ok", true}, {"id", id}};
   if (g.kind == Kind::Exec) reply["path"] = g.path;  // what it covers, symlinks resolved
   return reply;
@@ -907,6 +856,7 @@ void Supervisor::run() {
     if (!pending_.empty() && now >= flush_by_ns_) flush();
     expire_grants(now);
     expire_waiting(now);
+    name_asks_.expire(now, emitter_);
     std::erase_if(clients_, [](const Client& c) { return c.fd < 0; });
     std::vector<pollfd> fds;
     fds.push_back({spec_.events_fd, 0, 0});  // POLLERR/POLLHUP: the recorder is gone
@@ -914,8 +864,10 @@ void Supervisor::run() {
     // listener just before the command's exec): a path means the sandbox's.
     fds.push_back({listener_ >= 0 ? spec_.listen_fd : -1, POLLIN, 0});
     fds.push_back({listener_ >= 0 ? (listener_done_ ? -1 : listener_) : spec_.notify_sock, POLLIN, 0});
+    fds.push_back({name_asks_.fd(), POLLIN, 0});
     for (const auto& c : clients_) fds.push_back({c.fd, POLLIN, 0});
     uint64_t next = table_.next_expiry();
+    if (uint64_t asked = name_asks_.next_deadline(); asked && (!next || asked < next)) next = asked;
     if (!tickets_.empty() && (!next || tickets_.front().deadline_ns < next)) next = tickets_.front().deadline_ns;
     for (const auto& w : waiting_)
       if (!next || w.deadline_ns < next) next = w.deadline_ns;
@@ -945,8 +897,9 @@ void Supervisor::run() {
       }
       listener_done_ = true;  // no process uses the filter any more
     }
+    if (fds[3].revents) name_asks_.receive(table_, &asks_, emitter_);
     for (size_t i = 0; i < clients_.size(); ++i)
-      if (fds[3 + i].revents) serve(clients_[i]);
+      if (fds[4 + i].revents) serve(clients_[i]);
   }
 }
 
@@ -977,7 +930,8 @@ pid_t start_supervisor(const SupervisorSpec& spec) {
   // Nothing of flightrec's but what it needs: not the record, not the key.
   for (int fd = 3; fd < 4096; ++fd)
     if (fd != spec.notify_sock && fd != spec.listen_fd && fd != spec.events_fd && fd != spec.granted_map &&
-        fd != spec.tickets_map && fd != spec.named_map && fd != spec.exec_tickets_map && fd != spec.view_gen_map)
+        fd != spec.tickets_map && fd != spec.named_map && fd != spec.exec_tickets_map && fd != spec.view_gen_map &&
+        fd != spec.name_asks_fd)
       close(fd);
   syscall(SYS_close_range, 4096, ~0u, 0);
   try {

@@ -93,7 +93,7 @@ struct Resolver::Client {
   }
   std::string peer() const {
     sockaddr_storage a = from;
-    socklen_t len = from_len;
+    socklen_t len = tcp ? socklen_t(sizeof(a)) : from_len;
     if (tcp && getpeername(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) return "";
     if (a.ss_family != AF_INET) return "";
     const auto* in = reinterpret_cast<const sockaddr_in*>(&a);
@@ -177,10 +177,11 @@ Resolver::~Resolver() {
   for (int fd : {sock_, tcp_, stop_fd_, events_fd_}) close(fd);
 }
 
-void Resolver::grant(uint64_t id, policy::HostRule rule, uint64_t until_ns) {
+void Resolver::grant(uint64_t id, const std::string& name, uint16_t port, uint64_t until_ns) {
   std::lock_guard lock(mu_);
+  if (granted_.count(id) || grants_ended_.count(id)) return;
   Granted& g = granted_[id];
-  g.rule = std::move(rule);
+  g.rule = policy::HostRule{"grant " + std::to_string(id) + ": " + name + ":" + std::to_string(port), name, port};
   g.until_ns = until_ns;
   // What was answered before the grant says nothing of it: asked again.
   std::erase_if(cache_, [&](const auto& kv) { return policy::host_matches(g.rule, kv.first.first); });
@@ -193,10 +194,12 @@ void Resolver::ungrant(uint64_t id) {
 
 void Resolver::ungrant_all() {
   std::lock_guard lock(mu_);
+  asks_open_ = false;  // the supervisor is gone: no grant comes any more
   while (!granted_.empty()) ungrant_locked(granted_.begin()->first);
 }
 
 void Resolver::ungrant_locked(uint64_t id) {
+  grants_ended_.insert(id);
   auto it = granted_.find(id);
   if (it == granted_.end()) return;
   Granted gone = std::move(it->second);
@@ -264,9 +267,13 @@ void Resolver::serve() {
   uint8_t query[4096];
   std::vector<std::pair<std::thread, std::shared_ptr<std::atomic<bool>>>> tcp_clients;
   for (;;) {
-    pollfd fds[3] = {{sock_, POLLIN, 0}, {stop_fd_, POLLIN, 0}, {tcp_, POLLIN, 0}};
-    if (poll(fds, 3, -1) < 0 && errno != EINTR) break;
+    int wait_ms = ask_wait_ms();
+    pollfd fds[4] = {{sock_, POLLIN, 0}, {stop_fd_, POLLIN, 0}, {tcp_, POLLIN, 0},
+                     {asks_open_ ? opts_.asks_fd : -1, POLLIN, 0}};
+    if (poll(fds, 4, wait_ms) < 0 && errno != EINTR) break;
     if (fds[1].revents) break;
+    if (fds[3].revents) take_answers();
+    if (wait_ms >= 0) end_asks(mono_ns(), false);
     // Threads that are done are joined as the loop goes.
     std::erase_if(tcp_clients, [](auto& c) {
       if (!c.second->load()) return false;
@@ -319,14 +326,16 @@ void Resolver::serve() {
                          &client->from_len);
     if (n > 0) guarded_query(query, size_t(n), client);
   }
+  end_asks(0, true);  // what waits for a grant is refused: the session ends
   for (auto& c : tcp_clients) c.first.join();
 }
 
 // A query whose handling failed (no memory, no thread) is answered
 // SERVFAIL and recorded as such: the resolver, and the recording, go on.
-void Resolver::guarded_query(const uint8_t* msg, size_t size, const std::shared_ptr<Client>& client) {
+void Resolver::guarded_query(const uint8_t* msg, size_t size, const std::shared_ptr<Client>& client,
+                             const Resumed* resumed) {
   try {
-    on_query(msg, size, client);
+    on_query(msg, size, client, resumed);
   } catch (const std::exception& e) {
     try {
       client->send_reply(dns::refusal(msg, size, dns::kServFail));
@@ -342,11 +351,14 @@ void Resolver::guarded_query(const uint8_t* msg, size_t size, const std::shared_
   }
 }
 
-void Resolver::on_query(const uint8_t* msg, size_t size, const std::shared_ptr<Client>& client) {
-  uint64_t asked = mono_ns();
+void Resolver::on_query(const uint8_t* msg, size_t size, const std::shared_ptr<Client>& client,
+                        const Resumed* resumed) {
+  const uint64_t now = mono_ns(), asked = resumed ? resumed->asked_ns : now;
   auto q = dns::parse_query(msg, size);
   NameEvent ev;
   ev.mono_ns = asked;
+  ev.waited = resumed != nullptr;
+  ev.ask = resumed ? resumed->ask : 0;
   ev.transport = client->tcp ? "tcp" : "udp";
   ev.client = client->peer();
   if (!q) {
@@ -369,13 +381,14 @@ void Resolver::on_query(const uint8_t* msg, size_t size, const std::shared_ptr<C
     std::lock_guard lock(mu_);
     std::vector<uint64_t> ended;
     for (const auto& [id, g] : granted_) {
-      if (g.until_ns && asked >= g.until_ns) ended.push_back(id);
+      if (g.until_ns && now >= g.until_ns) ended.push_back(id);
       else if (policy::host_matches(g.rule, q->name)) rules.emplace_back(id, g.rule);
     }
     for (uint64_t id : ended) ungrant_locked(id);  // its time is up (the supervisor says so too)
   }
   bool internet = q->klass == 1;
   if ((rules.empty() && !opts_.answer_all) || !internet) {
+    if (internet && !resumed && park(msg, size, client, ev)) return;  // ask.connect: it waits for a grant
     uint8_t rcode = opts_.service.refuse_nxdomain ? dns::kNxDomain : dns::kRefused;
     client->send_reply(dns::refusal(msg, size, rcode));
     ev.verdict = "refused";
@@ -390,10 +403,10 @@ void Resolver::on_query(const uint8_t* msg, size_t size, const std::shared_ptr<C
   {
     std::unique_lock lock(mu_);
     auto it = cache_.find({q->name, q->type});
-    if (it != cache_.end() && it->second.expires_ns > asked) {
+    if (it != cache_.end() && it->second.expires_ns > now) {
       std::string reply = it->second.reply;
       NameEvent cached = it->second.event;
-      uint32_t left = uint32_t((it->second.expires_ns - asked) / 1'000'000'000);
+      uint32_t left = uint32_t((it->second.expires_ns - now) / 1'000'000'000);
       bool same_span = it->second.question_end == q->end;
       if (cached.verdict == "allowed") touch_server_names_locked(cached);
       lock.unlock();
@@ -405,6 +418,8 @@ void Resolver::on_query(const uint8_t* msg, size_t size, const std::shared_ptr<C
       cached.transport = ev.transport;
       cached.client = ev.client;
       cached.cached = true;
+      cached.waited = ev.waited;
+      cached.ask = ev.ask;
       cached.took_us = (mono_ns() - asked) / 1000;
       post(std::move(cached));
       return;
@@ -412,7 +427,7 @@ void Resolver::on_query(const uint8_t* msg, size_t size, const std::shared_ptr<C
   }
   std::string query(reinterpret_cast<const char*>(msg), size);
   ev.qtype = q->type;
-  if (client->tcp) {
+  if (client->tcp && !resumed) {
     ask_upstream(std::move(query), client, std::move(ev), std::move(rules));  // this connection's thread
     return;
   }

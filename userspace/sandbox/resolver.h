@@ -52,6 +52,8 @@ struct NameEvent {
   std::string error;         // why the upstream gave no answer (SERVFAIL was given)
   uint64_t unrecorded = 0;   // verdict "unrecorded": queries left out, the recording having fallen behind
   uint64_t repeats = 0;      // the same refused question again within a second, not yet recorded
+  bool waited = false;       // held for a grant first (ask.connect; grants/name_asks.h)
+  uint64_t ask = 0;          // the grant supervisor's number of that ask (0: not known)
 };
 
 class Resolver {
@@ -65,6 +67,11 @@ class Resolver {
     int named_map_fd = -1;                // fr_egress_named; -1: nothing admitted
     int server_names_map_fd = -1;         // fr_egress_names: (name asked, address) pairs; -1: not kept
     events::HostNames* names = nullptr;   // told every address answered
+    // ask.connect: a name no rule allows waits for a name grant, asked of
+    // the grant supervisor over this socket (policy/name_ask_messages.h), up to
+    // ask_timeout_ms; -1: such a name is refused at once.
+    int asks_fd = -1;
+    uint64_t ask_timeout_ms = 0;
   };
   // Binds in the network namespace netns_fd names (-1: flightrec's own;
   // the calling thread visits the other and comes back) at `address`, or
@@ -81,9 +88,11 @@ class Resolver {
   const std::string& address() const { return address_; }
   // Names granted at run time (ask.connect): answered as allowlist
   // entries are until ungranted or until_ns (CLOCK_MONOTONIC; 0: no end).
-  // rule.text says which grant. Ungranted, what only it admitted is taken
-  // out of the kernel's map and its cached answers forgotten.
-  void grant(uint64_t id, policy::HostRule rule, uint64_t until_ns);
+  // Ungranted, what only it admitted is taken out of the kernel's map and
+  // its cached answers forgotten. A grant is taken once: told again (by
+  // the supervisor's answer to an ask, and by the record), or after its
+  // end, it changes nothing.
+  void grant(uint64_t id, const std::string& name, uint16_t port, uint64_t until_ns);
   void ungrant(uint64_t id);
   void ungrant_all();
   // Readable while events wait to be taken.
@@ -99,8 +108,19 @@ class Resolver {
     NameEvent event;    // what it said (addresses, rule, ...)
   };
   void serve();
-  void guarded_query(const uint8_t* msg, size_t size, const std::shared_ptr<Client>& client);
-  void on_query(const uint8_t* msg, size_t size, const std::shared_ptr<Client>& client);
+  // A query that waited for a grant, taken up again: when it came, and the ask.
+  struct Resumed {
+    uint64_t asked_ns, ask;
+  };
+  void guarded_query(const uint8_t* msg, size_t size, const std::shared_ptr<Client>& client,
+                     const Resumed* resumed = nullptr);
+  void on_query(const uint8_t* msg, size_t size, const std::shared_ptr<Client>& client, const Resumed* resumed);
+  // ask.connect (resolver_asks.cpp): a refused name's query held while the
+  // supervisor is asked; false when it cannot wait (refused at once then).
+  bool park(const uint8_t* msg, size_t size, const std::shared_ptr<Client>& client, const NameEvent& ev);
+  void take_answers();                      // the supervisor's, on asks_fd
+  void end_asks(uint64_t now_ns, bool all);  // refuses what waited past its deadline (all: every one)
+  int ask_wait_ms();                         // until the next deadline; -1: none
   // A rule that allows a name: the policy's (id 0) or a grant's (its id).
   using Rule = std::pair<uint64_t, policy::HostRule>;
   void ask_upstream(std::string query, std::shared_ptr<Client> client, NameEvent ev, std::vector<Rule> rules);
@@ -127,6 +147,20 @@ class Resolver {
     std::set<std::string> keys;  // the maps' keys (fr_egress_endpoint, fr_egress_name bytes) its answers admitted
   };
   std::map<uint64_t, Granted> granted_;  // by grant id
+  std::set<uint64_t> grants_ended_;      // ungranted: never taken again
+  struct Parked {
+    std::string query;
+    std::shared_ptr<Client> client;
+    uint64_t asked_ns;
+  };
+  struct Asking {  // one ask of the supervisor per name, for every query of it meanwhile
+    std::string name;
+    uint64_t deadline_ns;
+    std::vector<Parked> queries;
+  };
+  std::map<uint64_t, Asking> asking_;  // by tag
+  uint64_t next_tag_ = 0;
+  std::atomic<bool> asks_open_{true};  // false once the supervisor is gone, or the resolver stops
   std::set<std::string> policy_keys_;    // the keys the policy's own rules admitted (kept on ungrant)
   // fr_egress_names's keys, least recently answered first (the map is kept an LRU here).
   std::list<std::string> server_name_order_;

@@ -334,6 +334,7 @@ void Confinement::start_grants(const std::string& path) {
     spec.granted_map = egress_granted_fd_;
     spec.tickets_map = egress_tickets_fd_;
     spec.named_map = names_ ? names_->named_map_fd() : -1;
+    spec.name_asks_fd = names_ ? names_->supervisor_asks_fd() : -1;
   }
   if (policy_.ask.exec) {
     LIBBPF_OPTS(bpf_map_create_opts, lazy, .map_flags = BPF_F_NO_PREALLOC);

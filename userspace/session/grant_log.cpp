@@ -72,7 +72,7 @@ void GrantLog::entry(const std::string& line, Emitted& out, std::string* notes) 
       {"client_uid", "client_uid"}, {"client_pid", "client_pid"}, {"port", "port"}};
   static const std::pair<const char*, const char*> texts[] = {
       {"kind", "kind"}, {"path", "path"}, {"syscall", "syscall"}, {"address", "address"}, {"name", "name"},
-      {"reason", "reason"}, {"why", "why"}};
+      {"reason", "reason"}, {"why", "why"}, {"qtype", "qtype"}, {"client", "client"}};
   for (const auto& [from, to] : ints)
     if (j.contains(from) && j[from].is_number_integer()) e.set(to, j[from].get<int64_t>());
   const std::string event = j["event"].get<std::string>();
@@ -97,13 +97,15 @@ void GrantLog::entry(const std::string& line, Emitted& out, std::string* notes) 
   auto num = [&](const char* k) { return j.contains(k) && j[k].is_number_integer() ? std::to_string(j[k].get<int64_t>()) : "?"; };
   std::string what = str("syscall");
   if (!str("address").empty()) what += " " + str("address") + " port " + num("port");
+  if (event != "grant" && !str("name").empty()) what += "name " + str("name");  // a lookup that waits (ask.connect)
+  std::string who = j.contains("pid") ? "pid " + num("pid") : "from " + str("client");
   if (j.contains("paths_hex") && j["paths_hex"].is_array() && !j["paths_hex"].empty() && j["paths_hex"][0].is_string())
     what += " " + unhex(j["paths_hex"][0].get<std::string>());
   if (event == "ask")
-    *notes += "flightrec: ASK " + num("ask") + ": " + what + " (pid " + num("pid") + ") waits up to " +
+    *notes += "flightrec: ASK " + num("ask") + ": " + what + " (" + who + ") waits up to " +
               num("timeout_ms") + " ms for a grant\n";
   else if (event == "denied")
-    *notes += "flightrec: ALERT grant.denied: ask " + num("ask") + " " + what + " (pid " + num("pid") + "): " + str("why") + "\n";
+    *notes += "flightrec: ALERT grant.denied: ask " + num("ask") + " " + what + " (" + who + "): " + str("why") + "\n";
   else if (event == "grant")
     *notes += "flightrec: GRANT " + num("id") + ": " + str("kind") + " " + str("path") + str("syscall") +
               (str("address").empty() ? "" : str("address") + " port " + num("port")) +

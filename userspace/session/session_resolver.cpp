@@ -3,9 +3,11 @@
 #include <arpa/inet.h>
 #include <bpf/bpf.h>
 #include <fcntl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "common/error.h"
@@ -63,14 +65,28 @@ SessionResolver::SessionResolver(const policy::Policy& policy, const std::string
     }
   }
   opts_.names = &names_;
+  if (policy.ask.connect && !own_network_) {  // a name off the allowlist waits for a grant (grants/name_asks.h)
+    int pair[2];
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0)
+      throw Error(errno_message("cannot make the socket the resolver asks for grants on", errno));
+    asks_ = UniqueFd(pair[0]);
+    supervisor_asks_ = UniqueFd(pair[1]);
+    opts_.asks_fd = asks_.get();
+    opts_.ask_timeout_ms = policy.ask.timeout_ms;
+  }
   std::string address = sandbox::Resolver::kOwnNetworkAddress;
   if (!own_network_) {
     resolver_ = std::make_unique<sandbox::Resolver>(-1, "", opts_);
     address = resolver_->address();
   }
   // Its resolv.conf says what it is (the same text in either namespace).
-  conf_ = "nameserver " + address + "\noptions attempts:1\n";
-  conf_ = (opts_.allow.empty() && !opts_.answer_all
+  // One attempt (it answers at once, or says why not); one that waits for
+  // a grant waits as long as the ask does (glibc takes up to 30 s).
+  std::string timeout = opts_.asks_fd >= 0 ? " timeout:" + std::to_string(std::min<uint64_t>(30, opts_.ask_timeout_ms / 1000 + 2)) : "";
+  conf_ = "nameserver " + address + "\noptions attempts:1" + timeout + "\n";
+  conf_ = (opts_.asks_fd >= 0 ? "# flightrec: the session's resolver: names the policy allows are answered (network.allow), "
+                                "others wait for a grant (ask.connect).\n"
+           : opts_.allow.empty() && !opts_.answer_all
                ? "# flightrec: names are not resolved in this sandbox; its resolver refuses every name at once.\n"
                : "# flightrec: the session's resolver: names the policy allows are answered (network.allow), "
                  "others refused at once.\n") +
@@ -89,6 +105,7 @@ SessionResolver::~SessionResolver() {
 }
 
 void SessionResolver::start(pid_t sandbox_init) {
+  supervisor_asks_ = UniqueFd();  // the grant supervisor (forked before) holds its own
   if (!resolver_) {
     int netns = ::open(("/proc/" + std::to_string(sandbox_init) + "/ns/net").c_str(), O_RDONLY | O_CLOEXEC);
     if (netns < 0) throw Error(errno_message("cannot open the sandbox's network namespace", errno));
@@ -155,6 +172,8 @@ void SessionResolver::record(Emitted& out) {
       e.set("ports", std::vector<int64_t>(ev.ports.begin(), ev.ports.end()));
     }
     if (ev.cached) e.set("cached", 1);
+    if (ev.waited) e.set("waited_for_grant", 1);
+    if (ev.ask) e.set("ask_id", ev.ask);
     if (ev.repeats) e.set("repeats", ev.repeats);
     e.set("took_us", ev.took_us);
     if (!ev.error.empty()) e.set("error", ev.error);
@@ -169,6 +188,11 @@ void SessionResolver::record(Emitted& out) {
       StderrLog::get().line("flightrec: further refused names are in the record only (flightrec query --type dns)");
       continue;
     }
+    if (ev.waited) {
+      StderrLog::get().line("flightrec: name " + ev.name + " refused (" + ev.rcode + "): no grant came for it" +
+                            (ev.ask ? " (ask " + std::to_string(ev.ask) + ")" : std::string()));
+      continue;
+    }
     StderrLog::get().line("flightrec: name " + ev.name + " refused at once (" + ev.rcode +
                           "): not on the network allowlist of policy " + policy_name_ +
                           "; to allow it: flightrec run --allow " + ev.name + ":443 (or add it to network.allow)");
@@ -177,12 +201,14 @@ void SessionResolver::record(Emitted& out) {
 
 std::string SessionResolver::describe() const {
   std::string where = resolver_ ? resolver_->address() : sandbox::Resolver::kOwnNetworkAddress;
-  if (opts_.allow.empty() && !opts_.answer_all)
+  if (opts_.allow.empty() && !opts_.answer_all && opts_.asks_fd < 0)
     return "dns: every name refused at once by flightrec's resolver at " + where + " (/etc/resolv.conf names it)";
   std::vector<std::string> names;
   for (const auto& r : opts_.allow) names.push_back(r.text);
   std::string which = names.empty() ? "" : "allowed names (" + joined(names) + ")";
   if (opts_.answer_all) which += std::string(names.empty() ? "" : " and ") + "every other name (nothing admitted for those)";
+  else if (opts_.asks_fd >= 0)
+    which += "; others wait up to " + std::to_string(opts_.ask_timeout_ms) + " ms for a name grant (ask.connect), then are refused";
   else which += std::string("; others refused at once (") + (opts_.service.refuse_nxdomain ? "NXDOMAIN)" : "REFUSED)");
   return "dns: flightrec's resolver at " + where + " (/etc/resolv.conf names it) asks " +
          (opts_.upstream.empty() ? std::string("no upstream") : joined(opts_.upstream)) + " for " + which +
@@ -193,9 +219,7 @@ std::string SessionResolver::describe() const {
 void SessionResolver::grant(uint64_t id, const std::string& name, uint16_t port, uint64_t duration_ms, bool ended) {
   if (!resolver_) return;
   if (ended) return resolver_->ungrant(id);
-  uint64_t until = duration_ms ? mono_ns() + duration_ms * 1'000'000 : 0;
-  resolver_->grant(id, policy::HostRule{"grant " + std::to_string(id) + ": " + name + ":" + std::to_string(port), name, port},
-                   until);
+  resolver_->grant(id, name, port, duration_ms ? mono_ns() + duration_ms * 1'000'000 : 0);
 }
 
 void SessionResolver::ungrant_all() {

@@ -47,6 +47,10 @@ class SessionResolver {
   // The same as an allowlist entry (for the grant supervisor).
   std::optional<policy::Endpoint> endpoint() const;
   int fd() const { return resolver_ ? resolver_->events_fd() : -1; }
+  // ask.connect: the grant supervisor's end of the socket the resolver asks
+  // for name grants on (grants/name_asks.h); -1 without. Closed here by
+  // start(), the supervisor holding its own by then.
+  int supervisor_asks_fd() const { return supervisor_asks_.get(); }
   // A runtime grant by name (grants/grants.h Kind::Name) given, or ended.
   void grant(uint64_t id, const std::string& name, uint16_t port, uint64_t duration_ms, bool ended);
   void ungrant_all();  // the supervisor is gone: no grant of its holds
@@ -70,7 +74,7 @@ class SessionResolver {
   bool own_network_;
   std::string policy_name_;
   sandbox::Resolver::Options opts_;
-  UniqueFd named_, server_names_;
+  UniqueFd named_, server_names_, asks_, supervisor_asks_;
   events::HostNames names_;
   std::unique_ptr<sandbox::Resolver> resolver_;
   std::string upper_, conf_, conf_sha256_;
