@@ -777,3 +777,52 @@ TEST_CASE("grants: a lookup of a name no rule allows waits for a name grant; lis
   CHECK(answered);
   CHECK(cut_short);
 }
+
+TEST_CASE("grants: lookups waiting for a grant are bounded: 16 held over TCP (each holds a connection), the rest refused at once" *
+          doctest::test_suite("vm-sandbox")) {
+  REQUIRE_MESSAGE(is_root(), "runtime tests need root");
+  NamesWorld world("{\"api.test\": {\"A\": [\"NET1\"], \"ttl\": 60}}");
+  TempDir tools;
+  // 4 connections, each asking for 5 names of its own in a row, and every reply read.
+  std::ofstream(tools.file("many.py"))
+      << "import socket, struct\n"
+         "ns = [l.split()[1] for l in open('/etc/resolv.conf') if l.startswith('nameserver')][0]\n"
+         "socks = []\n"
+         "for c in range(4):\n"
+         "    s = socket.create_connection((ns, 53), timeout=30)\n"
+         "    for i in range(5):\n"
+         "        label = b'n%d' % (c * 5 + i)\n"
+         "        q = struct.pack('>HHHHHH', i, 0x0100, 1, 0, 0, 0) + bytes([len(label)]) + label + b'\\x04test\\0' + struct.pack('>HH', 1, 1)\n"
+         "        s.sendall(struct.pack('>H', len(q)) + q)\n"
+         "    socks.append(s)\n"
+         "def rd(s, n):\n"
+         "    b = b''\n"
+         "    while len(b) < n:\n"
+         "        c = s.recv(n - len(b))\n"
+         "        if not c: raise SystemExit('closed')\n"
+         "        b += c\n"
+         "    return b\n"
+         "got = 0\n"
+         "for s in socks:\n"
+         "    for i in range(5):\n"
+         "        rd(s, struct.unpack('>H', rd(s, 2))[0])\n"
+         "        got += 1\n"
+         "print('replies', got)\n";
+  AskSession s("  connect: true\n  timeout: 2s\nnetwork:\n  mode: allowlist\n  dns_upstream: [\"" + world.net +
+                   "53\"]\n",
+               "python3 many.py\n", {}, {tools.file("many.py")});
+  Result r = s.finish();
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  CHECK(r.out == "replies 20\n");
+  auto all = entries(s.db);
+  size_t asks = 0, waited = 0, at_once = 0;
+  for (const auto& a : of_type(all, "grant_ask")) asks += a.value("kind", "") == "name";
+  for (const auto& d : of_type(all, "dns")) {
+    if (d.value("verdict", "") != "refused" || d.value("transport", "") != "tcp") continue;
+    (d.value("waited_for_grant", 0) == 1 ? waited : at_once) += 1 + d.value("repeats", 0);
+  }
+  CHECK(asks == 16);
+  CHECK(waited == 16);
+  CHECK(at_once == 4);
+}

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 
 #include "common/error.h"
@@ -194,7 +195,6 @@ void Resolver::ungrant(uint64_t id) {
 
 void Resolver::ungrant_all() {
   std::lock_guard lock(mu_);
-  asks_open_ = false;  // the supervisor is gone: no grant comes any more
   while (!granted_.empty()) ungrant_locked(granted_.begin()->first);
 }
 
@@ -240,6 +240,7 @@ void Resolver::post(NameEvent ev) {
     if (ev.verdict == "refused" && !events_.empty()) {
       NameEvent& last = events_.back();
       if (last.verdict == "refused" && last.name == ev.name && last.type == ev.type && last.rcode == ev.rcode &&
+          last.waited == ev.waited && last.ask == ev.ask &&
           last.error == ev.error && last.client == ev.client && last.transport == ev.transport &&
           ev.mono_ns - last.mono_ns < 1'000'000'000) {
         last.repeats++;
@@ -290,6 +291,8 @@ void Resolver::serve() {
     }
     if (fds[2].revents & POLLIN) {
       int c = accept4(tcp_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+      // Out of descriptors: the connection waits in the backlog; poll would say so again at once.
+      if (c < 0 && (errno == EMFILE || errno == ENFILE)) std::this_thread::sleep_for(std::chrono::milliseconds(10));
       if (c >= 0 && tcp_clients.size() >= size_t(kMaxTcpClients)) {
         close(c);
         NameEvent ev;
@@ -427,8 +430,8 @@ void Resolver::on_query(const uint8_t* msg, size_t size, const std::shared_ptr<C
   }
   std::string query(reinterpret_cast<const char*>(msg), size);
   ev.qtype = q->type;
-  if (client->tcp && !resumed) {
-    ask_upstream(std::move(query), client, std::move(ev), std::move(rules));  // this connection's thread
+  if (client->tcp) {
+    ask_upstream(std::move(query), client, std::move(ev), std::move(rules));  // this connection's thread, or a resumed query's
     return;
   }
   if (busy_.load() >= kMaxWorkers) {  // only this thread adds to it
@@ -588,10 +591,9 @@ void Resolver::admit(NameEvent& ev, const std::vector<Rule>& rules) {
       // Which rules admitted it: a grant's keys go when it does, unless the policy's or another grant's hold them.
       std::string k(reinterpret_cast<const char*>(&key), sizeof(key));
       std::lock_guard lock(mu_);
-      for (const auto& r : rules) {
-        if (!r.first && policy_keys_.size() < 4 * FR_EGRESS_NAMED_MAX) policy_keys_.insert(k);
-        else if (auto g = granted_.find(r.first); r.first && g != granted_.end() && g->second.keys.size() < FR_EGRESS_NAMED_MAX)
-          g->second.keys.insert(k);
+      if (!own_key_locked(k, rules) && opts_.named_map_fd >= 0) {
+        uint64_t now = mono_ns();  // its grant ended while upstream answered: expired, as ungrant_locked does
+        bpf_map_update_elem(opts_.named_map_fd, &key, &now, BPF_EXIST);
       }
     }
   }
@@ -618,11 +620,30 @@ void Resolver::admit_server_name(NameEvent& ev, const fr_egress_endpoint& to, ui
     if (ev.error.empty()) ev.error = errno_message("cannot admit the server name " + ev.name + " in the kernel's map", errno);
     return;
   }
-  for (const auto& r : rules) {
-    if (!r.first && policy_keys_.size() < 4 * FR_EGRESS_NAMED_MAX) policy_keys_.insert(k);
-    else if (auto g = granted_.find(r.first); r.first && g != granted_.end() && g->second.keys.size() < FR_EGRESS_NAMED_MAX)
-      g->second.keys.insert(k);
+  if (!own_key_locked(k, rules)) {  // its grant ended while upstream answered
+    bpf_map_delete_elem(opts_.server_names_map_fd, k.data());
+    if (auto at = server_names_.find(k); at != server_names_.end()) {
+      server_name_order_.erase(at->second);
+      server_names_.erase(at);
+    }
   }
+}
+
+bool Resolver::own_key_locked(const std::string& key, const std::vector<Rule>& rules) {
+  bool held = false;
+  for (const auto& r : rules) {
+    if (!r.first) {
+      if (policy_keys_.size() < 4 * FR_EGRESS_NAMED_MAX) policy_keys_.insert(key);
+      held = true;
+    } else if (auto g = granted_.find(r.first); g != granted_.end()) {
+      if (g->second.keys.size() < FR_EGRESS_NAMED_MAX) g->second.keys.insert(key);
+      held = true;
+    }
+  }
+  if (held || policy_keys_.count(key)) return true;
+  for (const auto& [id, g] : granted_)
+    if (g.keys.count(key)) return true;
+  return false;
 }
 
 void Resolver::keep_server_name_locked(const std::string& key) {

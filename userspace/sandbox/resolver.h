@@ -131,6 +131,10 @@ class Resolver {
   // Into fr_egress_names and its LRU; the key, or "" when the kernel refused it (errno says why).
   std::string put_server_name_locked(const std::string& name, const fr_egress_endpoint& to, uint16_t port);
   void keep_server_name_locked(const std::string& key);
+  // Records which of `rules` admitted a maps' key; false when none holds
+  // it any more (nor the policy, nor another grant): its grants ended
+  // while upstream answered, so it must be taken out again.
+  bool own_key_locked(const std::string& key, const std::vector<Rule>& rules);
   void touch_server_names_locked(const NameEvent& ev);
   void post(NameEvent ev);
 
@@ -152,6 +156,7 @@ class Resolver {
     std::string query;
     std::shared_ptr<Client> client;
     uint64_t asked_ns;
+    bool tcp;
   };
   struct Asking {  // one ask of the supervisor per name, for every query of it meanwhile
     std::string name;
@@ -159,6 +164,8 @@ class Resolver {
     std::vector<Parked> queries;
   };
   std::map<uint64_t, Asking> asking_;  // by tag
+  size_t parked_tcp_ = 0;              // of their queries, those over TCP
+  void resume(Parked held, uint64_t ask);  // answers it as it stands now (ask: the supervisor's number)
   uint64_t next_tag_ = 0;
   std::atomic<bool> asks_open_{true};  // false once the supervisor is gone, or the resolver stops
   std::set<std::string> policy_keys_;    // the keys the policy's own rules admitted (kept on ungrant)

@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 
 #include <cerrno>
+#include <system_error>
 
 #include "common/system.h"
 #include "policy/name_ask_messages.h"
@@ -16,6 +17,9 @@ namespace {
 
 constexpr size_t kMaxAsking = 64;           // names waiting at once; then refused at once
 constexpr size_t kMaxParkedPerName = 32;    // queries held for one name (retries, A and AAAA)
+// TCP queries held at once: each holds its connection open (a descriptor of
+// this process) until answered, whether or not the asker still reads.
+constexpr size_t kMaxParkedTcp = 16;
 constexpr uint64_t kAnswerGraceMs = 2'000;  // past the ask's timeout, before the resolver refuses it itself
 constexpr size_t kMaxParkedQuery = 1024;    // bytes; a question is ~50 (a TCP message may be 64 KiB: not held)
 
@@ -25,11 +29,15 @@ bool Resolver::park(const uint8_t* msg, size_t size, const std::shared_ptr<Clien
   if (opts_.asks_fd < 0 || size > kMaxParkedQuery || policy::normal_host_name(ev.name) != ev.name) return false;
   std::lock_guard lock(mu_);
   if (!asks_open_ || stopping_) return false;
-  Parked held{std::string(reinterpret_cast<const char*>(msg), size), client, ev.mono_ns};
+  bool tcp = ev.transport == "tcp";
+  if (tcp && parked_tcp_ >= kMaxParkedTcp) return false;
+  Parked held{std::string(reinterpret_cast<const char*>(msg), size), client, ev.mono_ns, tcp};
+  auto held_now = [&] { parked_tcp_ += tcp ? 1 : 0; };
   for (auto& [tag, asking] : asking_) {
     if (asking.name != ev.name) continue;
     if (asking.queries.size() >= kMaxParkedPerName) return false;
     asking.queries.push_back(std::move(held));
+    held_now();
     return true;
   }
   if (asking_.size() >= kMaxAsking) return false;
@@ -38,6 +46,7 @@ bool Resolver::park(const uint8_t* msg, size_t size, const std::shared_ptr<Clien
   if (send(opts_.asks_fd, m.data(), m.size(), MSG_DONTWAIT | MSG_NOSIGNAL) != ssize_t(m.size())) return false;
   uint64_t deadline = mono_ns() + (opts_.ask_timeout_ms + kAnswerGraceMs) * 1'000'000;
   asking_[ask.tag] = {ev.name, deadline, {std::move(held)}};
+  held_now();
   return true;
 }
 
@@ -56,6 +65,9 @@ void Resolver::take_answers() {
     }
     auto answer = size_t(n) <= sizeof(buf) ? policy::parse_name_answer(std::string_view(buf, size_t(n))) : std::nullopt;
     if (!answer) continue;
+    // The grant may reach the resolver here before the record's copy does;
+    // taken before the ask ends, so a query of the name meanwhile finds it.
+    if (answer->grant) grant(answer->grant, answer->name, answer->port, answer->until_ns);
     Asking asking;
     {
       std::lock_guard lock(mu_);
@@ -64,12 +76,7 @@ void Resolver::take_answers() {
       asking = std::move(it->second);
       asking_.erase(it);
     }
-    // The grant may reach the resolver here before the record's copy does.
-    if (answer->grant) grant(answer->grant, answer->name, answer->port, answer->until_ns);
-    for (const auto& held : asking.queries) {
-      Resumed again{held.asked_ns, answer->ask};
-      guarded_query(reinterpret_cast<const uint8_t*>(held.query.data()), held.query.size(), held.client, &again);
-    }
+    for (auto& held : asking.queries) resume(std::move(held), answer->ask);
   }
 }
 
@@ -85,9 +92,33 @@ void Resolver::end_asks(uint64_t now_ns, bool all) {
     });
   }
   // Taken up again with no grant: refused as any name off the allowlist (the ask unknown here).
-  for (const auto& held : refused) {
-    Resumed again{held.asked_ns, 0};
+  for (auto& held : refused) resume(std::move(held), 0);
+}
+
+void Resolver::resume(Parked held, uint64_t ask) {
+  Resumed again{held.asked_ns, ask};
+  if (!held.tcp) {  // a reply never blocks (sendto, MSG_DONTWAIT)
     guarded_query(reinterpret_cast<const uint8_t*>(held.query.data()), held.query.size(), held.client, &again);
+    return;
+  }
+  {
+    std::lock_guard lock(mu_);
+    parked_tcp_--;
+  }
+  // A TCP asker may not read its reply: written on a thread of its own, never this one's.
+  auto job = std::make_shared<Parked>(std::move(held));
+  auto run = [this, job, again] {
+    guarded_query(reinterpret_cast<const uint8_t*>(job->query.data()), job->query.size(), job->client, &again);
+  };
+  auto done = std::make_shared<std::atomic<bool>>(false);
+  try {
+    std::lock_guard lock(mu_);
+    workers_.emplace_back(std::thread([run, done] {
+      run();
+      done->store(true);
+    }), done);
+  } catch (const std::system_error&) {  // no thread to be had: answered here (a write of up to 1 s)
+    run();
   }
 }
 

@@ -101,6 +101,15 @@ void GrantLog::entry(const std::string& line, Emitted& out, std::string* notes) 
   std::string who = j.contains("pid") ? "pid " + num("pid") : "from " + str("client");
   if (j.contains("paths_hex") && j["paths_hex"].is_array() && !j["paths_hex"].empty() && j["paths_hex"][0].is_string())
     what += " " + unhex(j["paths_hex"][0].get<std::string>());
+  // A sandbox can make a name ask every time one is denied: after the
+  // first ones, those lines are in the record (and list) only.
+  bool name_note = j.value("kind", "") == "name" && (event == "ask" || event == "denied");
+  if (name_note && ++name_notes_ > kMaxNameNotes) {
+    if (name_notes_ == kMaxNameNotes + 1)
+      *notes += "flightrec: further asks for names are in the record only (flightrec query --type grant_ask); "
+                "list on the grant socket shows those waiting\n";
+    return;
+  }
   if (event == "ask")
     *notes += "flightrec: ASK " + num("ask") + ": " + what + " (" + who + ") waits up to " +
               num("timeout_ms") + " ms for a grant\n";

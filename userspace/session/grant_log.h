@@ -37,6 +37,8 @@ class GrantLog {
   void entry(const std::string& line, Emitted& out, std::string* notes);
   int fd_;
   std::string pending_;
+  static constexpr uint64_t kMaxNameNotes = 100;  // asks and denials of names said on stderr
+  uint64_t name_notes_ = 0;
   std::function<void(const NameGrant&)> on_name_grant_;
 };
 

@@ -65,7 +65,7 @@ SessionResolver::SessionResolver(const policy::Policy& policy, const std::string
     }
   }
   opts_.names = &names_;
-  if (policy.ask.connect && !own_network_) {  // a name off the allowlist waits for a grant (grants/name_asks.h)
+  if (policy.ask.connect && !own_network_ && !policy.allow_dns) {  // a name off the allowlist waits for a grant (grants/name_asks.h)
     int pair[2];
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0)
       throw Error(errno_message("cannot make the socket the resolver asks for grants on", errno));
