@@ -936,7 +936,7 @@ pid_t start_supervisor(const SupervisorSpec& spec) {
   syscall(SYS_close_range, 4096, ~0u, 0);
   try {
     Supervisor(spec).run();
-  } catch (...) {
+  } catch (...) {  // no memory: the exit below closes the listener, and the kernel fails every asked call
   }
   _exit(125);  // (~Supervisor wrote what was pending)
 }

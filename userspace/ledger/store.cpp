@@ -366,7 +366,7 @@ void Store::check_or_create_schema() {
       if (s.text(0) == "format") format = s.text(1);
       if (s.text(0) == "format_version") version = s.text(1);
     }
-  } catch (const Error&) {
+  } catch (const Error&) {  // no meta table: format stays empty, and the check below refuses the file
   }
   if (format != "flightrec-record")
     throw Error(path_ + " is a SQLite database but not a flightrec record; refusing to use it");

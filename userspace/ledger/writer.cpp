@@ -13,7 +13,7 @@ SessionWriter::SessionWriter(Store& store, int64_t session)
 SessionWriter::~SessionWriter() {
   try {
     flush();
-  } catch (...) {
+  } catch (...) {  // a destructor must not throw; what was not flushed is not committed, and verify sees the end missing
   }
   {
     std::lock_guard lock(mu_);

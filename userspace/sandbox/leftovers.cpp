@@ -113,7 +113,7 @@ size_t kill_members(const std::string& dir, const char* file, bool v2, uint64_t 
   if (v2) {
     try {
       write_file(dir + "/cgroup.freeze", "0");  // a frozen session (a policy kill under way)
-    } catch (const Error&) {
+    } catch (const Error&) {  // not frozen, or gone: the kill below works either way
     }
   }
   bool killed = false;

@@ -97,7 +97,7 @@ ResourceLimits::ResourceLimits(const policy::Limits& l, const std::string& v2_di
         write_file(d + "/memory.max", std::to_string(l.memory_bytes));
         try {
           write_file(d + "/memory.swap.max", "0");
-        } catch (const Error&) {
+        } catch (const Error&) {  // no swap accounting on this host: nothing can swap past memory.max to refuse
         }
       }
     } else if (c.name == "pids") {

@@ -146,7 +146,7 @@ void HandedSession::detach() {
   try {
     uint64_t misses = control::parse_end_answer(call(control::EndRequest{})).program_misses;
     misses_ = misses >= misses_at_start_ ? misses - misses_at_start_ : 0;
-  } catch (const Error&) {
+  } catch (const Error&) {  // the daemon is gone: the misses counted so far are what the record says
   }
 }
 
@@ -203,7 +203,7 @@ bool HandedSession::probes_file(const std::string& path) {
   bool probed = false;
   try {
     probed = control::parse_probes_file_answer(call(control::ProbesFileRequest{}, fd)).probes;
-  } catch (const Error&) {
+  } catch (const Error&) {  // no answer from the daemon: the file is taken as not probed
   }
   close(fd);
   return probed;

@@ -29,7 +29,7 @@ LossPolicy::~LossPolicy() {
   for (auto* cg : cgroups_) {
     try {
       cg->freeze(false);
-    } catch (...) {
+    } catch (...) {  // a cgroup gone meanwhile has nothing left to thaw; the others still are
     }
   }
 }

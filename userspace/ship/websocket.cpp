@@ -109,7 +109,7 @@ std::optional<Wants> parse_target(std::string_view target, std::string& why) {
       int64_t seq = -1;
       try {
         if (colon != std::string::npos) seq = std::stoll(value.substr(colon + 1));
-      } catch (const std::exception&) {
+      } catch (const std::exception&) {  // not a number (or too large): seq stays -1, refused just below
       }
       if (colon == std::string::npos || seq < 0) {
         why = "resume is ORIGIN:SEQ";
