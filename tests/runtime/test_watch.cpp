@@ -366,3 +366,54 @@ TEST_CASE("watch --mode lite: writes and file changes recorded, stats and reads 
   CHECK(bad.code == 2);
   CHECK(bad.err.find("--mode lite has no entry times") != std::string::npos);
 }
+
+TEST_CASE("watch --policy agent-pod: a shell started by a program off processes.expected_parents is a violation, one started by a shell is not") {
+  REQUIRE(is_root());
+  TempDir dir;
+  std::string db = dir.file("w.db"), marker = dir.file("go");
+  // Programs named as a pod's server and worker would be (copies of perl, so
+  // /proc's exe names them too), each starting a shell.
+  for (const char* name : {"nginx", "worker"})
+    std::filesystem::copy_file("/usr/bin/perl", dir.file(name));
+  chmod(dir.file("nginx").c_str(), 0755);
+  chmod(dir.file("worker").c_str(), 0755);
+  const std::string shell_out = "system('/bin/sh', '-c', 'true')";
+  std::string path = cgroup2_root() + "/flightrec-test-watch-parents-" + std::to_string(getpid());
+  REQUIRE(mkdir(path.c_str(), 0755) == 0);
+  // Running before the watch begins: known to it by process_at_start alone.
+  pid_t server = fork();
+  if (server == 0) {
+    std::ofstream(path + "/cgroup.procs") << getpid() << std::endl;
+    std::string script = "select(undef, undef, undef, 0.02) until -e '" + marker + "'; " + shell_out;
+    execl(dir.file("nginx").c_str(), "nginx", "-e", script.c_str(), (char*)nullptr);
+    _exit(127);
+  }
+  Proc watch = start({FLIGHTREC_BIN, "watch", "--cgroup", path, "--db", db, "--policy", "agent-pod"});
+  std::string said = await_said(watch, "watching");
+  REQUIRE_MESSAGE(said.find("watching") != std::string::npos, said);
+  std::ofstream(marker) << "go\n";
+  int status = 0;
+  waitpid(server, &status, 0);
+  CHECK(WIFEXITED(status));
+  Result r = run({"sh", "-c", "echo $$ > " + path + "/cgroup.procs && " + dir.file("worker") + " -e \"" + shell_out +
+                                  "\" && bash -c '/bin/sh -c true; true'"});
+  kill(watch.pid, SIGINT);
+  Result watched = wait(watch);
+  rmdir(path.c_str());
+  INFO(r.err);
+  INFO(watched.err);
+  REQUIRE(r.code == 0);
+  REQUIRE(watched.code == 0);
+  std::vector<std::string> details;
+  for (const auto& v : of_type(entries(db), "violation"))
+    if (v["rule_id"] == "processes.unexpected_parent") {
+      details.push_back(v["detail"]);
+      CHECK(v["action"] == "would-deny");
+      CHECK(v["level"] == "ALERT");
+    }
+  INFO(json(details).dump(1));
+  REQUIRE(details.size() == 2);
+  CHECK(details[0].starts_with("/bin/sh started by " + dir.file("nginx") + " (pid " + std::to_string(server) + ")"));
+  CHECK(details[1].starts_with("/bin/sh started by " + dir.file("worker")));
+  CHECK(watched.err.find("ALERT processes.unexpected_parent would-deny") != std::string::npos);
+}

@@ -12,10 +12,12 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <map>
 
 #include "events/entry.h"
 #include "policy/judge.h"
 #include "policy/policy.h"
+#include "policy/processes.h"
 #include "policy_error.h"
 
 using namespace flightrec;
@@ -458,4 +460,61 @@ TEST_CASE("extends: chains of files and shipped policies, each base recorded; cy
     write(("c" + std::to_string(i) + ".yaml").c_str(),
           "version: 1\nname: c" + std::to_string(i) + "\n" + (i < 9 ? "extends: c" + std::to_string(i + 1) + ".yaml\n" : ""));
   refused("c0.yaml", dir.file("c8.yaml") + ":3: extends: more than 8 bases");
+}
+
+TEST_CASE("processes: a shell or interpreter whose parent runs none of expected_parents is processes.unexpected_parent") {
+  Policy p = load("agent-pod");
+  REQUIRE(!p.processes.watched.empty());
+  Judge j(p, "/");
+  std::map<int64_t, std::string> exe = {{10, "/usr/sbin/nginx"}, {11, "/usr/bin/node"}, {12, "/usr/bin/python3.11"},
+                                        {13, "/opt/app/bin/worker"}};
+  auto exec = [](const std::string& file, int64_t ppid) {
+    events::Entry e;
+    e.set("type", "exec");
+    e.set("filename", file);
+    e.set("pid", int64_t(99));
+    e.set("ppid", ppid);
+    return e;
+  };
+  // Without the record's view of who runs what, nothing is judged.
+  CHECK_FALSE(j.judge(exec("/bin/sh", 10)));
+  j.set_exe_resolver([&](int64_t pid) -> const std::string* {
+    auto it = exe.find(pid);
+    return it == exe.end() ? nullptr : &it->second;
+  });
+  auto v = j.judge(exec("/bin/sh", 10));
+  REQUIRE(v);
+  CHECK(v->rule == "processes.unexpected_parent");
+  CHECK(std::string(v->level) == "ALERT");
+  CHECK(std::string(v->action) == "would-deny");  // agent-pod is shadow mode
+  CHECK(v->detail == "/bin/sh started by /usr/sbin/nginx (pid 10), which is not among processes.expected_parents");
+  CHECK(v->scope == "nginx > sh");
+  REQUIRE(j.judge(exec("/usr/bin/python3.11", 13)));  // an interpreter, by a trailing *
+  CHECK(j.judge(exec("nc", 13))->rule == "processes.unexpected_parent");
+  CHECK_FALSE(j.judge(exec("/bin/bash", 11)));         // node starts shells: an agent's runtime
+  CHECK_FALSE(j.judge(exec("/bin/sh", 12)));           // python3.11, by python*
+  CHECK_FALSE(j.judge(exec("/usr/bin/git", 10)));      // not a watched program
+  CHECK_FALSE(j.judge(exec("/bin/sh", 77)));           // a parent outside the record: not judged
+  // Enforce mode: the exec happened; the violation says it was not refused.
+  Policy enforce = parse("version: 1\nname: t\nprocesses:\n  watched: [sh]\n  expected_parents: [bash]\n", "t.yaml");
+  Judge k(enforce, "/");
+  k.set_exe_resolver([&](int64_t pid) -> const std::string* { return pid == 10 ? &exe[10] : nullptr; });
+  REQUIRE(k.judge(exec("/bin/sh", 10)));
+  CHECK(std::string(k.judge(exec("/bin/sh", 10))->action) == "allowed");
+}
+
+TEST_CASE("processes: programs are base names, a * only at their end; watched needs expected_parents") {
+  std::string head = "version: 1\nname: t\nprocesses:\n";
+  CHECK(error_of(head + "  watched: [/bin/sh]\n  expected_parents: [bash]\n") ==
+        "t.yaml:4: processes.watched: '/bin/sh' is not a program's base name (no '/'; a '*' only at its end: python3*)");
+  CHECK(error_of(head + "  watched: [\"*sh\"]\n  expected_parents: [bash]\n").find("'*sh' is not a program's base name") !=
+        std::string::npos);
+  CHECK(error_of(head + "  watched: [\"*\"]\n  expected_parents: [bash]\n").find("'*' is not") != std::string::npos);
+  CHECK(error_of(head + "  watched: [sh]\n") == "t.yaml:4: processes: watched needs expected_parents (the programs that may start them)");
+  CHECK(error_of(head + "  watched: sh\n  expected_parents: [bash]\n").find("must be a list") != std::string::npos);
+  CHECK(error_of(head + "  parents: [bash]\n").find("processes.parents: unknown key") != std::string::npos);
+  CHECK(program_named({"python3*"}, "/usr/bin/python3.11"));
+  CHECK(program_named({"sh"}, "sh"));
+  CHECK_FALSE(program_named({"sh"}, "/bin/bash"));
+  CHECK_FALSE(program_named({"sh"}, "/bin/sh/"));
 }

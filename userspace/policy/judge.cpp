@@ -11,6 +11,7 @@
 #include <set>
 
 #include "policy/network.h"
+#include "policy/processes.h"
 
 namespace flightrec::policy {
 namespace {
@@ -199,6 +200,7 @@ std::optional<Violation> Judge::judge(const events::Entry& e) const {
     return std::nullopt;
   }
   if (type == "syscall" || type == "file_open" || type == "connect") return judge_syscall(e);
+  if (type == "exec") return judge_exec(e);
   // BPF-LSM refused an open (hidden path, exec allowlist) on the kernel's
   // resolved path; the syscall itself only says EPERM, so this is the one
   // entry to judge. Refused connects are judged on the syscall.
@@ -218,6 +220,21 @@ std::optional<Violation> Judge::judge(const events::Entry& e) const {
   if (type == "lsm" && e.string_or("rule_id") == "filesystem.view")
     return Violation{"filesystem.view", "ALERT", "denied", hook + " refused by BPF-LSM (path rules are enforced)"};
   return std::nullopt;
+}
+
+std::optional<Violation> Judge::judge_exec(const events::Entry& e) const {
+  const auto& rule = policy_.processes;
+  std::string file = e.string_or("filename");
+  if (rule.watched.empty() || !exe_ || !program_named(rule.watched, file)) return std::nullopt;
+  int64_t ppid = e.int_or("ppid", -1);
+  const std::string* parent = exe_(ppid);
+  if (!parent || program_named(rule.expected_parents, *parent)) return std::nullopt;
+  auto base = [](const std::string& path) { return path.substr(path.rfind('/') + 1); };
+  // Nothing refuses it: the exec was done when its entry was made.
+  return Violation{"processes.unexpected_parent", "ALERT", shadow_ ? "would-deny" : "allowed",
+                   file + " started by " + *parent + " (pid " + std::to_string(ppid) +
+                       "), which is not among processes.expected_parents",
+                   base(*parent) + " > " + base(file)};
 }
 
 std::optional<Violation> Judge::judge_syscall(const events::Entry& e) const {

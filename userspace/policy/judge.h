@@ -55,6 +55,9 @@ class Judge {
   // Where a process is (its cwd, as the sandbox sees it): a failed call on
   // a relative path is judged by the path it named.
   void set_cwd_resolver(std::function<std::optional<std::string>(int64_t pid)> cwd) { cwd_ = std::move(cwd); }
+  // What a process runs, as the record followed it (nullptr: not known);
+  // processes.expected_parents is judged by it.
+  void set_exe_resolver(std::function<const std::string*(int64_t pid)> exe) { exe_ = std::move(exe); }
   // Whether a path's absence on this host may lower a level to INFO: on
   // in a live session, off when replaying (the host is not the session's).
   void set_host_checks(bool on) { host_checks_ = on; }
@@ -72,6 +75,8 @@ class Judge {
   std::vector<std::string> writable_;
   std::vector<std::string> protected_;  // filesystem.protect, absolute
   std::function<std::optional<std::string>(int64_t)> cwd_;
+  std::function<const std::string*(int64_t)> exe_;
+  std::optional<Violation> judge_exec(const events::Entry& e) const;
   bool unix_inbound_refused_ = false;
   bool host_checks_ = true;
 };

@@ -4,11 +4,10 @@
 
 #include "policy/judge.h"
 #include "policy/network.h"
+#include "policy/processes.h"
 #include "policy/yaml_reader.h"
 #include "events/syscall_table.h"
 
-#include <arpa/inet.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 
@@ -16,10 +15,8 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 #include <yaml-cpp/yaml.h>
 
 #include "common/system.h"
@@ -408,7 +405,7 @@ constexpr size_t kMaxBases = 8;
 
 const std::set<std::string> kTopKeys = {"version", "name", "description", "extends", "confine", "mode", "on_violation",
                                         "filesystem", "network", "seccomp", "ask", "limits", "capabilities", "hostname",
-                                        "log", "env", "redact", "nested_sandboxes"};
+                                        "log", "env", "redact", "nested_sandboxes", "processes"};
 
 void read_rules(const Reader& r, const YAML::Node& root, Policy& p);
 
@@ -578,6 +575,7 @@ void read_rules(const Reader& r, const YAML::Node& root, Policy& p) {
       }
   }
   if (const auto& net = root["network"]) parse_network(r, net, p);
+  if (const auto& procs = root["processes"]) parse_processes(r, procs, p);
   if (const auto& env = root["env"]) {
     r.only_keys(env, "env", {"pass", "set"});
     if (env["pass"]) {

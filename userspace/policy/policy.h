@@ -90,6 +90,12 @@ struct NameService {
   enum class ServerNames { Off, Optional, Required } server_names = ServerNames::Optional;
 };
 
+// processes: who may start a shell or an interpreter (policy/processes.h).
+struct Processes {
+  std::vector<std::string> watched;           // base names; a trailing * matches any rest
+  std::vector<std::string> expected_parents;  // the programs that may start them
+};
+
 // Calls that wait for a runtime grant (flightrec run's grant socket; see
 // userspace/grants/) instead of failing at once.
 struct Ask {
@@ -189,6 +195,7 @@ struct Policy {
 
   Seccomp seccomp;
   Ask ask;
+  Processes processes;
   Limits limits;
   std::vector<std::string> keep_capabilities;  // inside the sandbox's user namespace
   std::string hostname = "flightrec";

@@ -14,7 +14,8 @@ const std::vector<std::string>& known_rule_ids() {
       "filesystem.refer", "filesystem.view", "network", "network.none", "network.allow", "network.bind",
       "network.socket", "network.unix_abstract", "network.inbound", "network.sni", "proc", "proc.access", "landlock",
       "landlock.scope", "limits", "limits.memory", "limits.pids", "limits.file_size", "limits.disk", "limits.wall_time",
-      "limits.cpu_time", "limits.record_size", "limits.record_rate", "on_violation"};
+      "limits.cpu_time", "limits.record_size", "limits.record_rate", "processes", "processes.unexpected_parent",
+      "on_violation"};
   return ids;
 }
 

@@ -72,6 +72,8 @@ CgroupSession::CgroupSession(probe::Capture& capture, uint32_t number, std::vect
     // may not be this one: the host's files say nothing of them.
     judging_->judge().set_host_checks(false);
     pipeline_->add(*judging_);
+    for (const auto& p : processes)  // listed above, before the pipeline: who runs what, for processes.expected_parents
+      if (!p.exe_unreadable) judging_->running(p.pid, p.exe);
   }
   if (spec.meta.lite && spec.lite_counter) {
     counts_ = spec.lite_counter;  // the counts and their cgroups' paths go on in the next file

@@ -20,6 +20,7 @@ PolicyObserver::PolicyObserver(const policy::Policy& policy, std::string work_di
       prefix_(std::move(log_prefix)),
       judge_(std::make_unique<policy::Judge>(policy_, work_dir_)) {
   judge_->set_cwd_resolver([this](int64_t pid) { return cwd_of_process(pid); });
+  judge_->set_exe_resolver([this](int64_t pid) { return exe_.find(pid); });
 }
 
 void PolicyObserver::observe(const events::Entry& e, Emitted& out) {
@@ -46,6 +47,10 @@ void PolicyObserver::follow(const events::Entry& e) {
     exe_.fork(pid, child);
     if (auto it = cwd_.find(pid); it != cwd_.end()) cwd_[child] = it->second;
     else cwd_.erase(child);
+  } else if (type == "process_at_start") {  // watch, flightrecd: what was running before the record began
+    const events::Value* exe = e.get("exe");
+    const std::string* text = exe ? std::get_if<std::string>(exe) : nullptr;
+    exe_.exec(e.int_or("process_pid", -1), text ? std::optional<std::string>(*text) : std::nullopt);
   } else if (type == "exit" && e.int_or("process_exit") == 1) {
     exe_.exit(pid);
     cwd_gone_.push_back(pid);

@@ -38,6 +38,8 @@ class PolicyObserver : public Observer {
   void observe(const events::Entry& e, Emitted& out) override;
   // observe() in two steps, for whoever tracks more between them.
   void follow(const events::Entry& e);
+  // A process that ran before the record began (process_at_start): what it runs.
+  void running(int64_t pid, const std::string& exe) { exe_.exec(pid, exe); }
   void judge_entry(const events::Entry& e, Emitted& out);
 
   // Recorded, said on stderr once per rule, program and scope, then
