@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <fcntl.h>
+#include <linux/bpf.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -19,6 +20,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <sstream>
 #include <thread>
 
 #include "runtime/harness.h"
@@ -111,6 +114,17 @@ struct AskSession {
     proc.pid = -1;
     r.err = err + r.err;
     return r;
+  }
+  // The supervisor: flightrec's child named flightrec-grant (-1: none).
+  pid_t supervisor() const {
+    for (const auto& d : fs::directory_iterator("/proc")) {
+      std::string stat = slurp(d.path().string() + "/stat");
+      size_t close_paren = stat.rfind(')');
+      if (close_paren == std::string::npos || stat.find("(flightrec-grant)") == std::string::npos) continue;
+      if (std::atoi(stat.c_str() + stat.find(' ', close_paren + 2) + 1) == proc.pid)
+        return pid_t(std::atoi(d.path().filename().c_str()));
+    }
+    return -1;
   }
   // The calls list says are waiting, once one is (polled for up to 30 s).
   json waiting() {
@@ -515,15 +529,7 @@ TEST_CASE("grants: a supervisor that dies leaves asked calls failing, and the re
   HostDir target;
   AskSession s("  write: true\n  timeout: 10s\n", "step killed; w " + target.path + "/one 1\n");
   REQUIRE(s.reached("killed"));
-  // The supervisor is flightrec's child named flightrec-grant.
-  pid_t supervisor = -1;
-  for (const auto& d : fs::directory_iterator("/proc")) {
-    std::string stat = slurp(d.path().string() + "/stat");
-    size_t close_paren = stat.rfind(')');
-    if (close_paren == std::string::npos || stat.find("(flightrec-grant)") == std::string::npos) continue;
-    if (std::atoi(stat.c_str() + stat.find(' ', close_paren + 2) + 1) == s.proc.pid)
-      supervisor = std::atoi(d.path().filename().c_str());
-  }
+  pid_t supervisor = s.supervisor();
   REQUIRE(supervisor > 0);
   REQUIRE(kill(supervisor, SIGKILL) == 0);
   // Its socket dies with it: no grant can come any more.
@@ -825,4 +831,33 @@ TEST_CASE("grants: lookups waiting for a grant are bounded: 16 held over TCP (ea
   CHECK(asks == 16);
   CHECK(waited == 16);
   CHECK(at_once == 4);
+}
+
+TEST_CASE("grants: the supervisor holds the names' map read-only, and writes only the grant maps") {
+  REQUIRE_MESSAGE(is_root(), "runtime tests need root");
+  AskSession s(kConnectPolicy, "step start\n");
+  REQUIRE(s.reached("start"));
+  pid_t supervisor = s.supervisor();
+  REQUIRE(supervisor > 0);
+  // Each BPF map it holds, by type, and whether its descriptor may write (fdinfo's flags).
+  std::multimap<int, bool> maps;
+  for (const auto& fd : fs::directory_iterator("/proc/" + std::to_string(supervisor) + "/fdinfo")) {
+    std::istringstream info(slurp(fd.path().string()));
+    std::string key;
+    unsigned long flags = 0;
+    int type = -1;
+    for (std::string value; info >> key >> value;) {
+      if (key == "flags:") flags = std::stoul(value, nullptr, 8);
+      if (key == "map_type:") type = std::stoi(value);
+    }
+    if (type >= 0) maps.emplace(type, (flags & O_ACCMODE) != O_RDONLY);
+  }
+  s.go();
+  CHECK(s.finish().code == 0);
+  INFO("maps (type, writable): " << json(std::vector<std::pair<int, bool>>(maps.begin(), maps.end())).dump());
+  // fr_egress_named, the one LRU hash: read-only. fr_conn_granted and fr_conn_tickets (hashes): written.
+  REQUIRE(maps.count(BPF_MAP_TYPE_LRU_HASH) == 1);
+  CHECK_FALSE(maps.find(BPF_MAP_TYPE_LRU_HASH)->second);
+  REQUIRE(maps.count(BPF_MAP_TYPE_HASH) == 2);
+  for (auto [at, end] = maps.equal_range(BPF_MAP_TYPE_HASH); at != end; ++at) CHECK(at->second);
 }

@@ -40,7 +40,7 @@ struct SupervisorSpec {
   std::vector<std::string> writable;  // trees the policy lets the session write (inside paths)
   std::vector<policy::Endpoint> allow;  // the egress allowlist: connects there go on unasked
   int granted_map = -1, tickets_map = -1;  // fr_egress_granted, fr_egress_tickets (ask.connect)
-  int named_map = -1;  // fr_egress_named: addresses allowed names resolved to go on unasked too
+  int named_map = -1;  // fr_egress_named, read-only: addresses allowed names resolved to go on unasked too
   int name_asks_fd = -1;  // the session resolver's lookups that wait for a name grant (grants/name_asks.h)
   // ask.exec: the files and trees that run without a grant (as BPF-LSM's
   // trie has them) and fr_exec_tickets.

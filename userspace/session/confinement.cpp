@@ -333,7 +333,7 @@ void Confinement::start_grants(const std::string& path) {
     if (auto own = names_ ? names_->endpoint() : std::nullopt) spec.allow.push_back(*own);  // never asked for
     spec.granted_map = egress_granted_fd_;
     spec.tickets_map = egress_tickets_fd_;
-    spec.named_map = names_ ? names_->named_map_fd() : -1;
+    spec.named_map = names_ ? names_->named_map_read_only_fd() : -1;
     spec.name_asks_fd = names_ ? names_->supervisor_asks_fd() : -1;
   }
   if (policy_.ask.exec) {

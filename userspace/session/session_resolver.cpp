@@ -120,6 +120,17 @@ void SessionResolver::start(pid_t sandbox_init) {
   resolver_->start();
 }
 
+int SessionResolver::named_map_read_only_fd() {
+  if (named_.get() < 0 || named_read_only_.get() >= 0) return named_read_only_.get();
+  bpf_map_info info{};
+  uint32_t len = sizeof(info);
+  LIBBPF_OPTS(bpf_get_fd_by_id_opts, read_only, .open_flags = BPF_F_RDONLY);
+  if (bpf_obj_get_info_by_fd(named_.get(), &info, &len) != 0 ||
+      (named_read_only_ = UniqueFd(bpf_map_get_fd_by_id_opts(info.id, &read_only))).get() < 0)
+    throw Error(errno_message("cannot open the names' BPF map read-only for the grant supervisor", errno));
+  return named_read_only_.get();
+}
+
 std::optional<fr_egress_rule> SessionResolver::egress_rule() const {
   if (!resolver_) return std::nullopt;
   // Its own address alone (its TCP port is its own too, so no resolver

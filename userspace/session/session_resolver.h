@@ -39,7 +39,10 @@ class SessionResolver {
   // of its own, and serves. Throws Error.
   void start(pid_t sandbox_init);
 
-  int named_map_fd() const { return named_.get(); }  // -1 without allowed names
+  int named_map_fd() const { return named_.get(); }
+  // The same map, opened read-only (for the grant supervisor, which only
+  // looks up what a name admitted); -1 without it. Throws Error.
+  int named_map_read_only_fd();  // -1 without allowed names
   int server_names_map_fd() const { return server_names_.get(); }  // fr_egress_names; -1: not checked
   events::HostNames* host_names() { return &names_; }
   // Its own address, port 53, for the egress allowlist (once bound).
@@ -74,7 +77,7 @@ class SessionResolver {
   bool own_network_;
   std::string policy_name_;
   sandbox::Resolver::Options opts_;
-  UniqueFd named_, server_names_, asks_, supervisor_asks_;
+  UniqueFd named_, named_read_only_, server_names_, asks_, supervisor_asks_;
   events::HostNames names_;
   std::unique_ptr<sandbox::Resolver> resolver_;
   std::string upper_, conf_, conf_sha256_;
