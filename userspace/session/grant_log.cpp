@@ -78,7 +78,8 @@ void GrantLog::entry(const std::string& line, Emitted& out, std::string* notes) 
   const std::string event = j["event"].get<std::string>();
   if (on_name_grant_ && j.contains("id") && j["id"].is_number_unsigned()) {
     uint64_t id = j["id"].get<uint64_t>();
-    if (event == "grant" && j.value("kind", "") == "name" && j.contains("name") && j["name"].is_string() &&
+    bool name_grant = j.contains("kind") && j["kind"].is_string() && j["kind"] == "name";
+    if (event == "grant" && name_grant && j.contains("name") && j["name"].is_string() &&
         j.contains("port") && j["port"].is_number_unsigned() && j["port"].get<uint64_t>() <= 65535)
       on_name_grant_({id, j["name"].get<std::string>(), uint16_t(j["port"].get<uint64_t>()),
                       j.contains("duration_ms") && j["duration_ms"].is_number_unsigned() ? j["duration_ms"].get<uint64_t>() : 0,
@@ -103,7 +104,7 @@ void GrantLog::entry(const std::string& line, Emitted& out, std::string* notes) 
     what += " " + unhex(j["paths_hex"][0].get<std::string>());
   // A sandbox can make a name ask every time one is denied: after the
   // first ones, those lines are in the record (and list) only.
-  bool name_note = j.value("kind", "") == "name" && (event == "ask" || event == "denied");
+  bool name_note = str("kind") == "name" && (event == "ask" || event == "denied");
   if (name_note && ++name_notes_ > kMaxNameNotes) {
     if (name_notes_ == kMaxNameNotes + 1)
       *notes += "flightrec: further asks for names are in the record only (flightrec query --type grant_ask); "
