@@ -34,6 +34,13 @@ struct {
 	__type(value, __u8);
 } fr_execd_files SEC(".maps");
 
+/* The first exec of each file, told at once on a ring of its own
+ * (struct fr_exec_notice): read ahead of the records queued before it. */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 64 * 1024);
+} fr_exec_notices SEC(".maps");
+
 static __always_inline bool first_exec_of(struct linux_binprm *bprm)
 {
 	struct exec_file_key key = {
@@ -173,6 +180,14 @@ int BPF_PROG(fr_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 	    (!ring.ring || bpf_ringbuf_output(ring.ring, r, size, wake_now ? BPF_RB_FORCE_WAKEUP : fr_wakeup_flag_after(
 				ring, bpf_ringbuf_query(ring.ring, BPF_RB_AVAIL_DATA) + size, size)) != 0))
 		fr_count_drop(session);
+	if (wake_now) {
+		struct fr_exec_notice notice = {
+			.pid = BPF_CORE_READ(p, tgid),
+			.session = session,
+			.ino = BPF_CORE_READ(bprm, file, f_inode, i_ino),
+		};
+		bpf_ringbuf_output(&fr_exec_notices, &notice, sizeof(notice), BPF_RB_FORCE_WAKEUP);
+	}
 	/* The rest of a long command line, in pieces (an argument past the
 	 * first 4 KiB must not go unrecorded). */
 	if ((flags & FR_EXEC_ARGV_TRUNC) && !(flags & FR_EXEC_ARGV_FAULT)) {

@@ -29,9 +29,9 @@ LAYERS = [
 MAX_LINES = 700
 # Files over the bound today, with their size when it was set.
 OVERSIZED = {
-    "userspace/probe/capture.cpp": 1170,
+    "userspace/probe/capture.cpp": 985,
     "userspace/session/confinement.cpp": 980,
-    "userspace/daemon/daemon.cpp": 1085,
+    "userspace/daemon/daemon.cpp": 1076,
     "userspace/grants/supervisor.cpp": 944,
     "userspace/policy/policy.cpp": 761,
 }

@@ -110,6 +110,15 @@ std::vector<nlohmann::json> entries(const std::string& db) {
   return out;
 }
 
+bool eventually(const std::function<bool()>& pred, int timeout_ms) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return true;
+}
+
 std::vector<nlohmann::json> of_type(const std::vector<nlohmann::json>& all, const std::string& type) {
   std::vector<nlohmann::json> out;
   for (const auto& e : all)

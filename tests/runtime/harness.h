@@ -4,6 +4,7 @@
 #include <sys/types.h>
 
 #include <filesystem>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -40,6 +41,9 @@ struct TempDir {
 
 // Every entry of the record, in order.
 std::vector<nlohmann::json> entries(const std::string& db);
+// Asks pred every 50 ms until it holds or timeout_ms have passed: whether it
+// held. For what a test waits on, instead of a fixed sleep.
+bool eventually(const std::function<bool()>& pred, int timeout_ms);
 std::vector<nlohmann::json> of_type(const std::vector<nlohmann::json>& all, const std::string& type);
 
 // A TCP listener on 127.0.0.1 with a kernel-chosen port; connections

@@ -23,6 +23,7 @@
 #include <thread>
 
 #include "common/text.h"
+#include "probe/tls_finder.h"
 #include "runtime/harness.h"
 
 using nlohmann::json;
@@ -56,6 +57,29 @@ std::string codex_config(const std::string& port) {
          "[analytics]\nenabled = false\n[features]\nplugins = false\n";
 }
 
+// Codex run on the host (watched, or in a pod flightrecd records) on the
+// test's task, against a mock of its own: its work tree, its $CODEX_HOME.
+struct CodexOnHost {
+  MockApi api;
+  TempDir dir;
+  std::string work, home;
+  explicit CodexOnHost(const std::vector<std::string>& mock_options = {}) : api(mock_options) {
+    REQUIRE_MESSAGE(is_root(), "runtime tests need root");
+    REQUIRE_MESSAGE(access((kAgents + "codex").c_str(), X_OK) == 0, "Codex is not installed: run tools/install-deps.sh");
+    REQUIRE(!cgroup2_root().empty());
+    work = git_work(dir, api);
+    home = dir.file("codex-home");
+    mkdir(home.c_str(), 0700);
+    std::ofstream(home + "/config.toml") << codex_config(std::to_string(api.port));
+  }
+  std::vector<std::string> argv() const {
+    return {kAgents + "codex", "exec", "--skip-git-repo-check", "-s", "workspace-write", "Run a shell command, then write hello.txt"};
+  }
+  std::vector<std::string> env() const {
+    return {"MOCK_API_KEY=sk-flightrec-test-key-0123456789", "CODEX_HOME=" + home, "SSL_CERT_FILE=" + api.ca};
+  }
+};
+
 // flightrec run of Codex (`program`: npm's launcher or the binary) on the
 // test's task with its own sandbox on, against the mock at `port`, its
 // config and the mock's CA in the work tree.
@@ -68,19 +92,58 @@ std::vector<std::string> codex_run(const std::string& program, const std::string
               " exec --skip-git-repo-check -s workspace-write 'Run a shell command, then write hello.txt'"};
 }
 
+// How run_watched starts the agent.
+struct Watched {
+  // Run first in the cgroup (e.g. `codex --version`), until the watch has
+  // read its exit: the agent's program is probed before the agent starts,
+  // as it is once a pod's agent has run there.
+  std::vector<std::string> warm;
+  // The watch stopped (SIGSTOP) from before the agent starts until this
+  // mock has its first request: the agent's exec is read after its first
+  // handshake, as under a recorder running behind.
+  const MockApi* stopped_until_request = nullptr;
+};
+
 // Runs argv in a new cgroup that `flightrec watch` records into db; the
 // watch's own result in *watched.
 Result run_watched(const std::string& work, const std::string& db, const std::vector<std::string>& argv,
-                   const std::vector<std::string>& env, Result* watched) {
+                   const std::vector<std::string>& env, Result* watched, const Watched& how = {}) {
   std::string cg = cgroup2_root() + "/flightrec-test-agent-" + std::to_string(getpid());
   REQUIRE(mkdir(cg.c_str(), 0755) == 0);
   Proc watch = start({FLIGHTREC_BIN, "watch", "--cgroup", cg, "--db", db});
   std::string said = await_said(watch, "watching");  // its programs attached
   REQUIRE_MESSAGE(said.find("watching") != std::string::npos, said);
   // Started in the cgroup: probed at its exec, as a pod's agent would be.
-  std::vector<std::string> in_cgroup = {"sh", "-c", "echo $$ > " + cg + "/cgroup.procs && exec \"$0\" \"$@\""};
-  in_cgroup.insert(in_cgroup.end(), argv.begin(), argv.end());
-  Result r = run_agent(work, in_cgroup, env);
+  auto in_cgroup = [&](const std::vector<std::string>& command) {
+    std::vector<std::string> argv = {"sh", "-c", "echo $$ > " + cg + "/cgroup.procs && exec \"$0\" \"$@\""};
+    argv.insert(argv.end(), command.begin(), command.end());
+    return argv;
+  };
+  if (!how.warm.empty()) {
+    Proc warm = start_in(work, in_cgroup(how.warm), env);
+    pid_t warm_pid = warm.pid;
+    REQUIRE(wait(warm).code == 0);
+    // Observers see an entry once it is sealed, in record order: the exit
+    // of the warm run in the record means its programs' execs were seen.
+    bool seen = eventually([&] {
+      Result exits = rt::flightrec({"query", "--db", db, "--type", "exit", "--pid", std::to_string(warm_pid)});
+      return exits.code == 0 && !exits.out.empty();
+    }, 60000);
+    REQUIRE_MESSAGE(seen, "the watch did not record the warm run's exit");
+  }
+  Result r;
+  if (how.stopped_until_request) {
+    REQUIRE(kill(watch.pid, SIGSTOP) == 0);
+    Proc agent = start_in(work, in_cgroup(argv), env, true);
+    close(agent.in_fd);
+    agent.in_fd = -1;
+    bool asked = eventually([&] { return !how.stopped_until_request->requests().empty(); }, 60000);
+    kill(watch.pid, SIGCONT);
+    r = wait(agent);
+    CHECK_MESSAGE(asked, "the agent made no request");
+  } else {
+    r = run_agent(work, in_cgroup(argv), env);
+  }
   kill(watch.pid, SIGINT);
   *watched = wait(watch);
   rmdir(cg.c_str());
@@ -299,9 +362,19 @@ TEST_CASE("coding agents: Codex (two releases) with its own sandbox (-s workspac
     MockApi api;
     TempDir dir;
     std::string work = git_work(dir, api), db = dir.file("s.db"), port = std::to_string(api.port);
+    // Its program read the first time (nothing kept of it from before):
+    // Codex handshakes about as soon as that read ends, so it is held still
+    // meanwhile, and its first request is in the record all the same.
+    std::error_code ec;
+    for (const auto& kept : std::filesystem::directory_iterator(flightrec::probe::kTlsFindCache, ec))
+      std::filesystem::remove(kept.path(), ec);
     Result r = run_agent(work, codex_run(codex, db, work, port), {"MOCK_API_KEY=sk-flightrec-test-key-0123456789"});
     INFO(r.out << r.err);
     CHECK(r.code == 0);
+    bool held = false;
+    for (const auto& h : of_type(entries(db), "program_held"))
+      held |= h.value("exe", "").ends_with("/bin/codex") && h.value("held_ns", 0) > 0 && h.value("threads", 0) >= 1;
+    CHECK_MESSAGE(held, "no program_held entry for Codex's binary");
     CHECK(slurp(work + "/tool_ran.txt") == "flightrec-tool-ran\n");
     CHECK(slurp(work + "/hello.txt") == "edited by agent\n");
     CHECK(r.err.find("ALERT") == std::string::npos);
@@ -330,20 +403,14 @@ TEST_CASE("coding agents: Codex (two releases) with its own sandbox (-s workspac
 }
 
 TEST_CASE("coding agents: Codex run in a watched cgroup, over HTTP/2 (the mock offers h2, as the real API does); its model traffic is in the watch's record") {
-  REQUIRE_MESSAGE(is_root(), "runtime tests need root");
-  REQUIRE_MESSAGE(access((kAgents + "codex").c_str(), X_OK) == 0, "Codex is not installed: run tools/install-deps.sh");
-  REQUIRE(!cgroup2_root().empty());
-  MockApi api({"--http2"});
-  TempDir dir;
-  std::string work = git_work(dir, api), db = dir.file("w.db"), home = dir.file("codex-home"), port = std::to_string(api.port);
-  mkdir(home.c_str(), 0700);
-  std::ofstream(home + "/config.toml") << codex_config(port);
+  CodexOnHost codex({"--http2"});
+  const MockApi& api = codex.api;
+  std::string work = codex.work, db = codex.dir.file("w.db");
   Result w;
-  Result r = run_watched(work, db,
-                         {kAgents + "codex", "exec", "--skip-git-repo-check", "-s", "workspace-write",
-                          "Run a shell command, then write hello.txt"},
-                         {"MOCK_API_KEY=sk-flightrec-test-key-0123456789", "CODEX_HOME=" + home, "SSL_CERT_FILE=" + api.ca},
-                         &w);
+  // Warmed: its probes on before it starts (a watch running behind has it
+  // held, or reads its exec after its first handshake: the next tests);
+  // this one checks what is captured once they are on.
+  Result r = run_watched(work, db, codex.argv(), codex.env(), &w, {.warm = {kAgents + "codex", "--version"}});
   INFO(r.out << r.err << w.err);
   CHECK(r.code == 0);
   CHECK(w.code == 0);
@@ -359,6 +426,75 @@ TEST_CASE("coding agents: Codex run in a watched cgroup, over HTTP/2 (the mock o
   json turns = json::parse(view.out)["turns"];
   REQUIRE(turns.size() == calls.size());
   CHECK(turns.back()["answer"] == "Done: ran the command and wrote hello.txt.");
+}
+
+TEST_CASE("coding agents: Codex in a cgroup flightrecd records (a watch rule with tls); its model traffic is in the record") {
+  CodexOnHost codex;
+  const MockApi& api = codex.api;
+  const TempDir& dir = codex.dir;
+  std::string work = codex.work;
+  std::string name = "flightrec-test-pod-" + std::to_string(getpid()), cg = cgroup2_root() + "/" + name;
+  REQUIRE(mkdir(cg.c_str(), 0755) == 0);
+  std::string config = dir.file("flightrecd.yaml");
+  std::ofstream(config) << "version: 1\nstorage:\n  dir: " << dir.file("records") << "\nsocket:\n  path: "
+                        << dir.file("control.sock") << "\nwatch:\n  - name: agents\n    cgroup: \"" << name
+                        << "\"\n    tls: true\n";
+  Daemon d(config);
+  REQUIRE_MESSAGE(d.await("flightrecd: recording"), d.err);
+  // Codex's program is first exec'd here, in the pod: probed as it starts.
+  std::vector<std::string> in_pod = {"sh", "-c", "echo $$ > " + cg + "/cgroup.procs && exec \"$0\" \"$@\""};
+  for (const auto& arg : codex.argv()) in_pod.push_back(arg);
+  Result r = run_agent(work, in_pod, codex.env());
+  INFO(r.out << r.err);
+  CHECK(r.code == 0);
+  CHECK(eventually([&] { return rmdir(cg.c_str()) == 0; }, 10000));  // once the last of its processes is gone
+  REQUIRE_MESSAGE(d.await("flightrecd: sealed"), d.err);
+  d.stop(SIGTERM);
+  CHECK(slurp(work + "/hello.txt") == "edited by agent\n");
+  auto dbs = records_in(dir.file("records"));
+  REQUIRE(dbs.size() == 1);
+  check_model_traffic(dbs[0], api, "Run a shell command, then write hello.txt", "echo flightrec-tool-ran > tool_ran.txt",
+                      "Done: ran the command and wrote hello.txt.");
+}
+
+TEST_CASE("coding agents: Codex exec'd while its watch runs behind: its handshake came before its probes, and the record says so at once") {
+  CodexOnHost codex;
+  const MockApi& api = codex.api;
+  std::string db = codex.dir.file("w.db");
+  Result w;
+  Result r = run_watched(codex.work, db, codex.argv(), codex.env(), &w, {.warm = {}, .stopped_until_request = &api});
+  INFO(r.out << r.err << w.err);
+  CHECK(r.code == 0);
+  CHECK(w.code == 0);
+  auto all = entries(db);
+  std::map<int64_t, json> hellos;
+  for (const auto& h : of_type(all, "tls_hello")) hellos[h["seq"].get<int64_t>()] = h;
+  // The first handshake to the mock: not in a probed call, its program
+  // probed only later, so said at once (before the session's end), and
+  // marked late.
+  int late = 0;
+  for (const auto& u : of_type(all, "tls_uncaptured")) {
+    if (u.value("probes_late", 0) != 1) continue;
+    ++late;
+    REQUIRE(hellos.count(u["of_seq"].get<int64_t>()));
+    const json& hello = hellos[u["of_seq"].get<int64_t>()];
+    INFO(hello.dump());
+    bool to_mock = false;  // its process connected to the mock
+    for (const auto& c : of_type(all, "connect"))
+      to_mock |= c["pid"] == hello["pid"] && c.value("port", 0) == api.port;
+    CHECK(to_mock);
+    CHECK(hello["in_probed_call"] == 0);
+    CHECK(u["subject_pid"] == hello["pid"]);
+    CHECK(u.value("exe", "").find("/codex") != std::string::npos);
+    bool said_before_exit = false;  // not held to the session's end
+    for (const auto& x : of_type(all, "exit"))
+      if (x["pid"] == hello["pid"]) said_before_exit = u["seq"].get<int64_t>() < x["seq"].get<int64_t>();
+    CHECK(said_before_exit);
+  }
+  CHECK(late >= 1);
+  // The human view says what it means.
+  Result q = rt::flightrec({"query", "--db", db, "--type", "tls_uncaptured"});
+  CHECK(q.out.find("began before its program's probes were attached") != std::string::npos);
 }
 
 TEST_CASE("coding agents: a Codex build whose AEAD opens are not told apart is not probed; tls_uncaptured says what was tried") {
@@ -437,7 +573,7 @@ TEST_CASE("tls finder: what was found in an agent's binary is kept per file; a c
   CHECK(probe(false)["cached"] == false);
   // A bad entry (cut short, or offsets outside the file) is not used.
   char prefix[64];
-  std::snprintf(prefix, sizeof(prefix), "%lx-%lx-", (unsigned long)st.st_dev, (unsigned long)st.st_ino);
+  std::snprintf(prefix, sizeof(prefix), "%lx-%lx-", (unsigned long)st.st_ino, (unsigned long)st.st_size);
   size_t spoiled = 0;
   for (const auto& e : std::filesystem::directory_iterator("/var/cache/flightrec/tls"))
     if (e.path().filename().string().starts_with(prefix)) {
@@ -453,6 +589,16 @@ TEST_CASE("tls finder: what was found in an agent's binary is kept per file; a c
   CHECK(again["cached"] == false);
   CHECK(again["functions"] == first["functions"]);
   CHECK(probe(true)["cached"] == true);
+  // Through a sandbox's overlay (a device of its own, new each run) the
+  // file is the host's: the entry serves there too, so its first exec there
+  // is not held while it is read.
+  TempDir scratch;
+  std::string db = scratch.file("r.db");
+  Result run = rt::flightrec({"run", "--db", db, "--", codex, "--version"});
+  INFO(run.err);
+  CHECK(run.code == 0);
+  CHECK(run.out.find("codex-cli") != std::string::npos);
+  CHECK(of_type(entries(db), "program_held").empty());
   struct stat dir {};
   REQUIRE(stat("/var/cache/flightrec/tls", &dir) == 0);
   CHECK((dir.st_mode & 0777) == 0700);

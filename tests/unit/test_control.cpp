@@ -124,6 +124,10 @@ TEST_CASE("control protocol: answers come back whole, and a daemon's wrong types
   AttachTlsAnswer t = parse_attach_tls_answer(to_json(AttachTlsAnswer{"no symbols", true}));
   CHECK(t.result == "no symbols");
   CHECK(t.tls_file);
+  CHECK(t.live_since_ns == 0);
+  CHECK(parse_attach_tls_answer(to_json(AttachTlsAnswer{"", true, 123456789012345})).live_since_ns == 123456789012345);
+  CHECK(refusal_of(parse_attach_tls_answer, R"({"result":"","live_since_ns":-1})").find("live_since_ns") !=
+        std::string::npos);
   CHECK(parse_probes_file_answer(to_json(ProbesFileAnswer{true})).probes);
   CHECK(parse_forward_answer(to_json(ForwardAnswer{true})).forward);
   CHECK(refusal_of(parse_forward_answer, R"({"forward":"yes"})").find("forward is not true or false") !=

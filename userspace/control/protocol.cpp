@@ -151,7 +151,9 @@ json to_json(const SessionAnswer& a) {
 
 json to_json(const ForwardAnswer& a) { return {{"forward", a.forward}}; }
 json to_json(const EndAnswer& a) { return {{"program_misses", a.program_misses}}; }
-json to_json(const AttachTlsAnswer& a) { return {{"result", a.result}, {"tls_file", a.tls_file}}; }
+json to_json(const AttachTlsAnswer& a) {
+  return {{"result", a.result}, {"tls_file", a.tls_file}, {"live_since_ns", a.live_since_ns}};
+}
 json to_json(const ProbesFileAnswer& a) { return {{"probes", a.probes}}; }
 
 json to_json(const DaemonStatus& s) {
@@ -263,7 +265,7 @@ EndAnswer parse_end_answer(const json& j) {
 
 AttachTlsAnswer parse_attach_tls_answer(const json& j) {
   Fields f(j, "flightrecd's answer to attach_tls", kMaxAnswerText);
-  return {f.text_or("result", ""), f.flag_or("tls_file", false)};
+  return {f.text_or("result", ""), f.flag_or("tls_file", false), f.count_or("live_since_ns", 0)};
 }
 
 ProbesFileAnswer parse_probes_file_answer(const json& j) {

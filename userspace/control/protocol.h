@@ -75,6 +75,7 @@ struct EndAnswer {
 struct AttachTlsAnswer {
   std::string result;  // "" or what went wrong
   bool tls_file = false;
+  uint64_t live_since_ns = 0;  // when the file's probes went live (CLOCK_MONOTONIC); 0: not probed
 };
 struct ProbesFileAnswer {
   bool probes = false;

@@ -24,6 +24,7 @@
 #include "common/system.h"
 #include "common/text.h"
 #include "daemon/kubelet.h"
+#include "daemon/prometheus_text.h"
 #include "ledger/store.h"
 #include "probe/features.h"
 #include "recorder/recorder.h"
@@ -246,7 +247,10 @@ Daemon::Daemon(Config config, RulePolicies policies, std::string config_path)
   copts.lite = true;
   copts.tls = wants_tls(config_);
   capture_ = std::make_unique<probe::Capture>(copts, [this](const void* data, size_t size) { on_record(data, size); });
-  if (copts.tls) tls_errors_ = session::attach_system_tls(*capture_);
+  if (copts.tls) {
+    early_tls_ = std::make_unique<session::EarlyTlsAttach>(*capture_, false, false);
+    tls_errors_ = session::attach_system_tls(capture_->tls());
+  }
   tls_loaded_ = copts.tls;
   epoll_ = epoll_create1(EPOLL_CLOEXEC);
   if (epoll_ < 0) throw Error(errno_message("epoll_create1", errno));
@@ -265,6 +269,11 @@ Daemon::Daemon(Config config, RulePolicies policies, std::string config_path)
   }
   hub_->replace(make_outputs(config_), std::chrono::milliseconds(0));
   started_real_ns_ = real_ns();
+}
+
+void Daemon::close_capture_session(uint32_t number) {
+  if (early_tls_) early_tls_->unfollow(number);
+  capture_->close_session(number);
 }
 
 Daemon::~Daemon() {
@@ -368,7 +377,7 @@ void Daemon::start_record(RecordedCgroup& s, size_t tasks, const std::vector<uin
                                                        std::move(spec));
   next->recorder().count_drops_from(drops, misses);
   if (rule.tls && !previous)
-    for (const auto& err : session::attach_mapped_tls(*capture_, {path}))
+    for (const auto& err : session::attach_mapped_tls(capture_->tls(), {path}))
       next->recorder().note("error", "TLS capture: " + err);
   // Only now, with everything made: a failure above leaves s as it was.
   s.session = std::move(next);
@@ -411,11 +420,12 @@ void Daemon::open(const std::string& rel) {
   // The session started there: what the cgroup's tasks do from now on is
   // queued in the ring for this session (read once its record exists);
   // the tasks already there are listed after, so none falls in between.
+  if (early_tls_ && rule->tls) early_tls_->follow(s->number);
   try {
     size_t tasks = capture_->track_existing(s->number, {path});
     start_record(*s, tasks, drops, misses, nullptr);
   } catch (const std::exception& e) {
-    capture_->close_session(s->number);
+    close_capture_session(s->number);
     return failed(e.what());
   }
   if (pending_.erase(rel)) std::cerr << "flightrecd: retried " << printable(path) << "\n";
@@ -445,7 +455,7 @@ void Daemon::record_counts(RecordedCgroup& s) {
 }
 
 void Daemon::seal(std::unique_ptr<RecordedCgroup> s, const std::string& reason) {
-  capture_->close_session(s->number);
+  close_capture_session(s->number);
   // What its tasks did before is in the ring still: into the record first.
   capture_->drain_to_now();
   collect_counts();  // every session's: taking them empties the kernel's table
@@ -478,7 +488,7 @@ void Daemon::seal_all(const std::string& reason) {
 void Daemon::drop_sealed(const std::string& rel) {
   auto it = by_path_.find(rel);
   if (it == by_path_.end()) return;
-  capture_->close_session(it->second->number);
+  close_capture_session(it->second->number);
   by_number_.erase(it->second->number);
   by_path_.erase(it);
   pending_[rel] = mono_ns() + kRetryNs;  // recorded anew, in a session of its own
@@ -848,30 +858,11 @@ control::DaemonStatus Daemon::status() const {
   return st;
 }
 
-namespace {
-
-// A label value: valid UTF-8, with \\, \" and \n escaped (the text format).
-std::string label(const std::string& v) {
-  std::string out;
-  for (char c : printable(v)) {
-    if (c == '\\' || c == '"') out += '\\';
-    out += c;
-  }
-  return out;
-}
-
-}  // namespace
-
 std::string Daemon::metrics() const {
-  std::string out;
-  auto family = [&](const char* name, const char* type, const char* help) {
-    out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
-  };
-  auto sample = [&](const std::string& name, const std::string& labels, double value) {
-    char num[64];
-    snprintf(num, sizeof(num), "%.17g", value);
-    out += name + (labels.empty() ? "" : "{" + labels + "}") + " " + num + "\n";
-  };
+  PrometheusText text;
+  auto family = [&](const char* name, const char* type, const char* help) { text.family(name, type, help); };
+  auto sample = [&](const std::string& name, const std::string& labels, double v) { text.sample(name, labels, v); };
+  constexpr auto label = &PrometheusText::label;
   std::vector<const RecordedCgroup*> all = all_sessions();
   auto labels_of = [](const RecordedCgroup& s) {
     return "rule=\"" + label(s.rule.name) + "\",cgroup=\"" + label(s.cgroup.path()) + "\"";
@@ -947,7 +938,7 @@ std::string Daemon::metrics() const {
   family("flightrecd_output_spool_limit_bytes", "gauge", "An output spool's bound: past it, entries are not shipped.");
   for (const auto& o : outputs)
     if (o.kind == "jetstream") sample("flightrecd_output_spool_limit_bytes", output_labels(o), double(o.spool_max));
-  return out;
+  return text.text();
 }
 
 int Daemon::run() {

@@ -25,6 +25,7 @@
 #include "policy/policy.h"
 #include "probe/capture.h"
 #include "recorder/recorder.h"
+#include "session/tls_attach.h"
 #include "ship/hub.h"
 
 namespace flightrec::session {
@@ -53,6 +54,7 @@ class Daemon {
  private:
   void open(const std::string& rel);
   void close(const std::string& rel, const std::string& reason);
+  void close_capture_session(uint32_t number);  // and EarlyTlsAttach stops following it
   void seal(std::unique_ptr<RecordedCgroup> s, const std::string& reason);
   void cgroup_gone(const std::string& rel);  // sealed now, or once its tasks elsewhere have exited
   bool session_ended(RecordedCgroup& s);     // its cgroup gone and no task of it left (session/cgroup_session.h)
@@ -101,6 +103,7 @@ class Daemon {
   // every session's writer holds it, so outputs a reload adds serve them all.
   std::shared_ptr<ship::Hub> hub_ = std::make_shared<ship::Hub>();
   std::unique_ptr<probe::Capture> capture_;
+  std::unique_ptr<session::EarlyTlsAttach> early_tls_;  // for the sessions of rules with tls: true
   std::unique_ptr<Discovery> discovery_;
   std::unique_ptr<RunSessions> runs_;        // before control_: its held answers call back into runs_
   std::unique_ptr<control::ControlServer> control_;

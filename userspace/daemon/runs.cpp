@@ -255,13 +255,13 @@ nlohmann::json RunSessions::handle(Run& run, const control::RunRequest& request,
       return control::to_json(control::AttachTlsAnswer{
           "TLS capture: this run has had " + std::to_string(kMaxTlsFilesPerRun) + " files probed already", false});
     control::AttachTlsAnswer a;
-    size_t before = capture_.tls_files_probed();
-    a.result = capture_.attach_tls(passed_fd, attach->name, &a.tls_file);
-    run.tls_files_added += capture_.tls_files_probed() - before;
+    size_t before = capture_.tls().files_probed();
+    a.result = capture_.tls().attach_tls(passed_fd, attach->name, &a.tls_file, &a.live_since_ns);
+    run.tls_files_added += capture_.tls().files_probed() - before;
     return control::to_json(a);
   }
   if (passed_fd < 0) return refusal("probes_file: no file");
-  return control::to_json(control::ProbesFileAnswer{capture_.probes_file(passed_fd)});
+  return control::to_json(control::ProbesFileAnswer{capture_.tls().probes_file(passed_fd)});
 }
 
 std::vector<control::RunStatus> RunSessions::status() const {

@@ -201,6 +201,13 @@ std::string describe_known(const json& e) {
            pairs(e, {"rcode", "addresses", "cnames"});
   if (type == "connection_cut")
     return "connection to " + endpoint(e, "addr", "port") + " cut" + pairs(e, {"host", "protocol", "reason", "server_name"});
+  if (type == "program_held")
+    return "held pid " + member(e, "subject_pid") + " still for " + member(e, "held_ns") +
+           " ns while its program was read for a TLS stack" + pairs(e, {"exe", "threads"});
+  if (type == "tls_uncaptured" && e.contains("probes_late"))
+    return "pid " + member(e, "subject_pid") + " fd " + member(e, "fd") + " (entry " + member(e, "of_seq") +
+           ") began before its program's probes were attached: its first plaintext may be missing" +
+           pairs(e, {"exe", "server_name"});
   if (type == "tls_uncaptured")
     return "no plaintext probe covers pid " + member(e, "subject_pid") + " fd " + member(e, "fd") + " (entry " +
            member(e, "of_seq") + ")" + pairs(e, {"exe", "library", "server_name"});

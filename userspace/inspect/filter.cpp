@@ -124,7 +124,7 @@ std::optional<int64_t> parse_wall_time(const std::string& text) {
 
 const std::vector<std::string>& entry_types() {
   static const std::vector<std::string> types = {
-      "syscall", "file_open", "connect", "exec", "exec_argv", "fork", "exit", "cgroup_move", "tls", "tls_hello", "tls_uncaptured", "llm_call", "tool_call", "acts_unexplained", "lsm", "lost",
+      "syscall", "file_open", "connect", "exec", "exec_argv", "fork", "exit", "cgroup_move", "tls", "tls_hello", "tls_uncaptured", "program_held", "llm_call", "tool_call", "acts_unexplained", "lsm", "lost",
       "violation", "file_change", "snapshot", "summary", "genesis", "session_end", "cgroup_gone", "process_at_start", "recording_suspended", "recording_resumed", "freeze", "thaw",
       "syscall_counts", "syscall_counts_lost",
       "grant_ask", "grant", "grant_use", "grant_expired", "grant_revoked", "grant_denied", "grant_refused",

@@ -7,7 +7,6 @@
 #include <sys/mman.h>
 #include <linux/perf_event.h>
 #include <sys/syscall.h>
-#include <sys/wait.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -290,7 +289,8 @@ Capture::Capture(const CaptureOptions& opts, Handler handler) : handler_(std::mo
           err = flightrec_bpf__load(skel_);
           // While fr_sys_exit's thread still verifies: the first uprobe of
           // a while waits for an RCU grace period (~10-25 ms here).
-          if (!err && opts.tls) probe_system_tls();
+          if (!err) tls_ = std::make_unique<TlsUprobes>(skel_->progs.fr_ssl_enter, skel_->progs.fr_ssl_ret, tls_multi_);
+          if (!err && opts.tls) tls_->probe_system_tls();
         }  // both threads joined
       } else {
         err = flightrec_bpf__load(skel_);
@@ -300,13 +300,14 @@ Capture::Capture(const CaptureOptions& opts, Handler handler) : handler_(std::mo
     flightrec_bpf__destroy(maps);  // the loaded objects hold its maps
     log += side_log;
     if (!err) err = side_err;
+    if (!err && !tls_) tls_ = std::make_unique<TlsUprobes>(skel_->progs.fr_ssl_enter, skel_->progs.fr_ssl_ret, tls_multi_);
     if (!err) break;
     std::string name = refused_program(log);
     auto* prog = name.empty() ? nullptr : bpf_object__find_program_by_name(skel_->obj, name.c_str());
     std::string section = prog ? bpf_program__section_name(prog) : "";
     flightrec_bpf__destroy(side_);
     side_ = nullptr;
-    drop_tls_probes();  // they ran this attempt's programs
+    tls_.reset();  // they ran this attempt's programs
     flightrec_bpf__destroy(skel_);
     skel_ = nullptr;
     // The cut of the kernel's BTF is never why a program is lost: where
@@ -366,87 +367,19 @@ Capture::Capture(const CaptureOptions& opts, Handler handler) : handler_(std::mo
     bpf_link__destroy(enter_link_);
     bpf_link__destroy(exit_link_);
     ring_.reset();
-    drop_tls_probes();
+    tls_.reset();
     flightrec_bpf__destroy(side_);
     flightrec_bpf__destroy(skel_);
     throw;
   }
 }
 
-void Capture::probe_system_tls() {
-  for (const auto& path : system_tls_libraries()) {
-    bool tls_file = false;
-    std::string err = attach_tls(path, &tls_file);
-    tls_early_[path] = {err, tls_file};
-  }
-}
-
-void Capture::drop_tls_probes() {
-  for (auto* link : tls_links_) bpf_link__destroy(link);
-  for (int fd : tls_link_fds_) close(fd);
-  tls_links_.clear();
-  tls_link_fds_.clear();
-  tls_files_.clear();
-  tls_probed_.clear();
-  tls_early_.clear();
-}
-
-// Removing uprobes makes the kernel wait ~0.1 s: once per probe where they
-// are perf events (8 per libssl, before Linux 6.6), once per link with
-// uprobe_multi (2 per libssl). Whoever drops the last reference to the
-// probes pays, so a helper process shares them, waits for flightrec to exit
-// and pays in the background. Until then the probes stay
-// but have nothing to record: the session's cgroup is empty or gone.
-static void hand_uprobes_to_background(std::vector<bpf_link*>& links, std::vector<int>& link_fds) {
-  if (links.empty() && link_fds.empty()) return;
-  int alive[2];
-  if (pipe2(alive, O_CLOEXEC) != 0) return;  // fall back: detach here, slowly
-  pid_t child = fork();
-  if (child == 0) {
-    if (fork() != 0) _exit(0);  // the grandchild is reparented: nobody waits for it
-    close(alive[1]);
-    // Keep only kernel objects (probes, links, maps: anon inodes) and the
-    // pipe: a caller reading flightrec's output must see EOF when it exits.
-    if (DIR* fds = opendir("/proc/self/fd")) {
-      std::vector<int> to_close;
-      while (dirent* d = readdir(fds)) {
-        int fd = atoi(d->d_name);
-        char target[64] = {};
-        std::string link = std::string("/proc/self/fd/") + d->d_name;
-        if (d->d_name[0] == '.' || fd == alive[0] || fd == dirfd(fds)) continue;
-        if (readlink(link.c_str(), target, sizeof(target) - 1) < 0 || strncmp(target, "anon_inode:", 11) != 0)
-          to_close.push_back(fd);
-      }
-      closedir(fds);
-      for (int fd : to_close) close(fd);
-    }
-    char byte;
-    while (read(alive[0], &byte, 1) > 0) {
-    }
-    _exit(0);  // flightrec is gone; closing the last references removes the probes
-  }
-  close(alive[0]);
-  if (child < 0) {
-    close(alive[1]);
-    return;
-  }
-  waitpid(child, nullptr, 0);
-  for (auto* link : links) {
-    bpf_link__disconnect(link);  // keep the probes: only free libbpf's memory
-    bpf_link__destroy(link);
-  }
-  links.clear();
-  for (int fd : link_fds) close(fd);  // the helper holds them now
-  link_fds.clear();
-  // alive[1] stays open until flightrec exits; then the helper's read ends.
-}
-
 Capture::~Capture() {
   for (auto* link : lite_links_) bpf_link__destroy(link);
   bpf_link__destroy(enter_link_);
   bpf_link__destroy(exit_link_);
-  hand_uprobes_to_background(tls_links_, tls_link_fds_);
-  drop_tls_probes();
+  if (tls_) tls_->detach_in_background();
+  tls_.reset();
   ring_.reset();
   for (const auto& [index, ring] : rings_) close(ring.fd);
   flightrec_bpf__destroy(side_);
@@ -673,6 +606,8 @@ uint32_t Capture::open_session(const std::vector<uint64_t>& cgroup_ids, const Se
   if (entry) entry_sessions_.insert(session);
   return session;
 }
+
+int Capture::exec_notices_fd() const { return bpf_map__fd(skel_->maps.fr_exec_notices); }
 
 int Capture::session_ring(uint32_t session) const {
   for (const auto& [index, ring] : rings_)
@@ -1039,132 +974,9 @@ std::vector<std::string> Capture::attached(bool lite, bool entry_times) const {
       out.push_back(sec);
   }
   if (lite) out.insert(out.end(), lite_attached_.begin(), lite_attached_.end());
-  out.insert(out.end(), tls_probed_.begin(), tls_probed_.end());
+  std::vector<std::string> tls = tls_->probed();
+  out.insert(out.end(), tls.begin(), tls.end());
   return out;
-}
-
-std::vector<std::string> system_tls_libraries() {
-  std::vector<std::string> found;
-  for (const char* name : {"libssl.so.3", "libgnutls.so.30", "libnspr4.so", "libssl3.so"})
-    for (const char* dir : {"/usr/lib/x86_64-linux-gnu/", "/usr/lib64/", "/usr/lib/"}) {
-      std::string path = std::string(dir) + name;
-      if (access(path.c_str(), R_OK) == 0) found.push_back(path);
-    }
-  return found;
-}
-
-std::string Capture::attach_tls(const std::string& path, bool* tls_file) {
-  // Probed while the programs loaded (probe_system_tls): that answer, once.
-  if (auto early = tls_early_.find(path); early != tls_early_.end()) {
-    auto [err, was_tls] = early->second;
-    tls_early_.erase(early);
-    if (tls_file) *tls_file = was_tls;
-    return err;
-  }
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-  if (fd < 0) return errno_message(path, errno);
-  std::string err = attach_tls(fd, path, tls_file);
-  close(fd);
-  return err;
-}
-
-std::string Capture::attach_tls(int fd, const std::string& path, bool* tls_file) {
-  bool ignored;
-  if (!tls_file) tls_file = &ignored;
-  *tls_file = false;
-  // Files come from what traced processes open: a FIFO named libssl.so
-  // must not block us, and the number of files probed is bounded.
-  struct stat st {};
-  if (fstat(fd, &st) != 0) return errno_message(path, errno);
-  if (!S_ISREG(st.st_mode)) return path + " is not a regular file";
-  if (tls_files_.size() >= kTlsFilesMax)
-    return "TLS capture: already " + std::to_string(kTlsFilesMax) + " files probed; not probing " + path;
-  if (tls_refused_.size() >= 4096) tls_refused_.clear();
-  std::pair<uint64_t, uint64_t> id{st.st_dev, st.st_ino};
-  for (const auto& f : tls_files_)
-    if (f == id) {
-      *tls_file = true;
-      return "";  // already: probes are per file, not per path
-    }
-  if (auto refused = tls_refused_.find(id); refused != tls_refused_.end()) {
-    *tls_file = refused->second.second;
-    return path + refused->second.first;
-  }
-  TlsFinding found = find_tls_cached(fd);
-  if (found.entries.offsets.empty()) {  // remember, so the file is read once
-    std::string why = found.tls ? ": " + found.stack + ": " + found.why : " " + found.why;
-    tls_refused_[id] = {why, found.tls};
-    *tls_file = found.tls;
-    return path + why;
-  }
-  const Uprobes& entries = found.entries;
-  const Uprobes& rets = found.rets;
-  *tls_file = true;
-  // Bounded per file (and so per capture, at 64 files: 16384 uprobes, a
-  // few MB of kernel memory no cgroup is charged for), whatever the file says.
-  if (size_t n = entries.offsets.size() + rets.offsets.size(); n > kUprobesPerFileMax)
-    return "TLS capture: " + path + " would take " + std::to_string(n) + " uprobes (at most " +
-           std::to_string(kUprobesPerFileMax) + " per file): not probed";
-  if (std::string err = attach_uprobes(fd, path, entries, rets, found.uretprobes); !err.empty()) return err;
-  tls_files_.push_back(id);
-  std::string line = "uprobe:" + path + ":";
-  for (size_t i = 0; i < entries.names.size(); ++i) line += (i ? "," : "") + entries.names[i];
-  tls_probed_.push_back(line);
-  return "";
-}
-
-bool Capture::probes_file(const std::string& path) {
-  int fd = open(path.c_str(), O_PATH | O_CLOEXEC);
-  if (fd < 0) return false;
-  bool probed = probes_file(fd);
-  close(fd);
-  return probed;
-}
-
-bool Capture::probes_file(int fd) const {
-  struct stat st {};
-  if (fstat(fd, &st) != 0) return false;
-  return std::find(tls_files_.begin(), tls_files_.end(), std::pair<uint64_t, uint64_t>{st.st_dev, st.st_ino}) !=
-         tls_files_.end();
-}
-
-std::string Capture::attach_uprobes(int fd, const std::string& path, const Uprobes& entries, const Uprobes& rets,
-                                    bool uretprobes) {
-  bpf_program* enter_prog = skel_->progs.fr_ssl_enter;
-  bpf_program* ret_prog = skel_->progs.fr_ssl_ret;
-  // The kernel finds the file through our descriptor, not by its name again.
-  std::string by_fd = "/proc/self/fd/" + std::to_string(fd);
-  if (tls_multi_) {
-    // Two links for the whole file: the entries (the cookie names the
-    // function) and the returns.
-    int enter = attach_uprobe_multi(bpf_program__fd(enter_prog), by_fd, entries.offsets, entries.cookies, false);
-    if (enter < 0) return errno_message("cannot attach uprobes to " + path, -enter);
-    int ret = attach_uprobe_multi(bpf_program__fd(ret_prog), by_fd, rets.offsets, rets.cookies, uretprobes);
-    if (ret < 0) {
-      close(enter);
-      return errno_message("cannot attach return uprobes to " + path, -ret);
-    }
-    tls_link_fds_.push_back(enter);
-    tls_link_fds_.push_back(ret);
-    return "";
-  }
-  std::vector<bpf_link*> links;
-  for (bool ret : {false, true}) {
-    const Uprobes& probes = ret ? rets : entries;
-    for (size_t i = 0; i < probes.offsets.size(); ++i) {
-      LIBBPF_OPTS(bpf_uprobe_opts, uo, .bpf_cookie = probes.cookies[i], .retprobe = ret && uretprobes);
-      bpf_link* link =
-          bpf_program__attach_uprobe_opts(ret ? ret_prog : enter_prog, -1, by_fd.c_str(), probes.offsets[i], &uo);
-      if (!link) {
-        int err = errno;
-        for (auto* l : links) bpf_link__destroy(l);
-        return errno_message("cannot attach a uprobe to " + probes.names[i] + " in " + path, err);
-      }
-      links.push_back(link);
-    }
-  }
-  tls_links_.insert(tls_links_.end(), links.begin(), links.end());
-  return "";
 }
 
 }  // namespace flightrec::probe

@@ -17,7 +17,7 @@ struct bpf_object;
 struct bpf_program;
 #include "probe/ring_reader.h"
 #include "probe/source.h"
-#include "probe/tls_finder.h"
+#include "probe/tls_uprobes.h"
 
 namespace flightrec::probe {
 
@@ -97,7 +97,7 @@ struct SessionSpec {
   size_t own_ring_bytes = 0;
 };
 
-class Capture : public Source, public TlsProbes {
+class Capture : public Source {
  public:
   // Called for every record, in ring-buffer order.
   using Handler = std::function<void(const void* data, size_t size)>;
@@ -194,23 +194,11 @@ class Capture : public Source, public TlsProbes {
   std::vector<ProgramStats> program_stats() const;
   void detach() override;  // stop producing; consume() still drains
   double ring_fill() const override;
-  // Attaches the plaintext probes to one TLS library file (find_tls():
-  // libssl, libgnutls, NSS's libnspr4 and libssl3, a program that exports
-  // one, a Go program, BoringSSL linked in), once per file,
-  // however many paths name it. Returns "" or why not.
-  // library_path is flightrec's own choice, resolved on the host.
-  // *tls_file (if given) is set when the file is a TLS stack the probes
-  // know: an error then is a failure to probe it, not a file without TLS.
-  std::string attach_tls(const std::string& library_path, bool* tls_file = nullptr) override;
-  std::string attach_tls(int fd, const std::string& name, bool* tls_file = nullptr) override;
-  bool probes_file(const std::string& path) override;
-  bool probes_file(int fd) const;  // the file open there
-  size_t tls_files_probed() const { return tls_files_.size(); }
-  // Kernel memory the TLS probes may pin, by design: files probed, and
-  // uprobes per file (a Go program: 3 entries and at most kGoRetsMax RETs
-  // for each of Read and Write; a C library: a few entries and returns).
-  static constexpr size_t kTlsFilesMax = 64;
-  static constexpr size_t kUprobesPerFileMax = 256;
+  // The plaintext probes, per TLS library or program file (attached with
+  // CaptureOptions::tls on; the system's libraries from the start).
+  TlsUprobes& tls() { return *tls_; }
+  // The ring of struct fr_exec_notice (EarlyTlsAttach reads it).
+  int exec_notices_fd() const;
 
   // Calls of lite sessions since the last take, per (session, cgroup,
   // syscall): the kernel's per-CPU counts, summed, and removed from its
@@ -248,17 +236,11 @@ class Capture : public Source, public TlsProbes {
  private:
   flightrec_bpf* skel_ = nullptr;
   flightrec_bpf* side_ = nullptr;  // fr_sys_exit alone, loaded beside skel_ on its maps (nullptr: in skel_)
-  // While loading: system_tls_libraries() probed, each answer kept for
-  // attach_tls(path) to give once.
-  void probe_system_tls();
-  std::map<std::string, std::pair<std::string, bool>> tls_early_;
-  void drop_tls_probes();  // every TLS probe gone
+  std::unique_ptr<TlsUprobes> tls_;  // made for each load attempt (its programs')
   bpf_program* sys_exit_program() const;
   std::vector<bpf_program*> programs() const;  // both objects' (loaded or not)
   std::unique_ptr<RingReader> ring_;
-  bool tls_multi_ = false;          // TLS probes as uprobe_multi links (tls_link_fds_)
-  std::vector<bpf_link*> tls_links_;
-  std::vector<int> tls_link_fds_;
+  bool tls_multi_ = false;          // TLS probes as uprobe_multi links
   std::vector<bpf_link*> lite_links_;
   bpf_link* enter_link_ = nullptr;  // sys_enter, while a session asks for it
   bpf_link* exit_link_ = nullptr;   // sys_exit, while a full session is open
@@ -266,18 +248,9 @@ class Capture : public Source, public TlsProbes {
   std::vector<std::string> lite_absent_;
   bool lite_on_ = false;
 
-  // Entry probes, and return probes: uretprobes on the same functions (C
-  // libraries), or plain uprobes at the given offsets (Go's RETs). All or none.
-  std::string attach_uprobes(int fd, const std::string& path, const Uprobes& entries, const Uprobes& rets,
-                             bool uretprobes);
   void attach_lite();  // at the first session of each kind
   void attach_raw(bool entry);  // sys_exit, and sys_enter for a session with entry times
   std::vector<std::string> refused_, refused_names_;
-  std::vector<std::pair<uint64_t, uint64_t>> tls_files_;  // (dev, inode) attached
-  // Files not probed, each read once: (device, inode) -> why not, and
-  // whether it holds a TLS stack (one that could not be told apart).
-  std::map<std::pair<uint64_t, uint64_t>, std::pair<std::string, bool>> tls_refused_;
-  std::vector<std::string> tls_probed_;  // "uprobe:PATH:FUNCTIONS", for attached()
   Handler handler_;
   uint32_t next_session_ = 1, first_session_ = 0;
   uint32_t session_slots_ = FR_MAX_SESSIONS;
@@ -310,10 +283,6 @@ class Capture : public Source, public TlsProbes {
   bool entry_times_ = false;
 };
 
-// The system's TLS libraries that exist here, probed from a session's
-// start: OpenSSL, GnuTLS, and NSS's two files (NSPR's I/O calls and NSS's
-// handshake), where Debian and Fedora keep them.
-std::vector<std::string> system_tls_libraries();
 
 // Loads BPF-LSM programs only if `lsm` (where the kernel allows them) and
 // the TLS uprobe programs only if `tls` (--tls off: not even verified, which

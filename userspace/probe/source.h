@@ -58,10 +58,15 @@ class TlsProbes {
  public:
   virtual ~TlsProbes() = default;
   // library_path: flightrec's own choice, resolved on the host.
-  virtual std::string attach_tls(const std::string& library_path, bool* tls_file = nullptr) = 0;
+  // *live_since_ns (if given): when the file's probes went live
+  // (CLOCK_MONOTONIC, the kernel's clock for entries), 0 if not probed. A
+  // call made before then was not seen, whatever the file is.
+  virtual std::string attach_tls(const std::string& library_path, bool* tls_file = nullptr,
+                                 uint64_t* live_since_ns = nullptr) = 0;
   // fd: the file, already opened as its user sees it (a path a recorded
   // process named is never resolved on the host); name: for messages.
-  virtual std::string attach_tls(int fd, const std::string& name, bool* tls_file = nullptr) = 0;
+  virtual std::string attach_tls(int fd, const std::string& name, bool* tls_file = nullptr,
+                                 uint64_t* live_since_ns = nullptr) = 0;
   // Whether the file at path (on the host) has the plaintext probes.
   virtual bool probes_file(const std::string& path) = 0;
 };

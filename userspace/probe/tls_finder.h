@@ -51,10 +51,16 @@ TlsFinding find_tls(int fd);
 
 // find_tls, kept on disk for the next session (as root, for files of 16
 // MiB and more, where reading costs: 0.1-0.3 s for an agent's binary), in
-// kTlsFindCache, by the file's identity (device, inode, size, mtime, and
-// ctime, which every write or chmod moves and no user can set) and this
-// flightrec binary's. *cached: whether it came from there.
+// kTlsFindCache, by the file's identity (inode, size, mtime, and ctime,
+// which every write or chmod moves and no user can set; not the device, as
+// a sandbox's overlay shows a host file on a device of its own) and this
+// flightrec binary's; an entry is used only where the file has the bytes it
+// names at its offsets. *cached: whether it came from there.
 inline const char* const kTlsFindCache = "/var/cache/flightrec/tls";
 TlsFinding find_tls_cached(int fd, bool* cached = nullptr);
+// Whether find_tls_cached(fd) answers at once: a file under 16 MiB, or one
+// whose finding is in the cache (a large program read the first time takes
+// ~0.2-0.3 s: Codex's 300 MB).
+bool tls_found_quickly(int fd);
 
 }  // namespace flightrec::probe

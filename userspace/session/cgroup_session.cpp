@@ -59,7 +59,7 @@ CgroupSession::CgroupSession(probe::Capture& capture, uint32_t number, std::vect
   pipeline_ = std::make_unique<Pipeline>(*rec_);
   if (spec.meta.tls) {
     // Paths as the processes see them are the host's: no sandbox here.
-    tls_ = spec.tls_follower ? spec.tls_follower : std::make_shared<TlsFollower>(capture_, false);
+    tls_ = spec.tls_follower ? spec.tls_follower : std::make_shared<TlsFollower>(capture_.tls(), false);
     pipeline_->add(*tls_);
   }
   if (spec.meta.tls && spec.meta.agent_turns) {

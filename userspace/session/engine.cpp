@@ -15,7 +15,7 @@ Engine::Engine(probe::CaptureOptions copts) {
       pipeline_->on_record(data, size);
   });
   source_ = capture_.get();
-  tls_ = capture_.get();
+  tls_ = &capture_->tls();
 }
 
 Engine::Engine(std::unique_ptr<HandedSession> handed) : handed_(std::move(handed)) {

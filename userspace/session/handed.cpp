@@ -176,20 +176,22 @@ bool HandedSession::connection_lost() {
   return true;
 }
 
-std::string HandedSession::attach_tls(const std::string& library_path, bool* tls_file) {
+std::string HandedSession::attach_tls(const std::string& library_path, bool* tls_file, uint64_t* live_since_ns) {
   // Opened here and passed: the daemon's view of the paths may differ
   // (its unit's private /tmp).
   int fd = open(library_path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return errno_message("TLS capture: cannot open " + library_path, errno);
-  std::string err = attach_tls(fd, library_path, tls_file);
+  std::string err = attach_tls(fd, library_path, tls_file, live_since_ns);
   close(fd);
   return err;
 }
 
-std::string HandedSession::attach_tls(int fd, const std::string& name, bool* tls_file) {
+std::string HandedSession::attach_tls(int fd, const std::string& name, bool* tls_file, uint64_t* live_since_ns) {
+  if (live_since_ns) *live_since_ns = 0;
   try {
     auto a = control::parse_attach_tls_answer(call(control::AttachTlsRequest{name}, fd, 30000));
     if (tls_file) *tls_file = a.tls_file;
+    if (live_since_ns) *live_since_ns = a.live_since_ns;  // the daemon's clock is this host's
     return a.result;
   } catch (const Error& e) {
     return name + ": " + e.what();

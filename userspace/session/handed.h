@@ -67,8 +67,10 @@ class HandedSession : public probe::Source, public probe::TlsProbes {
   void detach() override;
   probe::CaptureTraits traits() const override { return traits_; }
 
-  std::string attach_tls(const std::string& library_path, bool* tls_file = nullptr) override;
-  std::string attach_tls(int fd, const std::string& name, bool* tls_file = nullptr) override;
+  std::string attach_tls(const std::string& library_path, bool* tls_file = nullptr,
+                         uint64_t* live_since_ns = nullptr) override;
+  std::string attach_tls(int fd, const std::string& name, bool* tls_file = nullptr,
+                         uint64_t* live_since_ns = nullptr) override;
   bool probes_file(const std::string& path) override;
 
  private:

@@ -320,7 +320,9 @@ int run(Plan plan, const RunTarget& target) {
   // TLS probes before the command starts: it cannot call SSL_write first.
   // (flightrecd keeps the system's libraries probed.)
   std::vector<std::string> tls_errors;
+  std::unique_ptr<EarlyTlsAttach> early_tls;  // flightrecd probes at execs as its rings are read
   if (copts.tls) {
+    if (!handed) early_tls = std::make_unique<EarlyTlsAttach>(*engine->capture(), true, true);
     tls_errors = handed ? handed->tls_errors() : attach_system_tls(tls_probes);
     if (std::string err = attach_program_tls(tls_probes, *program); !err.empty()) tls_errors.push_back(err);
   }
@@ -338,6 +340,7 @@ int run(Plan plan, const RunTarget& target) {
   // Each kernel entry, once recorded: TLS probes follow libssl opens and
   // execs, then the policy judges it and tracks written files.
   TlsFollower tls_follower(tls_probes, !confinement->sandboxed());
+  tls_follower.say_holds_of(early_tls.get());
   if (copts.tls) engine->pipeline().add(tls_follower);
   // The model calls and tool calls in the TLS plaintext (llm_call, tool_call).
   LlmCalls llm_calls;

@@ -1,16 +1,27 @@
 #include "session/tls_attach.h"
 
 #include <fcntl.h>
+#include <sys/epoll.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <sstream>
 
+#include "common/process_hold.h"
 #include "common/system.h"
 #include "probe/capture.h"
+#include "probe/ring_reader.h"
+
+extern "C" {
+#include "flightrec/abi/events.h"
+}
 
 namespace flightrec::session {
 namespace {
@@ -19,13 +30,13 @@ namespace {
 // A process gone before its event is read takes its view along; when its
 // view is the host's (run without a sandbox), the host's is used instead.
 std::string attach_as_seen_by(probe::TlsProbes& capture, uint32_t pid, const std::string& path, bool host_view,
-                              bool* tls_file = nullptr) {
+                              bool* tls_file = nullptr, uint64_t* live_since_ns = nullptr) {
   int fd = open_as_seen_by(int(pid), path);
   // Exited (a zombie too): its root cannot be read any more.
   char root[8];
   bool gone = fd < 0 && errno == ENOENT &&
               readlink(("/proc/" + std::to_string(pid) + "/root").c_str(), root, sizeof(root)) < 0;
-  if (gone && host_view && path.rfind('/', 0) == 0) return capture.attach_tls(path, tls_file);
+  if (gone && host_view && path.rfind('/', 0) == 0) return capture.attach_tls(path, tls_file, live_since_ns);
   // Gone with its view (a sandbox): nothing left to probe. Said only where
   // the host's file of that name is not probed already (the system's TLS
   // libraries are, from the start); a ClientHello it sent unprobed is a
@@ -33,7 +44,7 @@ std::string attach_as_seen_by(probe::TlsProbes& capture, uint32_t pid, const std
   if (gone && path.rfind('/', 0) == 0 && capture.probes_file(path)) return "";
   if (gone) return path + " as process " + std::to_string(pid) + " saw it: the process exited before it was probed";
   if (fd < 0) return errno_message(path + " as process " + std::to_string(pid) + " sees it", errno);
-  std::string err = capture.attach_tls(fd, path, tls_file);
+  std::string err = capture.attach_tls(fd, path, tls_file, live_since_ns);
   close(fd);
   return err;
 }
@@ -96,6 +107,14 @@ std::vector<std::string> attach_mapped_tls(probe::TlsProbes& capture, const std:
 }
 
 void TlsFollower::observe(const events::Entry& e, Emitted& out) {
+  if (early_ && early_->holds_waiting())
+    for (const auto& hold : early_->take_holds()) {
+      events::Entry& said = out.add("program_held");
+      said.set("subject_pid", int64_t(hold.pid));
+      said.set_bytes("exe", hold.exe);
+      said.set("held_ns", hold.held_ns);
+      said.set("threads", uint64_t(hold.threads));
+    }
   auto text = [&](const char* key) -> const std::string* {
     const events::Value* v = e.get(key);
     return v ? std::get_if<std::string>(v) : nullptr;
@@ -115,9 +134,15 @@ void TlsFollower::observe(const events::Entry& e, Emitted& out) {
     // Programs that link a TLS library in (node exports SSL_write from its
     // binary); most executables do not, so failing here is the normal case.
     not_probed_.erase(pid);
+    probed_since_.erase(pid);
     if (const std::string* file = text("filename")) {
       bool tls_file = false;
-      std::string err = attach_as_seen_by(capture_, pid, *file, host_view_, &tls_file);
+      uint64_t since = 0;
+      std::string err = attach_as_seen_by(capture_, pid, *file, host_view_, &tls_file, &since);
+      if (since) {
+        if (probed_since_.size() >= 4096) probed_since_.clear();
+        probed_since_[pid] = since;
+      }
       if (tls_file && !err.empty()) {
         out.add("error").set_bytes("detail", "TLS capture: " + err);
         if (not_probed_.size() >= 4096) not_probed_.clear();
@@ -141,8 +166,19 @@ void TlsFollower::uncaptured(const events::Entry& hello, uint32_t pid, Emitted& 
   // A program whose own file is probed, before its first probed call (a
   // TLS stack probed below it, at its AEAD: rustls handshakes before it
   // seals or opens anything): said at the end unless plaintext follows on
-  // that socket, as another TLS stack in it would not give.
-  if (capture_.probes_file("/proc/" + std::to_string(pid) + "/exe")) {
+  // that socket, as another TLS stack in it would not give. Unless its
+  // probes went live after this hello (its exec is read from the ring after
+  // the program ran on): then the connection's first plaintext may be
+  // missing whatever follows, said now.
+  auto since = probed_since_.find(pid);
+  if (since != probed_since_.end() && uint64_t(hello.int_or("ts_mono_ns")) < since->second) {
+    events::Entry& e = out.add("tls_uncaptured");
+    describe(hello, pid, e);
+    e.set("probes_late", int64_t(1));
+    e.set("probes_live_mono_ns", since->second);
+    return;
+  }
+  if (since != probed_since_.end() || capture_.probes_file("/proc/" + std::to_string(pid) + "/exe")) {
     Waiting w{pid, hello.int_or("fd", -1), {}};
     describe(hello, pid, w.said);
     waiting_.push_back(std::move(w));
@@ -212,6 +248,96 @@ std::string attach_program_tls(probe::TlsProbes& capture, const std::string& pro
   bool tls_file = false;
   std::string err = capture.attach_tls(program, &tls_file);
   return tls_file ? err : "";  // most programs carry no TLS stack
+}
+
+EarlyTlsAttach::EarlyTlsAttach(probe::Capture& capture, bool every_session, bool hold)
+    : capture_(capture),
+      every_session_(every_session),
+      hold_(hold),
+      ring_(std::make_unique<probe::RingReader>(capture.exec_notices_fd(), 64 * 1024)) {
+  thread_ = std::thread([this] { run(); });
+}
+
+void EarlyTlsAttach::follow(uint32_t session) {
+  std::lock_guard lock(mu_);
+  sessions_.insert(session);
+}
+
+void EarlyTlsAttach::unfollow(uint32_t session) {
+  std::lock_guard lock(mu_);
+  sessions_.erase(session);
+}
+
+std::vector<EarlyTlsAttach::Hold> EarlyTlsAttach::take_holds() {
+  std::lock_guard lock(mu_);
+  holds_waiting_ = false;
+  return std::exchange(holds_, {});
+}
+
+bool EarlyTlsAttach::followed(uint32_t session) {
+  std::lock_guard lock(mu_);
+  return every_session_ || sessions_.count(session);
+}
+
+EarlyTlsAttach::~EarlyTlsAttach() {
+  stop_ = true;
+  thread_.join();
+}
+
+void EarlyTlsAttach::run() {
+  auto on_notice = [&](const void* data, size_t size) {
+    if (size < sizeof(fr_exec_notice)) return;
+    fr_exec_notice notice;
+    std::memcpy(&notice, data, sizeof(notice));
+    if (!followed(notice.session)) return;
+    // The file the process runs, whatever its view of paths. A process gone
+    // (or exec'd again) meanwhile is TlsFollower's, at its exec entries; so
+    // is one whose pid another process has now (pidfd: while it is open, the
+    // pid is that process's, and it runs the file exec'd).
+    int pidfd = int(syscall(SYS_pidfd_open, pid_t(notice.pid), 0));
+    if (pidfd < 0) return;
+    std::string exe = "/proc/" + std::to_string(notice.pid) + "/exe";
+    int fd = open(exe.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    struct stat st {};
+    if (fd < 0 || fstat(fd, &st) != 0 || st.st_ino != notice.ino) {
+      if (fd >= 0) close(fd);
+      close(pidfd);
+      return;
+    }
+    std::error_code ec;
+    std::string name = std::filesystem::read_symlink(exe, ec).string();
+    std::optional<ProcessHold> held;
+    uint64_t held_at = mono_ns();
+    if (hold_ && !capture_.tls().answers_quickly(fd)) {
+      held.emplace(pid_t(notice.pid));
+      // Held by pid: still that process (alive or not reaped), or let go.
+      if (syscall(SYS_pidfd_send_signal, pidfd, 0, nullptr, 0) != 0) held.reset();
+    }
+    close(pidfd);
+    capture_.tls().attach_tls(fd, name);  // errors: said by TlsFollower
+    close(fd);
+    if (held && held->threads_held()) {
+      size_t threads = held->threads_held();
+      held.reset();  // let go
+      std::lock_guard lock(mu_);
+      if (holds_.size() < 1024) holds_.push_back({notice.pid, name, mono_ns() - held_at, threads});
+      holds_waiting_ = true;
+    }
+  };
+  // A thread catches at its top (common/error.h): a notice it could not act
+  // on is TlsFollower's, at the exec entry.
+  auto on_notice_caught = [&](const void* data, size_t size) {
+    try {
+      on_notice(data, size);
+    } catch (const std::exception&) {
+    }
+  };
+  while (!stop_) {
+    while (!stop_ && ring_->consume(64, on_notice_caught) > 0) {
+    }
+    epoll_event ev;
+    epoll_wait(ring_->epoll_fd(), &ev, 1, 100);  // 100 ms: how long the destructor may wait
+  }
 }
 
 }  // namespace flightrec::session

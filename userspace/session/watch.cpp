@@ -61,9 +61,11 @@ void watch(Plan plan, const WatchTarget& target) {
   // before their first syscall.
   size_t tasks_at_start = capture.track_existing(capture.first_session(), paths);
   std::vector<std::string> tls_errors;
+  std::unique_ptr<EarlyTlsAttach> early_tls;
   if (copts.tls) {
-    tls_errors = attach_system_tls(capture);
-    for (auto& err : attach_mapped_tls(capture, paths)) tls_errors.push_back(err);
+    early_tls = std::make_unique<EarlyTlsAttach>(capture, true, true);
+    tls_errors = attach_system_tls(capture.tls());
+    for (auto& err : attach_mapped_tls(capture.tls(), paths)) tls_errors.push_back(err);
   }
   recorder::SessionMeta meta = plan.meta;
   meta.mode = "watch";
@@ -84,6 +86,10 @@ void watch(Plan plan, const WatchTarget& target) {
   spec.notes = tls_errors;
   spec.exclude_pid = getpid();
   spec.policy = judged_by;
+  if (copts.tls) {
+    spec.tls_follower = std::make_shared<TlsFollower>(capture.tls(), false);  // the host's view: no sandbox here
+    spec.tls_follower->say_holds_of(early_tls.get());
+  }
   session = std::make_unique<CgroupSession>(capture, capture.first_session(), recorded, std::move(spec));
   engine.begin(*session, paused, plan.on_loss);
   recorder::Recorder& rec = session->recorder();

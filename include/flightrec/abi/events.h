@@ -240,6 +240,7 @@ FR_STATIC_ASSERT(sizeof(struct fr_tls_bind) == 88, "fr_tls_bind layout");
  * captured, not proven: a program that made one probed call and then
  * uses a second, unprobed TLS stack gets this bit too. */
 #define FR_HELLO_PROBED_PROGRAM (1u << 1)
+
 struct fr_tls_hello {
 	struct fr_header h;
 	__s32 fd;
@@ -250,6 +251,17 @@ struct fr_tls_hello {
 };
 FR_STATIC_ASSERT(sizeof(struct fr_tls_hello) == 80 + FR_TLS_HELLO_MAX, "fr_tls_hello layout");
 #define FR_TLS_HELLO_HEAD 80  /* a record's bytes before data */
+
+/* Not a record: what the fr_exec_notices ring carries (with TLS capture on)
+ * at the first exec of a file, so that a program carrying its own TLS is
+ * probed by a thread of its own as it starts, not once the collector has
+ * read every record before its exec. */
+struct fr_exec_notice {
+	__u32 pid;  /* the process (tgid), as the host sees it */
+	__u32 session;
+	__u64 ino;  /* the file exec'd: a pid read late may be another's */
+};
+FR_STATIC_ASSERT(sizeof(struct fr_exec_notice) == 16, "fr_exec_notice layout");
 
 /* A DNS answer a session's process received: a recvfrom or recvmsg whose
  * source was port 53 of any address (its UDP resolver's reply). Up to

@@ -1,0 +1,94 @@
+#pragma once
+// The TLS plaintext probes of one capture, per file (find_tls(): libssl,
+// libgnutls, NSS's libnspr4 and libssl3, a program that exports one, a Go
+// program, BoringSSL or aws-lc linked in): which files carry them and since
+// when, which were refused and why. Bounded: files probed, and uprobes per
+// file. Kept by two threads, the one that drains the ring (TlsFollower)
+// and EarlyTlsAttach's: every member takes the lock.
+#include <cstddef>
+#include <cstdint>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "probe/source.h"
+#include "probe/tls_finder.h"
+
+struct bpf_link;
+struct bpf_program;
+
+namespace flightrec::probe {
+
+class TlsUprobes : public TlsProbes {
+ public:
+  // The loaded entry and return programs; multi: attach them as
+  // uprobe_multi links (two per file) rather than a uprobe each.
+  TlsUprobes(bpf_program* enter, bpf_program* ret, bool multi);
+  ~TlsUprobes() override;  // every probe detached, here
+  TlsUprobes(const TlsUprobes&) = delete;
+  TlsUprobes& operator=(const TlsUprobes&) = delete;
+
+  // Attaches the probes to one file, once per file, however many paths
+  // name it. Returns "" or why not. library_path is flightrec's own
+  // choice, resolved on the host. *tls_file (if given) is set when the file
+  // is a TLS stack the probes know: an error then is a failure to probe
+  // it, not a file without TLS.
+  std::string attach_tls(const std::string& library_path, bool* tls_file = nullptr,
+                         uint64_t* live_since_ns = nullptr) override;
+  std::string attach_tls(int fd, const std::string& name, bool* tls_file = nullptr,
+                         uint64_t* live_since_ns = nullptr) override;
+  bool probes_file(const std::string& path) override;
+  bool probes_file(int fd) const;  // the file open there
+  // Whether attach_tls(fd) answers at once: the file is known (probed or
+  // refused), or what it holds is quickly found (tls_found_quickly).
+  bool answers_quickly(int fd) const;
+  size_t files_probed() const;
+  std::vector<std::string> probed() const;  // "uprobe:PATH:FUNCTIONS", one per file
+
+  // While the programs load: system_tls_libraries() probed, each answer
+  // kept for attach_tls(path) to give once.
+  void probe_system_tls();
+  // At the capture's end: a helper process keeps the probes and detaches
+  // them once flightrec has exited (the kernel makes whoever detaches wait).
+  void detach_in_background();
+
+  // Kernel memory the TLS probes may pin, by design: files probed, and
+  // uprobes per file (a Go program: 3 entries and at most kGoRetsMax RETs
+  // for each of Read and Write; a C library: a few entries and returns).
+  static constexpr size_t kTlsFilesMax = 64;
+  static constexpr size_t kUprobesPerFileMax = 256;
+
+ private:
+  // Entry probes, and return probes: uretprobes on the same functions (C
+  // libraries), or plain uprobes at the given offsets (Go's RETs). All or none.
+  std::string attach_uprobes(int fd, const std::string& path, const Uprobes& entries, const Uprobes& rets,
+                             bool uretprobes);
+  void drop();  // every probe detached
+
+  bpf_program* enter_;
+  bpf_program* ret_;
+  bool multi_;
+  mutable std::mutex mu_;
+  std::set<std::pair<uint64_t, uint64_t>> reading_;  // files a thread is reading (find_tls_cached)
+  std::condition_variable reader_done_;
+  std::vector<bpf_link*> links_;
+  std::vector<int> link_fds_;  // uprobe_multi links
+  // (dev, inode) attached -> when its probes went live (mono_ns)
+  std::map<std::pair<uint64_t, uint64_t>, uint64_t> files_;
+  // Files not probed, each read once: (device, inode) -> why not, and
+  // whether it holds a TLS stack (one that could not be told apart).
+  std::map<std::pair<uint64_t, uint64_t>, std::pair<std::string, bool>> refused_;
+  std::vector<std::string> probed_;
+  std::map<std::string, std::pair<std::string, bool>> early_;
+};
+
+// The system's TLS libraries that exist here, probed from a session's
+// start: OpenSSL, GnuTLS, and NSS's two files (NSPR's I/O calls and NSS's
+// handshake), where Debian and Fedora keep them.
+std::vector<std::string> system_tls_libraries();
+
+}  // namespace flightrec::probe
