@@ -185,6 +185,7 @@ int BPF_PROG(fr_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 			.pid = BPF_CORE_READ(p, tgid),
 			.session = session,
 			.ino = BPF_CORE_READ(bprm, file, f_inode, i_ino),
+			.start_boottime = BPF_CORE_READ(p, start_boottime),
 		};
 		bpf_ringbuf_output(&fr_exec_notices, &notice, sizeof(notice), BPF_RB_FORCE_WAKEUP);
 	}

@@ -373,7 +373,7 @@ TEST_CASE("coding agents: Codex (two releases) with its own sandbox (-s workspac
     CHECK(r.code == 0);
     bool held = false;
     for (const auto& h : of_type(entries(db), "program_held"))
-      held |= h.value("exe", "").ends_with("/bin/codex") && h.value("held_ns", 0) > 0 && h.value("threads", 0) >= 1;
+      held |= h.value("exe", "").ends_with("/bin/codex") && h.value("held_ns", 0) > 0;
     CHECK_MESSAGE(held, "no program_held entry for Codex's binary");
     CHECK(slurp(work + "/tool_ran.txt") == "flightrec-tool-ran\n");
     CHECK(slurp(work + "/hello.txt") == "edited by agent\n");

@@ -1,4 +1,4 @@
-// ProcessHold stops a process for a moment without anyone seeing it: the
+// ProcessHolder stops a process for a moment without anyone seeing it: the
 // held process's parent is told of no stop, a signal sent meanwhile is
 // delivered after, and the process goes on where it was.
 #include <doctest/doctest.h>
@@ -46,49 +46,35 @@ void on_usr1(int) {
 }  // namespace
 
 TEST_CASE("process hold: the held process stops, its parent sees no stop, a signal sent meanwhile comes after") {
-  // The test is the tracer; a parent of its own watches the held child with
-  // waitpid(WUNTRACED), as a shell's job control would, and says 's' for a stop.
-  int child_pid_pipe[2], child_out[2], parent_out[2];
-  REQUIRE(pipe(child_pid_pipe) == 0);
+  // The test is the held process's parent, and waits for it as flightrec
+  // waits for its command (and a shell's job control for its jobs).
+  int child_out[2];
   REQUIRE(pipe2(child_out, O_NONBLOCK) == 0);
-  REQUIRE(pipe2(parent_out, O_NONBLOCK) == 0);
-  pid_t parent = fork();
-  REQUIRE(parent >= 0);
-  if (parent == 0) {
-    pid_t child = fork();
-    if (child == 0) {
-      g_out = child_out[1];
-      signal(SIGUSR1, on_usr1);
-      for (;;) {  // busy, as a program starting up is
-        char c = 'r';
-        (void)!write(child_out[1], &c, 1);
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));
-      }
+  flightrec::ProcessHolder holder;
+  pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    g_out = child_out[1];
+    signal(SIGUSR1, on_usr1);
+    for (;;) {  // busy, as a program starting up is
+      char c = 'r';
+      (void)!write(child_out[1], &c, 1);
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
-    (void)!write(child_pid_pipe[1], &child, sizeof(child));
-    int status;
-    while (waitpid(child, &status, WUNTRACED) == child) {
-      char c = WIFSTOPPED(status) ? 's' : 'x';
-      (void)!write(parent_out[1], &c, 1);
-      if (!WIFSTOPPED(status)) _exit(0);
-    }
-    _exit(0);
   }
-  pid_t child = 0;
-  REQUIRE(read(child_pid_pipe[0], &child, sizeof(child)) == sizeof(child));
   REQUIRE(read_byte(child_out[0], 2000) == 'r');  // running
-  {
-    flightrec::ProcessHold hold(child);
-    CHECK(hold.threads_held() == 1);
-    CHECK(state_of(child) == 't');  // a ptrace stop
-    char drained;
-    while (read(child_out[0], &drained, 1) == 1) {
-    }
-    kill(child, SIGUSR1);
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    CHECK(read_byte(child_out[0], 10) == 0);  // nothing while held: not even the handler
-    CHECK(state_of(child) == 't');
+  int status = 0;
+  CHECK(holder.hold(child) == 1);
+  CHECK(state_of(child) == 't');  // a ptrace stop
+  CHECK(waitpid(child, &status, WNOHANG | WUNTRACED) == 0);  // its parent is told of nothing
+  char drained;
+  while (read(child_out[0], &drained, 1) == 1) {
   }
+  kill(child, SIGUSR1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  CHECK(read_byte(child_out[0], 10) == 0);  // nothing while held: not even the handler
+  CHECK(state_of(child) == 't');
+  holder.release();
   // Let go: the signal's handler runs, and it goes on.
   bool handled = false, running = false;
   for (int i = 0; i < 200 && !(handled && running); ++i) {
@@ -98,28 +84,78 @@ TEST_CASE("process hold: the held process stops, its parent sees no stop, a sign
   }
   CHECK(handled);
   CHECK(running);
-  CHECK(read_byte(parent_out[0], 100) == 0);  // its parent was told of no stop
+  CHECK(waitpid(child, &status, WNOHANG | WUNTRACED) == 0);
   kill(child, SIGKILL);
-  CHECK(read_byte(parent_out[0], 2000) == 'x');  // (and does see its end)
-  waitpid(parent, nullptr, 0);
-  for (int fd : {child_pid_pipe[0], child_pid_pipe[1], child_out[0], child_out[1], parent_out[0], parent_out[1]}) close(fd);
+  CHECK(waitpid(child, &status, 0) == child);
+  CHECK(WIFSIGNALED(status));
+  close(child_out[0]);
+  close(child_out[1]);
 }
 
-TEST_CASE("process hold: a process that is gone, or already traced, is not held") {
-  flightrec::ProcessHold none(999999999);
-  CHECK(none.threads_held() == 0);
+namespace {
+
+pid_t pausing_child(bool with_a_thread) {
   pid_t child = fork();
-  REQUIRE(child >= 0);
   if (child == 0) {
+    if (with_a_thread) std::thread([] { pause(); }).detach();
     pause();
     _exit(0);
   }
-  REQUIRE(ptrace(PTRACE_SEIZE, child, nullptr, nullptr) == 0);  // another tracer: this thread
-  std::thread other([&] {
-    flightrec::ProcessHold refused(child);  // a second tracer is refused by the kernel
-    CHECK(refused.threads_held() == 0);
-  });
-  other.join();
+  return child;
+}
+
+// Waits up to 2 s for child's end, as its parent: whether it was heard of.
+bool heard_end(pid_t child) {
+  for (int i = 0; i < 200; ++i) {
+    int status;
+    if (waitpid(child, &status, WNOHANG) == child) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("process hold: not held when gone, traced already, or with more than one thread; a held process killed is heard of") {
+  flightrec::ProcessHolder holder;
+  CHECK(holder.hold(999999999) == 0);
+  pid_t traced = pausing_child(false);
+  REQUIRE(traced > 0);
+  REQUIRE(ptrace(PTRACE_SEIZE, traced, nullptr, nullptr) == 0);  // another tracer: this test
+  CHECK(holder.hold(traced) == 0);
+  kill(traced, SIGKILL);
+  waitpid(traced, nullptr, 0);
+  pid_t threaded = pausing_child(true);
+  REQUIRE(threaded > 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // its second thread made
+  CHECK(holder.hold(threaded) == 0);
+  CHECK(state_of(threaded) == 'S');
+  kill(threaded, SIGKILL);
+  CHECK(heard_end(threaded));
+  // Killed while held: the helper reaps its tracee's end, so its parent
+  // hears of it then, not at the release.
+  pid_t killed = pausing_child(false);
+  REQUIRE(killed > 0);
+  CHECK(holder.hold(killed) == 1);
+  kill(killed, SIGKILL);
+  CHECK(heard_end(killed));
+  holder.release();
+}
+
+TEST_CASE("process hold: what is held is let go when the holder ends") {
+  pid_t child = pausing_child(false);
+  REQUIRE(child > 0);
+  {
+    flightrec::ProcessHolder holder;
+    CHECK(holder.hold(child) == 1);
+    CHECK(state_of(child) == 't');
+  }
+  bool paused = false;  // in pause() again, once it runs
+  for (int i = 0; i < 200 && !paused; ++i) {
+    paused = state_of(child) == 'S';
+    if (!paused) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  CHECK(paused);
   kill(child, SIGKILL);
-  waitpid(child, nullptr, 0);
+  CHECK(heard_end(child));
 }

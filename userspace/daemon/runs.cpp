@@ -255,9 +255,11 @@ nlohmann::json RunSessions::handle(Run& run, const control::RunRequest& request,
       return control::to_json(control::AttachTlsAnswer{
           "TLS capture: this run has had " + std::to_string(kMaxTlsFilesPerRun) + " files probed already", false});
     control::AttachTlsAnswer a;
-    size_t before = capture_.tls().files_probed();
+    // This file, probed by this call (not another file, probed meanwhile
+    // by the daemon's own thread for its watched sessions).
+    bool had = capture_.tls().probes_file(passed_fd);
     a.result = capture_.tls().attach_tls(passed_fd, attach->name, &a.tls_file, &a.live_since_ns);
-    run.tls_files_added += capture_.tls().files_probed() - before;
+    if (!had && capture_.tls().probes_file(passed_fd)) ++run.tls_files_added;
     return control::to_json(a);
   }
   if (passed_fd < 0) return refusal("probes_file: no file");

@@ -203,7 +203,7 @@ std::string describe_known(const json& e) {
     return "connection to " + endpoint(e, "addr", "port") + " cut" + pairs(e, {"host", "protocol", "reason", "server_name"});
   if (type == "program_held")
     return "held pid " + member(e, "subject_pid") + " still for " + member(e, "held_ns") +
-           " ns while its program was read for a TLS stack" + pairs(e, {"exe", "threads"});
+           " ns while its program was read for a TLS stack" + pairs(e, {"exe"});
   if (type == "tls_uncaptured" && e.contains("probes_late"))
     return "pid " + member(e, "subject_pid") + " fd " + member(e, "fd") + " (entry " + member(e, "of_seq") +
            ") began before its program's probes were attached: its first plaintext may be missing" +

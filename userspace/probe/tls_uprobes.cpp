@@ -182,11 +182,19 @@ std::string TlsUprobes::attach_tls(int fd, const std::string& path, bool* tls_fi
   // Read without the lock: a large file takes a while, and the other
   // thread may want the lock meanwhile for another file.
   reading_.insert(id);
+  struct Read {  // done, however the read ends (an exception too): the waiters go on
+    TlsUprobes& self;
+    std::unique_lock<std::mutex>& lock;
+    std::pair<uint64_t, uint64_t> id;
+    ~Read() {
+      if (!lock.owns_lock()) lock.lock();
+      self.reading_.erase(id);
+      self.reader_done_.notify_all();
+    }
+  } read{*this, lock, id};
   lock.unlock();
   TlsFinding found = find_tls_cached(fd);
   lock.lock();
-  reading_.erase(id);
-  reader_done_.notify_all();
   if (refused_.size() >= 4096) refused_.clear();
   if (found.entries.offsets.empty()) {  // remember, so the file is read once
     std::string why = found.tls ? ": " + found.stack + ": " + found.why : " " + found.why;

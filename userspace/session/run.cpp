@@ -419,11 +419,13 @@ int run(Plan plan, const RunTarget& target) {
   if (loss_killed && waitpid(child.pid, &status, 0) < 0 && errno != ECHILD) status = 0;
   engine->end();
   engine->pipeline().release_held();
-  if (copts.tls) {  // hellos of probed programs no plaintext followed
+  if (copts.tls) {  // hellos of probed programs no plaintext followed, holds not said yet
     Emitted tail = engine->pipeline().emitted();
     tls_follower.finish(tail);
     engine->pipeline().write(tail);
   }
+  tls_follower.say_holds_of(nullptr);
+  early_tls.reset();  // its thread uses the capture, which goes with the engine below
   if (plan.meta.agent_turns) {  // exchanges still open, tool calls never answered
     Emitted tail = engine->pipeline().emitted();
     llm_calls.finish(tail);

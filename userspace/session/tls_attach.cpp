@@ -10,7 +10,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <optional>
 #include <set>
 #include <sstream>
 
@@ -47,6 +46,21 @@ std::string attach_as_seen_by(probe::TlsProbes& capture, uint32_t pid, const std
   std::string err = capture.attach_tls(fd, path, tls_file, live_since_ns);
   close(fd);
   return err;
+}
+
+// When process pid started, in clock ticks since boot (/proc/PID/stat's
+// starttime); -1 if it cannot be read.
+int64_t start_ticks(uint32_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat;
+  std::getline(in, stat);
+  size_t at = stat.rfind(')');  // after the name, which may hold anything
+  if (at == std::string::npos) return -1;
+  std::istringstream fields(stat.substr(at + 1));
+  std::string field;
+  for (int i = 3; i <= 22 && fields >> field; ++i)
+    if (i == 22) return std::strtoll(field.c_str(), nullptr, 10);
+  return -1;
 }
 
 // Whether a file name is a TLS library's the probes know (tls_stacks()).
@@ -106,15 +120,18 @@ std::vector<std::string> attach_mapped_tls(probe::TlsProbes& capture, const std:
   return errors;
 }
 
+void TlsFollower::say_holds(Emitted& out) {
+  if (!early_ || !early_->holds_waiting()) return;
+  for (const auto& hold : early_->take_holds()) {
+    events::Entry& said = out.add("program_held");
+    said.set("subject_pid", int64_t(hold.pid));
+    said.set_bytes("exe", hold.exe);
+    said.set("held_ns", hold.held_ns);
+  }
+}
+
 void TlsFollower::observe(const events::Entry& e, Emitted& out) {
-  if (early_ && early_->holds_waiting())
-    for (const auto& hold : early_->take_holds()) {
-      events::Entry& said = out.add("program_held");
-      said.set("subject_pid", int64_t(hold.pid));
-      said.set_bytes("exe", hold.exe);
-      said.set("held_ns", hold.held_ns);
-      said.set("threads", uint64_t(hold.threads));
-    }
+  say_holds(out);
   auto text = [&](const char* key) -> const std::string* {
     const events::Value* v = e.get(key);
     return v ? std::get_if<std::string>(v) : nullptr;
@@ -192,6 +209,7 @@ void TlsFollower::uncaptured(const events::Entry& hello, uint32_t pid, Emitted& 
 }
 
 void TlsFollower::finish(Emitted& out) {
+  say_holds(out);
   for (const auto& w : waiting_) say(w, out);
   waiting_.clear();
 }
@@ -253,7 +271,7 @@ std::string attach_program_tls(probe::TlsProbes& capture, const std::string& pro
 EarlyTlsAttach::EarlyTlsAttach(probe::Capture& capture, bool every_session, bool hold)
     : capture_(capture),
       every_session_(every_session),
-      hold_(hold),
+      holder_(hold ? std::make_unique<ProcessHolder>() : nullptr),
       ring_(std::make_unique<probe::RingReader>(capture.exec_notices_fd(), 64 * 1024)) {
   thread_ = std::thread([this] { run(); });
 }
@@ -294,33 +312,36 @@ void EarlyTlsAttach::run() {
     // (or exec'd again) meanwhile is TlsFollower's, at its exec entries; so
     // is one whose pid another process has now (pidfd: while it is open, the
     // pid is that process's, and it runs the file exec'd).
-    int pidfd = int(syscall(SYS_pidfd_open, pid_t(notice.pid), 0));
-    if (pidfd < 0) return;
+    UniqueFd pidfd(int(syscall(SYS_pidfd_open, pid_t(notice.pid), 0)));
+    if (pidfd.get() < 0) return;
     std::string exe = "/proc/" + std::to_string(notice.pid) + "/exe";
-    int fd = open(exe.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    UniqueFd fd(open(exe.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY));
     struct stat st {};
-    if (fd < 0 || fstat(fd, &st) != 0 || st.st_ino != notice.ino) {
-      if (fd >= 0) close(fd);
-      close(pidfd);
+    // (Not the device: an overlay shows a lower layer's file on a device
+    // of its own, not its superblock's.)
+    if (fd.get() < 0 || fstat(fd.get(), &st) != 0 || st.st_ino != notice.ino ||
+        start_ticks(notice.pid) != int64_t(notice.start_boottime / (1000000000 / uint64_t(sysconf(_SC_CLK_TCK)))))
       return;
-    }
     std::error_code ec;
     std::string name = std::filesystem::read_symlink(exe, ec).string();
-    std::optional<ProcessHold> held;
+    struct Held {  // let go however this ends (an exception too)
+      ProcessHolder* holder = nullptr;
+      ~Held() {
+        if (holder) holder->release();
+      }
+    } held;
     uint64_t held_at = mono_ns();
-    if (hold_ && !capture_.tls().answers_quickly(fd)) {
-      held.emplace(pid_t(notice.pid));
-      // Held by pid: still that process (alive or not reaped), or let go.
-      if (syscall(SYS_pidfd_send_signal, pidfd, 0, nullptr, 0) != 0) held.reset();
+    // Held by pid: then still that process (alive or not reaped), or let go.
+    if (holder_ && !capture_.tls().answers_quickly(fd.get()) && holder_->hold(pid_t(notice.pid))) {
+      if (syscall(SYS_pidfd_send_signal, pidfd.get(), 0, nullptr, 0) == 0) held.holder = holder_.get();
+      else holder_->release();
     }
-    close(pidfd);
-    capture_.tls().attach_tls(fd, name);  // errors: said by TlsFollower
-    close(fd);
-    if (held && held->threads_held()) {
-      size_t threads = held->threads_held();
-      held.reset();  // let go
+    capture_.tls().attach_tls(fd.get(), name);  // errors: said by TlsFollower
+    if (held.holder) {
+      held.holder->release();
+      held.holder = nullptr;
       std::lock_guard lock(mu_);
-      if (holds_.size() < 1024) holds_.push_back({notice.pid, name, mono_ns() - held_at, threads});
+      if (holds_.size() < 1024) holds_.push_back({notice.pid, name, mono_ns() - held_at});
       holds_waiting_ = true;
     }
   };

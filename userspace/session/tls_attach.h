@@ -19,6 +19,10 @@
 #include "probe/source.h"
 #include "session/pipeline.h"
 
+namespace flightrec {
+class ProcessHolder;
+}  // namespace flightrec
+
 namespace flightrec::probe {
 class Capture;
 class RingReader;
@@ -55,6 +59,7 @@ class TlsFollower : public Observer {
 
  private:
   void uncaptured(const events::Entry& hello, uint32_t pid, Emitted& out);
+  void say_holds(Emitted& out);  // program_held entries
   void describe(const events::Entry& hello, uint32_t pid, events::Entry& e);
   // Hellos of programs probed below their TLS library (at an AEAD), which
   // handshake before their first probed call: tls_uncaptured unless a tls
@@ -91,7 +96,7 @@ class EarlyTlsAttach {
   // capture, not runs, whose clients probe within their budget).
   // hold: a program whose file takes a while to read (a large one, read
   // the first time: Codex's takes ~0.3 s, about as long as it takes to
-  // make its first handshake) is held still meanwhile (ProcessHold).
+  // make its first handshake) is held still meanwhile (ProcessHolder).
   EarlyTlsAttach(probe::Capture& capture, bool every_session, bool hold);  // starts the thread
   ~EarlyTlsAttach();                                            // stops it
   EarlyTlsAttach(const EarlyTlsAttach&) = delete;
@@ -103,7 +108,6 @@ class EarlyTlsAttach {
     uint32_t pid;
     std::string exe;
     uint64_t held_ns;
-    size_t threads;
   };
   std::vector<Hold> take_holds();
   bool holds_waiting() const { return holds_waiting_; }
@@ -113,7 +117,7 @@ class EarlyTlsAttach {
   bool followed(uint32_t session);
   probe::Capture& capture_;
   const bool every_session_;
-  const bool hold_;
+  std::unique_ptr<ProcessHolder> holder_;  // with hold
   std::mutex mu_;
   std::set<uint32_t> sessions_;
   std::vector<Hold> holds_;

@@ -259,9 +259,11 @@ FR_STATIC_ASSERT(sizeof(struct fr_tls_hello) == 80 + FR_TLS_HELLO_MAX, "fr_tls_h
 struct fr_exec_notice {
 	__u32 pid;  /* the process (tgid), as the host sees it */
 	__u32 session;
-	__u64 ino;  /* the file exec'd: a pid read late may be another's */
+	/* A pid read late may be another process's: */
+	__u64 ino;             /* the file exec'd */
+	__u64 start_boottime;  /* the process's start (ns of CLOCK_BOOTTIME) */
 };
-FR_STATIC_ASSERT(sizeof(struct fr_exec_notice) == 16, "fr_exec_notice layout");
+FR_STATIC_ASSERT(sizeof(struct fr_exec_notice) == 24, "fr_exec_notice layout");
 
 /* A DNS answer a session's process received: a recvfrom or recvmsg whose
  * source was port 53 of any address (its UDP resolver's reply). Up to
