@@ -5,6 +5,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/ptrace.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -12,10 +13,13 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "common/process_hold.h"
+#include "common/system.h"
 
 namespace {
 
@@ -158,4 +162,32 @@ TEST_CASE("process hold: what is held is let go when the holder ends") {
   CHECK(paused);
   kill(child, SIGKILL);
   CHECK(heard_end(child));
+}
+
+TEST_CASE("proc_stat_fields: the fields after a name that holds ') ' and spaces; nullopt for a task gone") {
+  pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    prctl(PR_SET_NAME, "a) b c) d", 0, 0, 0);
+    pause();
+    _exit(0);
+  }
+  std::optional<std::vector<std::string>> fields;
+  for (int i = 0; i < 200; ++i) {  // once its name is set
+    fields = flightrec::proc_stat_fields(child);
+    std::ifstream comm("/proc/" + std::to_string(child) + "/comm");
+    std::string name;
+    std::getline(comm, name);
+    if (name == "a) b c) d") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  fields = flightrec::proc_stat_fields(child);
+  REQUIRE(fields);
+  REQUIRE(fields->size() > 22 - 3);
+  CHECK((*fields)[0].size() == 1);                          // state
+  CHECK((*fields)[1] == std::to_string(getpid()));          // ppid
+  CHECK(std::stoll((*fields)[22 - 3]) > 0);                 // starttime
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  CHECK(!flightrec::proc_stat_fields(child));
 }

@@ -35,6 +35,16 @@ std::optional<std::string> try_read_file(const std::string& path) {
   return out.str();
 }
 
+std::optional<std::vector<std::string>> proc_stat_fields(int pid) {
+  std::optional<std::string> stat = try_read_file("/proc/" + std::to_string(pid) + "/stat");
+  size_t paren = stat ? stat->rfind(')') : std::string::npos;
+  if (paren == std::string::npos || paren + 2 >= stat->size()) return std::nullopt;
+  std::istringstream in(stat->substr(paren + 2));
+  std::vector<std::string> fields;
+  for (std::string f; in >> f;) fields.push_back(std::move(f));
+  return fields;
+}
+
 std::optional<std::string> cwd_of(int pid) {
   char cwd[4096];
   ssize_t n = readlink(("/proc/" + std::to_string(pid) + "/cwd").c_str(), cwd, sizeof(cwd));

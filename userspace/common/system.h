@@ -39,6 +39,10 @@ class UniqueFd {
 
 std::string read_file(const std::string& path);            // throws Error
 std::optional<std::string> try_read_file(const std::string& path);
+// The fields of /proc/PID/stat from the third on (state, ppid, ... : field
+// N is at N - 3), read after the name's last ')' since a name may hold
+// anything; nullopt once the task is gone.
+std::optional<std::vector<std::string>> proc_stat_fields(int pid);
 void write_file(const std::string& path, const std::string& data);  // throws Error
 
 std::string host_name();

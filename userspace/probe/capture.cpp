@@ -827,15 +827,11 @@ size_t Capture::track_existing(uint32_t session, const std::vector<std::string>&
     unsigned long flags = 0;
   };
   auto task_stat = [](pid_t tid) -> std::optional<TaskStat> {
-    std::string stat = try_read_file("/proc/" + std::to_string(tid) + "/stat").value_or("");
-    size_t paren = stat.rfind(')');
-    if (paren == std::string::npos || paren + 2 >= stat.size()) return std::nullopt;
-    std::istringstream fields(stat.substr(paren + 2));
-    TaskStat t;
-    std::string skip;
-    fields >> t.state;
-    for (int i = 0; i < 5; ++i) fields >> skip;  // ppid pgrp session tty_nr tpgid
-    if (!(fields >> t.flags)) return std::nullopt;
+    auto fields = proc_stat_fields(tid);
+    if (!fields || fields->size() <= 9 - 3) return std::nullopt;
+    char* end = nullptr;
+    TaskStat t{(*fields)[0][0], std::strtoul((*fields)[9 - 3].c_str(), &end, 10)};
+    if (end == (*fields)[9 - 3].c_str()) return std::nullopt;
     return t;
   };
   // PF_EXITING (include/linux/sched.h): set before the exit tracepoint fires.

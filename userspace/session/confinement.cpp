@@ -826,12 +826,11 @@ Confinement::KillReport Confinement::enforce_kill(const std::string& rule, const
   }
   for (pid_t p : cgroup_pids(cgroup_.path())) {
     std::string base = "/proc/" + std::to_string(p);
-    std::string stat = try_read_file(base + "/stat").value_or("");
     std::string cmdline = try_read_file(base + "/cmdline").value_or("");
     for (char& c : cmdline)
       if (c == 0) c = ' ';
-    size_t rp = stat.rfind(')');
-    std::string ppid = rp == std::string::npos ? "?" : stat.substr(rp + 4, stat.find(' ', rp + 4) - rp - 4);
+    auto fields = proc_stat_fields(p);
+    std::string ppid = fields && fields->size() > 1 ? (*fields)[1] : "?";
     std::string rss;
     std::istringstream status(try_read_file(base + "/status").value_or(""));
     std::string line;

@@ -51,16 +51,8 @@ std::string attach_as_seen_by(probe::TlsProbes& capture, uint32_t pid, const std
 // When process pid started, in clock ticks since boot (/proc/PID/stat's
 // starttime); -1 if it cannot be read.
 int64_t start_ticks(uint32_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string stat;
-  std::getline(in, stat);
-  size_t at = stat.rfind(')');  // after the name, which may hold anything
-  if (at == std::string::npos) return -1;
-  std::istringstream fields(stat.substr(at + 1));
-  std::string field;
-  for (int i = 3; i <= 22 && fields >> field; ++i)
-    if (i == 22) return std::strtoll(field.c_str(), nullptr, 10);
-  return -1;
+  auto fields = proc_stat_fields(int(pid));
+  return fields && fields->size() > 22 - 3 ? std::strtoll((*fields)[22 - 3].c_str(), nullptr, 10) : -1;
 }
 
 // Whether a file name is a TLS library's the probes know (tls_stacks()).
