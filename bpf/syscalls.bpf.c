@@ -40,6 +40,8 @@
 #define NR_SENDMSG 46
 #define NR_RECVFROM 45
 #define NR_RECVMSG 47
+#define NR_GETSOCKNAME 51
+#define NR_GETPEERNAME 52
 #define FR_AF_INET 2
 #define FR_AF_INET6 10
 #define FR_EINPROGRESS 115
@@ -263,45 +265,90 @@ static __always_inline __u32 kernel_path(struct task_struct *task, __s64 fd, str
 	return off;
 }
 
-/* The name a UNIX socket at fd is bound to, from the kernel's struct
- * unix_address (the bind's argument is user memory another thread can
- * rewrite): its length, or 0 when fd is no bound UNIX socket. */
-static __always_inline __u32 unix_bound_name(__s64 fd, __u8 *dst)
-{
-	struct sock *sk = (struct sock *)fr_fd_sock(fd);
-	if (!sk || BPF_CORE_READ(sk, __sk_common.skc_family) != FR_AF_UNIX)
-		return 0;
-	return fr_unix_name(sk, dst);
-}
+#define FR_NAME_BOUND 0  /* what a bind asked: port 0 when the kernel chose one */
+#define FR_NAME_PEER 1   /* the peer */
+#define FR_NAME_LOCAL 2  /* the local address and port as they are */
+#define FR_SOCK_BINDPORT_LOCK 8  /* include/net/sock.h: the port was asked for */
 
-#define FR_AF_INET 2
-#define FR_AF_INET6 10
-
-/* The peer of the socket at fd (an accepted connection), from the
- * kernel's socket, as a sockaddr_in or sockaddr_in6 in d->sockaddr: its
- * length, or 0 when fd is no IP socket. Read at the return alone, accept's
- * own address buffer has no known size. A global function, as fr_fd_file. */
-__noinline __u32 fr_inet_peer(__s64 fd, struct fr_syscall_data *d)
+/* An IP socket's address as the kernel holds it, as a sockaddr_in or
+ * sockaddr_in6 in dst: its peer (which == FR_NAME_PEER) or its local address. Returns
+ * its length, or 0 when sk is no IP socket or has no such address yet.
+ * A global function, as fr_fd_file: checked once, not at every call. */
+__noinline __u32 fr_inet_name(__u64 skp, struct fr_syscall_data *d, int which)
 {
-	struct sock *sk = (struct sock *)fr_fd_sock(fd);
+	struct sock *sk = (struct sock *)skp;
 	if (!d || !sk)
 		return 0;
 	__u8 *dst = d->sockaddr;
 	__u16 family = BPF_CORE_READ(sk, __sk_common.skc_family);
-	__u16 port = BPF_CORE_READ(sk, __sk_common.skc_dport);  /* network order, as in a sockaddr */
+	/* Ports in network order, as in a sockaddr (skc_num is host order).
+	 * A bind of port 0 asks the kernel to choose: recorded as asked, as a
+	 * client's bind (the one it chose is getsockname's answer). */
+	__u16 port = which == FR_NAME_PEER ? BPF_CORE_READ(sk, __sk_common.skc_dport)
+				: bpf_htons(BPF_CORE_READ(sk, __sk_common.skc_num));
+	if (which == FR_NAME_BOUND && !(BPF_CORE_READ(sk, sk_userlocks) & FR_SOCK_BINDPORT_LOCK))
+		port = 0;
+	if (family != FR_AF_INET && family != FR_AF_INET6)
+		return 0;
 	__builtin_memset(dst, 0, 28);
 	*(__u16 *)dst = family;
 	*(__u16 *)(dst + 2) = port;
 	if (family == FR_AF_INET) {
-		__u32 addr = BPF_CORE_READ(sk, __sk_common.skc_daddr);
+		__u32 addr = which == FR_NAME_PEER ? BPF_CORE_READ(sk, __sk_common.skc_daddr)
+				       : BPF_CORE_READ(sk, __sk_common.skc_rcv_saddr);
+		if (which == FR_NAME_PEER && !addr && !port)
+			return 0;  /* not connected */
 		*(__u32 *)(dst + 4) = addr;
 		return 16;  /* sizeof(struct sockaddr_in) */
 	}
-	if (family == FR_AF_INET6) {
+	if (which == FR_NAME_PEER)
 		BPF_CORE_READ_INTO(dst + 8, sk, __sk_common.skc_v6_daddr);
-		return 28;  /* sizeof(struct sockaddr_in6) */
+	else
+		BPF_CORE_READ_INTO(dst + 8, sk, __sk_common.skc_v6_rcv_saddr);
+	if (which == FR_NAME_PEER && !port && !*(__u64 *)(dst + 8) && !*(__u64 *)(dst + 16))
+		return 0;
+	return 28;  /* sizeof(struct sockaddr_in6) */
+}
+
+/* The address a socket call named or returned, from the kernel's own
+ * socket, where the call leaves it there: a connect that succeeded or is
+ * under way (its peer), an accept's new connection and getpeername (their
+ * peer), a bind and getsockname (the socket's own name). The argument is
+ * user memory, which another thread can rewrite while the kernel reads
+ * it, or after the kernel wrote it; the socket cannot be. For UNIX
+ * sockets the names are the bound ones (struct unix_address). Returns the
+ * length copied to d->sockaddr, or 0 to keep what was read from memory. */
+static __always_inline __u32 kernel_sockaddr(struct fr_task_state *st, __s64 ret, struct fr_syscall_data *d)
+{
+	__u32 nr = st->nr;
+	__s64 fd = st->args[0];
+	int which;
+
+	if (nr == NR_CONNECT && (ret == 0 || ret == -FR_EINPROGRESS))
+		which = FR_NAME_PEER;
+	else if ((nr == NR_ACCEPT || nr == NR_ACCEPT4) && ret >= 0)
+		which = FR_NAME_PEER, fd = ret;
+	else if (nr == NR_GETPEERNAME && ret == 0)
+		which = FR_NAME_PEER;
+	else if (nr == NR_BIND && ret == 0)
+		which = FR_NAME_BOUND;
+	else if (nr == NR_GETSOCKNAME && ret == 0)
+		which = FR_NAME_LOCAL;
+	else
+		return 0;
+	struct sock *sk = (struct sock *)fr_fd_sock(fd);
+	if (!sk)
+		return 0;
+	if (BPF_CORE_READ(sk, __sk_common.skc_family) == FR_AF_UNIX) {
+		/* An accepted UNIX connection's peer is the client, unnamed
+		 * as a rule: what accept returned is kept. */
+		if (nr == NR_ACCEPT || nr == NR_ACCEPT4)
+			return 0;
+		if (which == FR_NAME_PEER)
+			sk = BPF_CORE_READ((struct unix_sock *)sk, peer);
+		return sk ? fr_unix_name(sk, d->sockaddr) : 0;
 	}
-	return 0;
+	return fr_inet_name((__u64)sk, d, which);
 }
 
 static __always_inline bool tcp_socket(struct task_struct *task, __s64 fd)
@@ -506,17 +553,10 @@ __noinline int emit_with_data(struct fr_task_state *st, struct fr_syscall_spec *
 				&flags, FR_SC_STR1_TRUNC, FR_SC_STR1_FAULT);
 	if (spec->sockaddr_mode != FR_SA_NONE)
 		salen = read_sockaddr(d->sockaddr, spec, st, ret, &flags);
-	if (st->nr == NR_BIND && ret == 0 && !blocked) {
-		__u32 klen = unix_bound_name(st->args[0], d->sockaddr);
-		if (klen) {
-			salen = klen;
-			flags = (flags & ~FR_SC_SOCKADDR_FAULT) | FR_SC_KADDR;
-		}
-	}
-	if ((st->nr == NR_ACCEPT || st->nr == NR_ACCEPT4) && ret >= 0 && !blocked && salen == 0) {
-		__u32 plen = fr_inet_peer(ret, d);
-		if (plen) {
-			salen = plen;
+	if (spec->sockaddr_mode != FR_SA_NONE && !blocked) {
+		__u32 kalen = kernel_sockaddr(st, ret, d);
+		if (kalen) {
+			salen = kalen;
 			flags = (flags & ~(FR_SC_SOCKADDR_UNREAD | FR_SC_SOCKADDR_FAULT)) | FR_SC_KADDR;
 		}
 	}

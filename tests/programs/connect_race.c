@@ -2,7 +2,8 @@
  * sockaddr while a second thread keeps rewriting its port between PORT_A
  * and PORT_B: the TOCTOU race against a supervisor that decides on the
  * address it read from this process's memory. Prints how many connects
- * reached each port (by getpeername, what the kernel connected to).
+ * reached each port (by getpeername, what the kernel connected to), then
+ * on a second line one letter per connect in order: a, b, or x (failed).
  *
  * The port stays a while at each value (about 2/3 of the time at PORT_A,
  * in periods of microseconds, shorter than a decision takes): each read
@@ -59,8 +60,9 @@ int main(int argc, char **argv)
 	port_b = (unsigned short)atoi(argv[3]);
 	to.sin_port = htons(port_a);
 	int n = atoi(argv[4]), at_a = 0, at_b = 0, failed = 0;
+	char *order = calloc((size_t)(n > 0 ? n : 0) + 1, 1);
 	pthread_t t;
-	if (pthread_create(&t, NULL, flip, NULL) != 0)
+	if (!order || pthread_create(&t, NULL, flip, NULL) != 0)
 		return 1;
 	for (int i = 0; i < n; i++) {
 		int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -72,14 +74,16 @@ int main(int argc, char **argv)
 		    getpeername(s, (struct sockaddr *)&peer, &len) == 0) {
 			at_a += ntohs(peer.sin_port) == port_a;
 			at_b += ntohs(peer.sin_port) == port_b;
+			order[i] = ntohs(peer.sin_port) == port_a ? 'a' : ntohs(peer.sin_port) == port_b ? 'b' : 'x';
 		} else {
 			failed++;
+			order[i] = 'x';
 		}
 		close(s);
 	}
 	atomic_store(&stop, 1);
 	pthread_join(t, NULL);
-	printf("a %d, b %d\n", at_a, at_b);
+	printf("a %d, b %d\n%s\n", at_a, at_b, order);
 	fprintf(stderr, "%d of %d connects failed\n", failed, n);
 	return 0;
 }

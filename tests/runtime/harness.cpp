@@ -126,13 +126,13 @@ std::vector<nlohmann::json> of_type(const std::vector<nlohmann::json>& all, cons
   return out;
 }
 
-Listener::Listener() {
+Listener::Listener(int backlog) {
   fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
   inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
   socklen_t len = sizeof(a);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 || listen(fd, 16) != 0 ||
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 || listen(fd, backlog) != 0 ||
       getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0)
     throw std::runtime_error("listener");
   port = ntohs(a.sin_port);

@@ -47,11 +47,11 @@ bool eventually(const std::function<bool()>& pred, int timeout_ms);
 std::vector<nlohmann::json> of_type(const std::vector<nlohmann::json>& all, const std::string& type);
 
 // A TCP listener on 127.0.0.1 with a kernel-chosen port; connections
-// complete in the backlog without accept().
+// complete in the backlog without accept(), up to `backlog` of them.
 struct Listener {
   int fd = -1;
   int port = 0;
-  Listener();
+  explicit Listener(int backlog = 16);
   ~Listener();
 };
 

@@ -439,7 +439,7 @@ TEST_CASE("grants: a thread rewriting the address during the decision cannot con
   // the grant allows: a rewritten port finds no ticket for it.
   CHECK(r.out.rfind("a ", 0) == 0);
   CHECK(r.out.find(", b 0\n") != std::string::npos);
-  CHECK(r.out != "a 0, b 0\n");
+  CHECK(r.out.rfind("a 0, b 0\n", 0) != 0);
   auto all = entries(s.db);
   CHECK(!with(all, "grant_use", "grant_id", g["id"]).empty());
   for (const auto& e : of_type(all, "grant_use")) CHECK(e["port"] == ends.a.port);

@@ -72,6 +72,44 @@ TEST_CASE("a path rewritten during the open cannot forge the record: kernel_path
   CHECK(found);
 }
 
+TEST_CASE("an address rewritten during the connect cannot forge the record: the kernel's peer is recorded" * doctest::test_suite("vm-kernel")) {
+  REQUIRE(is_root());
+  TempDir dir;
+  std::string db = dir.file("s.db");
+  const int n = 300;
+  Listener a(n + 16), b(n + 16);  // every connect completes in a backlog
+  Result r = flightrec({"run", "--policy", "observe", "--tls", "off", "--db", db, "--", CONNECT_RACE_BIN, "127.0.0.1",
+                        std::to_string(a.port), std::to_string(b.port), std::to_string(n)});
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  // Line 2: one letter per connect, the port getpeername says it reached.
+  std::string order = r.out.substr(r.out.find('\n') + 1);
+  order = order.substr(0, order.find('\n'));
+  REQUIRE(order.size() == size_t(n));
+  REQUIRE(order.find('x') == std::string::npos);
+  std::vector<json> connects;
+  for (const auto& e : of_type(entries(db), "connect"))
+    if (e.value("addr", "") == "127.0.0.1" && (e["port"] == a.port || e["port"] == b.port)) connects.push_back(e);
+  REQUIRE(connects.size() == size_t(n));
+  int rewritten = 0;
+  for (int i = 0; i < n; ++i) {
+    const json& e = connects[size_t(i)];
+    INFO(e.dump());
+    CHECK(e["port"] == (order[size_t(i)] == 'a' ? a.port : b.port));
+    CHECK(e.value("addr_from_kernel", 0) == 1);
+  }
+  for (char c : order) rewritten += c == 'b';
+  MESSAGE(rewritten << " of " << n << " connects reached the rewritten port");
+  // getpeername's answer is the kernel's too, not the buffer it wrote.
+  int peers = 0;
+  for (const auto& e : of_type(entries(db), "syscall"))
+    if (e.value("name", "") == "getpeername" && e.value("ret", -1) == 0) {
+      CHECK(e.value("addr_from_kernel", 0) == 1);
+      ++peers;
+    }
+  CHECK(peers == n);
+}
+
 TEST_CASE("every record's header names who made it: process, thread, parent, ids, name and cgroup") {
   REQUIRE_MESSAGE(is_root(), "runtime tests need root");
   // Read at sys_exit with and without sys_enter: both fill the header the same way.

@@ -110,6 +110,9 @@ TEST_CASE("agent, the default: host files hidden and read-only, changes recorded
   CHECK((*denied_open)["path"] == "/etc/shadow");
   CHECK((*denied_open)["ret"] == -13);  // EACCES
   CHECK((*denied_open)["pid"] == hidden[0]["subject_pid"]);
+  // A refused open leaves the kernel no copy of its path: the violation
+  // says the path it names was read from the process's memory.
+  CHECK(hidden[0].value("from_user_memory", 0) == 1);
 
   auto read_only = violations(all, "filesystem.read_only");
   REQUIRE(read_only.size() == 1);
@@ -619,10 +622,22 @@ TEST_CASE("egress allowlist: the allowed loopback port connects, another fails w
   auto all = entries(db);
   auto v = violations(all, "network.allow");
   REQUIRE(v.size() == 2);  // TCP and UDP
-  for (const auto& x : v) CHECK(x["detail"].get<std::string>().find("port " + std::to_string(other.port)) != std::string::npos);
+  for (const auto& x : v) {
+    CHECK(x["detail"].get<std::string>().find("port " + std::to_string(other.port)) != std::string::npos);
+    CHECK(x.value("from_user_memory", 0) == 1);  // a refused connect's address: the caller's memory
+  }
   auto bind = violations(all, "network.bind");
   REQUIRE(bind.size() == 1);  // listening on a public address: inbound traffic
   CHECK(bind[0]["detail"].get<std::string>().find("0.0.0.0 port 47613") != std::string::npos);
+  // The successful connect and bind name the kernel's own addresses.
+  int kernel_named = 0;
+  for (const auto& e : all)
+    if ((e.value("name", "") == "connect" || e.value("name", "") == "bind") && e.value("ret", -1) == 0 &&
+        e.value("family", "") == "AF_INET") {
+      CHECK(e.value("addr_from_kernel", 0) == 1);
+      ++kernel_named;
+    }
+  CHECK(kernel_named >= 2);
   std::string sandbox = all.front()["sandbox"].dump();
   CHECK(sandbox.find("127.0.0.1/32:" + std::to_string(allowed.port)) != std::string::npos);
   // Where lsm/socket_connect loads, it decides too, on the kernel's copy of

@@ -266,7 +266,18 @@ TEST_CASE("the judge names the rule behind a denial") {
   REQUIRE(v3);
   CHECK(v3->rule == "filesystem.hidden");
   CHECK(v3->detail == "openat of hidden /etc/shadow");
+  CHECK_FALSE(v3->from_user_memory);
   CHECK_FALSE(shadow.judge(opened("/usr/share/decoy", "/usr/share/decoy")));
+  // ... and a decoy the other way round is not blamed on the process.
+  CHECK_FALSE(shadow.judge(opened("/etc/shadow", "/usr/share/decoy")));
+  // A failed open has no kernel_path: what it names is the caller's memory.
+  auto refused = syscall("openat", 257, -EACCES);
+  refused.set("path", "/etc/shadow");
+  refused.set("flags", int64_t(0));
+  auto v4 = j.judge(refused);
+  REQUIRE(v4);
+  CHECK(v4->rule == "filesystem.hidden");
+  CHECK(v4->from_user_memory);
 }
 
 TEST_CASE("path normalisation for rule matching") {
@@ -358,6 +369,11 @@ TEST_CASE("harmless probing is INFO, the same acts on what exists are ALERT, and
   v = j.judge(c);
   REQUIRE(v);
   CHECK(v->scope == "1.2.3.4 port 443");
+  CHECK(v->from_user_memory);  // a refused connect: the caller's buffer
+  c.set("addr_from_kernel", 1);
+  v = j.judge(c);
+  REQUIRE(v);
+  CHECK_FALSE(v->from_user_memory);
 }
 
 TEST_CASE("extends: a shipped policy with the file's keys laid over it; nested_sandboxes lifts the namespace rules") {

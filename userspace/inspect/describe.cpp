@@ -229,7 +229,10 @@ std::string describe_known(const json& e) {
   if (type == "violation")
     return "[" + member(e, "level") + "] " + member(e, "rule_id") + " " + member(e, "action") +
            (e.value("of_seq", int64_t(-1)) > 0 ? " (entry " + member(e, "of_seq") + ")" : "") + pairs(e, {"count"}) +
-           ": " + prose(e, "detail");
+           ": " + prose(e, "detail") +
+           (e.value("from_user_memory", 0) == 1 ? " (as read from the process's memory after the call: another thread "
+                                                  "may have rewritten it)"
+                                                : "");
   if (type == "lost") return member(e, "lost") + " events lost" + pairs(e, {"program_misses"});
   if (type == "file_change") return describe_file_change(e);
   if (type == "summary")

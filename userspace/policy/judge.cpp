@@ -270,15 +270,27 @@ std::optional<Violation> Judge::judge_syscall(const events::Entry& e) const {
   }
   if (!shadow_ && ret == -EFBIG && policy_.limits.file_size)
     return Violation{"limits.file_size", "ALERT", "denied", name + " past the file size limit"};
-  if (auto v = judge_connect(e, ret)) return v;
-  // kernel_path: the file a successful open really opened (the path
-  // argument is user memory another thread can rewrite meanwhile).
+  if (auto v = judge_connect(e, ret)) {
+    v->from_user_memory = e.get("addr") && !e.int_or("addr_from_kernel");
+    return v;
+  }
+  // kernel_path: the file a successful open really opened, judged in place
+  // of the path argument, which is user memory another thread can rewrite
+  // meanwhile (unless the kernel's walk was cut short: then both are).
   // A symlink's target is text stored in the link, not a path the call
   // touches (the kernel resolves it only when the link is followed).
   bool symlink = name == "symlink" || name == "symlinkat";
-  for (const char* key : {"path", "kernel_path", "oldpath", "newpath", "linkpath", "target"})
-    if (e.get(key) && !(symlink && std::string_view(key) == "target"))
-      if (auto v = judge_path(e, key, ret)) return v;
+  bool kernel_path = e.get("kernel_path") && !e.int_or("kernel_path_truncated");
+  // A successful exec's path is the kernel's copy of the file name.
+  bool exec_path = (name == "execve" || name == "execveat") && ret == 0;
+  for (const char* key : {"kernel_path", "path", "oldpath", "newpath", "linkpath", "target"}) {
+    std::string_view k = key;
+    if (!e.get(key) || (symlink && k == "target") || (kernel_path && k == "path")) continue;
+    if (auto v = judge_path(e, key, ret)) {
+      v->from_user_memory = k != "kernel_path" && !(exec_path && k == "path");
+      return v;
+    }
+  }
   return std::nullopt;
 }
 

@@ -22,6 +22,10 @@ struct Violation {
   // the directory): repeats of one rule by one program on one scope are
   // one alert on stderr with a count (the record keeps every one).
   std::string scope = {};
+  // The path or address it names was read from the process's memory at
+  // the call's return (a failed call leaves the kernel no copy to read):
+  // another thread of the process could have rewritten it meanwhile.
+  bool from_user_memory = false;
 };
 
 // Harmless probing that runtimes and tools do on every run is INFO, not

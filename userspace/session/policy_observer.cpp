@@ -97,6 +97,7 @@ void PolicyObserver::record_violation(const policy::Violation& v, const events::
         break;
       }
   }
+  if (v.from_user_memory) e.set("from_user_memory", 1);
   if (count) e.set("count", count);
 }
 

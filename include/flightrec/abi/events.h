@@ -18,7 +18,7 @@
 #define FR_STATIC_ASSERT _Static_assert
 #endif
 
-#define FR_ABI_VERSION 9
+#define FR_ABI_VERSION 10
 
 #define FR_COMM_LEN 16
 #define FR_MAX_SESSIONS 4096    /* sessions one capture records at once */
@@ -71,8 +71,9 @@ FR_STATIC_ASSERT(sizeof(struct fr_header) == 64, "fr_header layout");
 #define FR_SC_BLOCKED       (1u << 8)  /* stopped before it ran (seccomp): sys_exit without sys_enter */
 #define FR_SC_KPATH         (1u << 9)  /* a successful open: the kernel's path of the file follows */
 #define FR_SC_KPATH_TRUNC   (1u << 10) /* ...cut at its last FR_KPATH_DEPTH components or FR_STR_MAX bytes */
-#define FR_SC_KADDR         (1u << 11) /* the sockaddr is the kernel's own: a successful bind's bound UNIX name, or
-                                          * an accept's peer read from the new socket (at the return alone) */
+#define FR_SC_KADDR         (1u << 11) /* the sockaddr is the kernel's own, read from the socket: the peer of a
+                                          * connect that succeeded or is under way, of an accepted connection and
+                                          * of getpeername; the name of a bind and of getsockname (ABI 10) */
 #define FR_SC_SOCKADDR_UNREAD (1u << 12) /* an address the call returned, not read: read at sys_exit alone, the
                                           * caller's buffer size (an in/out argument) is gone */
 
