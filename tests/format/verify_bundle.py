@@ -146,6 +146,11 @@ class Log:
 
 # ---------------------------------------------------------------- §3 keys and checkpoints
 
+# §3.2: the y of a point of order 8 (the other is p - y).
+SMALL_ORDER_Y8 = int.from_bytes(bytes.fromhex(
+    "26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc05"), "little")
+
+
 class VerifierKey:
     """§3.3: <name>+<hex key hash>+<base64(0x01 || 32-byte public key)>."""
 
@@ -161,6 +166,11 @@ class VerifierKey:
         raw = b64decode_strict(b64)
         if len(raw) != 33 or raw[0] != 0x01:
             raise ValueError("key must be 0x01 || 32-byte Ed25519 key")
+        # §3.2: no key of small order, no non-canonical encoding.
+        y = int.from_bytes(raw[1:], "little") & ((1 << 255) - 1)
+        p = 2 ** 255 - 19
+        if y >= p or y in (0, 1, p - 1, SMALL_ORDER_Y8, p - SMALL_ORDER_Y8):
+            raise ValueError("key is of small order or not canonical")
         # §3.2: key hash = first 4 bytes of SHA-256(name || 0x0A || 0x01 || key)
         self.hash = sha256(name.encode("ascii"), b"\n\x01", raw[1:])[:4]
         if self.hash.hex() != hexhash:
@@ -176,13 +186,20 @@ class Checkpoint:
         self.where = label
         if not isinstance(note, str):
             raise Fail(label, "checkpoint is not a string")
+        # §3.1: no control but the newline, no DEL, anywhere in the note.
+        if re.search("[\x00-\x09\x0b-\x1f\x7f]", note):
+            raise Fail(label, "control characters in the note")
         split = note.rfind("\n\n")  # C2SP signed note: text, empty line, signatures
         self.text, sigs = (note[:split + 1], note[split + 2:]) if split >= 0 else (note, None)
         lines = self.text.split("\n")
-        if len(lines) != 5 or lines[-1] != "":
-            raise Fail(label, "checkpoint text must be 4 newline-terminated lines (§3.1)")
+        if len(lines) < 5 or lines[-1] != "" or "" in lines[:-1]:
+            raise Fail(label, "checkpoint text must be 4 or more non-empty newline-terminated lines (§3.1)")
         self.origin, size, root, chain = lines[:4]
-        if not re.fullmatch(r"0|[1-9][0-9]*", size):
+        if any(line.startswith("chain") for line in lines[4:-1]):
+            raise Fail(label, "a chain line other than the fourth (§3.1)")
+        if not re.fullmatch(r"flightrec/[A-Za-z0-9._-]+/[0-9a-f]{32}", self.origin):
+            raise Fail(label, f"bad origin line {self.origin!r}")
+        if not re.fullmatch(r"0|[1-9][0-9]*", size) or int(size) > 2 ** 63 - 1:
             raise Fail(label, f"bad tree size line {size!r}")
         self.size = int(size)
         self.where = f"{prefix}checkpoint at size {self.size}"
@@ -210,8 +227,8 @@ class Checkpoint:
                     blob = b64decode_strict(m.group(2))
                 except ValueError:
                     raise Fail(self.where, "signature is not base64") from None
-                if len(blob) != 68:
-                    raise Fail(self.where, "signature must be 4-byte key hash + 64 bytes")
+                if len(blob) < 5:  # §3.2: other keys' lines are checked for form only
+                    raise Fail(self.where, "signature must be a 4-byte key hash and a signature")
                 self.sigs.append((m.group(1), blob[:4], blob[4:]))
 
     def check_signed(self, origin, key):
@@ -229,6 +246,8 @@ class Checkpoint:
         if not mine:
             raise Fail(self.where, f"no signature by key {key.name}+{key.hash.hex()}")
         for sig in mine:  # §3.2: every line by the key must verify
+            if len(sig) != 64:
+                raise Fail(self.where, "signature by the key is not 4 + 64 bytes")
             try:
                 key.pub.verify(sig, self.text.encode("utf-8"))
             except InvalidSignature:
@@ -294,18 +313,20 @@ class Session:
             raise Fail(where, f"session is {e.get('session')!r}, expected {self.id} "
                               "(spliced in from another session)")
         kind = e.get("type")
-        if not isinstance(kind, str):
-            raise Fail(where, "no type")
+        if not isinstance(kind, str) or not re.fullmatch(r"[a-z0-9_]{1,255}", kind):
+            raise Fail(where, "no type, or not a word of a-z, 0-9 and _ (§1)")
         if (i == 1) != (kind == "genesis"):
             raise Fail(where, "entry 1 must be genesis and only entry 1")
         self.log.append(raw)  # §5.3
         if i == 1:
             self.genesis(e)
         if kind == "lost":  # §5.7
-            if not is_int(e.get("lost")):
+            if not is_int(e.get("lost")) or not 0 <= e["lost"] <= U64_MAX:
                 raise Fail(where, "lost entry without an integer 'lost'")
             self.gaps += 1
             self.lost += e["lost"]
+            if self.lost > U64_MAX:
+                raise Fail(where, "the lost counts add up past 2^64 - 1")
         if kind == "session_end":  # §5.7: its totals are the record's
             if e.get("lost_total") != self.lost or not is_int(e.get("lost_total")):
                 raise Fail(where, f"lost_total {e.get('lost_total')!r} is not the sum of the lost entries ({self.lost})")
@@ -332,6 +353,9 @@ class Session:
                 raise Fail("entry 1", f"bad public_key in genesis: {err}") from None
         if ("key_id" in g or pk is not None) and (self.key is None or g.get("key_id") != self.key.hash.hex()):
             raise Fail("entry 1", "genesis key_id is not the key's hash")  # §5.2
+        for name in ("policy", "host"):  # §5.2: one form or the other
+            if name in g and name + "_b64" in g:
+                raise Fail("entry 1", f"genesis has both {name} and {name}_b64")
         # §5.2: the genesis entry's other copies agree with what they copy.
         def member_bytes(name):
             if isinstance(g.get(name), str):
@@ -344,12 +368,16 @@ class Session:
             raise Fail("entry 1", f"genesis has no {name}")
         if g.get("policy_sha256") != hashlib.sha256(member_bytes("policy")).hexdigest():
             raise Fail("entry 1", "policy_sha256 is not the SHA-256 of the policy")
+        if not member_bytes("host"):
+            raise Fail("entry 1", "genesis host is empty")
         host = "".join(chr(b) if chr(b).isascii() and (chr(b).isalnum() or chr(b) in "._-") else "_"
                        for b in member_bytes("host"))
         if not re.fullmatch(re.escape(f"flightrec/{host}/") + "[0-9a-f]{32}", self.origin):
             raise Fail("entry 1", f"origin {self.origin!r} does not name the host as §5.2 says")
         every = g.get("checkpoint_every_entries")
-        self.every = every if is_int(every) and every > 0 else 0
+        if "checkpoint_every_entries" in g and not (is_int(every) and every > 0):
+            raise Fail("entry 1", "checkpoint_every_entries is not a positive integer (§5.2)")
+        self.every = every or 0
         for saved in self.saved:  # §5.6: each is this session's, signed by its key
             saved.check_signed(self.origin, self.key)
 
@@ -399,7 +427,8 @@ LINES_MEMBERS = {"format", "format_version", "public_key", "session"}
 def check_header(h, fmt, members):
     """§4: exactly the members shown (duplicates are refused by strict_loads)."""
     if (not isinstance(h, dict) or set(h) != members or h.get("format") != fmt or h.get("format_version") != 1
-            or not is_int(h.get("session")) or not isinstance(h.get("public_key"), str)):
+            or not is_int(h.get("format_version")) or not is_int(h.get("session"))
+            or not 1 <= h["session"] <= 2 ** 63 - 1 or not isinstance(h.get("public_key"), str)):
         raise Fail("bundle", f"not a {fmt} version 1 header with exactly the members of §4")
     return h["session"]
 
@@ -442,6 +471,8 @@ def verify_lines(f, header, key, saved):
         if not line.endswith(b"\n"):  # §4.2: every line ends with a newline
             raise Fail("bundle", f"line {lineno} does not end with a newline (cut short?)")
         line = line[:-1]  # the line without its newline is E_i
+        if b"\r" in line or b"\0" in line:  # §4.2: LF alone ends a line; §4: no NUL
+            raise Fail("bundle", f"line {lineno} holds a carriage return or NUL byte")
         try:
             obj = strict_loads(line.decode("utf-8"))
         except (ValueError, RecursionError):
@@ -467,7 +498,9 @@ def main():
     ap.add_argument("--checkpoint", help="checkpoints of this session kept elsewhere, a saved-checkpoint file (§5.6)")
     args = ap.parse_args()
     try:
-        key = args.pubkey and VerifierKey(open(args.pubkey, encoding="utf-8").read().strip("\n"))
+        key_text = args.pubkey and open(args.pubkey, encoding="utf-8").read()
+        # §3.3: the line, or the line and one newline.
+        key = args.pubkey and VerifierKey(key_text[:-1] if key_text.endswith("\n") else key_text)
         saved_text = args.checkpoint and open(args.checkpoint, "rb").read()
         f = open(args.bundle, "rb")
     except (OSError, ValueError) as err:
@@ -489,6 +522,8 @@ def main():
                 header = None
             if isinstance(header, dict) and header.get("format") == "flightrec-bundle-lines":
                 session = header.get("session", "?")
+                if b"\r" in first or b"\0" in first or first.startswith(b"\xef\xbb\xbf"):
+                    raise Fail("bundle", "the header holds a byte order mark, carriage return or NUL byte")
                 if not first.endswith(b"\n"):
                     raise Fail("bundle", "line 1 does not end with a newline (cut short?)")
                 msg = verify_lines(f, header, key, saved)

@@ -147,7 +147,7 @@ TEST_CASE("inclusion and consistency proofs verify against the signed checkpoint
   REQUIRE(rt::flightrec({"run", "--policy", "observe", "--key", keys, "--checkpoint-entries", "40", "--checkpoint-ms", "0", "--db", db, "--", "sh", "-c",
                      "cat /etc/hostname /etc/os-release >/dev/null"})
               .code == 0);
-  auto key = ledger::VerifierKey::parse(slurp(keys + "/flightrec.pub"));
+  auto key = ledger::VerifierKey::parse_file(slurp(keys + "/flightrec.pub"));
   REQUIRE(key);
 
   Result r = rt::flightrec({"prove", "--db", db, "--session", "1", "--entry", "37"});
@@ -429,6 +429,20 @@ TEST_CASE("bundles are read by the format's rules alone: both verifiers refuse t
   both_refuse("entries as an object", std::string(json_text).replace(entries_at, 11, "\"entries\":{\"a\":\"b\"},\"x\":["),
               "bundle");
   both_refuse("a second document after the first", json_text + "{}\n", "");
+  // Bytes some JSON parsers skip (a byte order mark), stop at (NUL) or
+  // take for whitespace (a carriage return in JSON Lines): refused by both.
+  both_refuse("a byte order mark before a JSON bundle", "\xEF\xBB\xBF" + json_text, "byte order mark");
+  both_refuse("a byte order mark before a JSON Lines bundle", "\xEF\xBB\xBF" + lines_text, "byte order mark");
+  both_refuse("a NUL, then anything", json_text + std::string(1, '\0') + "{\"x\":1}", "NUL byte");
+  std::string crlf = lines_text;
+  crlf.insert(crlf.find('\n'), "\r");
+  both_refuse("CRLF after the header", crlf, "carriage return");
+  std::string cr_checkpoint = lines_text;
+  cr_checkpoint.insert(cp_end - 1, "\r");
+  both_refuse("CRLF after a checkpoint line", cr_checkpoint, "carriage return");
+  std::string session0 = lines_text;
+  session0.replace(session0.find("\"session\":1}"), 12, "\"session\":0}");
+  both_refuse("session 0", session0, "not a session id");
   // Members in another order (JSON objects are unordered): the checkpoints
   // after the entries still verify (a second pass), and a session member
   // that is not the entries' session is refused wherever it stands.

@@ -33,9 +33,13 @@ std::string body(int64_t seq, const std::string& type, int64_t pid) {
   return json{{"type", type}, {"seq", seq}, {"session", 1}, {"pid", pid}}.dump();
 }
 
-std::string compress(const std::string& raw) {
+// One frame as flightrec writes them: its size and, unless told, its checksum.
+std::string compress(const std::string& raw, bool checksum = true) {
   std::string out(ZSTD_compressBound(raw.size()), '\0');
-  out.resize(ZSTD_compress(out.data(), out.size(), raw.data(), raw.size(), 1));
+  ZSTD_CCtx* c = ZSTD_createCCtx();
+  ZSTD_CCtx_setParameter(c, ZSTD_c_checksumFlag, checksum ? 1 : 0);
+  out.resize(ZSTD_compress2(c, out.data(), out.size(), raw.data(), raw.size()));
+  ZSTD_freeCCtx(c);
   return out;
 }
 
@@ -109,6 +113,15 @@ TEST_CASE("a corrupt or hostile block is refused with a message, never read past
   CHECK(read_error(row2.data, 1).find("more than its 1 entries") != std::string::npos);
   // More entries than any block holds: refused before a head is read.
   CHECK(read_error(row2.data, int64_t(kBlockMaxEntries) + 1).find("it claims 1025 entries") != std::string::npos);
+  // One frame with its checksum, nothing beside it (docs/FORMAT.md §7).
+  std::string one_raw = "\x07syscall" + std::string(8, '\0') + std::string(kStoredLeafBytes, 'L') +
+                        std::string("\x02\0\0\0", 4) + "{}";
+  CHECK(read_error(compress(one_raw), 1) == "");
+  CHECK(read_error(compress(one_raw, false), 1).find("with its size and checksum") != std::string::npos);
+  std::string skippable("\x50\x2a\x4d\x18\x01\0\0\0x", 9);  // a skippable frame of one byte
+  CHECK(read_error(compress(one_raw) + skippable, 1).find("more than its one zstd frame") != std::string::npos);
+  CHECK(read_error(compress(one_raw) + compress(""), 1).find("more than its one zstd frame") != std::string::npos);
+  CHECK(read_error(skippable + compress(one_raw), 1) != "");
   // A frame that says it decompresses to more than any block is refused up front.
   std::string huge(kBlockMaxRawBytes + 1, 'a');
   CHECK(read_error(compress(huge), 1).find("more than any block flightrec writes") != std::string::npos);

@@ -53,7 +53,7 @@ TEST_CASE("Ed25519 signing matches RFC 8032 test 1") {
 TEST_CASE("verifier keys round-trip and reject tampering") {
   SigningKey key = fixed_key("flightrec-test");
   std::string vkey = key.verifier().vkey();
-  auto parsed = VerifierKey::parse(vkey + "\n");
+  auto parsed = VerifierKey::parse_file(vkey + "\n");
   REQUIRE(parsed);
   CHECK(parsed->vkey() == vkey);
   std::string wrong_hash = vkey;
@@ -66,7 +66,7 @@ TEST_CASE("verifier keys round-trip and reject tampering") {
 TEST_CASE("a checkpoint note signs, parses and verifies; any change breaks it") {
   SigningKey key = fixed_key("flightrec-test");
   Checkpoint c;
-  c.origin = "flightrec/host/abc";
+  c.origin = "flightrec/host/0123456789abcdef0123456789abcdef";
   c.size = 812;
   c.root = sha256("root");
   c.chain = sha256("chain");
@@ -104,4 +104,76 @@ TEST_CASE("a checkpoint note signs, parses and verifies; any change breaks it") 
   auto unended = parse_checkpoint(body, &why);
   REQUIRE(unended);
   CHECK(unended->size == 812);
+}
+
+TEST_CASE("key files: the line, or the line and one newline; keys of small order refused (docs/FORMAT.md 3.3)") {
+  std::string vkey = fixed_key("flightrec-test").verifier().vkey();
+  CHECK(VerifierKey::parse_file(vkey));
+  CHECK(VerifierKey::parse_file(vkey + "\n"));
+  for (const std::string& bad : {vkey + "\r\n", vkey + "\n\n", vkey + " ", " " + vkey, "\xEF\xBB\xBF" + vkey,
+                                 vkey + "\nsecond line\n", vkey + std::string(1, '\0')})
+    CHECK_FALSE(VerifierKey::parse_file(bad));
+  CHECK_FALSE(VerifierKey::parse(vkey + "\n"));  // a key inside a record: exactly the line
+  // The hash in uppercase hex is another spelling: refused.
+  std::string upper = vkey;
+  for (size_t i = upper.find('+') + 1; upper[i] != '+'; ++i) upper[i] = char(std::toupper(upper[i]));
+  if (upper != vkey) CHECK_FALSE(VerifierKey::parse(upper));
+  // Points of small order and non-canonical encodings, each with a key
+  // hash that matches: a trivial signature would verify with them.
+  auto with_point = [](std::string point) {
+    return "weak+" + hex_encode(note_key_hash("weak", point)) + "+" + base64_encode("\x01" + point);
+  };
+  std::string identity(32, '\0');
+  identity[0] = 1;
+  std::string order8 = *hex_decode("26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc05");
+  std::string y_is_p = *hex_decode("edffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f");
+  for (const std::string& point : {identity, std::string(32, '\0'), order8, y_is_p})
+    CHECK_FALSE(VerifierKey::parse(with_point(point)));
+  std::string signed_identity = identity;
+  signed_identity[31] = char(0x80);  // the sign bit is not part of y
+  CHECK_FALSE(VerifierKey::parse(with_point(signed_identity)));
+  CHECK(VerifierKey::parse(with_point(*hex_decode(kPublic))));  // RFC 8032's test key is fine
+}
+
+TEST_CASE("checkpoint notes: one form, signed or not (docs/FORMAT.md 3.1, 3.2)") {
+  SigningKey key = fixed_key("flightrec-test");
+  Checkpoint c;
+  c.origin = "flightrec/host/0123456789abcdef0123456789abcdef";
+  c.size = 3;
+  c.root = sha256("root");
+  c.chain = sha256("chain");
+  std::string text = c.body(), why;
+  REQUIRE(parse_note(text, &why));
+  REQUIRE(parse_checkpoint(text, &why));
+  // Controls and DEL are refused in unsigned notes as in signed ones.
+  for (char bad : {'\t', '\r', '\0', '\x1b', '\x7f'}) {
+    std::string t = text;
+    t.insert(t.size() - 1, 1, bad);
+    CHECK_FALSE(parse_note(t, &why));
+    CHECK_FALSE(parse_note(t + "\n" + sign_checkpoint(c, &key).substr(text.size() + 1), &why));
+  }
+  CHECK_FALSE(parse_note(text + "\n", &why));  // an empty line, then no signature line
+  std::string note = sign_checkpoint(c, &key);
+  CHECK_FALSE(parse_note(note + "\n", &why));  // an empty line among the signature lines
+  std::string nameless = note;
+  nameless.replace(nameless.find("flightrec-test "), 15, "fl+ght ");  // '+' is no key-name byte
+  CHECK_FALSE(parse_note(nameless, &why));
+  // The chain line: the fourth, once, lowercase.
+  std::string root_line = base64_encode(as_bytes(c.root));
+  std::string head = c.origin + "\n3\n" + root_line + "\n";
+  std::string chain = "chain " + to_hex(*c.chain) + "\n";
+  CHECK(parse_checkpoint(head + chain + "ext line\n", &why));
+  CHECK_FALSE(parse_checkpoint(head + "ext line\n" + chain, &why));
+  CHECK_FALSE(parse_checkpoint(head + chain + chain, &why));
+  CHECK_FALSE(parse_checkpoint(head + chain + "chainx\n", &why));
+  std::string upper_chain = chain;
+  for (char& ch : upper_chain) ch = char(std::toupper(ch));
+  CHECK_FALSE(parse_checkpoint(head + "chain " + upper_chain.substr(6), &why));
+  // Sizes 1 .. 2^63-1; origins flightrec/HOST/32 hex.
+  CHECK_FALSE(parse_checkpoint(c.origin + "\n0\n" + root_line + "\n" + chain, &why));
+  CHECK_FALSE(parse_checkpoint(c.origin + "\n9223372036854775808\n" + root_line + "\n" + chain, &why));
+  CHECK(parse_checkpoint(c.origin + "\n9223372036854775807\n" + root_line + "\n" + chain, &why));
+  for (const char* origin : {"origin", "flightrec//0123456789abcdef0123456789abcdef", "flightrec/h st/0123456789abcdef0123456789abcdef",
+                             "flightrec/host/0123456789ABCDEF0123456789abcdef", "flightrec/host/0123456789abcdef"})
+    CHECK_FALSE(parse_checkpoint(std::string(origin) + "\n3\n" + root_line + "\n" + chain, &why));
 }

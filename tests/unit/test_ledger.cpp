@@ -14,11 +14,13 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
 #include "unit/files.h"
 #include "common/system.h"
+#include "ledger/bundle.h"
 #include "ledger/checkpoint.h"
 #include "ledger/store.h"
 #include "ledger/verify.h"
@@ -286,7 +288,7 @@ TEST_CASE("tampering is caught, each with its reason") {
     CHECK(v.reason.find("truncated or rolled back") != std::string::npos);
     // A note of no session verified, a cut file, an unsigned note: refused.
     std::string other = notes[1];
-    other.replace(0, other.find('\n'), "flightrec/other-host/0123");
+    other.replace(0, other.find('\n'), "flightrec/other-host/0123456789abcdef0123456789abcdef");
     v = verify_file(fresh(), &pub, notes[1] + other);
     CHECK(v.where == "saved checkpoint");
     CHECK(v.reason == "checkpoint 2 of 2 belongs to none of the sessions verified (another origin)");
@@ -409,6 +411,61 @@ TEST_CASE("what a verifier can tell from the format alone: cadence, one checkpoi
       CHECK(v.where == "entry 1");
       CHECK(v.reason == reason);
     }
+  }
+  SUBCASE("members read strictly: a type's form, a lost count, key_id alone, a member and its _b64 both") {
+    auto lost_at = [](const std::vector<json>& es) {
+      for (size_t i = 0; i < es.size(); ++i)
+        if (es[i]["type"] == "lost") return i;
+      return size_t(0);
+    };
+    struct Case {
+      std::function<void(std::vector<json>&)> edit;
+      const char* where;
+      std::string reason;
+    };
+    std::vector<Case> cases = {
+        {[](auto& es) { es[3]["type"] = "Syscall"; }, "entry 4", "entry's type is not a word of a-z, 0-9 and _ (1 to 255 bytes)"},
+        {[](auto& es) { es[3]["type"] = "sys-call"; }, "entry 4", "entry's type is not a word of a-z, 0-9 and _ (1 to 255 bytes)"},
+        {[&](auto& es) { es[lost_at(es)]["lost"] = -5; }, "", "a lost entry without a count of events lost (lost)"},
+        {[&](auto& es) { es[lost_at(es)]["lost"] = "5"; }, "", "a lost entry without a count of events lost (lost)"},
+        {[&](auto& es) { es[lost_at(es)].erase("lost"); }, "", "a lost entry without a count of events lost (lost)"},
+        {[](auto& es) { es[0]["checkpoint_every_entries"] = 0; }, "entry 1", "checkpoint_every_entries is not a positive integer"},
+        {[](auto& es) { es[0]["checkpoint_every_entries"] = "5"; }, "entry 1", "checkpoint_every_entries is not a positive integer"},
+        {[](auto& es) { es[0]["host_b64"] = "aG9zdA=="; }, "entry 1", "genesis entry has both host and host_b64"},
+        {[](auto& es) { es[0]["policy_b64"] = "eA=="; }, "entry 1", "genesis entry has both policy and policy_b64"},
+        {[](auto& es) { es[0].erase("public_key"); }, "entry 1", "key_id without a public_key"},
+    };
+    for (const auto& k : cases) {
+      std::string c = fresh();
+      auto es = parsed(bodies(c, id));
+      k.edit(es);
+      rewrite_session(c, id, es);
+      auto v = verify_file(c);
+      INFO(k.reason);
+      CHECK_FALSE(v.ok);
+      if (*k.where) CHECK(v.where == k.where);
+      CHECK(v.reason == k.reason);
+    }
+    // Two lost entries whose counts pass 2^64 between them.
+    std::string c = fresh();
+    auto es = parsed(bodies(c, id));
+    json second = es[lost_at(es)];
+    es[lost_at(es)]["lost"] = UINT64_MAX;
+    es.insert(es.begin() + long(lost_at(es)) + 1, second);
+    rewrite_session(c, id, es);
+    auto v = verify_file(c);
+    CHECK(v.reason == "the lost entries' counts add up past 2^64");
+  }
+  SUBCASE("a saved checkpoint without its chain line is refused") {
+    std::string c = fresh();
+    Store s(c, Store::Mode::Read);
+    std::string note = s.checkpoints(id)[1].note;  // size 5
+    std::string why;
+    Checkpoint cp = *parse_checkpoint(note.substr(0, note.find("\n\n") + 1), &why);
+    cp.chain.reset();
+    auto v = verify_file(c, &pub, sign_checkpoint(cp, &test_key()));
+    CHECK_FALSE(v.ok);
+    CHECK(v.reason == "it has no chain line");
   }
   SUBCASE("session_end says another lost total than the record holds") {
     std::string c = fresh();
@@ -629,6 +686,40 @@ TEST_CASE("a proof is checked with the public key alone, and any changed byte fa
     CHECK_FALSE(caught.ok);
     CHECK(caught.reason.find("history was rewritten") != std::string::npos);
   }
+  {
+    // A second, forked note of the smaller size among the saved ones fails
+    // the proof wherever it stands in the file.
+    std::vector<Hash> leaves;
+    for (const auto& b : bodies(db, 1)) leaves.push_back(leaf_hash(b));
+    leaves[2] = leaf_hash("{\"forged\":1}");
+    Checkpoint forked{origin_of(1), 10, root_of(std::span<const Hash>(leaves.data(), 10)), std::nullopt};
+    std::string forked_note = sign_checkpoint(forked, &test_key());
+    CHECK_FALSE(check_proof(consistency, key, {forked_note, note10}).ok);
+    CHECK_FALSE(check_proof(consistency, key, {note10, forked_note}).ok);
+    // Every saved note must be signed by the key, whichever log it is of.
+    Checkpoint elsewhere{"flightrec/else/0123456789abcdef0123456789abcdef", 3, forked.root, std::nullopt};
+    CHECK_FALSE(check_proof(consistency, key, {note10, sign_checkpoint(elsewhere, &other)}).ok);
+    CHECK(check_proof(consistency, key, {note10, sign_checkpoint(elsewhere, &test_key())}).ok);
+    // An inclusion proof is held to the saved notes of its tree size too.
+    Checkpoint forked23{origin_of(1), 23, root_of(std::span<const Hash>(leaves.data(), 23)), std::nullopt};
+    CHECK(check_proof(proof, key, {note10}).ok);
+    auto rewritten = check_proof(proof, key, {sign_checkpoint(forked23, &test_key())});
+    CHECK(rewritten.reason.find("history was rewritten") != std::string::npos);
+  }
+  // From A to A proves nothing (RFC 9162 2.1.4.2 fails an empty path); prove refuses to make one.
+  json same = json::parse(consistency);
+  same["to"] = same["from"];
+  same["root_to"] = same["root_from"];
+  same["proof"] = json::array();
+  same["checkpoint_to"] = same["checkpoint_from"];
+  CHECK(check_proof(same.dump(), key).reason == "from and to are not 1 <= from < to");
+  CHECK_THROWS_AS(make_consistency_proof(s, 1, 10, 10), Error);
+  // Bytes a JSON parser would skip or stop at.
+  CHECK(check_proof("\xEF\xBB\xBF" + proof, key).reason == "the proof starts with a byte order mark");
+  CHECK(check_proof(proof + std::string(1, '\0') + "junk", key).reason == "the proof holds a NUL byte");
+  json zero = json::parse(proof);
+  zero["session"] = 0;
+  CHECK_FALSE(check_proof(zero.dump(), key).ok);
   CHECK(check_proof(R"({"type":"inclusion","type":"consistency"})", key).reason == "a member is given twice");
   // Members added, removed or of the wrong kind.
   json j = json::parse(proof);
@@ -698,4 +789,45 @@ TEST_CASE("a new record and its write-ahead log are its owner's alone (0600), wh
   struct stat st {};
   REQUIRE(stat(path.c_str(), &st) == 0);
   CHECK((st.st_mode & 0777) == 0600);
+}
+
+TEST_CASE("bundles: bytes a JSON parser would skip or stop at fail, as does a session id that is none (docs/FORMAT.md 4)") {
+  TempDir dir;
+  std::string db = dir.file("b.db");
+  int64_t id;
+  {
+    Store s(db, Store::Mode::Write);
+    id = write_session(s, 12, &test_key());
+  }
+  const VerifierKey& pub = test_key().verifier();
+  std::string json_doc, lines;
+  {
+    Store s(db, Store::Mode::Read);
+    std::ostringstream a, b;
+    export_bundle(s, id, a, BundleFormat::Json);
+    export_bundle(s, id, b, BundleFormat::Lines);
+    json_doc = a.str();
+    lines = b.str();
+  }
+  auto verdict = [&](const std::string& bytes) {
+    std::string path = dir.file("x.bundle");
+    std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+    return verify_bundle(path, &pub, std::nullopt).verdict;
+  };
+  for (const std::string* doc : {&json_doc, &lines}) {
+    REQUIRE(verdict(*doc).ok);
+    CHECK(verdict("\xEF\xBB\xBF" + *doc).reason == "bundle: it starts with a byte order mark");
+    CHECK_FALSE(verdict(*doc + std::string(1, '\0') + "junk").ok);
+  }
+  CHECK(verdict(json_doc + std::string(1, '\0')).reason == "bundle: it holds a NUL byte");
+  std::string crlf_header = lines;
+  crlf_header.insert(crlf_header.find('\n'), "\r");
+  CHECK(verdict(crlf_header).reason == "bundle header: it holds a carriage return or NUL byte");
+  std::string crlf_checkpoint = lines;
+  size_t cp = crlf_checkpoint.find("{\"checkpoint\":");
+  crlf_checkpoint.insert(crlf_checkpoint.find('\n', cp), "\r");
+  CHECK(verdict(crlf_checkpoint).reason.find("holds a carriage return or NUL byte") != std::string::npos);
+  std::string zero = json_doc;
+  zero.replace(zero.find("\"session\":" + std::to_string(id)), 10 + std::to_string(id).size(), "\"session\":0");
+  CHECK(verdict(zero).reason == "bundle: session is not a session id (1 or more)");
 }

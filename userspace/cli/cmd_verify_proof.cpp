@@ -20,7 +20,7 @@ int cmd_verify_proof(const Args& args) {
                                                  "the proof (JSON from flightrec prove; also the first plain argument)")(
       "pubkey", po::value(&pubkey_file)->required(), "verifier key file (flightrec.pub) the checkpoints must be signed with")(
       "checkpoint", po::value(&checkpoint_file),
-      "consistency proofs: checkpoints kept elsewhere (flightrec checkpoint >> FILE); the one of the smaller tree's size must match the proof (catches a rewritten history), and stands in when the proof has none")(
+      "checkpoints kept elsewhere (flightrec checkpoint >> FILE), each signed by KEY: those of the proof's log at the smaller tree's size (consistency) or at its tree size (inclusion) must all match the proof (catches a rewritten history); for a consistency proof one stands in when the proof has none")(
       "json", po::bool_switch(), "print the verdict as one JSON object");
   po::positional_options_description pos;
   pos.add("proof", 1);

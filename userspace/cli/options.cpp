@@ -63,7 +63,7 @@ std::string read_small_file(const std::string& path, const std::string& what) {
 }
 
 ledger::VerifierKey read_verifier_key(const std::string& path) {
-  auto key = ledger::VerifierKey::parse(read_small_file(path, "a key"));
+  auto key = ledger::VerifierKey::parse_file(read_small_file(path, "a key"));
   if (!key) throw Error(path + " is not a verifier key (the flightrec.pub that keygen writes)");
   return *key;
 }

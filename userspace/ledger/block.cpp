@@ -133,9 +133,17 @@ BlockRow BlockBuilder::seal(int64_t session, int64_t first_seq, const Hash& chai
 
 void read_block(std::string_view data, int64_t count, std::string& scratch,
                 const std::function<bool(const BlockEntry&)>& fn) {
+  // One zstd frame, as written: its magic number, its content size and its
+  // checksum (the descriptor's bit 2), and nothing after it (zstd would
+  // decode a skippable or second frame too).
   unsigned long long size = ZSTD_getFrameContentSize(data.data(), data.size());
-  if (size == ZSTD_CONTENTSIZE_ERROR || size == ZSTD_CONTENTSIZE_UNKNOWN)
-    throw Error("a block is not a zstd frame with its size (the record is corrupt)");
+  if (size == ZSTD_CONTENTSIZE_ERROR || size == ZSTD_CONTENTSIZE_UNKNOWN || data.size() < 5 ||
+      data.substr(0, 4) != std::string_view("\x28\xb5\x2f\xfd", 4) || !(uint8_t(data[4]) & 0x04))
+    throw Error("a block is not a zstd frame with its size and checksum (the record is corrupt)");
+  size_t framed = ZSTD_findFrameCompressedSize(data.data(), data.size());
+  if (ZSTD_isError(framed))
+    throw Error(std::string("a block does not decompress (the record is corrupt): ") + ZSTD_getErrorName(framed));
+  if (framed != data.size()) throw Error("a block holds more than its one zstd frame (the record is corrupt)");
   if (size > kBlockMaxRawBytes)
     throw Error("a block says it holds " + std::to_string(size) + " bytes, more than any block flightrec writes (" +
                 std::to_string(kBlockMaxRawBytes) + "): the record is corrupt");

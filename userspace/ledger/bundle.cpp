@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <iterator>
 #include <cstdint>
 #include <fstream>
@@ -327,6 +328,9 @@ class FileBytes {
   FileBytes(const FileBytes&) = delete;
   FileBytes& operator=(const FileBytes&) = delete;
   bool failed() const { return std::ferror(f_) != 0; }
+  // A NUL byte in what was read: the JSON parser takes one for the end of
+  // its input, so bytes after it would ride along unread.
+  bool saw_nul() const { return nul_; }
 
   struct Iterator {
     using iterator_category = std::input_iterator_tag;
@@ -351,17 +355,21 @@ class FileBytes {
   void fill() {
     len_ = std::fread(buf_.data(), 1, buf_.size(), f_);
     pos_ = 0;
+    nul_ = nul_ || std::memchr(buf_.data(), 0, len_);
   }
   std::FILE* f_;
   std::vector<char> buf_ = std::vector<char>(1 << 20);
   size_t pos_ = 0, len_ = 0;
+  bool nul_ = false;
 };
 
-// One streaming pass of the document through `reader`.
-void read_json(const std::string& path, JsonBundleReader& reader) {
+// One streaming pass of the document through `reader`; false when the file
+// holds a NUL byte.
+bool read_json(const std::string& path, JsonBundleReader& reader) {
   FileBytes bytes(path);
   nlohmann::json::sax_parse(bytes.begin(), bytes.end(), &reader);
   if (bytes.failed()) throw Error(errno_message("reading " + path + " failed", EIO));
+  return !bytes.saw_nul();
 }
 
 BundleVerdict verify_json_bundle(const std::string& path, const VerifierKey* pinned, const SavedCheckpoints* saved) {
@@ -372,7 +380,7 @@ BundleVerdict verify_json_bundle(const std::string& path, const VerifierKey* pin
     return out;
   };
   JsonBundleReader first(pinned, saved, nullptr);
-  read_json(path, first);
+  if (!read_json(path, first)) return bad("bundle: it holds a NUL byte");
   if (first.syntax_error || first.format != "flightrec-bundle") throw Error(path + " is not a flightrec bundle");
   if (!first.problem.empty()) return bad("bundle: " + first.problem);
   for (const auto& m : kJsonBundleMembers)
@@ -380,11 +388,12 @@ BundleVerdict verify_json_bundle(const std::string& path, const VerifierKey* pin
   if (first.format_version != kBundleVersion) return bad("unsupported bundle version");
   if (!first.type_problem.empty()) return bad(first.type_problem);
   if (!first.session || !first.public_key) return bad("bundle lacks session, entries or checkpoints");
+  if (*first.session < 1) return bad("bundle: session is not a session id (1 or more)");
   out.session = *first.session;
   JsonBundleReader second(pinned, saved, &first.checkpoints);
   JsonBundleReader& done = first.need_second_pass ? second : first;
   if (first.need_second_pass) {
-    read_json(path, second);
+    if (!read_json(path, second)) return bad("the bundle changed while it was read");
     // The file may have changed between the passes: the second read must
     // be as sound as the first.
     if (second.syntax_error || second.format != first.format || !second.problem.empty() ||
@@ -407,6 +416,18 @@ BundleVerdict verify_bundle_inner(const std::string& path, const VerifierKey* pi
                                   const SavedCheckpoints* saved) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error("cannot read " + path);
+  BundleVerdict out;
+  auto bad = [&](const std::string& why) {
+    out.verdict.ok = false;
+    out.verdict.reason = why;
+    return out;
+  };
+  // JSON parsers skip a byte order mark; the format has none.
+  char bom[3] = {};
+  if (in.read(bom, 3) && std::string_view(bom, 3) == "\xEF\xBB\xBF")
+    return bad("bundle: it starts with a byte order mark");
+  in.clear();
+  in.seekg(0);
   // A JSON Lines header is one short line; a JSON document may be one line
   // of gigabytes: only a short first line is looked at.
   constexpr std::streamsize kHeaderMax = 1 << 20;
@@ -416,16 +437,14 @@ BundleVerdict verify_bundle_inner(const std::string& path, const VerifierKey* pi
   // gcount counts the newline, when there was one.
   first.resize(short_line ? size_t(in.gcount()) - (in.eof() ? 0 : 1) : 0);
   if (!short_line) return verify_json_bundle(path, pinned, saved);
-  BundleVerdict out;
-  auto bad = [&](const std::string& why) {
-    out.verdict.ok = false;
-    out.verdict.reason = why;
-    return out;
-  };
+  // A line of JSON Lines ends with LF alone and holds no NUL (JSON takes
+  // CR for whitespace and a NUL for the end of its input).
+  auto stray = [](std::string_view line) { return line.find_first_of(std::string_view("\r\0", 2)) != line.npos; };
 
   nlohmann::json first_loose = nlohmann::json::parse(first, nullptr, false);
   // (Compared, not value(): a "format" that is not a string must not throw.)
   if (first_loose.is_object() && first_loose.contains("format") && first_loose["format"] == "flightrec-bundle-lines") {
+    if (stray(first)) return bad("bundle header: it holds a carriage return or NUL byte");
     nlohmann::json header;
     try {
       header = parse_bundle_json(first, {"format", "format_version", "public_key", "session"});
@@ -440,6 +459,7 @@ BundleVerdict verify_bundle_inner(const std::string& path, const VerifierKey* pi
         !header["public_key"].is_string())
       return bad("bundle header: session is not an integer or public_key not a string");
     out.session = header["session"].get<int64_t>();
+    if (out.session < 1) return bad("bundle header: session is not a session id (1 or more)");
     SessionVerifier v(out.session, pinned, saved);
     std::string line;
     bool ended_with_newline = !in.eof();
@@ -448,6 +468,7 @@ BundleVerdict verify_bundle_inner(const std::string& path, const VerifierKey* pi
         ended_with_newline = false;
         break;
       }
+      if (stray(line)) return bad("the line after entry " + std::to_string(v.entries()) + " holds a carriage return or NUL byte");
       if (line.starts_with("{\"checkpoint\":")) {
         nlohmann::json j;
         try {

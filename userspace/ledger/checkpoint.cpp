@@ -22,6 +22,16 @@ std::vector<std::string_view> lines_of(std::string_view text) {
 
 }  // namespace
 
+bool valid_origin(std::string_view origin) {
+  constexpr std::string_view kPrefix = "flightrec/";
+  if (!origin.starts_with(kPrefix) || origin.size() < kPrefix.size() + 1 + 1 + 32) return false;
+  std::string_view host = origin.substr(kPrefix.size(), origin.size() - kPrefix.size() - 33);
+  std::string_view tail = origin.substr(origin.size() - 33);
+  return host.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") ==
+             std::string_view::npos &&
+         tail[0] == '/' && tail.substr(1).find_first_not_of("0123456789abcdef") == std::string_view::npos;
+}
+
 std::string Checkpoint::body() const {
   std::string out = origin + "\n" + std::to_string(size) + "\n" + base64_encode(as_bytes(root)) + "\n";
   if (chain) out += "chain " + to_hex(*chain) + "\n";
@@ -36,24 +46,34 @@ std::optional<Note> parse_note(std::string_view note, std::string* why) {
   if (note.size() > 1 << 20) return fail("note too large");
   if (!is_valid_utf8(note)) return fail("note is not UTF-8");
   if (note.empty() || note.back() != '\n') return fail("note does not end in a newline");
+  // Signed or not, the same bytes are refused: controls (NUL, CR, tab,
+  // ESC...) and DEL anywhere but the line ends.
+  for (char c : note)
+    if (c != '\n' && (static_cast<unsigned char>(c) < 0x20 || c == 0x7f))
+      return fail("note has control characters");
   size_t split = note.find("\n\n");
   Note n;
   if (split == std::string_view::npos) {
-    n.text = std::string(note);  // an unsigned checkpoint: text only
+    n.text = std::string(note);  // an unsigned checkpoint: text only, no empty line
     return n;
   }
+  if (split == 0) return fail("note starts with an empty line");
   n.text = std::string(note.substr(0, split + 1));
-  for (std::string_view line : lines_of(note.substr(split + 2))) {
+  // Every line after the empty one is a signature line "— NAME BASE64",
+  // whoever's key it names (a line of another key is checked for form, then
+  // ignored); an empty line among them, or none at all, is malformed.
+  std::string_view block = note.substr(split + 2);
+  if (block.empty()) return fail("note has an empty line but no signature line after it");
+  for (std::string_view line : lines_of(block)) {
     if (line.substr(0, kDash.size()) != kDash) return fail("signature line does not start with an em dash");
     line.remove_prefix(kDash.size());
     size_t sp = line.find(' ');
     if (sp == std::string_view::npos) return fail("signature line has no signature");
+    if (!valid_key_name(line.substr(0, sp))) return fail("signature line's key name is not a key name");
     auto blob = base64_decode(line.substr(sp + 1));
     if (!blob || blob->size() < 5) return fail("signature is not base64 of key hash and signature");
     n.signatures.push_back({std::string(line.substr(0, sp)), blob->substr(0, 4), blob->substr(4)});
   }
-  for (char c : n.text)
-    if (c != '\n' && static_cast<unsigned char>(c) < 0x20) return fail("note text has control characters");
   return n;
 }
 
@@ -90,19 +110,26 @@ std::optional<Checkpoint> parse_checkpoint(std::string_view text, std::string* w
   if (lines.size() < 3) return fail("checkpoint has fewer than three lines");
   Checkpoint c;
   c.origin = std::string(lines[0]);
-  if (c.origin.empty()) return fail("checkpoint origin is empty");
+  if (!valid_origin(c.origin)) return fail("checkpoint origin is not flightrec/HOST/32 lowercase hex digits");
   const std::string_view size = lines[1];
   auto [end, ec] = std::from_chars(size.data(), size.data() + size.size(), c.size);
   if (ec != std::errc() || end != size.data() + size.size() || size.empty() ||
       (size.size() > 1 && size[0] == '0'))
     return fail("checkpoint tree size is not a decimal number");
+  if (c.size == 0 || c.size > uint64_t(INT64_MAX)) return fail("checkpoint tree size is not from 1 to 2^63-1");
   auto root = base64_decode(lines[2]);
   if (!root || root->size() != 32) return fail("checkpoint root hash is not 32 bytes of base64");
   std::copy(root->begin(), root->end(), c.root.begin());
+  // The chain extension is line 4, once; other extension lines follow it
+  // and are opaque.
   for (size_t i = 3; i < lines.size(); ++i) {
-    if (lines[i].substr(0, 6) != "chain ") continue;  // other extensions are opaque
-    auto chain = hex_decode(lines[i].substr(6));
-    if (!chain || chain->size() != 32) return fail("checkpoint chain line is not 32 bytes of hex");
+    if (!lines[i].starts_with("chain")) continue;
+    if (i != 3) return fail("checkpoint has a chain line other than its fourth");
+    std::string_view hex = lines[i].substr(std::min<size_t>(6, lines[i].size()));
+    auto chain = hex_decode(hex);
+    if (!lines[i].starts_with("chain ") || !chain || chain->size() != 32 ||
+        hex.find_first_not_of("0123456789abcdef") != std::string_view::npos)
+      return fail("checkpoint chain line is not \"chain \" and 64 lowercase hex digits");
     Hash h;
     std::copy(chain->begin(), chain->end(), h.begin());
     c.chain = h;

@@ -35,6 +35,10 @@ struct Note {
   std::vector<NoteSignature> signatures;
 };
 
+// A flightrec log's origin: "flightrec/" HOST "/" 32 lowercase hex digits,
+// HOST one or more of [A-Za-z0-9._-] (docs/FORMAT.md §3.1).
+bool valid_origin(std::string_view origin);
+
 // nullopt with the reason in *why.
 std::optional<Note> parse_note(std::string_view note, std::string* why);
 std::optional<Checkpoint> parse_checkpoint(std::string_view text, std::string* why);

@@ -3,6 +3,8 @@
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 
+#include <cstring>
+
 #include "common/error.h"
 #include "common/system.h"
 #include "common/text.h"
@@ -21,6 +23,35 @@ std::string raw_public(EVP_PKEY* k) {
       len != 32)
     throw Error("cannot read the Ed25519 public key");
   return out;
+}
+
+// Whether a 32-byte Ed25519 public key is one no signature from it proves
+// anything: a non-canonical encoding (y >= p) or a point of small order
+// (the 8-torsion: y in {0, 1, -1} or the two order-8 y values), for which
+// a trivial signature verifies on every message (libsodium refuses these;
+// OpenSSL does not). The sign bit (bit 255) is not part of y.
+bool weak_public_key(std::string_view key) {
+  static const unsigned char kSmallOrderY[][32] = {
+      {0},                                                                              // 0: order 4
+      {1},                                                                              // 1: the identity
+      {0xec, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+       0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f},  // p-1: order 2
+      {0x26, 0xe8, 0x95, 0x8f, 0xc2, 0xb2, 0x27, 0xb0, 0x45, 0xc3, 0xf4, 0x89, 0xf2, 0xef, 0x98, 0xf0,
+       0xd5, 0xdf, 0xac, 0x05, 0xd3, 0xc6, 0x33, 0x39, 0xb1, 0x38, 0x02, 0x88, 0x6d, 0x53, 0xfc, 0x05},  // order 8
+      {0xc7, 0x17, 0x6a, 0x70, 0x3d, 0x4d, 0xd8, 0x4f, 0xba, 0x3c, 0x0b, 0x76, 0x0d, 0x10, 0x67, 0x0f,
+       0x2a, 0x20, 0x53, 0xfa, 0x2c, 0x39, 0xcc, 0xc6, 0x4e, 0xc7, 0xfd, 0x77, 0x92, 0xac, 0x03, 0x7a},  // order 8
+  };
+  if (key.size() != 32) return true;
+  unsigned char y[32];
+  std::memcpy(y, key.data(), 32);
+  y[31] &= 0x7f;
+  for (const auto& weak : kSmallOrderY)
+    if (std::memcmp(y, weak, 32) == 0) return true;
+  // y >= p = 2^255 - 19 (little-endian): 0x7f, then 30 bytes of 0xff, then >= 0xed.
+  if (y[31] != 0x7f || y[0] < 0xed) return false;
+  for (int i = 1; i < 31; ++i)
+    if (y[i] != 0xff) return false;
+  return true;
 }
 
 }  // namespace
@@ -44,6 +75,7 @@ bool valid_key_name(std::string_view name) {
 VerifierKey::VerifierKey(std::string name, std::string public_key)
     : name_(std::move(name)), public_key_(std::move(public_key)) {
   hash_ = note_key_hash(name_, public_key_);
+  if (weak_public_key(public_key_)) throw Error("the Ed25519 public key is of small order or not canonical");
   pkey_.reset(EVP_PKEY_new_raw_public_key(EVP_PKEY_ED25519, nullptr,
                                           reinterpret_cast<const unsigned char*>(public_key_.data()),
                                           public_key_.size()),
@@ -51,9 +83,12 @@ VerifierKey::VerifierKey(std::string name, std::string public_key)
   if (!pkey_) throw Error("invalid Ed25519 public key");
 }
 
+std::optional<VerifierKey> VerifierKey::parse_file(std::string_view text) {
+  if (text.ends_with('\n')) text.remove_suffix(1);
+  return parse(text);
+}
+
 std::optional<VerifierKey> VerifierKey::parse(std::string_view text) {
-  while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' '))
-    text.remove_suffix(1);
   size_t p1 = text.find('+');
   size_t p2 = p1 == std::string_view::npos ? p1 : text.find('+', p1 + 1);
   if (p2 == std::string_view::npos) return std::nullopt;
@@ -61,7 +96,7 @@ std::optional<VerifierKey> VerifierKey::parse(std::string_view text) {
   auto key = base64_decode(text.substr(p2 + 1));
   auto hash = hex_decode(hash_hex);
   if (!valid_key_name(name) || !key || key->size() != 33 || (*key)[0] != '\x01' || !hash ||
-      hash->size() != 4)
+      hash->size() != 4 || hash_hex.find_first_not_of("0123456789abcdef") != std::string_view::npos)
     return std::nullopt;
   try {
     VerifierKey v(std::string(name), key->substr(1));
@@ -119,7 +154,7 @@ SigningKey SigningKey::from_pem(std::string name, std::string_view pem) {
 
 SigningKey SigningKey::load_dir(const std::string& dir) {
   std::string pub_text = read_file(dir + "/flightrec.pub");
-  auto vkey = VerifierKey::parse(pub_text);
+  auto vkey = VerifierKey::parse_file(pub_text);
   if (!vkey) throw Error(dir + "/flightrec.pub is not a signed-note verifier key");
   SigningKey key = from_pem(vkey->name(), read_file(dir + "/flightrec.key"));
   if (key.verifier().vkey() != vkey->vkey())

@@ -23,7 +23,12 @@ bool valid_key_name(std::string_view name);
 
 class VerifierKey {
  public:
-  static std::optional<VerifierKey> parse(std::string_view vkey);  // nullopt if malformed
+  // The key line exactly (no whitespace around it); nullopt if malformed,
+  // or if the key is of small order or not canonical (no signature by it
+  // would prove anything).
+  static std::optional<VerifierKey> parse(std::string_view vkey);
+  // A key file: the line, or the line and one newline (docs/FORMAT.md §3.3).
+  static std::optional<VerifierKey> parse_file(std::string_view text);
   VerifierKey(std::string name, std::string public_key);
 
   const std::string& name() const { return name_; }

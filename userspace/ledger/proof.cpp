@@ -79,8 +79,9 @@ std::string make_consistency_proof(Store& store, int64_t session, int64_t from, 
   auto leaves = session_leaves(store, session, 0, nullptr);
   auto checkpoints = store.checkpoints(session);
   int64_t to = to_arg ? *to_arg : latest_size(checkpoints, leaves.size());
-  if (from < 1 || from > to || to > int64_t(leaves.size()))
-    throw Error("need 1 <= --from <= --to <= " + std::to_string(leaves.size()));
+  // from = to proves nothing (RFC 9162 2.1.4.2 fails an empty path).
+  if (from < 1 || from >= to || to > int64_t(leaves.size()))
+    throw Error("need 1 <= --from < --to <= " + std::to_string(leaves.size()));
   std::span<const Hash> tree(leaves.data(), size_t(to));
   // No session number: nothing in a consistency proof could vouch for it
   // (the checkpoints name their log by origin).
@@ -143,11 +144,31 @@ Checkpoint signed_checkpoint(const std::string& note_text, const VerifierKey& ke
   return *c;
 }
 
+// The checkpoints kept elsewhere: every one must be a note signed by `key`
+// (a file of them is the auditor's own); those of `origin` at `size` must
+// all sign `root` (a key holder who rewrote history can sign a second tree
+// of a size: whichever note comes first must not decide). Returns whether
+// one of them is of that origin and size.
+bool saved_agree(const std::vector<std::string>& saved, const VerifierKey& key, const std::string& origin,
+                 uint64_t size, const Hash& root) {
+  bool found = false;
+  for (size_t i = 0; i < saved.size(); ++i) {
+    Checkpoint c = signed_checkpoint(saved[i], key, "saved checkpoint " + std::to_string(i + 1));
+    if (c.origin != origin || c.size != size) continue;
+    if (c.root != root)
+      throw Failure{"the saved checkpoint of size " + std::to_string(size) +
+                    " has another root than the proof's: history was rewritten since it was saved"};
+    found = true;
+  }
+  return found;
+}
+
 std::string key_words(const VerifierKey& key) { return "signed by " + key.name() + " (key id " + key.key_id_hex() + ")"; }
 
-ProofVerdict check_inclusion(const json& j, const VerifierKey& key) {
+ProofVerdict check_inclusion(const json& j, const VerifierKey& key, const std::vector<std::string>& saved) {
   exact_members(j, {"type", "session", "entry", "leaf_index", "leaf_hash", "tree_size", "root", "proof", "checkpoint"});
   int64_t session = positive(j, "session"), index = positive(j, "leaf_index"), size = positive(j, "tree_size");
+  if (session < 1) throw Failure{"session is not a session id (1 or more)"};
   if (!j["entry"].is_string()) throw Failure{"entry is not a string"};
   const std::string& entry = j["entry"].get_ref<const std::string&>();
   // The entry says where it stands; its canonical bytes are what was hashed.
@@ -164,6 +185,7 @@ ProofVerdict check_inclusion(const json& j, const VerifierKey& key) {
   if (!j["checkpoint"].is_string()) throw Failure{"no signed checkpoint of the tree"};
   Checkpoint c = signed_checkpoint(j["checkpoint"].get<std::string>(), key, "checkpoint");
   if (c.size != uint64_t(size) || c.root != root) throw Failure{"the checkpoint signs another tree than the proof's"};
+  saved_agree(saved, key, c.origin, c.size, root);
   ProofVerdict v;
   v.ok = true;
   v.entry = entry;
@@ -175,7 +197,7 @@ ProofVerdict check_inclusion(const json& j, const VerifierKey& key) {
 ProofVerdict check_consistency(const json& j, const VerifierKey& key, const std::vector<std::string>& saved) {
   exact_members(j, {"type", "from", "to", "root_from", "root_to", "proof", "checkpoint_from", "checkpoint_to"});
   int64_t from = positive(j, "from"), to = positive(j, "to");
-  if (from < 1 || from > to) throw Failure{"from and to are not 1 <= from <= to"};
+  if (from < 1 || from >= to) throw Failure{"from and to are not 1 <= from < to"};
   Hash root_from = hash_of(j["root_from"], "root_from"), root_to = hash_of(j["root_to"], "root_to");
   if (!verify_consistency(uint64_t(from), uint64_t(to), path_of(j["proof"]), root_from, root_to))
     throw Failure{"the proof does not show the smaller tree is a prefix of the larger (RFC 9162 2.1.4.2)"};
@@ -193,20 +215,13 @@ ProofVerdict check_consistency(const json& j, const VerifierKey& key, const std:
     throw Failure{"checkpoint_from is neither a note nor null"};
   if (c_from && (c_from->size != uint64_t(from) || c_from->root != root_from))
     throw Failure{"checkpoint_from signs another tree than root_from"};
+  bool kept = false;
   if (!saved.empty()) {
-    std::optional<Checkpoint> kept;
-    for (size_t i = 0; i < saved.size() && !kept; ++i) {
-      Checkpoint c = signed_checkpoint(saved[i], key, "saved checkpoint " + std::to_string(i + 1));
-      if (c.size == uint64_t(from) && c.origin == c_to.origin) kept = c;
-    }
+    kept = saved_agree(saved, key, c_to.origin, uint64_t(from), root_from);
     if (!kept) throw Failure{"none of the saved checkpoints is of this log at size " + std::to_string(from)};
-    if (kept->root != root_from)
-      throw Failure{"the saved checkpoint of size " + std::to_string(from) +
-                    " has another root than the proof's: history was rewritten since it was saved"};
-    c_from = kept;
   }
-  if (!c_from) throw Failure{"no signed checkpoint of the smaller tree: give the one you saved (--checkpoint)"};
-  if (c_from->origin != c_to.origin) throw Failure{"the two checkpoints are of different logs"};
+  if (!c_from && !kept) throw Failure{"no signed checkpoint of the smaller tree: give the one you saved (--checkpoint)"};
+  if (c_from && c_from->origin != c_to.origin) throw Failure{"the two checkpoints are of different logs"};
   ProofVerdict v;
   v.ok = true;
   v.what = "the tree of size " + std::to_string(from) + " is a prefix of the tree of size " + std::to_string(to) +
@@ -228,10 +243,14 @@ ProofVerdict check_proof(const std::string& proof_json, const VerifierKey& key, 
   };
   auto j = json::parse(proof_json, once, false);
   try {
+    // The JSON parser skips a byte order mark and stops at a NUL: either
+    // would let bytes no reader sees ride along.
+    if (proof_json.starts_with("\xEF\xBB\xBF")) throw Failure{"the proof starts with a byte order mark"};
+    if (proof_json.find('\0') != std::string::npos) throw Failure{"the proof holds a NUL byte"};
     if (duplicate) throw Failure{"a member is given twice"};
     if (j.is_discarded() || !j.is_object()) throw Failure{"not a JSON object"};
     if (!j.contains("type") || !j["type"].is_string()) throw Failure{"no proof type"};
-    if (j["type"] == "inclusion") return check_inclusion(j, key);
+    if (j["type"] == "inclusion") return check_inclusion(j, key, saved);
     if (j["type"] == "consistency") return check_consistency(j, key, saved);
     throw Failure{"unknown proof type \"" + printable(j["type"].get<std::string>()) + "\""};
   } catch (const Failure& f) {

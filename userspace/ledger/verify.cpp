@@ -171,7 +171,14 @@ std::string genesis_problem(const TopLevel& top, const VerifierKey* record_key) 
   if (record_key) {
     auto key_id = top.string("key_id");
     if (!key_id || *key_id != record_key->key_id_hex()) return "key_id is not the hash of its public_key";
+  } else if (top.raw("key_id")) {
+    return "key_id without a public_key";
   }
+  // A member and its _b64 form are one or the other: two would leave a
+  // reader to choose which counts.
+  for (const char* name : {"policy", "host"})
+    if (top.raw(name) && top.raw(std::string(name) + "_b64"))
+      return std::string("genesis entry has both ") + name + " and " + name + "_b64";
   auto policy = bytes_member(top, "policy");
   auto policy_sha = top.string("policy_sha256");
   if (!policy || !policy_sha || *policy_sha != to_hex(sha256(*policy)))
@@ -179,7 +186,7 @@ std::string genesis_problem(const TopLevel& top, const VerifierKey* record_key) 
   // origin: flightrec/<host, each byte outside [A-Za-z0-9._-] as _>/<32 hex digits>.
   auto host = bytes_member(top, "host");
   auto origin = top.string("origin").value_or("");
-  if (!host) return "genesis entry has no host";
+  if (!host || host->empty()) return "genesis entry has no host";
   std::string expect = "flightrec/";
   for (unsigned char c : *host) expect += std::isalnum(c) || c == '.' || c == '-' || c == '_' ? char(c) : '_';
   expect += "/";
@@ -197,7 +204,8 @@ SavedCheckpoints SavedCheckpoints::parse(const std::string& file) {
     std::string name = notes->size() == 1 ? "saved checkpoint" : "saved checkpoint " + std::to_string(i + 1);
     auto note = parse_note((*notes)[i], &out.problem);
     auto cp = note ? parse_checkpoint(note->text, &out.problem) : std::nullopt;
-    if (!cp) {
+    if (cp && !cp->chain) out.problem = "it has no chain line";
+    if (!cp || !cp->chain) {
       out.where = name;
       out.notes.clear();
       return out;
@@ -239,8 +247,12 @@ bool SessionVerifier::add_entry(std::string_view body, const std::string* stored
                     " (entries were removed, inserted, reordered or spliced in)");
   auto type_raw = top_.raw("type");
   if (!type_raw || type_raw->size() < 2 || (*type_raw)[0] != '"') return fail(at(), seq, "entry has no type");
-  // Types are plain ASCII words: the raw text between the quotes is the type.
+  // Types are words of [a-z0-9_], 1 to 255 bytes (what storage holds): the
+  // raw text between the quotes is the type.
   std::string_view type = type_raw->substr(1, type_raw->size() - 2);
+  if (type.empty() || type.size() > 255 ||
+      type.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") != std::string_view::npos)
+    return fail(at(), seq, "entry's type is not a word of a-z, 0-9 and _ (1 to 255 bytes)");
   if (ended_) return fail(at(), seq, "entry after the session's end");
   // The checkpoint of size 1 is committed with the genesis entry: without
   // it a whole session (genesis included) could be made up.
@@ -262,7 +274,11 @@ bool SessionVerifier::add_entry(std::string_view body, const std::string* stored
                                ") than the one given (" + pinned_->vkey() + ")");
     if (std::string why = genesis_problem(top_, record_key_ ? &*record_key_ : nullptr); !why.empty())
       return fail(at(), seq, why);
-    every_entries_ = top_.unsigned_integer("checkpoint_every_entries").value_or(0);
+    // Absent in no record flightrec writes; present, it must be a count.
+    if (top_.raw("checkpoint_every_entries")) {
+      every_entries_ = top_.unsigned_integer("checkpoint_every_entries").value_or(0);
+      if (every_entries_ == 0) return fail(at(), seq, "checkpoint_every_entries is not a positive integer");
+    }
     if (external_) {
       if (!external_->problem.empty()) return fail(external_->where, 0, external_->problem);
       const VerifierKey* key = pinned_ ? pinned_ : record_key_ ? &*record_key_ : nullptr;
@@ -284,7 +300,10 @@ bool SessionVerifier::add_entry(std::string_view body, const std::string* stored
   head_ = chain;
   if (type == "lost") {
     ++v_.gaps;
-    v_.lost += top_.unsigned_integer("lost").value_or(0);
+    auto lost = top_.unsigned_integer("lost");
+    if (!lost) return fail(at(), seq, "a lost entry without a count of events lost (lost)");
+    if (*lost > UINT64_MAX - v_.lost) return fail(at(), seq, "the lost entries' counts add up past 2^64");
+    v_.lost += *lost;
   }
   if (type == "session_end") {
     ended_ = true;
@@ -414,8 +433,7 @@ const SessionVerdict& SessionVerifier::finish() {
       fail(which, 0,
            "the record holds " + std::to_string(count_) + " entries but a checkpoint saved elsewhere covers " +
                std::to_string(s.checkpoint.size) + ": the record was truncated or rolled back");
-    } else if (s.checkpoint.size > 0 &&
-               (s.root_seen != s.checkpoint.root || (s.checkpoint.chain && s.chain_seen != s.checkpoint.chain))) {
+    } else if (s.root_seen != s.checkpoint.root || s.chain_seen != s.checkpoint.chain) {
       fail(which, 0,
            "the first " + std::to_string(s.checkpoint.size) +
                " entries differ from what the checkpoint saved elsewhere signed: history was rewritten");

@@ -114,8 +114,7 @@ CollectSettings parse_collect_config(const std::string& text, const std::string&
     } catch (const Error& e) {
       r.fail(kv.second, "hosts." + host, e.what());
     }
-    while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
-    auto key = ledger::VerifierKey::parse(text);
+    auto key = ledger::VerifierKey::parse_file(text);
     if (!key) r.fail(kv.second, "hosts." + host, file + " is not a verifier key (flightrec keygen's flightrec.pub)");
     if (!c.hosts.emplace(host, *key).second) r.fail(kv.first, "hosts." + host, "given twice");
   }
