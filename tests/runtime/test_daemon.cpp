@@ -1372,3 +1372,67 @@ TEST_CASE("health: every metric the alert rules and the dashboard name is one fl
   }
   CHECK(names > 20);
 }
+
+TEST_CASE("flightrecd: a session probes at most 16 TLS files of its own, another's are still probed, and a session's go when it ends") {
+  REQUIRE(is_root());
+  REQUIRE_MESSAGE(!cgroup2_root().empty(), "needs cgroup v2");
+  const std::string libssl = "/usr/lib/x86_64-linux-gnu/libssl.so.3";
+  REQUIRE(access(libssl.c_str(), R_OK) == 0);
+  TempDir dir;
+  std::string name = "flightrec-test-tlsshare-" + std::to_string(getpid());
+  CgroupTree tree(name);
+  tree.make("a");
+  tree.make("b");
+  int metrics_port;
+  {
+    Listener l;  // a port the kernel says is free
+    metrics_port = l.port;
+  }
+  std::string config = dir.file("flightrecd.yaml");
+  std::ofstream(config) << "version: 1\nstorage:\n  dir: " << dir.file("records") << "\nsocket:\n  path: "
+                        << dir.file("control.sock") << "\nring: 8M\nwatch:\n  - name: a\n    cgroup: \"" << name
+                        << "/a\"\n    tls: true\n  - name: b\n    cgroup: \"" << name << "/b\"\n    tls: true\n"
+                        << "metrics:\n  listen: \"127.0.0.1:" << metrics_port << "\"\n";
+  Daemon d(config);
+  REQUIRE_MESSAGE(d.await("flightrecd: recording", 2), d.err);
+  auto probed = [&] {
+    std::string page = run({"curl", "-sS", "http://127.0.0.1:" + std::to_string(metrics_port) + "/metrics"}).out;
+    size_t at = page.find("\nflightrecd_tls_files_probed ");
+    return at == std::string::npos ? -1L : std::stol(page.substr(at + 29));
+  };
+  long base = probed();
+  REQUIRE(base >= 0);
+  // 20 copies of libssl (20 files to the kernel) in a, opened and held open
+  // by one process (its view of the paths is where the daemon opens them).
+  std::string libs = dir.file("libs");
+  std::string copies;
+  for (int i = 0; i < 21; ++i) {
+    std::string sub = libs + "/" + std::to_string(i);
+    fs::create_directories(sub);
+    fs::copy_file(libssl, sub + "/libssl.so.3");
+    if (i < 20) copies += " " + sub + "/libssl.so.3";
+  }
+  const char* hold = "import sys, time\nfiles = [open(p, 'rb') for p in sys.argv[1:]]\ntime.sleep(120)\n";
+  pid_t holder_a = tree.spawn("a", {"sh", "-c", std::string("exec python3 -c \"") + hold + "\"" + copies});
+  CHECK(eventually([&] { return probed() == base + 16; }, 60000));
+  // b's own copy is probed: a's share is not the daemon's whole.
+  pid_t holder_b = tree.spawn("b", {"python3", "-c", hold, libs + "/20/libssl.so.3"});
+  CHECK(eventually([&] { return probed() == base + 17; }, 60000));
+  CHECK(probed() == base + 17);  // and a got no more meanwhile
+  // a ends: the probes of its files go; b's stay.
+  kill(holder_a, SIGKILL);
+  tree.reap(holder_a);
+  tree.remove("a");
+  REQUIRE_MESSAGE(d.await("flightrecd: sealed"), d.err);
+  CHECK(eventually([&] { return probed() == base + 1; }, 30000));
+  kill(holder_b, SIGKILL);
+  tree.reap(holder_b);
+  d.stop(SIGTERM);
+  // a's record says which copies were not probed, and why.
+  std::string a_db = record_of(records_in(dir.file("records")), tree.base + "/a");
+  REQUIRE(!a_db.empty());
+  int refused = 0;
+  for (const auto& e : of_type(entries(a_db), "error"))
+    refused += e.value("detail", "").find("files probed already (each session's share)") != std::string::npos;
+  CHECK(refused == 4);
+}

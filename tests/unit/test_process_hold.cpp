@@ -6,18 +6,21 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/ptrace.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "common/error.h"
 #include "common/process_hold.h"
 #include "common/system.h"
 
@@ -190,4 +193,20 @@ TEST_CASE("proc_stat_fields: the fields after a name that holds ') ' and spaces;
   kill(child, SIGKILL);
   waitpid(child, nullptr, 0);
   CHECK(!flightrec::proc_stat_fields(child));
+}
+
+TEST_CASE("make_private_dirs: each missing part made 0700, an existing one left; a file in the way is an error") {
+  char tmpl[] = "/tmp/flightrec-unit-XXXXXX";
+  std::string base = mkdtemp(tmpl);
+  std::string deep = base + "/a/b/c";
+  flightrec::make_private_dirs(deep);
+  struct stat st {};
+  REQUIRE(stat(deep.c_str(), &st) == 0);
+  CHECK(S_ISDIR(st.st_mode));
+  CHECK((st.st_mode & 07777) == 0700);
+  flightrec::make_private_dirs(deep);  // again: nothing to do
+  std::ofstream(base + "/file") << "x";
+  CHECK_THROWS_AS(flightrec::make_private_dirs(base + "/file"), flightrec::Error);
+  CHECK_THROWS_AS(flightrec::make_private_dirs(base + "/file/below"), flightrec::Error);
+  std::filesystem::remove_all(base);
 }

@@ -126,6 +126,15 @@ void write_file(const std::string& path, const std::string& data) {
   }
 }
 
+void make_private_dirs(const std::string& path) {
+  for (size_t i = 1; i <= path.size(); ++i)
+    if (i == path.size() || path[i] == '/')
+      if (mkdir(path.substr(0, i).c_str(), 0700) != 0 && errno != EEXIST)
+        throw Error(errno_message("cannot create " + path.substr(0, i), errno));
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) throw Error(path + " is not a directory");
+}
+
 static std::string trimmed(std::string s) {
   while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
   return s;

@@ -44,6 +44,9 @@ std::optional<std::string> try_read_file(const std::string& path);
 // anything; nullopt once the task is gone.
 std::optional<std::vector<std::string>> proc_stat_fields(int pid);
 void write_file(const std::string& path, const std::string& data);  // throws Error
+// mkdir -p, each new directory 0700; throws Error when a part cannot be
+// made or path is not a directory.
+void make_private_dirs(const std::string& path);
 
 std::string host_name();
 std::string kernel_release();

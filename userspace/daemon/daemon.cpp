@@ -49,6 +49,9 @@ class RecordedCgroup {
   sandbox::Cgroup cgroup;
   std::string db;
   uint32_t number = 0;
+  // Its share of the TLS probes (files it probed, released when it ends):
+  // declared before the session, whose TlsFollower uses it, to outlive it.
+  std::unique_ptr<probe::TenantTlsProbes> tls;
   std::unique_ptr<session::CgroupSession> session;  // its record file now
   recorder::Recorder& rec() { return session->recorder(); }
   const recorder::Recorder& rec() const { return session->recorder(); }
@@ -93,18 +96,6 @@ void reap_leftovers() {
   }
 }
 constexpr uint64_t kRetryNs = 2'000'000'000;  // a cgroup that could not be recorded is tried again this often
-
-void make_dir(const std::string& path) {
-  std::string at;
-  for (size_t i = 0; i <= path.size(); ++i) {
-    if (i < path.size() && path[i] != '/') continue;
-    at = path.substr(0, i);
-    if (at.empty()) continue;
-    if (mkdir(at.c_str(), 0700) != 0 && errno != EEXIST) throw Error(errno_message("cannot create " + at, errno));
-  }
-  struct stat st {};
-  if (stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) throw Error(path + " is not a directory");
-}
 
 // A file name from a cgroup's last component: what is not plain ASCII
 // becomes '_' (the genesis entry keeps the exact path).
@@ -170,7 +161,7 @@ std::vector<std::unique_ptr<ship::Output>> make_outputs(const Config& c) {
   for (const auto& s : c.syslog_outputs) outputs.push_back(std::make_unique<ship::SyslogOutput>(s));
   for (const auto& s : c.otlp_outputs) outputs.push_back(std::make_unique<ship::OtlpOutput>(s));
   for (const auto& s : c.jetstream_outputs) {
-    make_dir(s.spool_dir.substr(0, s.spool_dir.rfind('/')));
+    make_private_dirs(s.spool_dir.substr(0, s.spool_dir.rfind('/')));
     outputs.push_back(std::make_unique<ship::JetStreamOutput>(s));
   }
   for (auto s : c.websocket_outputs) {
@@ -183,7 +174,7 @@ std::vector<std::unique_ptr<ship::Output>> make_outputs(const Config& c) {
       while (!s.token.empty() && (s.token.back() == '\n' || s.token.back() == '\r' || s.token.back() == ' ')) s.token.pop_back();
       if (s.token.size() < 16) throw Error("websocket " + s.name + ": the token in " + s.token_file + " is shorter than 16 characters");
     }
-    if (!s.unix_path.empty()) make_dir(s.unix_path.substr(0, s.unix_path.rfind('/')));
+    if (!s.unix_path.empty()) make_private_dirs(s.unix_path.substr(0, s.unix_path.rfind('/')));
     outputs.push_back(std::make_unique<ship::WebSocketOutput>(s));
   }
   return outputs;
@@ -219,9 +210,9 @@ Daemon::Daemon(Config config, RulePolicies policies, std::string config_path)
   // Before any thread exists (the writers'), so that every thread inherits
   // the mask and the signals arrive only through the signalfd.
   sigfd_ = session::block_termination_signals();
-  make_dir(config_.storage_dir);
+  make_private_dirs(config_.storage_dir);
   // First: it is also what keeps a second flightrecd from starting.
-  make_dir(config_.socket_path.substr(0, config_.socket_path.rfind('/')));
+  make_private_dirs(config_.socket_path.substr(0, config_.socket_path.rfind('/')));
   int group_id = -1;
   if (!config_.socket_group.empty()) {
     std::vector<char> buf(16384);
@@ -324,7 +315,7 @@ void Daemon::start_record(RecordedCgroup& s, size_t tasks, const std::vector<uin
   const WatchRule& rule = s.rule;
   const std::string& path = s.cgroup.path();
   std::string dir = config_.storage_dir + "/" + rule.name;
-  make_dir(dir);
+  make_private_dirs(dir);
   std::string db = dir + "/" + file_stem(s.rel) + "-" + std::to_string(s.number) + (s.part ? "." + std::to_string(s.part) : "") + ".db";
   recorder::SessionMeta meta;
   meta.mode = "watch";
@@ -372,12 +363,15 @@ void Daemon::start_record(RecordedCgroup& s, size_t tasks, const std::vector<uin
     spec.tls_follower = previous->tls_follower();
     spec.lite_counter = previous->lite_counter();
     spec.argv_budget = 0;
+  } else {
+    if (!s.tls) s.tls = std::make_unique<probe::TenantTlsProbes>(capture_->tls());
+    spec.tls_follower = std::make_shared<session::TlsFollower>(*s.tls, false);  // the host's view
   }
   auto next = std::make_unique<session::CgroupSession>(*capture_, s.number, std::vector<const sandbox::Cgroup*>{&s.cgroup},
                                                        std::move(spec));
   next->recorder().count_drops_from(drops, misses);
   if (rule.tls && !previous)
-    for (const auto& err : session::attach_mapped_tls(capture_->tls(), {path}))
+    for (const auto& err : session::attach_mapped_tls(*s.tls, {path}))
       next->recorder().note("error", "TLS capture: " + err);
   // Only now, with everything made: a failure above leaves s as it was.
   s.session = std::move(next);
@@ -420,7 +414,8 @@ void Daemon::open(const std::string& rel) {
   // The session started there: what the cgroup's tasks do from now on is
   // queued in the ring for this session (read once its record exists);
   // the tasks already there are listed after, so none falls in between.
-  if (early_tls_ && rule->tls) early_tls_->follow(s->number);
+  s->tls = std::make_unique<probe::TenantTlsProbes>(capture_->tls());
+  if (early_tls_ && rule->tls) early_tls_->follow(s->number, s->tls->tenant());
   try {
     size_t tasks = capture_->track_existing(s->number, {path});
     start_record(*s, tasks, drops, misses, nullptr);
@@ -870,6 +865,9 @@ std::string Daemon::metrics() const {
   uint64_t now = mono_ns();
   family("flightrecd_sessions", "gauge", "Sessions being recorded (removed cgroups whose tasks live on included).");
   sample("flightrecd_sessions", "", double(all.size()));
+  family("flightrecd_tls_files_probed", "gauge",
+         "Files carrying TLS plaintext probes (each pins at most 256 uprobes of kernel memory; 16 per session at most).");
+  sample("flightrecd_tls_files_probed", "", double(capture_->tls().files_probed()));
   family("flightrecd_session_entries_total", "counter", "Entries sealed into the session's record.");
   for (const auto* s : all) sample("flightrecd_session_entries_total", labels_of(*s), double(s->rec().entries()));
   family("flightrecd_session_lost_events_total", "counter", "Events the kernel could not deliver while the session was open.");

@@ -159,7 +159,7 @@ nlohmann::json RunSessions::open(const control::SessionRequest& request, control
 }
 
 void RunSessions::adopt(int fd, uint32_t session, const std::string& cgroup, pid_t pid) {
-  held_[fd] = Run{session, cgroup, pid, real_ns(), "", 0, session};
+  held_[fd] = Run{session, cgroup, pid, real_ns(), "", session, nullptr};
   try {
     watch_(fd);
   } catch (const std::exception& e) {
@@ -243,23 +243,17 @@ nlohmann::json RunSessions::handle(Run& run, const control::RunRequest& request,
     // ring leaves the kernel's table at the daemon's next tick.)
     if (run.session) capture_.close_session(run.session);
     run.session = 0;
+    run.tls.reset();  // its files' probes go, unless another session uses them
     return control::to_json(control::EndAnswer{capture_.program_misses()});
   }
   if (!run.session) return refusal("the session has ended");
   // Files come as descriptors the client opened: never a path resolved here.
   if (const auto* attach = std::get_if<control::AttachTlsRequest>(&request)) {
     if (passed_fd < 0) return refusal("attach_tls: no file");
-    // Probes stay for the daemon's life and it probes 64 files at most:
-    // one run may add a few.
-    if (run.tls_files_added >= kMaxTlsFilesPerRun)
-      return control::to_json(control::AttachTlsAnswer{
-          "TLS capture: this run has had " + std::to_string(kMaxTlsFilesPerRun) + " files probed already", false});
+    // Charged to the run (its share of the daemon's probes), released at its end.
+    if (!run.tls) run.tls = std::make_shared<probe::TenantTlsProbes>(capture_.tls());
     control::AttachTlsAnswer a;
-    // This file, probed by this call (not another file, probed meanwhile
-    // by the daemon's own thread for its watched sessions).
-    bool had = capture_.tls().probes_file(passed_fd);
-    a.result = capture_.tls().attach_tls(passed_fd, attach->name, &a.tls_file, &a.live_since_ns);
-    if (!had && capture_.tls().probes_file(passed_fd)) ++run.tls_files_added;
+    a.result = run.tls->attach_tls(passed_fd, attach->name, &a.tls_file, &a.live_since_ns);
     return control::to_json(a);
   }
   if (passed_fd < 0) return refusal("probes_file: no file");

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -59,7 +60,6 @@ class RunSessions {
 
   static constexpr size_t kMaxRuns = 1024;
   static constexpr size_t kMaxRingBytes = 256u << 20;
-  static constexpr size_t kMaxTlsFilesPerRun = 8;
 
  private:
   struct Run {
@@ -68,8 +68,9 @@ class RunSessions {
     pid_t pid = 0;          // the client's, as the kernel recorded it at connect
     uint64_t started_real_ns = 0;
     std::string in;         // a request still arriving
-    size_t tls_files_added = 0;
     uint32_t number = 0;    // the capture's number, kept after the end (its ring's reader is this client)
+    // Its share of the TLS probes: files it probed, released when it ends.
+    std::shared_ptr<probe::TenantTlsProbes> tls;
   };
   struct Forward {
     ship::ForwardedStream stream;

@@ -7,8 +7,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <thread>
 
 #include "common/error.h"
 #include "common/system.h"
@@ -41,13 +43,45 @@ void TlsUprobes::probe_system_tls() {
 
 void TlsUprobes::drop() {
   std::lock_guard lock(mu_);
-  for (auto* link : links_) bpf_link__destroy(link);
-  for (int fd : link_fds_) close(fd);
-  links_.clear();
-  link_fds_.clear();
+  for (auto& [id, file] : files_) {
+    for (auto* link : file.links) bpf_link__destroy(link);
+    for (int fd : file.link_fds) close(fd);
+  }
   files_.clear();
-  probed_.clear();
   early_.clear();
+}
+
+uint32_t TlsUprobes::open_tenant() {
+  std::lock_guard lock(mu_);
+  tenants_.emplace(++last_tenant_, 0);
+  return last_tenant_;
+}
+
+void TlsUprobes::close_tenant(uint32_t tenant) {
+  std::vector<bpf_link*> links;
+  std::vector<int> link_fds;
+  {
+    std::lock_guard lock(mu_);
+    tenants_.erase(tenant);
+    for (auto it = files_.begin(); it != files_.end();) {
+      File& f = it->second;
+      f.tenants.erase(tenant);
+      if (f.charged_to == tenant) f.charged_to = 0;
+      if (f.kept || !f.tenants.empty()) {
+        ++it;
+        continue;
+      }
+      links.insert(links.end(), f.links.begin(), f.links.end());
+      link_fds.insert(link_fds.end(), f.link_fds.begin(), f.link_fds.end());
+      it = files_.erase(it);
+    }
+  }
+  if (links.empty() && link_fds.empty()) return;
+  // Each detach waits on the kernel (~0.1 s a link): not on the caller's time.
+  std::thread([links = std::move(links), link_fds = std::move(link_fds)] {
+    for (auto* link : links) bpf_link__destroy(link);
+    for (int fd : link_fds) close(fd);
+  }).detach();
 }
 
 // Removing uprobes makes the kernel wait ~0.1 s: once per probe where they
@@ -102,7 +136,15 @@ static void hand_uprobes_to_background(std::vector<bpf_link*>& links, std::vecto
 
 void TlsUprobes::detach_in_background() {
   std::lock_guard lock(mu_);
-  hand_uprobes_to_background(links_, link_fds_);
+  std::vector<bpf_link*> links;
+  std::vector<int> link_fds;
+  for (auto& [id, file] : files_) {
+    links.insert(links.end(), file.links.begin(), file.links.end());
+    link_fds.insert(link_fds.end(), file.link_fds.begin(), file.link_fds.end());
+    file.links.clear();
+    file.link_fds.clear();
+  }
+  hand_uprobes_to_background(links, link_fds);
 }
 
 bool TlsUprobes::answers_quickly(int fd) const {
@@ -123,7 +165,12 @@ size_t TlsUprobes::files_probed() const {
 
 std::vector<std::string> TlsUprobes::probed() const {
   std::lock_guard lock(mu_);
-  return probed_;
+  std::vector<const File*> in_order;
+  for (const auto& [id, file] : files_) in_order.push_back(&file);
+  std::sort(in_order.begin(), in_order.end(), [](const File* a, const File* b) { return a->order < b->order; });
+  std::vector<std::string> lines;
+  for (const File* f : in_order) lines.push_back(f->line);
+  return lines;
 }
 
 std::string TlsUprobes::attach_tls(const std::string& path, bool* tls_file, uint64_t* live_since_ns) {
@@ -148,6 +195,11 @@ std::string TlsUprobes::attach_tls(const std::string& path, bool* tls_file, uint
 }
 
 std::string TlsUprobes::attach_tls(int fd, const std::string& path, bool* tls_file, uint64_t* live_since_ns) {
+  return attach_tls_as(0, fd, path, tls_file, live_since_ns);
+}
+
+std::string TlsUprobes::attach_tls_as(uint32_t tenant, int fd, const std::string& path, bool* tls_file,
+                                      uint64_t* live_since_ns) {
   bool ignored;
   uint64_t ignored_since;
   if (!tls_file) tls_file = &ignored;
@@ -162,10 +214,14 @@ std::string TlsUprobes::attach_tls(int fd, const std::string& path, bool* tls_fi
   std::pair<uint64_t, uint64_t> id{st.st_dev, st.st_ino};
   // What is known of the file already.
   auto known = [&]() -> std::optional<std::string> {
+    if (tenant && !tenants_.count(tenant)) return "TLS capture: the session has ended; not probing " + path;
     if (auto f = files_.find(id); f != files_.end()) {
       *tls_file = true;
-      *live_since_ns = f->second;
-      return "";  // already: probes are per file, not per path
+      *live_since_ns = f->second.live_since_ns;
+      // Already: probes are per file, not per path. Kept while this tenant is.
+      if (tenant) f->second.tenants.insert(tenant);
+      else f->second.kept = true;
+      return "";
     }
     if (auto refused = refused_.find(id); refused != refused_.end()) {
       *tls_file = refused->second.second;
@@ -173,6 +229,9 @@ std::string TlsUprobes::attach_tls(int fd, const std::string& path, bool* tls_fi
     }
     if (files_.size() >= kTlsFilesMax)
       return "TLS capture: already " + std::to_string(kTlsFilesMax) + " files probed; not probing " + path;
+    if (tenant && tenants_[tenant] >= kTlsFilesPerTenant)
+      return "TLS capture: this session has " + std::to_string(kTlsFilesPerTenant) +
+             " files probed already (each session's share); not probing " + path;
     return std::nullopt;
   };
   std::unique_lock lock(mu_);
@@ -210,12 +269,23 @@ std::string TlsUprobes::attach_tls(int fd, const std::string& path, bool* tls_fi
   if (size_t n = entries.offsets.size() + rets.offsets.size(); n > kUprobesPerFileMax)
     return "TLS capture: " + path + " would take " + std::to_string(n) + " uprobes (at most " +
            std::to_string(kUprobesPerFileMax) + " per file): not probed";
-  if (std::string err = attach_uprobes(fd, path, entries, rets, found.uretprobes); !err.empty()) return err;
+  // Known now? (The tenant ended, or the caps filled, while the file was read.)
+  if (auto said = known()) return *said;
+  File file;
+  if (std::string err = attach_uprobes(fd, path, entries, rets, found.uretprobes, file); !err.empty()) return err;
   *live_since_ns = mono_ns();  // every probe is attached: calls from now on are seen
-  files_[id] = *live_since_ns;
-  std::string line = "uprobe:" + path + ":";
-  for (size_t i = 0; i < entries.names.size(); ++i) line += (i ? "," : "") + entries.names[i];
-  probed_.push_back(line);
+  file.live_since_ns = *live_since_ns;
+  file.line = "uprobe:" + path + ":";
+  for (size_t i = 0; i < entries.names.size(); ++i) file.line += (i ? "," : "") + entries.names[i];
+  file.order = ++probed_count_;
+  if (tenant) {
+    file.tenants.insert(tenant);
+    file.charged_to = tenant;
+    ++tenants_[tenant];
+  } else {
+    file.kept = true;
+  }
+  files_.emplace(id, std::move(file));
   return "";
 }
 
@@ -234,8 +304,16 @@ bool TlsUprobes::probes_file(int fd) const {
   return files_.count({st.st_dev, st.st_ino}) != 0;
 }
 
+std::string TenantTlsProbes::attach_tls(const std::string& library_path, bool* tls_file, uint64_t* live_since_ns) {
+  int fd = open(library_path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  if (fd < 0) return errno_message(library_path, errno);
+  std::string err = attach_tls(fd, library_path, tls_file, live_since_ns);
+  close(fd);
+  return err;
+}
+
 std::string TlsUprobes::attach_uprobes(int fd, const std::string& path, const Uprobes& entries, const Uprobes& rets,
-                                    bool uretprobes) {
+                                    bool uretprobes, File& file) {
   // The kernel finds the file through our descriptor, not by its name again.
   std::string by_fd = "/proc/self/fd/" + std::to_string(fd);
   if (multi_) {
@@ -248,8 +326,8 @@ std::string TlsUprobes::attach_uprobes(int fd, const std::string& path, const Up
       close(enter);
       return errno_message("cannot attach return uprobes to " + path, -ret);
     }
-    link_fds_.push_back(enter);
-    link_fds_.push_back(ret);
+    file.link_fds.push_back(enter);
+    file.link_fds.push_back(ret);
     return "";
   }
   std::vector<bpf_link*> links;
@@ -267,7 +345,7 @@ std::string TlsUprobes::attach_uprobes(int fd, const std::string& path, const Up
       links.push_back(link);
     }
   }
-  links_.insert(links_.end(), links.begin(), links.end());
+  file.links.insert(file.links.end(), links.begin(), links.end());
   return "";
 }
 

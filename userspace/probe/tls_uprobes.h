@@ -3,8 +3,10 @@
 // libgnutls, NSS's libnspr4 and libssl3, a program that exports one, a Go
 // program, BoringSSL or aws-lc linked in): which files carry them and since
 // when, which were refused and why. Bounded: files probed, and uprobes per
-// file. Kept by two threads, the one that drains the ring (TlsFollower)
-// and EarlyTlsAttach's: every member takes the lock.
+// file; in flightrecd, files per tenant too (a session of its own or a
+// run's: TenantTlsProbes), whose probes go when it ends. Kept by two
+// threads, the one that drains the ring (TlsFollower) and EarlyTlsAttach's:
+// every member takes the lock.
 #include <cstddef>
 #include <cstdint>
 #include <condition_variable>
@@ -41,6 +43,17 @@ class TlsUprobes : public TlsProbes {
                          uint64_t* live_since_ns = nullptr) override;
   std::string attach_tls(int fd, const std::string& name, bool* tls_file = nullptr,
                          uint64_t* live_since_ns = nullptr) override;
+  // For a tenant (open_tenant): a file it has probed counts against its
+  // kTlsFilesPerTenant, and stays probed while some tenant that asked for
+  // it is open (or the capture itself asked: tenant 0, for its life). A
+  // tenant not open (ended meanwhile) probes nothing.
+  std::string attach_tls_as(uint32_t tenant, int fd, const std::string& name, bool* tls_file = nullptr,
+                            uint64_t* live_since_ns = nullptr);
+  uint32_t open_tenant();  // a new tenant's id, never 0 nor one used before
+  // The tenant's files that no other open tenant asked for lose their
+  // probes (detached on a thread of their own: the kernel makes whoever
+  // detaches wait).
+  void close_tenant(uint32_t tenant);
   bool probes_file(const std::string& path) override;
   bool probes_file(int fd) const;  // the file open there
   // Whether attach_tls(fd) answers at once: the file is known (probed or
@@ -59,14 +72,27 @@ class TlsUprobes : public TlsProbes {
   // Kernel memory the TLS probes may pin, by design: files probed, and
   // uprobes per file (a Go program: 3 entries and at most kGoRetsMax RETs
   // for each of Read and Write; a C library: a few entries and returns).
-  static constexpr size_t kTlsFilesMax = 64;
+  // At ~262 bytes a uprobe: 256 files of 256 uprobes pin ~17 MB at most,
+  // a tenant's 16 files ~1 MB.
+  static constexpr size_t kTlsFilesMax = 256;
+  static constexpr size_t kTlsFilesPerTenant = 16;
   static constexpr size_t kUprobesPerFileMax = 256;
 
  private:
+  struct File {
+    uint64_t live_since_ns = 0;  // when its probes went live (mono_ns)
+    std::vector<bpf_link*> links;
+    std::vector<int> link_fds;  // uprobe_multi links
+    std::string line;           // "uprobe:PATH:FUNCTIONS"
+    std::set<uint32_t> tenants;  // open tenants that asked for it
+    bool kept = false;           // the capture's own (tenant 0): for its life
+    uint32_t charged_to = 0;     // the tenant it counts against (0: none)
+    uint64_t order = 0;          // probed() lists the files in the order they were probed
+  };
   // Entry probes, and return probes: uretprobes on the same functions (C
   // libraries), or plain uprobes at the given offsets (Go's RETs). All or none.
   std::string attach_uprobes(int fd, const std::string& path, const Uprobes& entries, const Uprobes& rets,
-                             bool uretprobes);
+                             bool uretprobes, File& file);
   void drop();  // every probe detached
 
   bpf_program* enter_;
@@ -75,15 +101,37 @@ class TlsUprobes : public TlsProbes {
   mutable std::mutex mu_;
   std::set<std::pair<uint64_t, uint64_t>> reading_;  // files a thread is reading (find_tls_cached)
   std::condition_variable reader_done_;
-  std::vector<bpf_link*> links_;
-  std::vector<int> link_fds_;  // uprobe_multi links
-  // (dev, inode) attached -> when its probes went live (mono_ns)
-  std::map<std::pair<uint64_t, uint64_t>, uint64_t> files_;
+  std::map<std::pair<uint64_t, uint64_t>, File> files_;  // (dev, inode) attached
+  std::map<uint32_t, size_t> tenants_;  // open tenants -> files charged to each
+  uint32_t last_tenant_ = 0;
+  uint64_t probed_count_ = 0;
   // Files not probed, each read once: (device, inode) -> why not, and
   // whether it holds a TLS stack (one that could not be told apart).
   std::map<std::pair<uint64_t, uint64_t>, std::pair<std::string, bool>> refused_;
-  std::vector<std::string> probed_;
   std::map<std::string, std::pair<std::string, bool>> early_;
+};
+
+// One tenant's view of the capture's TLS probes (flightrecd: a session
+// it records, or a run handed to it): what it probes is charged to it
+// (TlsUprobes::kTlsFilesPerTenant), and released when this view goes.
+class TenantTlsProbes : public TlsProbes {
+ public:
+  explicit TenantTlsProbes(TlsUprobes& all) : all_(all), tenant_(all.open_tenant()) {}
+  ~TenantTlsProbes() override { all_.close_tenant(tenant_); }
+  TenantTlsProbes(const TenantTlsProbes&) = delete;
+  TenantTlsProbes& operator=(const TenantTlsProbes&) = delete;
+  std::string attach_tls(const std::string& library_path, bool* tls_file = nullptr,
+                         uint64_t* live_since_ns = nullptr) override;
+  std::string attach_tls(int fd, const std::string& name, bool* tls_file = nullptr,
+                         uint64_t* live_since_ns = nullptr) override {
+    return all_.attach_tls_as(tenant_, fd, name, tls_file, live_since_ns);
+  }
+  bool probes_file(const std::string& path) override { return all_.probes_file(path); }
+  uint32_t tenant() const { return tenant_; }
+
+ private:
+  TlsUprobes& all_;
+  uint32_t tenant_;
 };
 
 // The system's TLS libraries that exist here, probed from a session's

@@ -268,9 +268,9 @@ EarlyTlsAttach::EarlyTlsAttach(probe::Capture& capture, bool every_session, bool
   thread_ = std::thread([this] { run(); });
 }
 
-void EarlyTlsAttach::follow(uint32_t session) {
+void EarlyTlsAttach::follow(uint32_t session, uint32_t tenant) {
   std::lock_guard lock(mu_);
-  sessions_.insert(session);
+  sessions_[session] = tenant;
 }
 
 void EarlyTlsAttach::unfollow(uint32_t session) {
@@ -284,9 +284,11 @@ std::vector<EarlyTlsAttach::Hold> EarlyTlsAttach::take_holds() {
   return std::exchange(holds_, {});
 }
 
-bool EarlyTlsAttach::followed(uint32_t session) {
+std::optional<uint32_t> EarlyTlsAttach::followed(uint32_t session) {
   std::lock_guard lock(mu_);
-  return every_session_ || sessions_.count(session);
+  if (every_session_) return 0;
+  if (auto it = sessions_.find(session); it != sessions_.end()) return it->second;
+  return std::nullopt;
 }
 
 EarlyTlsAttach::~EarlyTlsAttach() {
@@ -299,7 +301,8 @@ void EarlyTlsAttach::run() {
     if (size < sizeof(fr_exec_notice)) return;
     fr_exec_notice notice;
     std::memcpy(&notice, data, sizeof(notice));
-    if (!followed(notice.session)) return;
+    std::optional<uint32_t> tenant = followed(notice.session);
+    if (!tenant) return;
     // The file the process runs, whatever its view of paths. A process gone
     // (or exec'd again) meanwhile is TlsFollower's, at its exec entries; so
     // is one whose pid another process has now (pidfd: while it is open, the
@@ -328,7 +331,8 @@ void EarlyTlsAttach::run() {
       if (syscall(SYS_pidfd_send_signal, pidfd.get(), 0, nullptr, 0) == 0) held.holder = holder_.get();
       else holder_->release();
     }
-    capture_.tls().attach_tls(fd.get(), name);  // errors: said by TlsFollower
+    // flightrecd: charged to the session (its share of the probes).
+    capture_.tls().attach_tls_as(*tenant, fd.get(), name);  // errors: said by TlsFollower
     if (held.holder) {
       held.holder->release();
       held.holder = nullptr;

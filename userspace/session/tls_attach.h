@@ -10,6 +10,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <mutex>
 #include <set>
 #include <string>
@@ -101,7 +102,9 @@ class EarlyTlsAttach {
   ~EarlyTlsAttach();                                            // stops it
   EarlyTlsAttach(const EarlyTlsAttach&) = delete;
   EarlyTlsAttach& operator=(const EarlyTlsAttach&) = delete;
-  void follow(uint32_t session);
+  // tenant: whose share of the probes its programs are charged to
+  // (TenantTlsProbes::tenant(); 0: the capture's own).
+  void follow(uint32_t session, uint32_t tenant);
   void unfollow(uint32_t session);
   // The holds made since the last take (bounded): for the record.
   struct Hold {
@@ -114,12 +117,12 @@ class EarlyTlsAttach {
 
  private:
   void run();
-  bool followed(uint32_t session);
+  std::optional<uint32_t> followed(uint32_t session);  // the tenant, when followed
   probe::Capture& capture_;
   const bool every_session_;
   std::unique_ptr<ProcessHolder> holder_;  // with hold
   std::mutex mu_;
-  std::set<uint32_t> sessions_;
+  std::map<uint32_t, uint32_t> sessions_;  // followed -> tenant
   std::vector<Hold> holds_;
   std::atomic<bool> holds_waiting_{false};
   std::unique_ptr<probe::RingReader> ring_;

@@ -39,13 +39,6 @@ constexpr size_t kLeafWindow = 4096;                   // recent leaves kept to 
 constexpr size_t kNotesWindow = 1024;                  // recent checkpoints kept to check those that come twice
 constexpr size_t kMaxRefusalKeys = 1024;               // subjects whose refusals are counted apart
 
-void make_dirs(const std::string& path) {
-  for (size_t i = 1; i <= path.size(); ++i)
-    if (i == path.size() || path[i] == '/')
-      if (mkdir(path.substr(0, i).c_str(), 0700) != 0 && errno != EEXIST)
-        throw Error(errno_message("cannot create " + path.substr(0, i), errno));
-}
-
 bool token_like(const std::string& s, size_t max) {
   return !s.empty() && s.size() <= max &&
          s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") == std::string::npos;
@@ -398,7 +391,7 @@ Collector::Log* Collector::log_for(const std::string& host, const std::string& o
     why = "the collector follows " + std::to_string(kResidentLogs) + " logs already, each holding entries ahead of a gap";
     return nullptr;
   }
-  make_dirs(settings_.out_dir + "/" + host);
+  make_private_dirs(settings_.out_dir + "/" + host);
   auto log = std::make_unique<Log>(host, origin, file, session, *held_, &settings_.hosts.at(host));
   if (std::filesystem::exists(file)) log->load();
   if (let_go != let_go_[host].end()) {
