@@ -757,3 +757,50 @@ TEST_CASE("watch captures TLS of processes already running in the cgroup, and of
   CHECK(sent.find("GET /x?watched-nss HTTP/1.0\r\n") != std::string::npos);
   CHECK(sent.find("GET /x?watched-go HTTP/1.1\r\n") != std::string::npos);
 }
+
+TEST_CASE("a token in a JSON body, chunked, and a folded credential header (Python's ssl, HTTP/1.1): masked in the record") {
+  REQUIRE(is_root());
+  HttpsServer srv;
+  TempDir dir;
+  std::string db = dir.file("s.db");
+  // An OAuth refresh as agents send it, its body chunked (the token split
+  // across two chunks), and a header folded over two lines (obs-fold,
+  // which curl will not send): bytes from a file, so argv holds none.
+  std::string body1 = R"({"grant_type":"refresh_token","refresh_token":"rt-body-)", body2 = R"(secret-42"})";
+  auto hex = [](size_t n) {
+    char buf[16];
+    snprintf(buf, sizeof(buf), "%zx", n);
+    return std::string(buf);
+  };
+  std::string request = "POST /v1/oauth/token HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n"
+                        "X-Api-Key: sk-folded-first\r\n  sk-folded-second-part\r\nConnection: close\r\n\r\n" +
+                        hex(body1.size()) + "\r\n" + body1 + "\r\n" + hex(body2.size()) + "\r\n" + body2 + "\r\n0\r\n\r\n";
+  std::string raw = dir.file("request");
+  std::ofstream(raw, std::ios::binary) << request;
+  const char* client =
+      "import socket, ssl, sys\n"
+      "ctx = ssl.create_default_context(); ctx.check_hostname = False; ctx.verify_mode = ssl.CERT_NONE\n"
+      "s = ctx.wrap_socket(socket.create_connection(('127.0.0.1', int(sys.argv[1]))))\n"
+      "s.sendall(open(sys.argv[2], 'rb').read())\n"
+      "s.settimeout(5)\n"
+      "try:\n"
+      "    s.recv(65536)\n"
+      "except OSError:\n"
+      "    pass\n";
+  Result r = rt::flightrec({"run", "--policy", "observe", "--db", db, "--", "python3", "-c", client,
+                            std::to_string(srv.port), raw});
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  std::string all = everything_in(db);
+  CHECK(all.find("secret-42") == std::string::npos);
+  CHECK(all.find("rt-body-") == std::string::npos);
+  CHECK(all.find("sk-folded-second-part") == std::string::npos);
+  CHECK(all.find("sk-folded-first") == std::string::npos);
+  CHECK(all.find("X-Api-Key: [REDACTED]\r\n  [REDACTED]\r\n") != std::string::npos);  // the folded line was sent
+  std::set<std::string> names = redacted_names(db);
+  CHECK(names.count("body:refresh_token"));
+  CHECK(names.count("x-api-key"));
+  // What is not a credential is kept, each chunk the size it says.
+  CHECK(all.find(R"({"grant_type":"refresh_token","refresh_token":"********)" "\r\n" + hex(body2.size()) + "\r\n*********\"}") !=
+        std::string::npos);
+}

@@ -229,3 +229,52 @@ TEST_CASE("credentials in a request target's query are redacted, split across wr
   CHECK(flightrec::events::redact_query("/plain", nullptr) == "/plain");
   CHECK(flightrec::events::redact_query("/x?token", nullptr) == "/x?token");  // no value
 }
+
+TEST_CASE("a folded credential header (obs-fold) is redacted on its continuation lines too") {
+  auto [out, names] = through({"GET / HTTP/1.1\r\nAuthorization: Bearer\r\n  s3cret-token\r\n\tmore-of-it\r\nHost: h\r\n",
+                               " folded-host\r\n\r\n"});
+  CHECK(out == "GET / HTTP/1.1\r\nAuthorization: [REDACTED]\r\n  [REDACTED]\r\n\t[REDACTED]\r\nHost: h\r\n folded-host\r\n\r\n");
+  CHECK(names == std::vector<std::string>{"authorization"});
+}
+
+TEST_CASE("chunked bodies are followed: credentials in their trailers and JSON fields masked, the next message read") {
+  // A trailer after the last chunk; the next request on the connection.
+  std::string chunked = "POST /t HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n4;ext=1\r\nabcd\r\n0\r\nX-Api-Key: sk-123\r\n\r\n";
+  auto [out, names] = through({chunked + "GET / HTTP/1.1\r\nCookie: c=1\r\n\r\n"});
+  CHECK(out == "POST /t HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n4;ext=1\r\nabcd\r\n0\r\nX-Api-Key: [REDACTED]\r\n\r\n"
+               "GET / HTTP/1.1\r\nCookie: [REDACTED]\r\n\r\n");
+  CHECK(names == std::vector<std::string>{"x-api-key", "cookie"});
+  // An OAuth refresh, its token split across two chunks and two writes:
+  // masked in place, so every chunk keeps its size.
+  std::string body = R"({"grant_type":"refresh_token","refresh_token":"rt-0123456789abcdef"})";
+  std::string a = body.substr(0, 50), b = body.substr(50);
+  auto hex = [](size_t n) {
+    char buf[16];
+    snprintf(buf, sizeof(buf), "%zx", n);
+    return std::string(buf);
+  };
+  std::string head = "POST /v1/oauth/token HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n";
+  std::string msg = head + hex(a.size()) + "\r\n" + a + "\r\n" + hex(b.size()) + "\r\n" + b + "\r\n0\r\n\r\n";
+  auto [out2, names2] = through({msg.substr(0, head.size() + 30), msg.substr(head.size() + 30)});
+  CHECK(out2.size() == msg.size());
+  CHECK(out2.find("rt-0123456789abcdef") == std::string::npos);
+  CHECK(out2.find(R"("refresh_token":"***)" "\r\n") != std::string::npos);  // the first chunk's end
+  CHECK(out2.find(std::string(16, '*') + "\"}\r\n0\r\n") != std::string::npos);  // the second's
+  CHECK(out2.find(R"("grant_type":"refresh_token")") != std::string::npos);  // a value naming a key, not a secret
+  CHECK(names2 == std::vector<std::string>{"body:refresh_token"});
+}
+
+TEST_CASE("JSON credential fields in bodies are masked, '*' a byte; other fields and escapes stay whole") {
+  std::string body = R"({"model":"m","api_key" : "sk-ant-\"quoted\"-0123","token":"not-a-secret-here","n":{"password":"pw"},)"
+                     R"("access_token":42})";
+  std::string req = "POST /x HTTP/1.1\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+  auto [out, names] = through({req});
+  REQUIRE(out.size() == req.size());
+  std::string got = out.substr(out.size() - body.size());
+  CHECK(got == R"({"model":"m","api_key" : "**********************","token":"not-a-secret-here","n":{"password":"**"},)"
+               R"("access_token":42})");
+  CHECK(names == std::vector<std::string>{"body:api_key", "body:password"});
+  // A body without a length (read to the connection's end) is scanned too.
+  auto [out2, names2] = through({"HTTP/1.1 200 OK\r\n\r\n{\"id_token\":\"eyJhbGciOi\"}"});
+  CHECK(out2 == "HTTP/1.1 200 OK\r\n\r\n{\"id_token\":\"**********\"}");
+}

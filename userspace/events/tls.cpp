@@ -134,6 +134,63 @@ bool secret_query_key(std::string_view key) {
   return false;
 }
 
+bool secret_json_key(std::string_view key) {
+  static const char* const keys[] = {"api_key",       "apikey",        "api-key",      "x-api-key",     "access_token",
+                                     "id_token",      "refresh_token", "auth_token",   "session_token", "authorization",
+                                     "password",      "passwd",        "client_secret", "secret",       "private_key",
+                                     "private_token", "secret_access_key", "aws_secret_access_key"};
+  for (const char* k : keys)
+    if (key == k) return true;
+  return false;
+}
+
+char BodyRedactor::next(char c, std::vector<std::string>& names) {
+  auto space = [](char ch) { return ch == ' ' || ch == '\t' || ch == '\r' || ch == '\n'; };
+  if (masking_) {  // inside a secret string value: every byte but the closing quote masked
+    if (escape_) escape_ = false;
+    else if (c == '\\') escape_ = true;
+    else if (c == '"') {
+      masking_ = false;
+      return c;
+    }
+    return '*';
+  }
+  if (in_string_) {
+    if (escape_) escape_ = false;
+    else if (c == '\\') escape_ = true;
+    else if (c == '"') {
+      in_string_ = false;
+      after_string_ = true;
+      key_ = str_;
+      return c;
+    }
+    if (str_.size() < 64) str_ += char(std::tolower(static_cast<unsigned char>(c)));
+    return c;
+  }
+  if (expect_value_) {
+    if (space(c)) return c;
+    expect_value_ = false;
+    if (c == '"') {
+      masking_ = true;
+      names.push_back("body:" + key_);
+      return c;
+    }
+  }
+  if (after_string_) {
+    if (space(c)) return c;
+    after_string_ = false;
+    if (c == ':' && secret_json_key(key_)) {
+      expect_value_ = true;
+      return c;
+    }
+  }
+  if (c == '"') {
+    in_string_ = true;
+    str_.clear();
+  }
+  return c;
+}
+
 std::string redact_query(std::string_view target, std::vector<std::string>* names) {
   size_t q = target.find('?');
   if (q == std::string_view::npos) return std::string(target);
@@ -174,12 +231,52 @@ bool starts_http_message(std::string_view s) {
 
 }  // namespace
 
+void HeaderRedactor::header_byte(char c, const std::vector<std::string>& secret, std::vector<std::string>& names,
+                                 std::string& out) {
+  if (c == '\r') {
+    out += c;
+    redacting_ = false;
+  } else if (in_name_ && line_empty_ && (c == ' ' || c == '\t')) {
+    // A folded line (obs-fold, RFC 9112 5.2): more of the previous value.
+    line_empty_ = false;
+    in_name_ = false;
+    redacting_ = line_secret_ = last_secret_;
+    out += c;
+  } else if (in_name_) {
+    line_empty_ = false;
+    out += c;
+    if (c == ':') {
+      in_name_ = false;
+      if (std::find(secret.begin(), secret.end(), name_) != secret.end()) {
+        redacting_ = line_secret_ = true;
+        names.push_back(name_);
+      }
+    } else if (name_.size() < kNameMax) {
+      name_ += char(std::tolower(static_cast<unsigned char>(c)));
+    }
+  } else if (redacting_) {
+    line_empty_ = false;
+    if ((c == ' ' || c == '\t') && !marked_) out += c;  // the space after the colon stays
+    else if (!marked_) {
+      out += "[REDACTED]";
+      marked_ = true;
+    }
+  } else {
+    line_empty_ = false;
+    out += c;
+    if (value_.size() < kValueMax) value_ += char(std::tolower(static_cast<unsigned char>(c)));
+  }
+}
+
 void HeaderRedactor::end_of_line() {
   if (!in_name_ && name_ == "content-length") {
     has_length_ = !value_.empty() && value_.size() <= 18 && value_.find_first_not_of("0123456789 ") == std::string::npos;
     if (has_length_) length_ = std::stoull(value_);
   }
   if (!in_name_ && name_ == "transfer-encoding" && value_.find("chunked") != std::string::npos) chunked_ = true;
+  // A folded line goes on with the header before it, secret or not.
+  last_secret_ = !line_empty_ && line_secret_;
+  line_secret_ = false;
   name_.clear();
   value_.clear();
   in_name_ = line_empty_ = true;
@@ -194,7 +291,7 @@ std::string HeaderRedactor::feed(uint64_t at, std::string_view bytes, bool write
   if (at != pos_) {
     // Bytes went missing (past --tls-cap, or unreadable). Inside a header
     // line, what follows may be the rest of a secret: redact to its end.
-    if (mode_ == Mode::Headers) {
+    if (mode_ == Mode::Headers || mode_ == Mode::Trailers) {
       in_name_ = false;
       if (!redacting_) names.push_back("(after a gap)");
       redacting_ = true;
@@ -238,52 +335,58 @@ std::string HeaderRedactor::feed(uint64_t at, std::string_view bytes, bool write
           }
         }
         if (mode_ == Mode::StartLine && c == ' ' && start_field_ < 2) ++start_field_;
-        out += c;
+        // Bytes of no known framing (a body without a length, another
+        // protocol) are still scanned for credentials in JSON.
+        out += mode_ == Mode::Unknown ? body_.next(c, names) : c;
         if (mode_ == Mode::StartLine && c == '\n') {
           mode_ = Mode::Headers;
           end_of_line();
+          last_secret_ = false;
           has_length_ = chunked_ = false;
         }
         break;
       case Mode::Body:
-        out += c;
+        out += body_.next(c, names);
         if (--body_left_ == 0) mode_ = Mode::MessageStart;
         break;
+      case Mode::ChunkSize:  // hex digits, then extensions to the line end
+        out += c;
+        if (c == '\n') {
+          mode_ = chunk_left_ ? Mode::ChunkData : Mode::Trailers;
+          end_of_line();
+          last_secret_ = false;
+        } else if (!in_name_) {
+          // an extension (";name=value"): not read
+        } else if (std::isxdigit(static_cast<unsigned char>(c)) && chunk_left_ < (uint64_t(1) << 56)) {
+          chunk_left_ = chunk_left_ * 16 + uint64_t(c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10);
+        } else if (c != '\r') {
+          in_name_ = false;  // the size ended
+        }
+        break;
+      case Mode::ChunkData:
+        out += body_.next(c, names);
+        if (--chunk_left_ == 0) mode_ = Mode::ChunkEnd;
+        break;
+      case Mode::ChunkEnd:  // the CRLF after a chunk's data
+        out += c;
+        if (c == '\n') mode_ = Mode::ChunkSize;
+        break;
       case Mode::Headers:
+      case Mode::Trailers:
         if (c == '\n') {
           out += c;
-          if (line_empty_) {  // the blank line: the body follows
+          if (line_empty_ && mode_ == Mode::Trailers) {
+            mode_ = Mode::MessageStart;  // the message's end
+          } else if (line_empty_) {  // the blank line: the body follows
             bool known = has_length_ && !chunked_;
             body_left_ = known ? length_ : 0;
-            mode_ = !known ? Mode::Unknown : body_left_ ? Mode::Body : Mode::MessageStart;
+            body_.reset();
+            chunk_left_ = 0;
+            mode_ = chunked_ ? Mode::ChunkSize : !known ? Mode::Unknown : body_left_ ? Mode::Body : Mode::MessageStart;
           }
           end_of_line();
-        } else if (c == '\r') {
-          out += c;
-          redacting_ = false;
-        } else if (in_name_) {
-          line_empty_ = false;
-          out += c;
-          if (c == ':') {
-            in_name_ = false;
-            if (std::find(secret.begin(), secret.end(), name_) != secret.end()) {
-              redacting_ = true;
-              names.push_back(name_);
-            }
-          } else if (name_.size() < kNameMax) {
-            name_ += char(std::tolower(static_cast<unsigned char>(c)));
-          }
-        } else if (redacting_) {
-          line_empty_ = false;
-          if (c == ' ' && !marked_) out += c;  // the space after the colon stays
-          else if (!marked_) {
-            out += "[REDACTED]";
-            marked_ = true;
-          }
         } else {
-          line_empty_ = false;
-          out += c;
-          if (value_.size() < kValueMax) value_ += char(std::tolower(static_cast<unsigned char>(c)));
+          header_byte(c, secret, names, out);
         }
         break;
     }

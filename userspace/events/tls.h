@@ -45,7 +45,26 @@ ClientHello parse_client_hello(std::string_view record);
 // values of those replaced by [REDACTED] (their keys added to *names as
 // "?key").
 bool secret_query_key(std::string_view key);
+// Whether a JSON body member (lower case) holds a credential: a narrower
+// list than the query's ("key" or "token" alone name other things in a
+// model's tool calls).
+bool secret_json_key(std::string_view key);
 std::string redact_query(std::string_view target, std::vector<std::string>* names);
+
+// JSON members of a body that name a credential ("refresh_token": "..."),
+// their string values masked in place, each byte a '*' (a scanner of the
+// stream cannot know a value's length before its end), so a body's
+// Content-Length and chunk sizes still hold. A value split across calls is
+// masked all the same.
+class BodyRedactor {
+ public:
+  char next(char c, std::vector<std::string>& names);  // the byte to keep in c's place
+  void reset() { *this = BodyRedactor(); }
+
+ private:
+  bool in_string_ = false, escape_ = false, after_string_ = false, expect_value_ = false, masking_ = false;
+  std::string str_, key_;  // the string being read (lower case, bounded), the last one read
+};
 
 class HeaderRedactor {
  public:
@@ -56,13 +75,17 @@ class HeaderRedactor {
                    std::vector<std::string>& names);
 
  private:
-  enum class Mode { MessageStart, StartLine, Headers, Body, Unknown };
+  enum class Mode { MessageStart, StartLine, Headers, Body, ChunkSize, ChunkData, ChunkEnd, Trailers, Unknown };
   void end_of_line();
+  // A header (or trailer) line's byte, with its value redacted when its name is secret.
+  void header_byte(char c, const std::vector<std::string>& secret, std::vector<std::string>& names, std::string& out);
   Mode mode_ = Mode::MessageStart;
   uint64_t pos_ = 0;            // stream offset of the next byte expected
   std::string name_;            // this header line's name so far, lower case (bounded)
   std::string value_;           // its value so far, for content-length and transfer-encoding (bounded)
   bool in_name_ = true, line_empty_ = true, redacting_ = false, marked_ = false;
+  bool line_secret_ = false;  // this header line's value is a secret's
+  bool last_secret_ = false;  // the previous one's was: a folded line (obs-fold) goes on with it
   bool has_length_ = false, chunked_ = false;
   uint64_t length_ = 0, body_left_ = 0;
   // The start line's request target: its query parameters' values are
@@ -70,6 +93,8 @@ class HeaderRedactor {
   int start_field_ = 0;  // 0 the method, 1 the target, 2 the rest
   bool in_query_ = false, in_query_value_ = false, query_redacting_ = false, query_marked_ = false;
   std::string query_key_;  // lower case, bounded
+  uint64_t chunk_left_ = 0;
+  BodyRedactor body_;
 };
 
 class TlsStreams {
