@@ -278,3 +278,31 @@ TEST_CASE("JSON credential fields in bodies are masked, '*' a byte; other fields
   auto [out2, names2] = through({"HTTP/1.1 200 OK\r\n\r\n{\"id_token\":\"eyJhbGciOi\"}"});
   CHECK(out2 == "HTTP/1.1 200 OK\r\n\r\n{\"id_token\":\"**********\"}");
 }
+
+TEST_CASE("HTTP/2: credentials in JSON DATA are masked in place, per stream, across frames and cuts; padding is not body") {
+  std::string settings = frame(4, 0, 0, "");
+  std::string body1 = R"({"grant_type":"refresh_token","refresh_tok)", body2 = R"(en":"rt-h2-secret"})";
+  std::string other = R"({"note":"password","password":"pw-other-stream"})";
+  // Stream 1's body in two DATA frames (the second padded, END_STREAM); stream 3's between them.
+  std::string padded = std::string(1, char(3)) + body2 + std::string(3, '\0');
+  std::string stream = std::string(flightrec::events::kHttp2Preface) + settings + frame(0, 0, 1, body1) +
+                       frame(0, 0x1, 3, other) + frame(0, 0x8 | 0x1, 1, padded);
+  for (size_t cut = 1; cut < stream.size(); cut += 7) {
+    Http2Redactor r(true);
+    std::vector<std::string> names;
+    std::vector<Http2Headers> blocks;
+    std::string a = stream.substr(0, cut), b = stream.substr(cut);
+    r.feed(0, a, {}, names, blocks);
+    r.feed(cut, b, {}, names, blocks);
+    std::string out = a + b;
+    INFO("cut at " << cut);
+    REQUIRE(out.size() == stream.size());
+    CHECK(out.find("rt-h2-secret") == std::string::npos);
+    CHECK(out.find("pw-other-stream") == std::string::npos);
+    CHECK(out.find(R"("refresh_tok)") != std::string::npos);  // the name stays
+    CHECK(out.find(R"(en":"************"})") != std::string::npos);
+    CHECK(out.find(R"({"note":"password","password":"***************"})") != std::string::npos);
+    CHECK(out.substr(out.size() - 3) == std::string(3, '\0'));  // the padding as it was
+    CHECK(names == std::vector<std::string>{"body:password", "body:refresh_token"});
+  }
+}

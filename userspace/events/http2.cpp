@@ -10,8 +10,8 @@ namespace {
 constexpr size_t kNameMax = 128;
 constexpr size_t kValueMax = 1024;  // of a pseudo-header field's value kept for the summary
 constexpr uint64_t kTableMax = 1 << 20;  // a dynamic table larger than any peer asks for (the default is 4096)
-constexpr uint8_t kHeaders = 0x1, kPushPromise = 0x5, kContinuation = 0x9, kSettings = 0x4;
-constexpr uint8_t kEndHeaders = 0x4, kPadded = 0x8, kPriority = 0x20;
+constexpr uint8_t kData = 0x0, kHeaders = 0x1, kPushPromise = 0x5, kContinuation = 0x9, kSettings = 0x4;
+constexpr uint8_t kEndStream = 0x1, kEndHeaders = 0x4, kPadded = 0x8, kPriority = 0x20;
 
 // RFC 7541 Appendix B: the code length of each symbol (256 is EOS). The
 // code is canonical: codes follow from the lengths, shortest first, then
@@ -223,14 +223,16 @@ void Http2Redactor::frame_header_done() {
   at_ = 0;
   pad_ = 0;
   headers_frame_ = type_ == kHeaders || type_ == kPushPromise || type_ == kContinuation;
-  pre_ = 0;
+  data_frame_ = type_ == kData;
+  stream_ = ((uint32_t(header_[5]) << 24) | (uint32_t(header_[6]) << 16) | (uint32_t(header_[7]) << 8) | header_[8]) &
+            0x7fffffffu;
+  pre_ = data_frame_ && (flags_ & kPadded) ? 1 : 0;
   if (type_ == kHeaders) pre_ = (flags_ & kPadded ? 1 : 0) + (flags_ & kPriority ? 5 : 0);
   if (type_ == kPushPromise) pre_ = (flags_ & kPadded ? 1 : 0) + 4;
   if (type_ == kHeaders) {
     in_block_ = true;
     block_ = Http2Headers{};
-    block_.stream = ((uint32_t(header_[5]) << 24) | (uint32_t(header_[6]) << 16) | (uint32_t(header_[7]) << 8) |
-                     header_[8]) & 0x7fffffffu;
+    block_.stream = stream_;
   } else if (type_ != kContinuation) {
     in_block_ = false;
   }
@@ -240,6 +242,7 @@ void Http2Redactor::frame_header_done() {
 void Http2Redactor::frame_done() {
   state_ = State::FrameHeader;
   header_got_ = 0;
+  if (data_frame_ && (flags_ & kEndStream)) bodies_.erase(stream_);
   if (in_block_ && (type_ == kHeaders || type_ == kContinuation) && (flags_ & kEndHeaders)) {
     in_block_ = false;
     if (blocks_) blocks_->push_back(std::move(block_));
@@ -278,7 +281,20 @@ void Http2Redactor::feed(uint64_t at, std::string& bytes, const std::vector<std:
         break;
       case State::Payload: {
         uint32_t p = at_++;
-        if (headers_frame_) {
+        if (data_frame_) {
+          // A body's bytes, masked in place where a JSON member names a
+          // credential (events/body_redact.h); the padding is not body.
+          if (p == 0 && (flags_ & kPadded)) {
+            pad_ = c;
+            if (pre_ + pad_ > length_) {
+              lose(bytes, i, names);
+              return;
+            }
+          } else if (p < length_ - pad_) {
+            if (bodies_.size() >= 256 && !bodies_.count(stream_)) bodies_.clear();  // bounded
+            bytes[i] = bodies_[stream_].next(char(c), names);
+          }
+        } else if (headers_frame_) {
           if (p < pre_) {
             if (p == 0 && (flags_ & kPadded)) {
               pad_ = c;

@@ -9,10 +9,13 @@
 // request and response header block: its pseudo-header fields.
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
+
+#include "events/body_redact.h"
 
 namespace flightrec::events {
 
@@ -79,6 +82,9 @@ class Http2Redactor {
   uint8_t type_ = 0, flags_ = 0;
   uint32_t pre_ = 0, pad_ = 0;    // header frames: bytes before the fragment, padding after it
   bool headers_frame_ = false;
+  bool data_frame_ = false;
+  uint32_t stream_ = 0;            // this frame's stream
+  std::map<uint32_t, BodyRedactor> bodies_;  // DATA of each open stream, scanned for credentials (bounded)
   // The request or response header block being read (HEADERS, then
   // CONTINUATION frames up to END_HEADERS); not a PUSH_PROMISE's.
   bool in_block_ = false;

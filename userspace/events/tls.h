@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "events/body_redact.h"
 #include "events/entry.h"
 #include "events/http2.h"
 
@@ -45,26 +46,7 @@ ClientHello parse_client_hello(std::string_view record);
 // values of those replaced by [REDACTED] (their keys added to *names as
 // "?key").
 bool secret_query_key(std::string_view key);
-// Whether a JSON body member (lower case) holds a credential: a narrower
-// list than the query's ("key" or "token" alone name other things in a
-// model's tool calls).
-bool secret_json_key(std::string_view key);
 std::string redact_query(std::string_view target, std::vector<std::string>* names);
-
-// JSON members of a body that name a credential ("refresh_token": "..."),
-// their string values masked in place, each byte a '*' (a scanner of the
-// stream cannot know a value's length before its end), so a body's
-// Content-Length and chunk sizes still hold. A value split across calls is
-// masked all the same.
-class BodyRedactor {
- public:
-  char next(char c, std::vector<std::string>& names);  // the byte to keep in c's place
-  void reset() { *this = BodyRedactor(); }
-
- private:
-  bool in_string_ = false, escape_ = false, after_string_ = false, expect_value_ = false, masking_ = false;
-  std::string str_, key_;  // the string being read (lower case, bounded), the last one read
-};
 
 class HeaderRedactor {
  public:
