@@ -10,6 +10,21 @@
 
 namespace unit {
 
+// Built with AddressSanitizer (tools/sanitize.sh): its allocator and
+// quarantine stand in for glibc's, so checks of malloc's own behaviour or
+// of the process's RSS do not apply there.
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr bool kAsan = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+inline constexpr bool kAsan = true;
+#else
+inline constexpr bool kAsan = false;
+#endif
+#else
+inline constexpr bool kAsan = false;
+#endif
+
 struct TempDir {
   std::filesystem::path path;
   TempDir() {

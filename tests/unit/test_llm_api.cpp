@@ -233,9 +233,10 @@ std::string zstd(const std::string& in) {
 TEST_CASE("content codings: gzip, deflate, br, zstd and their chains decode; damage, unknown codings and bombs are said") {
   std::string body = R"({"id":"msg_1","content":[{"type":"tool_use","id":"t1","name":"Bash","input":{"command":"ls"}}]})";
   std::string why;
-  for (auto [coding, data] : std::vector<std::pair<std::string, std::string>>{
+  for (const auto& cd : std::vector<std::pair<std::string, std::string>>{
            {"gzip", gzip(body, 31)}, {"deflate", gzip(body, 15)}, {"deflate", gzip(body, -15)},
            {"br", brotli(body)}, {"zstd", zstd(body)}, {"gzip, br", brotli(gzip(body, 31))}, {"identity", body}}) {
+    const std::string &coding = cd.first, &data = cd.second;  // (not structured bindings: CAPTURE's lambda takes them)
     CAPTURE(coding);
     auto out = decode_content(coding, data, 1 << 20, &why);
     REQUIRE(out.has_value());
@@ -253,8 +254,9 @@ TEST_CASE("content codings: gzip, deflate, br, zstd and their chains decode; dam
   CHECK(why.find("compress") != std::string::npos);
   // A bomb: 256 MiB of zeros in a few KiB stops at the bound, for each coding.
   std::string zeros(256 << 20, '\0');
-  for (auto [coding, data] : std::vector<std::pair<std::string, std::string>>{
+  for (const auto& cd : std::vector<std::pair<std::string, std::string>>{
            {"gzip", gzip(zeros, 31)}, {"zstd", zstd(zeros)}, {"br", brotli(zeros)}}) {
+    const std::string &coding = cd.first, &data = cd.second;
     CAPTURE(coding);
     CHECK(data.size() < (1 << 20));
     why.clear();

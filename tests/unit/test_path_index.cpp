@@ -334,8 +334,9 @@ TEST_CASE("query --path and --since/--until skip blocks, and find everything a w
   std::filesystem::copy_file(db, wider);
   sql(wider, "UPDATE blocks SET ts_min=0");
   CHECK(verdict(wider).ok);
-  for (auto [since, until] : std::vector<std::pair<int64_t, int64_t>>{
+  for (auto range : std::vector<std::pair<int64_t, int64_t>>{
            {1'000'000 + 5000, 1'000'000 + 5100}, {0, 1'000'000 + 3}, {1'000'000 + n + 1, 1'000'000 + n + 9}, {2'000'000, 3'000'000}}) {
+    int64_t since = range.first, until = range.second;  // (not a structured binding: INFO's lambda captures them)
     inspect::Criteria c;
     c.since_ns = since;
     c.until_ns = until;

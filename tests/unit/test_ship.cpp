@@ -759,7 +759,7 @@ TEST_CASE("collect: bounded in memory whatever publishers send; a log let go is 
     }
     uint64_t grown = rss_kib() - before;
     MESSAGE("the collector grew by " << grown / 1024 << " MiB for 512 MiB of entries ahead of gaps and 20000 forged logs");
-    CHECK(grown < 200 * 1024);
+    if (!unit::kAsan) CHECK(grown < 200 * 1024);  // (ASan's quarantine keeps freed memory resident)
     auto report = c.report();
     size_t failed = 0, ok = 0;
     for (const auto& h : report)

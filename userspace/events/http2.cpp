@@ -227,6 +227,10 @@ void Http2Redactor::frame_header_done() {
   stream_ = ((uint32_t(header_[5]) << 24) | (uint32_t(header_[6]) << 16) | (uint32_t(header_[7]) << 8) | header_[8]) &
             0x7fffffffu;
   pre_ = data_frame_ && (flags_ & kPadded) ? 1 : 0;
+  if (data_frame_) {
+    if (bodies_.size() >= 256 && !bodies_.count(stream_)) bodies_.clear();  // bounded
+    body_ = &bodies_[stream_];  // looked up once a frame, not once a byte
+  }
   if (type_ == kHeaders) pre_ = (flags_ & kPadded ? 1 : 0) + (flags_ & kPriority ? 5 : 0);
   if (type_ == kPushPromise) pre_ = (flags_ & kPadded ? 1 : 0) + 4;
   if (type_ == kHeaders) {
@@ -242,7 +246,10 @@ void Http2Redactor::frame_header_done() {
 void Http2Redactor::frame_done() {
   state_ = State::FrameHeader;
   header_got_ = 0;
-  if (data_frame_ && (flags_ & kEndStream)) bodies_.erase(stream_);
+  if (data_frame_ && (flags_ & kEndStream)) {
+    bodies_.erase(stream_);
+    body_ = nullptr;
+  }
   if (in_block_ && (type_ == kHeaders || type_ == kContinuation) && (flags_ & kEndHeaders)) {
     in_block_ = false;
     if (blocks_) blocks_->push_back(std::move(block_));
@@ -291,8 +298,7 @@ void Http2Redactor::feed(uint64_t at, std::string& bytes, const std::vector<std:
               return;
             }
           } else if (p < length_ - pad_) {
-            if (bodies_.size() >= 256 && !bodies_.count(stream_)) bodies_.clear();  // bounded
-            bytes[i] = bodies_[stream_].next(char(c), names);
+            bytes[i] = body_->next(char(c), names);
           }
         } else if (headers_frame_) {
           if (p < pre_) {

@@ -85,6 +85,7 @@ class Http2Redactor {
   bool data_frame_ = false;
   uint32_t stream_ = 0;            // this frame's stream
   std::map<uint32_t, BodyRedactor> bodies_;  // DATA of each open stream, scanned for credentials (bounded)
+  BodyRedactor* body_ = nullptr;             // this DATA frame's stream's
   // The request or response header block being read (HEADERS, then
   // CONTINUATION frames up to END_HEADERS); not a PUSH_PROMISE's.
   bool in_block_ = false;

@@ -445,7 +445,7 @@ void LlmCalls::finish(Emitted& out) {
       c.received2->take_open(open);
       for (auto& [stream, ex] : c.streams) {
         if (ex.x.api.empty()) continue;
-        auto r = std::find_if(open.begin(), open.end(), [&](const agent::HttpMessage& m) { return m.stream == stream; });
+        auto r = std::find_if(open.begin(), open.end(), [s = stream](const agent::HttpMessage& m) { return m.stream == s; });
         write_call(c, ex, r != open.end() ? &*r : nullptr, about, out);
       }
       continue;
