@@ -268,7 +268,8 @@ static __always_inline __u32 kernel_path(struct task_struct *task, __s64 fd, str
 #define FR_NAME_BOUND 0  /* what a bind asked: port 0 when the kernel chose one */
 #define FR_NAME_PEER 1   /* the peer */
 #define FR_NAME_LOCAL 2  /* the local address and port as they are */
-#define FR_SOCK_BINDPORT_LOCK 8  /* include/net/sock.h: the port was asked for */
+#define FR_SOCK_BINDPORT_LOCK 8  /* include/net/sock.h: the port was asked for (sk_userlocks is
+				  * a 4-bit bitfield before 6.9, a byte since: read as a bitfield) */
 
 /* An IP socket's address as the kernel holds it, as a sockaddr_in or
  * sockaddr_in6 in dst: its peer (which == FR_NAME_PEER) or its local address. Returns
@@ -286,7 +287,7 @@ __noinline __u32 fr_inet_name(__u64 skp, struct fr_syscall_data *d, int which)
 	 * client's bind (the one it chose is getsockname's answer). */
 	__u16 port = which == FR_NAME_PEER ? BPF_CORE_READ(sk, __sk_common.skc_dport)
 				: bpf_htons(BPF_CORE_READ(sk, __sk_common.skc_num));
-	if (which == FR_NAME_BOUND && !(BPF_CORE_READ(sk, sk_userlocks) & FR_SOCK_BINDPORT_LOCK))
+	if (which == FR_NAME_BOUND && !(BPF_CORE_READ_BITFIELD_PROBED(sk, sk_userlocks) & FR_SOCK_BINDPORT_LOCK))
 		port = 0;
 	if (family != FR_AF_INET && family != FR_AF_INET6)
 		return 0;

@@ -110,6 +110,44 @@ TEST_CASE("an address rewritten during the connect cannot forge the record: the 
   CHECK(peers == n);
 }
 
+TEST_CASE("a bind records the port it asked for, from the socket; port 0 stays 0, getsockname says the one chosen" * doctest::test_suite("vm-kernel")) {
+  REQUIRE(is_root());
+  TempDir dir;
+  std::string db = dir.file("s.db");
+  int port;
+  {
+    Listener free_port;  // a port the kernel says is free (closed again)
+    port = free_port.port;
+  }
+  const char* script =
+      "import socket, sys\n"
+      "a = socket.socket(); a.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+      "a.bind(('127.0.0.1', int(sys.argv[1])))\n"
+      "b = socket.socket(); b.bind(('127.0.0.1', 0))\n"
+      "print(b.getsockname()[1])\n";
+  Result r = flightrec({"run", "--policy", "observe", "--tls", "off", "--db", db, "--", "python3", "-c", script,
+                        std::to_string(port)});
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  int chosen = std::atoi(r.out.c_str());
+  REQUIRE(chosen > 0);
+  std::vector<int> bound, named;
+  for (const auto& e : entries(db)) {
+    if (e.value("family", "") != "AF_INET" || e.value("ret", -1) != 0) continue;
+    if (e.value("name", "") == "bind") {
+      CHECK(e.value("addr_from_kernel", 0) == 1);
+      CHECK(e["addr"] == "127.0.0.1");
+      bound.push_back(e["port"].get<int>());
+    }
+    if (e.value("name", "") == "getsockname") named.push_back(e["port"].get<int>());
+  }
+  // (On 6.1 to 6.8 the kernel keeps the asked-for flag in a bitfield.)
+  CHECK(bound == std::vector<int>{port, 0});
+  // (Python asks too, of both sockets: each answer is one of their ports.)
+  CHECK(std::count(named.begin(), named.end(), chosen) >= 1);
+  for (int n : named) CHECK((n == chosen || n == port));
+}
+
 TEST_CASE("every record's header names who made it: process, thread, parent, ids, name and cgroup") {
   REQUIRE_MESSAGE(is_root(), "runtime tests need root");
   // Read at sys_exit with and without sys_enter: both fill the header the same way.

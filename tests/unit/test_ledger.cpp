@@ -692,16 +692,18 @@ TEST_CASE("a proof is checked with the public key alone, and any changed byte fa
     std::vector<Hash> leaves;
     for (const auto& b : bodies(db, 1)) leaves.push_back(leaf_hash(b));
     leaves[2] = leaf_hash("{\"forged\":1}");
-    Checkpoint forked{origin_of(1), 10, root_of(std::span<const Hash>(leaves.data(), 10)), std::nullopt};
+    Checkpoint forked{origin_of(1), 10, root_of(std::span<const Hash>(leaves.data(), 10)), sha256("chain")};
     std::string forked_note = sign_checkpoint(forked, &test_key());
     CHECK_FALSE(check_proof(consistency, key, {forked_note, note10}).ok);
     CHECK_FALSE(check_proof(consistency, key, {note10, forked_note}).ok);
-    // Every saved note must be signed by the key, whichever log it is of.
-    Checkpoint elsewhere{"flightrec/else/0123456789abcdef0123456789abcdef", 3, forked.root, std::nullopt};
-    CHECK_FALSE(check_proof(consistency, key, {note10, sign_checkpoint(elsewhere, &other)}).ok);
-    CHECK(check_proof(consistency, key, {note10, sign_checkpoint(elsewhere, &test_key())}).ok);
+    // A note of another log (a fleet's file: another host's key) is passed
+    // over; one of this log must be signed by the key.
+    Checkpoint elsewhere{"flightrec/else/0123456789abcdef0123456789abcdef", 3, forked.root, sha256("c")};
+    CHECK(check_proof(consistency, key, {note10, sign_checkpoint(elsewhere, &other)}).ok);
+    Checkpoint here_by_other{origin_of(1), 10, forked.root, sha256("c")};
+    CHECK_FALSE(check_proof(consistency, key, {note10, sign_checkpoint(here_by_other, &other)}).ok);
     // An inclusion proof is held to the saved notes of its tree size too.
-    Checkpoint forked23{origin_of(1), 23, root_of(std::span<const Hash>(leaves.data(), 23)), std::nullopt};
+    Checkpoint forked23{origin_of(1), 23, root_of(std::span<const Hash>(leaves.data(), 23)), sha256("chain")};
     CHECK(check_proof(proof, key, {note10}).ok);
     auto rewritten = check_proof(proof, key, {sign_checkpoint(forked23, &test_key())});
     CHECK(rewritten.reason.find("history was rewritten") != std::string::npos);

@@ -142,7 +142,9 @@ static std::string trimmed(std::string s) {
 
 std::string host_name() {
   char buf[256] = {};
-  if (gethostname(buf, sizeof(buf) - 1) != 0) return "unknown";
+  // An empty name (sethostname("") in a UTS namespace) would make an origin
+  // with no host part, which the format refuses (docs/FORMAT.md 3.1).
+  if (gethostname(buf, sizeof(buf) - 1) != 0 || buf[0] == '\0') return "unknown";
   return buf;
 }
 

@@ -1,5 +1,7 @@
 #include "events/tls.h"
 
+#include <charconv>
+
 #include <unistd.h>
 
 #include <cctype>
@@ -213,8 +215,15 @@ void HeaderRedactor::header_byte(char c, const std::vector<std::string>& secret,
 
 void HeaderRedactor::end_of_line() {
   if (!in_name_ && name_ == "content-length") {
-    has_length_ = !value_.empty() && value_.size() <= 18 && value_.find_first_not_of("0123456789 ") == std::string::npos;
-    if (has_length_) length_ = std::stoull(value_);
+    // Digits, spaces around them: anything else (a value of spaces alone,
+    // which once threw here and ended the record) is no length.
+    std::string_view v = value_;
+    while (!v.empty() && v.front() == ' ') v.remove_prefix(1);
+    while (!v.empty() && v.back() == ' ') v.remove_suffix(1);
+    uint64_t n = 0;
+    auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+    has_length_ = !v.empty() && v.size() <= 18 && ec == std::errc() && end == v.data() + v.size();
+    if (has_length_) length_ = n;
   }
   if (!in_name_ && name_ == "transfer-encoding" && value_.find("chunked") != std::string::npos) chunked_ = true;
   // A folded line goes on with the header before it, secret or not.

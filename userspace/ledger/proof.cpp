@@ -144,18 +144,26 @@ Checkpoint signed_checkpoint(const std::string& note_text, const VerifierKey& ke
   return *c;
 }
 
-// The checkpoints kept elsewhere: every one must be a note signed by `key`
-// (a file of them is the auditor's own); those of `origin` at `size` must
-// all sign `root` (a key holder who rewrote history can sign a second tree
-// of a size: whichever note comes first must not decide). Returns whether
-// one of them is of that origin and size.
+// The checkpoints kept elsewhere (a file of notes, §5.6): each must be
+// well-formed, with its chain line; those of `origin` must be signed by
+// `key`, and those of `origin` at `size` must all sign `root` (a key holder
+// who rewrote history can sign a second tree of a size: whichever note
+// comes first must not decide). Notes of other logs are passed over, as
+// verify does (one file may hold a fleet's). Returns whether one of them is
+// of that origin and size.
 bool saved_agree(const std::vector<std::string>& saved, const VerifierKey& key, const std::string& origin,
                  uint64_t size, const Hash& root) {
   bool found = false;
   for (size_t i = 0; i < saved.size(); ++i) {
-    Checkpoint c = signed_checkpoint(saved[i], key, "saved checkpoint " + std::to_string(i + 1));
-    if (c.origin != origin || c.size != size) continue;
-    if (c.root != root)
+    std::string what = "saved checkpoint " + std::to_string(i + 1), why;
+    auto note = parse_note(saved[i], &why);
+    auto c = note ? parse_checkpoint(note->text, &why) : std::nullopt;
+    if (!c) throw Failure{what + ": " + why};
+    if (!c->chain) throw Failure{what + ": it has no chain line"};
+    if (c->origin != origin) continue;
+    if (std::string bad = check_signature(*note, key); !bad.empty()) throw Failure{what + ": " + bad};
+    if (c->size != size) continue;
+    if (c->root != root)
       throw Failure{"the saved checkpoint of size " + std::to_string(size) +
                     " has another root than the proof's: history was rewritten since it was saved"};
     found = true;

@@ -42,6 +42,12 @@ void TlsUprobes::probe_system_tls() {
 }
 
 void TlsUprobes::drop() {
+  {
+    std::lock_guard lock(mu_);
+    stop_detaching_ = true;
+    detach_wanted_.notify_one();
+  }
+  if (detacher_.joinable()) detacher_.join();  // it detaches what was queued first
   std::lock_guard lock(mu_);
   for (auto& [id, file] : files_) {
     for (auto* link : file.links) bpf_link__destroy(link);
@@ -57,12 +63,20 @@ uint32_t TlsUprobes::open_tenant() {
   return last_tenant_;
 }
 
-void TlsUprobes::close_tenant(uint32_t tenant) {
+void TlsUprobes::destroy(std::vector<bpf_link*>& links, std::vector<int>& link_fds) noexcept {
+  for (auto* link : links) bpf_link__destroy(link);
+  for (int fd : link_fds) close(fd);
+  links.clear();
+  link_fds.clear();
+}
+
+void TlsUprobes::close_tenant(uint32_t tenant) noexcept {
   std::vector<bpf_link*> links;
   std::vector<int> link_fds;
-  {
-    std::lock_guard lock(mu_);
-    tenants_.erase(tenant);
+  std::unique_lock lock(mu_);
+  tenants_.erase(tenant);
+  size_t files = 0;
+  try {
     for (auto it = files_.begin(); it != files_.end();) {
       File& f = it->second;
       f.tenants.erase(tenant);
@@ -73,15 +87,37 @@ void TlsUprobes::close_tenant(uint32_t tenant) {
       }
       links.insert(links.end(), f.links.begin(), f.links.end());
       link_fds.insert(link_fds.end(), f.link_fds.begin(), f.link_fds.end());
+      ++files;
       it = files_.erase(it);
     }
+    if (links.empty() && link_fds.empty()) return;
+    if (!detacher_.joinable()) detacher_ = std::thread([this] { detach_worker(); });
+    detach_links_.insert(detach_links_.end(), links.begin(), links.end());
+    detach_fds_.insert(detach_fds_.end(), link_fds.begin(), link_fds.end());
+    detaching_files_ += files;
+    detach_wanted_.notify_one();
+  } catch (const std::exception&) {
+    // No memory or no thread: detached here, on the caller's time.
+    lock.unlock();
+    destroy(links, link_fds);
   }
-  if (links.empty() && link_fds.empty()) return;
-  // Each detach waits on the kernel (~0.1 s a link): not on the caller's time.
-  std::thread([links = std::move(links), link_fds = std::move(link_fds)] {
-    for (auto* link : links) bpf_link__destroy(link);
-    for (int fd : link_fds) close(fd);
-  }).detach();
+}
+
+void TlsUprobes::detach_worker() {
+  std::unique_lock lock(mu_);
+  for (;;) {
+    detach_wanted_.wait(lock, [&] { return stop_detaching_ || !detach_links_.empty() || !detach_fds_.empty(); });
+    if (detach_links_.empty() && detach_fds_.empty()) return;  // stopping, nothing left
+    std::vector<bpf_link*> links = std::move(detach_links_);
+    std::vector<int> link_fds = std::move(detach_fds_);
+    size_t files = detaching_files_;  // counted until their links are gone
+    detach_links_.clear();
+    detach_fds_.clear();
+    lock.unlock();
+    destroy(links, link_fds);
+    lock.lock();
+    detaching_files_ -= files;
+  }
 }
 
 // Removing uprobes makes the kernel wait ~0.1 s: once per probe where they
@@ -227,7 +263,12 @@ std::string TlsUprobes::attach_tls_as(uint32_t tenant, int fd, const std::string
       *tls_file = refused->second.second;
       return path + refused->second.first;
     }
-    if (files_.size() >= kTlsFilesMax)
+    return std::nullopt;
+  };
+  // The caps, asked once the file is known to hold a TLS stack (*tls_file
+  // set): the record then says why such a file was not probed.
+  auto capped = [&]() -> std::optional<std::string> {
+    if (files_.size() + detaching_files_ >= kTlsFilesMax)
       return "TLS capture: already " + std::to_string(kTlsFilesMax) + " files probed; not probing " + path;
     if (tenant && tenants_[tenant] >= kTlsFilesPerTenant)
       return "TLS capture: this session has " + std::to_string(kTlsFilesPerTenant) +
@@ -269,8 +310,9 @@ std::string TlsUprobes::attach_tls_as(uint32_t tenant, int fd, const std::string
   if (size_t n = entries.offsets.size() + rets.offsets.size(); n > kUprobesPerFileMax)
     return "TLS capture: " + path + " would take " + std::to_string(n) + " uprobes (at most " +
            std::to_string(kUprobesPerFileMax) + " per file): not probed";
-  // Known now? (The tenant ended, or the caps filled, while the file was read.)
+  // Known now? (The tenant ended while the file was read.) Past a cap?
   if (auto said = known()) return *said;
+  if (auto said = capped()) return *said;
   File file;
   if (std::string err = attach_uprobes(fd, path, entries, rets, found.uretprobes, file); !err.empty()) return err;
   *live_since_ns = mono_ns();  // every probe is attached: calls from now on are seen

@@ -14,6 +14,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -51,9 +52,10 @@ class TlsUprobes : public TlsProbes {
                             uint64_t* live_since_ns = nullptr);
   uint32_t open_tenant();  // a new tenant's id, never 0 nor one used before
   // The tenant's files that no other open tenant asked for lose their
-  // probes (detached on a thread of their own: the kernel makes whoever
-  // detaches wait).
-  void close_tenant(uint32_t tenant);
+  // probes: detached by one worker thread (the kernel makes whoever
+  // detaches wait, ~0.1 s a link), counted against kTlsFilesMax until then.
+  // Never throws (destructors call it).
+  void close_tenant(uint32_t tenant) noexcept;
   bool probes_file(const std::string& path) override;
   bool probes_file(int fd) const;  // the file open there
   // Whether attach_tls(fd) answers at once: the file is known (probed or
@@ -104,6 +106,16 @@ class TlsUprobes : public TlsProbes {
   std::map<std::pair<uint64_t, uint64_t>, File> files_;  // (dev, inode) attached
   std::map<uint32_t, size_t> tenants_;  // open tenants -> files charged to each
   uint32_t last_tenant_ = 0;
+  // Detaching, away from the caller's thread: links waiting, and how many
+  // files they were (still pinning kernel memory until detached).
+  void detach_worker();
+  static void destroy(std::vector<bpf_link*>& links, std::vector<int>& link_fds) noexcept;
+  std::vector<bpf_link*> detach_links_;
+  std::vector<int> detach_fds_;
+  size_t detaching_files_ = 0;
+  bool stop_detaching_ = false;
+  std::condition_variable detach_wanted_;
+  std::thread detacher_;  // started by the first close_tenant that detaches
   uint64_t probed_count_ = 0;
   // Files not probed, each read once: (device, inode) -> why not, and
   // whether it holds a TLS stack (one that could not be told apart).
