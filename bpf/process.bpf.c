@@ -123,7 +123,7 @@ int BPF_PROG(fr_fork, struct task_struct *parent, struct task_struct *child)
 	    BPF_CORE_READ(child, real_cred, user_ns) != BPF_CORE_READ(parent, real_cred, user_ns))
 		r->flags |= FR_FORK_NEW_NS;
 	r->pad = 0;
-	bpf_ringbuf_submit(r, fr_wakeup_flag(ring, sizeof(*r)));
+	bpf_ringbuf_submit(r, fr_wakeup_flag(session, ring, sizeof(*r)));
 	return 0;
 }
 
@@ -176,9 +176,12 @@ int BPF_PROG(fr_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 	 * not a tick later, when its first connection may be made already. */
 	struct fr_ring_ref ring = fr_ring(session);
 	bool wake_now = fr_tls_enabled && first_exec_of(bprm);
+	__u64 avail_after = ring.ring ? bpf_ringbuf_query(ring.ring, BPF_RB_AVAIL_DATA) + size : 0;
+	if (ring.ring)
+		fr_brake_if_full(session, ring.bytes, avail_after);
 	if (size <= sizeof(s->buf) &&
 	    (!ring.ring || bpf_ringbuf_output(ring.ring, r, size, wake_now ? BPF_RB_FORCE_WAKEUP : fr_wakeup_flag_after(
-				ring, bpf_ringbuf_query(ring.ring, BPF_RB_AVAIL_DATA) + size, size)) != 0))
+				ring, avail_after, size)) != 0))
 		fr_count_drop(session);
 	if (wake_now) {
 		struct fr_exec_notice notice = {
@@ -220,7 +223,7 @@ static __always_inline void record_exit(struct task_struct *p)
 	fr_fill_header(&r->h, FR_REC_EXIT, sizeof(*r), session);
 	r->exit_code = p->exit_code;
 	r->flags = BPF_CORE_READ(p, signal, live.counter) == 0 ? FR_EXIT_GROUP_DEAD : 0;
-	bpf_ringbuf_submit(r, fr_wakeup_flag(ring, sizeof(*r)));
+	bpf_ringbuf_submit(r, fr_wakeup_flag(session, ring, sizeof(*r)));
 }
 
 SEC("tp_btf/sched_process_exit")
@@ -294,6 +297,6 @@ int BPF_PROG(fr_cgroup_move, struct cgroup *dst_cgrp, const char *path, struct t
 	if (n == sizeof(r->path))
 		r->flags |= FR_MOVE_PATH_TRUNC;
 	r->path_len = (__u16)(n - 1);
-	bpf_ringbuf_submit(r, fr_wakeup_flag(ring, sizeof(*r)));
+	bpf_ringbuf_submit(r, fr_wakeup_flag(session, ring, sizeof(*r)));
 	return 0;
 }

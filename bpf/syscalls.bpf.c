@@ -92,7 +92,7 @@ static __always_inline void emit_plain(struct task_struct *task, __u32 ppid, str
 	if (!r)
 		return;
 	fill_syscall(r, task, ppid, st, sizeof(*r), ret, flags);
-	bpf_ringbuf_submit(r, fr_wakeup_flag(ring, sizeof(*r)));
+	bpf_ringbuf_submit(r, fr_wakeup_flag(st->session, ring, sizeof(*r)));
 }
 
 /* Reads one user string into dst; returns its length without the NUL. */

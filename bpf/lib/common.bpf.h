@@ -393,8 +393,52 @@ static __always_inline __u32 fr_current_session(void)
 	return fr_walk_current_cgroup(cgroup, generation);
 }
 
+FR_SHARED struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, FR_BRAKED_MAX);
+	__type(key, __u32);
+	__type(value, struct fr_braked);
+} fr_braked SEC(".maps");
+
+/* Backpressure's emergency brake (FR_SESSION_BRAKE): stops the current
+ * process, which makes a record of `session` while its ring is over three
+ * quarters full. In the kernel and at once: the freezer waits for the
+ * collector's watchdog to be scheduled, and 16 threads writing 4 KB
+ * records fill 4 MB before it is. Each thread can still finish the call
+ * it is in, so the last quarter holds one record per thread. */
+static __always_inline __u32 fr_task_session(struct task_struct *task);
+
+static __always_inline void fr_brake(__u32 session)
+{
+	__u32 key = session % FR_MAX_SESSIONS;
+	__u32 *flags = bpf_map_lookup_elem(&fr_session_flags, &key);
+	if (!flags || !(*flags & FR_SESSION_BRAKE))
+		return;
+	/* Only a process of the session, and one that can still be stopped:
+	 * a record can be made by another (a cgroup move) or at an exit. */
+	struct task_struct *task = bpf_get_current_task_btf();
+	if ((task->flags & 0x4 /* PF_EXITING */) || fr_task_session(task) != session)
+		return;
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	/* Read, not loaded: see fr_leader_session for what a load costs. */
+	struct fr_braked b = { .session = session, .start_boottime = BPF_CORE_READ(task, group_leader, start_boottime) };
+	/* Kept first: a process stopped with no note of it would stay stopped. */
+	long err = bpf_map_update_elem(&fr_braked, &tgid, &b, BPF_NOEXIST);
+	if (err && err != -17 /* EEXIST: stopped before, continued since by a sibling */)
+		return;
+	bpf_send_signal(19 /* SIGSTOP */);
+}
+
+/* The brake, when a ring of `bytes` holds `avail` unread bytes. */
+static __always_inline void fr_brake_if_full(__u32 session, __u64 bytes, __u64 avail)
+{
+	if (avail >= bytes - (bytes >> 2))
+		fr_brake(session);
+}
+
 static __always_inline void fr_count_drop(__u32 session)
 {
+	fr_brake(session);  /* a full ring: nothing more until it drains */
 	__u32 key = session % FR_MAX_SESSIONS;
 	__u64 *n = bpf_map_lookup_elem(&fr_session_drops, &key);
 	if (n)
@@ -555,10 +599,14 @@ static __always_inline __u64 fr_wakeup_flag_after(struct fr_ring_ref r, __u64 av
 	return BPF_RB_NO_WAKEUP;
 }
 
-/* For bpf_ringbuf_submit: the reserved record already counts as unread. */
-static __always_inline __u64 fr_wakeup_flag(struct fr_ring_ref r, __u64 size)
+/* For bpf_ringbuf_submit of a record of `session` (fr_reserve): the
+ * reserved record already counts as unread. Applies the brake too, once
+ * the ring is read for the wake-up anyway. */
+static __always_inline __u64 fr_wakeup_flag(__u32 session, struct fr_ring_ref r, __u64 size)
 {
-	return fr_wakeup_flag_after(r, bpf_ringbuf_query(r.ring, BPF_RB_AVAIL_DATA), size);
+	__u64 avail = bpf_ringbuf_query(r.ring, BPF_RB_AVAIL_DATA);
+	fr_brake_if_full(session, r.bytes, avail);
+	return fr_wakeup_flag_after(r, avail, size);
 }
 
 /* A record of `size` bytes reserved in the session's ring; NULL (a loss,
@@ -618,9 +666,13 @@ static __always_inline void fr_output(void *rec, __u64 size)
 {
 	__u32 session = ((struct fr_header *)rec)->session;
 	struct fr_ring_ref ring = fr_ring(session);
-	if (!ring.ring ||
-	    bpf_ringbuf_output(ring.ring, rec, size,
-			       fr_wakeup_flag_after(ring, bpf_ringbuf_query(ring.ring, BPF_RB_AVAIL_DATA) + size, size)) != 0)
+	if (!ring.ring) {
+		fr_count_drop(session);
+		return;
+	}
+	__u64 avail_after = bpf_ringbuf_query(ring.ring, BPF_RB_AVAIL_DATA) + size;
+	fr_brake_if_full(session, ring.bytes, avail_after);
+	if (bpf_ringbuf_output(ring.ring, rec, size, fr_wakeup_flag_after(ring, avail_after, size)) != 0)
 		fr_count_drop(session);
 }
 

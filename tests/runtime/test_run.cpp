@@ -821,35 +821,3 @@ TEST_CASE("a command line past 4 KiB is recorded whole, in exec_argv pieces (up 
   CHECK(blocks[1].second.size() == 1u << 20);  // the bound, stated in docs/FORMAT.md
   CHECK(blocks[1].second == want.substr(0, 1u << 20));
 }
-
-TEST_CASE("backpressure by default: a stat() storm from 4 threads never hides the open a fifth thread makes") {
-  REQUIRE(is_root());
-  TempDir dir;
-  std::string work = dir.file("work");
-  std::filesystem::create_directory(work);
-  std::filesystem::copy_file(STAT_STORM_BIN, work + "/stat_storm");
-  std::ofstream(work + "/marker") << "m\n";
-  // Default settings (the agent policy, TLS capture on). A record per trial,
-  // read back by type only (each holds a few hundred thousand stat entries).
-  const int trials = 100;
-  int found = 0, with_loss = 0, paused = 0;
-  for (int i = 0; i < trials; ++i) {
-    std::string db = dir.file("s.db");
-    Result r = run_in(work, {FLIGHTREC_BIN, "run", "--db", db, "--", "./stat_storm", "marker", "300"});
-    INFO("trial " << i << ": " << r.err);
-    REQUIRE(r.code == 0);
-    bool opened = false;
-    std::istringstream opens(rt::flightrec({"query", "--db", db, "--json", "--type", "file_open"}).out);
-    for (std::string line; std::getline(opens, line);) {
-      json e = json::parse(line);
-      opened = opened || (e.value("path", "") == "marker" && e["ret"].get<int64_t>() >= 0);
-    }
-    found += opened;
-    with_loss += !rt::flightrec({"query", "--db", db, "--json", "--type", "lost"}).out.empty();
-    paused += !rt::flightrec({"query", "--db", db, "--json", "--type", "freeze"}).out.empty();
-    for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(db + suffix);
-  }
-  MESSAGE("marker open recorded in " << found << " of " << trials << " trials; " << paused
-                                     << " were paused by backpressure; " << with_loss << " lost events");
-  CHECK(found == trials);
-}

@@ -25,6 +25,7 @@
 #include "common/huge_heap.h"
 #include "common/system.h"
 #include "events/syscall_table.h"
+#include "probe/brake.h"
 #include "probe/core_btf.h"
 #include "probe/features.h"
 #include "probe/host_tasks.h"
@@ -557,7 +558,7 @@ uint32_t Capture::open_session(const std::vector<uint64_t>& cgroup_ids, const Se
   std::vector<fr_session_tasks> zeros(size_t(std::max(1, libbpf_num_possible_cpus())));
   std::vector<uint64_t> no_calls(zeros.size(), 0);
   uint32_t flags = (lite ? FR_SESSION_LITE : 0) | (own_ring_bytes ? FR_SESSION_OWN_RING : 0) |
-                   (entry ? FR_SESSION_ENTRY : 0),
+                   (entry ? FR_SESSION_ENTRY : 0) | (spec.brake ? FR_SESSION_BRAKE : 0),
            closed = 0;
   // Its ring: an idle one of its size (no wait), or a new one.
   uint32_t index = 0;
@@ -682,6 +683,8 @@ void Capture::close_session(uint32_t session) {
   for (auto& [index, ring] : rings_)
     if (ring.session == session) ring.session = 0;
 }
+
+size_t Capture::continue_braked() { return probe::continue_braked(bpf_map__fd(skel_->maps.fr_braked)); }
 
 uint32_t Capture::next_number() {
   // A number whose slot an open session holds is skipped (slots are the

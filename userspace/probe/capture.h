@@ -95,6 +95,11 @@ struct SessionSpec {
   // of that size instead of the capture's, read by whoever holds
   // session_ring(), which counts its losses apart.
   size_t own_ring_bytes = 0;
+  // Backpressure's emergency brake (FR_SESSION_BRAKE): the kernel stops
+  // its processes that make records while its ring is over three quarters
+  // full, until continue_braked(). For sessions whose reader also pauses
+  // them at half full (--on-loss backpressure), which that rarely reaches.
+  bool brake = false;
 };
 
 class Capture : public Source {
@@ -194,6 +199,7 @@ class Capture : public Source {
   std::vector<ProgramStats> program_stats() const;
   void detach() override;  // stop producing; consume() still drains
   double ring_fill() const override;
+  size_t continue_braked() override;
   // The plaintext probes, per TLS library or program file (attached with
   // CaptureOptions::tls on; the system's libraries from the start).
   TlsUprobes& tls() { return *tls_; }

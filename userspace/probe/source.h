@@ -46,6 +46,9 @@ class Source {
   virtual uint64_t program_misses() const = 0;
   // Unread bytes in the ring buffer as a fraction of its size (0..1).
   virtual double ring_fill() const = 0;
+  // Continues the processes backpressure's emergency brake stopped
+  // (SessionSpec::brake); returns how many. Call once the ring drained.
+  virtual size_t continue_braked() { return 0; }
   // Stop producing; consume() still drains.
   virtual void detach() = 0;
   virtual CaptureTraits traits() const = 0;

@@ -2,7 +2,7 @@
 
 namespace flightrec::session {
 
-Engine::Engine(probe::CaptureOptions copts) {
+Engine::Engine(probe::CaptureOptions copts) : brake_(copts.highwater_bytes != 0) {
   copts.session_slots = 2;  // its one session, number 1
   capture_ = std::make_unique<probe::Capture>(copts, [this](const void* data, size_t size) {
     // Only the first session is this engine's; a record of any other
@@ -26,7 +26,8 @@ Engine::Engine(std::unique_ptr<HandedSession> handed) : handed_(std::move(handed
 
 void Engine::open_session(const sandbox::Cgroup& cgroup) {
   if (!capture_) return;
-  uint32_t session = capture_->open_first_session({cgroup.id()});
+  // The brake goes with the freezer: both are backpressure (highwater_bytes).
+  uint32_t session = capture_->open_first_session({cgroup.id()}, {.brake = brake_});
   capture_->track_existing(session, {cgroup.path()});
 }
 

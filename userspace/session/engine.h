@@ -82,6 +82,7 @@ class Engine {
 
  private:
   std::unique_ptr<probe::Capture> capture_;
+  bool brake_ = false;  // its session under backpressure's emergency brake
   std::unique_ptr<HandedSession> handed_;
   probe::Source* source_ = nullptr;
   probe::TlsProbes* tls_ = nullptr;

@@ -25,16 +25,18 @@ LossPolicy::~LossPolicy() {
   if (unwarned_)
     std::fprintf(stderr, "flightrec: WARNING: %llu more events lost: the record has a gap\n",
                  static_cast<unsigned long long>(unwarned_));
-  if (!frozen_) return;
-  for (auto* cg : cgroups_) {
-    try {
-      cg->freeze(false);
-    } catch (...) {  // a cgroup gone meanwhile has nothing left to thaw; the others still are
+  if (frozen_) {
+    for (auto* cg : cgroups_) {
+      try {
+        cg->freeze(false);
+      } catch (...) {  // a cgroup gone meanwhile has nothing left to thaw; the others still are
+      }
     }
   }
+  capture_.continue_braked();  // never leaves a process stopped either
 }
 
-void LossPolicy::set_frozen(bool frozen, const std::string& why) {
+void LossPolicy::set_frozen(bool frozen, std::string why) {
   std::vector<std::string> errors;
   for (auto* cg : cgroups_) {
     try {
@@ -44,15 +46,26 @@ void LossPolicy::set_frozen(bool frozen, const std::string& why) {
     }
   }
   frozen_ = frozen;
+  if (!frozen) why += continue_braked();
   watchdog_.post([this, frozen, why, errors] {
     for (const auto& e : errors) recorder_.note("error", e);
     recorder_.note(frozen ? "freeze" : "thaw", why);
   });
 }
 
+std::string LossPolicy::continue_braked() {
+  size_t n = capture_.continue_braked();
+  if (!n) return "";
+  return "; " + std::to_string(n) + (n == 1 ? " process" : " processes") +
+         " the kernel stopped with the ring buffer over three quarters full continued";
+}
+
 void LossPolicy::release() {
-  if (!frozen_) return;
-  set_frozen(false, "session ending");
+  if (frozen_) {
+    set_frozen(false, "session ending");
+  } else if (std::string braked = continue_braked(); !braked.empty()) {
+    watchdog_.post([this, braked] { recorder_.note("thaw", "session ending" + braked); });
+  }
   watchdog_.run_posted();
 }
 
@@ -90,6 +103,13 @@ void LossPolicy::check() {
                               : "ring buffer " + percent(fill) + " full");
   else if (frozen_ && fill <= kThawBelow && !new_loss)
     set_frozen(false, "ring buffer drained to " + percent(fill));
+  else if (!frozen_ && fill <= kThawBelow) {
+    // The brake can act before this thread froze anything, and the ring
+    // drain before it looked.
+    std::string braked = continue_braked();
+    if (!braked.empty())
+      watchdog_.post([this, why = "ring buffer drained to " + percent(fill) + braked] { recorder_.note("thaw", why); });
+  }
 }
 
 }  // namespace flightrec::session

@@ -9,6 +9,10 @@
 // the kernel's own counters, so a flood that keeps the recording thread
 // busy cannot delay it; the kernel wakes that thread when the ring crosses
 // kFreezeAbove (CaptureOptions::highwater_bytes), not just every tick.
+// Past three quarters full, the kernel itself stops each process that
+// makes a record (SessionSpec::brake): the freezer is a thread that must
+// be scheduled first, and big records from many threads can fill the
+// rest of the ring before it is. Those are continued with the thaw.
 #include <atomic>
 #include <string>
 #include <vector>
@@ -37,7 +41,10 @@ class LossPolicy {
 
  private:
   void check();  // on the watchdog's thread
-  void set_frozen(bool frozen, const std::string& why);
+  void set_frozen(bool frozen, std::string why);
+  // Continues what the kernel's brake stopped (probe::Source): for the
+  // record, what was continued ("; N processes ..."), or "".
+  std::string continue_braked();
   std::string mode_;
   probe::Source& capture_;
   recorder::Recorder& recorder_;

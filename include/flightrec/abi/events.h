@@ -559,6 +559,24 @@ FR_STATIC_ASSERT(sizeof(struct fr_session_tasks) == 16, "fr_session_tasks layout
  * open; the other full sessions' calls are read at sys_exit alone. */
 #define FR_SESSION_ENTRY (1u << 2)
 
+/* Sessions under backpressure's emergency brake (fr_session_flags[n %
+ * FR_MAX_SESSIONS] & FR_SESSION_BRAKE). The collector pauses a session
+ * whose ring is half full (the cgroup freezer), but a storm of large
+ * records from many threads can fill the other half before it acts. Past
+ * three quarters, a process of such a session that makes a record is
+ * stopped by the kernel (SIGSTOP, at its return to user space), and kept
+ * in fr_braked (tgid -> struct fr_braked) for the collector to continue
+ * once its ring has drained. A process the map has no room for is not
+ * stopped. */
+#define FR_SESSION_BRAKE (1u << 3)
+#define FR_BRAKED_MAX 16384
+struct fr_braked {
+	__u32 session;
+	__u32 pad;
+	__u64 start_boottime;  /* task->start_boottime: a reused pid is not continued */
+};
+FR_STATIC_ASSERT(sizeof(struct fr_braked) == 16, "fr_braked layout");
+
 /* Lite sessions (fr_session_flags[n % FR_MAX_SESSIONS] & FR_SESSION_LITE):
  * no BPF program runs on a syscall outside the ones fr_lite_calls names,
  * each caught at its own syscalls:sys_exit_* tracepoint; the raw syscall
