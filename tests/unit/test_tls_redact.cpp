@@ -2,6 +2,8 @@
 // connection, however the writes cut it.
 #include <doctest/doctest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <string>
 #include <vector>
 
@@ -272,8 +274,8 @@ TEST_CASE("JSON credential fields in bodies are masked, '*' a byte; other fields
   REQUIRE(out.size() == req.size());
   std::string got = out.substr(out.size() - body.size());
   CHECK(got == R"({"model":"m","api_key" : "**********************","token":"not-a-secret-here","n":{"password":"**"},)"
-               R"("access_token":42})");
-  CHECK(names == std::vector<std::string>{"body:api_key", "body:password"});
+               R"("access_token":**})");  // a number too
+  CHECK(names == std::vector<std::string>{"body:api_key", "body:password", "body:access_token"});
   // A body without a length (read to the connection's end) is scanned too.
   auto [out2, names2] = through({"HTTP/1.1 200 OK\r\n\r\n{\"id_token\":\"eyJhbGciOi\"}"});
   CHECK(out2 == "HTTP/1.1 200 OK\r\n\r\n{\"id_token\":\"**********\"}");
@@ -314,4 +316,68 @@ TEST_CASE("a Content-Length of spaces, signs or too many digits is no length, ne
                                  "GET / HTTP/1.1\r\nCookie: c\r\n\r\n"});
     CHECK(out.find("body") != std::string::npos);
   }
+}
+
+namespace {
+
+// A JSON body through the HTTP/1 redactor: the body as recorded, and the names.
+std::pair<std::string, std::vector<std::string>> masked_body(const std::string& body) {
+  std::string req = "POST /v1/messages HTTP/1.1\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+  auto [out, names] = through({req});
+  REQUIRE(out.size() == req.size());
+  return {out.substr(out.size() - body.size()), names};
+}
+
+}  // namespace
+
+TEST_CASE("JSON credential keys in any spelling: camelCase, dashes, capitals, and escapes in the key") {
+  auto [got, names] = masked_body(R"({"apiKey":"k1","Client-Secret":"k22","pass\u0077ord":"k333","ACCESS_TOKEN":"k4444",)"
+                                  R"("keyName":"kept","tokens":5})");
+  CHECK(got == R"({"apiKey":"**","Client-Secret":"***","pass\u0077ord":"****","ACCESS_TOKEN":"*****",)"
+               R"("keyName":"kept","tokens":5})");
+  CHECK(names == std::vector<std::string>{"body:apikey", "body:client-secret", "body:password", "body:access_token"});
+}
+
+TEST_CASE("JSON inside a JSON string is read: a tool call's arguments, and arguments streamed in pieces") {
+  using nlohmann::json;
+  // OpenAI's function call: its arguments are a JSON document in a string.
+  std::string body = R"({"tool_calls":[{"function":{"name":"deploy","arguments":"{\"api_key\": \"sk-inner-123\", )"
+                     R"(\"password\": \"a\\b\\\"c\", \"q\": \"keep me\"}"}}]})";
+  auto [got, names] = masked_body(body);
+  INFO(got);
+  json outer = json::parse(got);  // still JSON, and so are its arguments
+  json args = json::parse(outer["tool_calls"][0]["function"]["arguments"].get<std::string>());
+  CHECK(args["api_key"] == "************");
+  // Of a value masked inside a string, escape sequences stay (the string stays one).
+  CHECK(args["password"] == "*\b\"*");
+  CHECK(args["q"] == "keep me");
+  CHECK(names == std::vector<std::string>{"body:api_key", "body:password"});
+  // Anthropic's streamed tool input: the JSON cut across events, a key's
+  // value begun in one and ended in the next, other members between.
+  std::string sse = "event: content_block_delta\ndata: "
+                    R"({"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{\"cmd\": \"ls\", \"token\": 1, \"secret\": \"s3-"}})"
+                    "\n\nevent: content_block_delta\ndata: "
+                    R"({"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"rest-of-it\"}"}})"
+                    "\n\n";
+  auto [got2, names2] = masked_body(sse);
+  CHECK(got2.find("s3-") == std::string::npos);
+  CHECK(got2.find("rest-of-it") == std::string::npos);
+  CHECK(got2.find(R"(\"secret\": \"***"}})") != std::string::npos);
+  CHECK(got2.find(R"("partial_json":"**********\"}"}})") != std::string::npos);
+  CHECK(got2.find(R"(\"cmd\": \"ls\", \"token\": 1)") != std::string::npos);
+  CHECK(names2 == std::vector<std::string>{"body:secret"});
+}
+
+TEST_CASE("a masked value is bounded: past 8192 bytes, or at a control byte, the body is read on and shown") {
+  // A body cannot hide what follows behind a key it names.
+  std::string body = R"({"password":")" + std::string(10000, 'a') + R"(","tool":"rm -rf /","api_key":"x"})";
+  auto [got, names] = masked_body(body);
+  CHECK(got.substr(13, 8192) == std::string(8192, '*'));
+  CHECK(got.substr(13 + 8192, 10000 - 8192) == std::string(10000 - 8192, 'a'));
+  CHECK(got.find(R"("tool":"rm -rf /")") != std::string::npos);
+  CHECK(got.find(R"("api_key":"*"})") != std::string::npos);  // read on as JSON, in step
+  CHECK(names == std::vector<std::string>{"body:password", "body:password (longer than 8192 bytes)", "body:api_key"});
+  // No JSON string holds a line break: a value "open" across lines was none.
+  auto [got2, names2] = masked_body("data: {\"secret\":\"abc\ndata: {\"tool\":\"shown\"}\n");
+  CHECK(got2 == "data: {\"secret\":\"***\ndata: {\"tool\":\"shown\"}\n");
 }
