@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "events/body_redact.h"
 #include "events/tls.h"
 #include "http2_bytes.h"
 
@@ -343,7 +344,9 @@ TEST_CASE("JSON inside a JSON string is read: a tool call's arguments, and argum
   // OpenAI's function call: its arguments are a JSON document in a string.
   std::string body = R"({"tool_calls":[{"function":{"name":"deploy","arguments":"{\"api_key\": \"sk-inner-123\", )"
                      R"(\"password\": \"a\\b\\\"c\", \"q\": \"keep me\"}"}}]})";
-  auto [got, names] = masked_body(body);
+  auto masked = masked_body(body);
+  const std::string& got = masked.first;
+  const std::vector<std::string>& names = masked.second;
   INFO(got);
   json outer = json::parse(got);  // still JSON, and so are its arguments
   json args = json::parse(outer["tool_calls"][0]["function"]["arguments"].get<std::string>());
@@ -380,4 +383,14 @@ TEST_CASE("a masked value is bounded: past 8192 bytes, or at a control byte, the
   // No JSON string holds a line break: a value "open" across lines was none.
   auto [got2, names2] = masked_body("data: {\"secret\":\"abc\ndata: {\"tool\":\"shown\"}\n");
   CHECK(got2 == "data: {\"secret\":\"***\ndata: {\"tool\":\"shown\"}\n");
+}
+
+TEST_CASE("a tool call's decoded input is masked as a body is, whatever coding its bytes came in") {
+  // What the llm_call reader decoded from a gzip'd response: the body
+  // scanner saw compressed bytes only, so the input is masked on its own.
+  std::vector<std::string> names;
+  std::string input = R"({"command":"curl -H x","env":{"AWS_SECRET_ACCESS_KEY":"wJalr/K7MDENG","region":"eu"}})";
+  CHECK(flightrec::events::masked_json_text(input, names) ==
+        R"({"command":"curl -H x","env":{"AWS_SECRET_ACCESS_KEY":"*************","region":"eu"}})");
+  CHECK(names == std::vector<std::string>{"body:aws_secret_access_key"});
 }

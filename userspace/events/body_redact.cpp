@@ -31,6 +31,12 @@ char unescaped(char c) {  // the character a one-letter escape stands for
 
 }  // namespace
 
+std::string masked_json_text(std::string text, std::vector<std::string>& names) {
+  BodyRedactor redactor;
+  for (char& c : text) c = redactor.next(c, names);
+  return text;
+}
+
 bool secret_json_key(std::string_view key) {
   static const char* const keys[] = {"apikey",       "xapikey",         "accesstoken",     "idtoken",
                                      "refreshtoken", "authtoken",       "sessiontoken",    "authorization",

@@ -56,4 +56,8 @@ class BodyRedactor {
   BodyRedactor* reading_ = nullptr;  // which of them reads the current string
 };
 
+// A whole JSON text (a tool call's decoded input) through a BodyRedactor:
+// the text as the record keeps it; the names masked added to names.
+std::string masked_json_text(std::string text, std::vector<std::string>& names);
+
 }  // namespace flightrec::events

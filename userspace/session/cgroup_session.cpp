@@ -63,7 +63,7 @@ CgroupSession::CgroupSession(probe::Capture& capture, uint32_t number, std::vect
     pipeline_->add(*tls_);
   }
   if (spec.meta.tls && spec.meta.agent_turns) {
-    llm_ = std::make_unique<LlmCalls>();  // one per record file: its entries name seqs of this one
+    llm_ = std::make_unique<LlmCalls>(spec.meta.tls_redact);  // one per record file: its entries name seqs of this one
     pipeline_->add(*llm_);
   }
   if (policy_) {

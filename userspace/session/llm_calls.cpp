@@ -7,6 +7,7 @@
 
 #include "agent/content_coding.h"
 #include "common/text.h"
+#include "events/body_redact.h"
 #include "events/http2.h"
 
 namespace flightrec::session {
@@ -409,7 +410,14 @@ void LlmCalls::write_tool_call(const Asked& a, const Exchange* result, const eve
   events::Entry& e = out.add_about("tool_call", about);
   e.set_bytes("tool_call_id", a.call.id);
   e.set_bytes("name", a.call.name);
-  e.set_bytes("input", a.call.input);
+  if (redact_) {
+    // Masked here too: a compressed body reached the scanner unread.
+    std::vector<std::string> masked;
+    e.set_bytes("input", events::masked_json_text(a.call.input, masked));
+    if (!masked.empty()) e.set("redacted", masked);
+  } else {
+    e.set_bytes("input", a.call.input);
+  }
   if (auto seq = call_seqs_.find(a.call_number); seq != call_seqs_.end()) e.set("llm_call", seq->second);
   e.set("agent_pid", a.agent);
   e.set("asked_mono_ns", a.asked_ts);

@@ -28,12 +28,16 @@ namespace flightrec::session {
 
 class LlmCalls : public Observer {
  public:
+  // redact: a tool call's input is masked as a body is (--tls-redact; its
+  // bytes may have come compressed, which the body scanner cannot read).
+  explicit LlmCalls(bool redact = true) : redact_(redact) {}
   void observe(const events::Entry& entry, Emitted& out) override;
   void written(const events::Entry& own) override;
   // The session's end: exchanges still open, tool calls never answered.
   void finish(Emitted& out);
 
  private:
+  bool redact_;
   struct Exchange {
     agent::HttpMessage request;
     agent::LlmExchange x;
