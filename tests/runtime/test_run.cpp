@@ -763,7 +763,9 @@ TEST_CASE("the newest path syscalls are recorded with their paths (setxattrat, f
   const std::vector<std::pair<std::string, bool>> calls = {
       {"setxattrat", true}, {"getxattrat", true}, {"listxattrat", false}, {"removexattrat", true},
       {"file_getattr", false}, {"file_setattr", false}, {"open_tree_attr", false}};
-  for (const auto& [name, has_xattr_name] : calls) {
+  for (const auto& call : calls) {
+    const std::string& name = call.first;
+    bool has_xattr_name = call.second;
     INFO(name);
     const json* e = find(all, [&](const json& x) { return x.value("name", "") == name; });
     REQUIRE(e);

@@ -4,6 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <deque>
 #include <string>
 #include <vector>
 
@@ -393,4 +395,65 @@ TEST_CASE("a tool call's decoded input is masked as a body is, whatever coding i
   CHECK(flightrec::events::masked_json_text(input, names) ==
         R"({"command":"curl -H x","env":{"AWS_SECRET_ACCESS_KEY":"*************","region":"eu"}})");
   CHECK(names == std::vector<std::string>{"body:aws_secret_access_key"});
+}
+
+TEST_CASE("responses without a body are framed as such: to a HEAD, 1xx, 204 and 304, whatever Content-Length says") {
+  // Otherwise the next response's headers are read as body, unredacted.
+  std::deque<bool> heads;
+  HeaderRedactor requests, responses;
+  requests.share_requests(&heads);
+  responses.share_requests(&heads);
+  std::vector<std::string> names;
+  const auto& secret = default_redacted_headers();
+  std::string asked = "HEAD /big HTTP/1.1\r\nHost: h\r\n\r\nGET /a HTTP/1.1\r\n\r\nGET /b HTTP/1.1\r\n\r\n";
+  CHECK(requests.feed(0, asked, true, secret, names) == asked);
+  std::string answered = "HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n"            // to the HEAD
+                         "HTTP/1.1 100 Continue\r\n\r\n"                                 // interim, then
+                         "HTTP/1.1 304 Not Modified\r\nContent-Length: 50\r\n\r\n"    // to /a
+                         "HTTP/1.1 200 OK\r\nSet-Cookie: sid=s3cret\r\nContent-Length: 0\r\n\r\n";  // to /b
+  std::string out = responses.feed(0, answered, true, secret, names);
+  CHECK(out.find("s3cret") == std::string::npos);
+  CHECK(out.find("Set-Cookie: [REDACTED]\r\n") != std::string::npos);
+  CHECK(names == std::vector<std::string>{"set-cookie"});
+  CHECK(heads.empty());
+}
+
+TEST_CASE("a folded line after a gap inside a header line is redacted with it") {
+  HeaderRedactor r;
+  std::vector<std::string> names;
+  const auto& secret = default_redacted_headers();
+  std::string first = "GET / HTTP/1.1\r\nX-Custom: ab";
+  r.feed(0, first, true, secret, names);
+  // Bytes lost (past the cap), then the rest of the line and a fold of it.
+  std::string out = r.feed(first.size() + 10, "cd\r\n more-of-it\r\nHost: h\r\n\r\n", false, secret, names);
+  CHECK(out.find("more-of-it") == std::string::npos);
+  CHECK(out.find("Host: h") != std::string::npos);
+  CHECK(names == std::vector<std::string>{"(after a gap)"});
+}
+
+TEST_CASE("HTTP/2: opening hundreds of streams does not end another stream's mask") {
+  std::string settings = frame(4, 0, 0, "");
+  std::string stream = std::string(flightrec::events::kHttp2Preface) + settings +
+                       frame(0, 0, 1, R"({"api_key":"sk-first-half)");
+  std::string idle = stream, busy = stream;
+  for (uint32_t s = 3; s < 3 + 2 * 600; s += 2) {  // 600 streams more
+    idle += frame(0, 0, s, R"({"note":"x"})");     // each between members
+    busy += frame(0, 0, s, R"({"note":"x)");       // each inside a string
+  }
+  idle += frame(0, 0x1, 1, R"(-second-half"})");
+  busy += frame(0, 0x1, 1, R"(-second-half"})");
+  for (std::string* s : {&idle, &busy}) {
+    Http2Redactor r(true);
+    std::vector<std::string> names;
+    std::vector<Http2Headers> blocks;
+    r.feed(0, *s, {}, names, blocks);
+    CHECK(s->find("sk-first-half") == std::string::npos);
+    CHECK(s->find("-second-half") == std::string::npos);
+    CHECK(s->find(std::string(12, '*') + "\"}") != std::string::npos);
+    CHECK(names.front() == "body:api_key");
+    // Past 256 streams inside values, a new stream's DATA is masked whole.
+    bool whole = std::find(names.begin(), names.end(), "(too many streams inside a masked value)") != names.end();
+    CHECK(whole == (s == &busy));
+    if (s == &busy) CHECK(s->find(R"({"note":"x)") != std::string::npos);  // the first 255 still read
+  }
 }

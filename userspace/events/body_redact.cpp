@@ -31,6 +31,11 @@ char unescaped(char c) {  // the character a one-letter escape stands for
 
 }  // namespace
 
+bool BodyRedactor::idle() const {
+  return masking_ == Mask::None && !in_string_ && !after_string_ && !expect_value_ && !stream_value_ &&
+         (!carried_ || carried_->idle());
+}
+
 std::string masked_json_text(std::string text, std::vector<std::string>& names) {
   BodyRedactor redactor;
   for (char& c : text) c = redactor.next(c, names);

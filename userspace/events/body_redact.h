@@ -35,6 +35,9 @@ class BodyRedactor {
   BodyRedactor& operator=(BodyRedactor&&) = default;
   char next(char c, std::vector<std::string>& names);  // the byte to keep in c's place
   void reset() { *this = BodyRedactor(); }
+  // Between members: forgetting it now loses nothing (no value, key or
+  // string under way, here or carried over to the next event).
+  bool idle() const;
 
  private:
   explicit BodyRedactor(int depth) : depth_(depth) {}

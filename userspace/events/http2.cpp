@@ -10,7 +10,8 @@ namespace {
 constexpr size_t kNameMax = 128;
 constexpr size_t kValueMax = 1024;  // of a pseudo-header field's value kept for the summary
 constexpr uint64_t kTableMax = 1 << 20;  // a dynamic table larger than any peer asks for (the default is 4096)
-constexpr uint8_t kData = 0x0, kHeaders = 0x1, kPushPromise = 0x5, kContinuation = 0x9, kSettings = 0x4;
+constexpr uint8_t kData = 0x0, kHeaders = 0x1, kRstStream = 0x3, kPushPromise = 0x5, kContinuation = 0x9, kSettings = 0x4;
+constexpr size_t kBodiesMax = 256;  // streams whose DATA is followed at once
 constexpr uint8_t kEndStream = 0x1, kEndHeaders = 0x4, kPadded = 0x8, kPriority = 0x20;
 
 // RFC 7541 Appendix B: the code length of each symbol (256 is EOS). The
@@ -228,8 +229,13 @@ void Http2Redactor::frame_header_done() {
             0x7fffffffu;
   pre_ = data_frame_ && (flags_ & kPadded) ? 1 : 0;
   if (data_frame_) {
-    if (bodies_.size() >= 256 && !bodies_.count(stream_)) bodies_.clear();  // bounded
-    body_ = &bodies_[stream_];  // looked up once a frame, not once a byte
+    if (bodies_.size() >= kBodiesMax && !bodies_.count(stream_)) {
+      // Bounded: streams between members are forgotten, never one inside
+      // a value (opening streams must not end another's mask). When all
+      // are inside one, this stream's DATA is masked whole.
+      std::erase_if(bodies_, [](const auto& b) { return b.second.idle(); });
+    }
+    body_ = bodies_.size() < kBodiesMax || bodies_.count(stream_) ? &bodies_[stream_] : nullptr;
   }
   if (type_ == kHeaders) pre_ = (flags_ & kPadded ? 1 : 0) + (flags_ & kPriority ? 5 : 0);
   if (type_ == kPushPromise) pre_ = (flags_ & kPadded ? 1 : 0) + 4;
@@ -246,7 +252,8 @@ void Http2Redactor::frame_header_done() {
 void Http2Redactor::frame_done() {
   state_ = State::FrameHeader;
   header_got_ = 0;
-  if (data_frame_ && (flags_ & kEndStream)) {
+  // A stream's end: DATA or trailers with END_STREAM, or a reset.
+  if (((data_frame_ || type_ == kHeaders) && (flags_ & kEndStream)) || type_ == kRstStream) {
     bodies_.erase(stream_);
     body_ = nullptr;
   }
@@ -298,7 +305,8 @@ void Http2Redactor::feed(uint64_t at, std::string& bytes, const std::vector<std:
               return;
             }
           } else if (p < length_ - pad_) {
-            bytes[i] = body_->next(char(c), names);
+            if (!body_ && p == pre_) names.push_back("(too many streams inside a masked value)");
+            bytes[i] = body_ ? body_->next(char(c), names) : '*';
           }
         } else if (headers_frame_) {
           if (p < pre_) {

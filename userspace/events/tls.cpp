@@ -244,9 +244,10 @@ std::string HeaderRedactor::feed(uint64_t at, std::string_view bytes, bool write
     // Bytes went missing (past --tls-cap, or unreadable). Inside a header
     // line, what follows may be the rest of a secret: redact to its end.
     if (mode_ == Mode::Headers || mode_ == Mode::Trailers) {
-      in_name_ = false;
+      in_name_ = line_empty_ = false;
       if (!redacting_) names.push_back("(after a gap)");
       redacting_ = true;
+      line_secret_ = true;  // and a folded line after it goes on with it
     } else {
       mode_ = Mode::Unknown;
     }
@@ -254,8 +255,11 @@ std::string HeaderRedactor::feed(uint64_t at, std::string_view bytes, bool write
   pos_ = at + bytes.size();
   // A new message: at the start of a stream, or a call that begins with one
   // while the length of the last body is not known.
-  if ((mode_ == Mode::MessageStart || (mode_ == Mode::Unknown && write_start)) && !bytes.empty())
+  if ((mode_ == Mode::MessageStart || (mode_ == Mode::Unknown && write_start)) && !bytes.empty()) {
     mode_ = starts_http_message(bytes) ? Mode::StartLine : Mode::Unknown;
+    method_.clear();
+    status_ = 0;
+  }
   std::string out;
   out.reserve(bytes.size());
   for (size_t i = 0; i < bytes.size(); ++i) {
@@ -263,6 +267,8 @@ std::string HeaderRedactor::feed(uint64_t at, std::string_view bytes, bool write
     switch (mode_) {
       case Mode::MessageStart:  // a message that follows a body of known length
         mode_ = starts_http_message(bytes.substr(i)) ? Mode::StartLine : Mode::Unknown;
+        method_.clear();
+        status_ = 0;
         [[fallthrough]];
       case Mode::StartLine:
       case Mode::Unknown:
@@ -286,11 +292,21 @@ std::string HeaderRedactor::feed(uint64_t at, std::string_view bytes, bool write
             break;
           }
         }
+        if (mode_ == Mode::StartLine && start_field_ == 0 && c != ' ' && method_.size() < 16) method_ += c;
+        if (mode_ == Mode::StartLine && start_field_ == 1 && c >= '0' && c <= '9' && status_ < 1000)
+          status_ = status_ * 10 + (c - '0');
         if (mode_ == Mode::StartLine && c == ' ' && start_field_ < 2) ++start_field_;
         // Bytes of no known framing (a body without a length, another
         // protocol) are still scanned for credentials in JSON.
         out += mode_ == Mode::Unknown ? body_.next(c, names) : c;
         if (mode_ == Mode::StartLine && c == '\n') {
+          if (!method_.starts_with("HTTP/")) {
+            status_ = 0;  // a request's target is no status
+            if (heads_) {
+              if (heads_->size() >= 4096) heads_->pop_front();  // bounded: one direction alone recorded
+              heads_->push_back(method_ == "HEAD");
+            }
+          }
           mode_ = Mode::Headers;
           end_of_line();
           last_secret_ = false;
@@ -335,6 +351,20 @@ std::string HeaderRedactor::feed(uint64_t at, std::string_view bytes, bool write
             body_.reset();
             chunk_left_ = 0;
             mode_ = chunked_ ? Mode::ChunkSize : !known ? Mode::Unknown : body_left_ ? Mode::Body : Mode::MessageStart;
+            // Responses without a body whatever their headers say (RFC 9112
+            // 6.3): to a HEAD, 1xx, 204 and 304. A 101 switches protocols.
+            if (method_.starts_with("HTTP/")) {
+              bool interim = status_ >= 100 && status_ < 200;
+              bool to_head = false;
+              if (!interim && heads_ && !heads_->empty()) {
+                to_head = heads_->front();
+                heads_->pop_front();
+              }
+              if (status_ == 101) mode_ = Mode::Unknown;
+              else if (interim || to_head || status_ == 204 || status_ == 304) mode_ = Mode::MessageStart;
+            }
+            method_.clear();
+            status_ = 0;
           }
           end_of_line();
         } else {
@@ -551,7 +581,9 @@ void TlsStreams::complete(Entry& e, const fr_tls& r, std::string_view data) {
     h2->feed(at, redact_.empty() ? copy : text, redact_, redacted, blocks);
     summarize(e, blocks, !redact_.empty());
   } else if (!redact_.empty()) {
-    text = (send ? c.redact_sent : c.redact_received).feed(at, data, r.offset == 0, redact_, redacted);
+    HeaderRedactor& redactor = send ? c.redact_sent : c.redact_received;
+    redactor.share_requests(&c.heads);
+    text = redactor.feed(at, data, r.offset == 0, redact_, redacted);
   }
   if (!redacted.empty() && !redact_.empty()) e.set("redacted", std::move(redacted));
   e.set("data_b64", base64_encode(text));

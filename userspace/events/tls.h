@@ -4,6 +4,7 @@
 // byte stream (so a verifier sees gaps), redaction of credentials (HTTP/1.x
 // and HTTP/2), and a summary of HTTP/1.x messages.
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <string>
@@ -55,6 +56,11 @@ class HeaderRedactor {
   // secret values replaced and adds the names it redacted to `names`.
   std::string feed(uint64_t at, std::string_view bytes, bool write_start, const std::vector<std::string>& secret,
                    std::vector<std::string>& names);
+  // The queue both directions of a connection share: whether each request
+  // not answered yet was a HEAD, whose response has no body whatever its
+  // Content-Length says (RFC 9110 9.3.2). Without one, a HEAD's response is
+  // taken to have the body its headers give.
+  void share_requests(std::deque<bool>* heads) { heads_ = heads; }
 
  private:
   enum class Mode { MessageStart, StartLine, Headers, Body, ChunkSize, ChunkData, ChunkEnd, Trailers, Unknown };
@@ -73,6 +79,9 @@ class HeaderRedactor {
   // The start line's request target: its query parameters' values are
   // redacted where the key names a credential.
   int start_field_ = 0;  // 0 the method, 1 the target, 2 the rest
+  std::string method_;   // the start line's first field (bounded): a method, or "HTTP/1.x"
+  int status_ = 0;       // a response's status code
+  std::deque<bool>* heads_ = nullptr;
   bool in_query_ = false, in_query_value_ = false, query_redacting_ = false, query_marked_ = false;
   std::string query_key_;  // lower case, bounded
   uint64_t chunk_left_ = 0;
@@ -101,6 +110,7 @@ class TlsStreams {
     std::string local_addr, remote_addr;
     int local_port = 0, remote_port = 0;
     HeaderRedactor redact_sent, redact_received;
+    std::deque<bool> heads;  // HeaderRedactor::share_requests
     // HTTP/2, when a direction starts with its preface or first SETTINGS.
     std::unique_ptr<Http2Redactor> h2_sent, h2_received;
   };
