@@ -5,9 +5,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include <cstdio>
-#include <cstring>
-#include <string>
+#include <cstdlib>
 #include <vector>
 
 #include "common/system.h"
@@ -19,22 +17,13 @@ extern "C" {
 namespace flightrec::probe {
 namespace {
 
-// Field 22 of /proc/PID/stat (the start time in clock ticks since boot,
-// from task->start_boottime), read through the process's pidfd's pid.
+// Whether pid is the process that started at start_boottime_ns: /proc's
+// starttime (field 22, clock ticks since boot) is task->start_boottime.
 bool started_at(pid_t pid, uint64_t start_boottime_ns) {
-  auto stat = try_read_file("/proc/" + std::to_string(pid) + "/stat");
-  if (!stat) return false;
-  size_t paren = stat->rfind(')');  // the name may hold spaces and parentheses
-  if (paren == std::string::npos) return false;
-  const char* p = stat->c_str() + paren + 1;
-  for (int field = 3; field < 22 && *p; ++field) {  // p is before field `field`
-    while (*p == ' ') ++p;
-    while (*p && *p != ' ') ++p;
-  }
-  unsigned long long ticks = 0;
-  if (std::sscanf(p, " %llu", &ticks) != 1) return false;
+  auto fields = proc_stat_fields(pid);
+  if (!fields || fields->size() <= 22 - 3) return false;
   uint64_t tick_ns = 1'000'000'000ull / uint64_t(sysconf(_SC_CLK_TCK));
-  return ticks == start_boottime_ns / tick_ns;
+  return std::strtoull((*fields)[22 - 3].c_str(), nullptr, 10) == start_boottime_ns / tick_ns;
 }
 
 }  // namespace
